@@ -1,0 +1,471 @@
+//! Activity execution: one attempt at a time, with timeout, heartbeat watch and retries.
+
+use std::panic::AssertUnwindSafe;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use parking_lot::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{Clock, Millis};
+use crate::error::{codes, StructuredError, WorldError};
+use crate::model::EventKind;
+use crate::payload::Payload;
+use crate::retry::{classify, RetryClass};
+use crate::store::{Timer, TimerKind};
+
+use super::errors::StepError;
+use super::{ActivityTask, Engine};
+
+/// What an activity can see and do about its own execution.
+///
+/// ```
+/// use worlds_engine::prelude::*;
+/// let export = activity("export", |ctx: ActivityContext, rows: u32| async move {
+///     for done in 0..rows {
+///         if ctx.is_cancelled() {
+///             return Err(StepError::fatal("cancelled"));
+///         }
+///         ctx.heartbeat(format!("{done}/{rows}"));
+///     }
+///     Ok::<_, StepError>(rows)
+/// });
+/// # let _ = export;
+/// ```
+#[derive(Clone)]
+pub struct ActivityContext {
+    inner: Arc<ActivityInner>,
+}
+
+struct ActivityInner {
+    activity_id: String,
+    workflow_id: String,
+    run_id: String,
+    name: String,
+    attempt: u32,
+    cancel: CancellationToken,
+    clock: Arc<dyn Clock>,
+    beat: Mutex<Beat>,
+    record: Option<Arc<dyn Fn(Option<String>) + Send + Sync>>,
+    record_every: Millis,
+}
+
+struct Beat {
+    last: Millis,
+    last_recorded: Option<Millis>,
+    message: Option<String>,
+}
+
+impl std::fmt::Debug for ActivityContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ActivityContext")
+            .field("activity_id", &self.inner.activity_id)
+            .field("attempt", &self.inner.attempt)
+            .finish()
+    }
+}
+
+impl ActivityContext {
+    /// The step id (`step_…`), the same for every attempt.
+    pub fn activity_id(&self) -> &str {
+        &self.inner.activity_id
+    }
+
+    /// The workflow id of the run this step belongs to.
+    pub fn workflow_id(&self) -> &str {
+        &self.inner.workflow_id
+    }
+
+    /// The run id this step belongs to.
+    pub fn run_id(&self) -> &str {
+        &self.inner.run_id
+    }
+
+    /// The activity name.
+    pub fn name(&self) -> &str {
+        &self.inner.name
+    }
+
+    /// This attempt's number, from 1.
+    pub fn attempt(&self) -> u32 {
+        self.inner.attempt
+    }
+
+    /// True once the run was cancelled (or the world is stopping this attempt). The result of
+    /// the attempt will be ignored; stop as soon as it is safe.
+    pub fn is_cancelled(&self) -> bool {
+        self.inner.cancel.is_cancelled()
+    }
+
+    /// Completes when the attempt is cancelled.
+    pub async fn cancelled(&self) {
+        self.inner.cancel.cancelled().await
+    }
+
+    /// Reports that the attempt is alive and making progress, with a message.
+    ///
+    /// With a heartbeat timeout set, an attempt that goes longer than it without calling this
+    /// fails as timed out and is retried. Beats are recorded in history at most once per the
+    /// world's heartbeat interval (or when the message changes).
+    pub fn heartbeat(&self, message: impl Into<String>) {
+        self.beat(Some(message.into()));
+    }
+
+    /// Reports that the attempt is alive, without a message.
+    pub fn heartbeat_alive(&self) {
+        self.beat(None);
+    }
+
+    fn beat(&self, message: Option<String>) {
+        let now = self.inner.clock.now_ms();
+        let record = {
+            let mut beat = self.inner.beat.lock();
+            beat.last = now;
+            let changed = message.is_some() && message != beat.message;
+            let due = beat
+                .last_recorded
+                .is_none_or(|at| now - at >= self.inner.record_every);
+            if message.is_some() {
+                beat.message = message.clone();
+            }
+            if changed || due {
+                beat.last_recorded = Some(now);
+                true
+            } else {
+                false
+            }
+        };
+        if record {
+            if let Some(record) = &self.inner.record {
+                record(message);
+            }
+        }
+    }
+
+    fn last_beat(&self) -> Millis {
+        self.inner.beat.lock().last
+    }
+
+    /// A context for calling an activity function directly, outside any world (unit tests of
+    /// activities).
+    pub fn detached(name: impl Into<String>, attempt: u32) -> Self {
+        Self {
+            inner: Arc::new(ActivityInner {
+                activity_id: String::from("step_detached"),
+                workflow_id: String::from("detached"),
+                run_id: String::from("detached"),
+                name: name.into(),
+                attempt,
+                cancel: CancellationToken::new(),
+                clock: Arc::new(crate::clock::SystemClock),
+                beat: Mutex::new(Beat {
+                    last: 0,
+                    last_recorded: None,
+                    message: None,
+                }),
+                record: None,
+                record_every: i64::MAX,
+            }),
+        }
+    }
+}
+
+enum AttemptEnd {
+    Returned(Result<Payload, StepError>),
+    TimedOut(Duration),
+    HeartbeatLost(Duration),
+    Cancelled,
+}
+
+impl Engine {
+    /// Runs one attempt of an activity and records what came of it.
+    pub(crate) async fn run_activity(self: &Arc<Self>, task: ActivityTask) {
+        let run_id = task.run_id.clone();
+        let Some(def) = self.registry.activity(&task.name) else {
+            let error = StructuredError::new(format!(
+                "activity '{}' is not registered in this process",
+                task.name
+            ))
+            .with_code(codes::NOT_REGISTERED);
+            self.record_failure(&task, error, false).await;
+            return;
+        };
+        let token = self.run_token(&run_id).child_token();
+        if token.is_cancelled() {
+            return;
+        }
+        let started = self
+            .append(
+                &run_id,
+                vec![EventKind::ActivityStarted {
+                    position: task.position,
+                    attempt: task.attempt,
+                }],
+            )
+            .await;
+        if started.is_err() {
+            // A duplicate of a task already taken, or the run finished: nothing to do.
+            return;
+        }
+        let options = self.activity_options(&task.name, task.options.as_ref());
+        let ctx = self.activity_context(&task, token.clone());
+        let start = self.clock.now_ms();
+        self.activity
+            .running_activities
+            .fetch_add(1, Ordering::AcqRel);
+        let work = AssertUnwindSafe((def.handler)(ctx.clone(), task.input.clone())).catch_unwind();
+        let timeout = async {
+            match options.timeout {
+                Some(d) => {
+                    self.clock
+                        .sleep_until(start.saturating_add(crate::clock::duration_ms(d.0)))
+                        .await;
+                    d.0
+                }
+                None => futures::future::pending().await,
+            }
+        };
+        let heartbeat_watch = async {
+            match options.heartbeat_timeout {
+                Some(d) => loop {
+                    let last = ctx.last_beat();
+                    self.clock
+                        .sleep_until(last.saturating_add(crate::clock::duration_ms(d.0)))
+                        .await;
+                    if ctx.last_beat() == last {
+                        break d.0;
+                    }
+                },
+                None => futures::future::pending().await,
+            }
+        };
+        let end = tokio::select! {
+            biased;
+            _ = token.cancelled() => AttemptEnd::Cancelled,
+            result = work => AttemptEnd::Returned(match result {
+                Ok(result) => result,
+                Err(panic) => Err(StepError::msg(format!(
+                    "activity panicked: {}",
+                    super::executor::panic_message(&panic)
+                ))),
+            }),
+            d = timeout => AttemptEnd::TimedOut(d),
+            d = heartbeat_watch => AttemptEnd::HeartbeatLost(d),
+        };
+        self.activity
+            .running_activities
+            .fetch_sub(1, Ordering::AcqRel);
+        match end {
+            AttemptEnd::Cancelled => {}
+            AttemptEnd::Returned(Ok(output)) => {
+                let check = self.check_payload(
+                    || format!("output of step #{} '{}'", task.position, task.name),
+                    &output,
+                );
+                match check {
+                    Ok(()) => {
+                        let done = self
+                            .append(
+                                &run_id,
+                                vec![EventKind::ActivityCompleted {
+                                    position: task.position,
+                                    attempt: task.attempt,
+                                    output,
+                                }],
+                            )
+                            .await;
+                        if done.is_ok() {
+                            self.schedule_workflow(&run_id);
+                        }
+                    }
+                    Err(e) => {
+                        let error =
+                            StructuredError::new(e.to_string()).with_code(codes::PAYLOAD_TOO_LARGE);
+                        self.record_failure(&task, error, false).await;
+                    }
+                }
+            }
+            AttemptEnd::Returned(Err(error)) => {
+                let class = classify(error.as_error());
+                let mut stored = error.to_structured();
+                if class == RetryClass::Fatal && stored.code.is_none() {
+                    stored.code = Some(codes::FATAL.to_owned());
+                }
+                let retry_after = match class {
+                    RetryClass::Fatal => None,
+                    RetryClass::Retry { after } => Some(after),
+                };
+                self.record_attempt_failure(&task, &options, stored, retry_after)
+                    .await;
+            }
+            AttemptEnd::TimedOut(d) => {
+                let error = StructuredError::new(format!(
+                    "activity '{}' timed out after {} ms",
+                    task.name,
+                    d.as_millis()
+                ))
+                .with_code(codes::TIMEOUT);
+                self.record_attempt_failure(&task, &options, error, Some(None))
+                    .await;
+            }
+            AttemptEnd::HeartbeatLost(d) => {
+                let error = StructuredError::new(format!(
+                    "activity '{}' sent no heartbeat for {} ms (its heartbeat timeout)",
+                    task.name,
+                    d.as_millis()
+                ))
+                .with_code(codes::HEARTBEAT_TIMEOUT);
+                self.record_attempt_failure(&task, &options, error, Some(None))
+                    .await;
+            }
+        }
+    }
+
+    /// Records a failed attempt: schedules a retry if the policy allows (`retry_after` is
+    /// `Some`), else fails the step for good.
+    async fn record_attempt_failure(
+        &self,
+        task: &ActivityTask,
+        options: &crate::model::ActivityOptions,
+        mut error: StructuredError,
+        retry_after: Option<Option<Duration>>,
+    ) {
+        let policy = options.retry.clone().unwrap_or_default();
+        let Some(own_delay) = retry_after else {
+            self.record_failure(task, error, false).await;
+            return;
+        };
+        if !policy.should_attempt(task.attempt) {
+            if error.code.is_none() {
+                error.code = Some(codes::RETRIES_EXHAUSTED.to_owned());
+            }
+            self.record_failure(task, error, false).await;
+            return;
+        }
+        let delay = own_delay.unwrap_or_else(|| policy.delay(task.attempt));
+        let delay_ms = crate::clock::duration_ms(delay).max(0) as u64;
+        let next = task.attempt + 1;
+        let recorded = self
+            .append(
+                &task.run_id,
+                vec![
+                    EventKind::ActivityFailed {
+                        position: task.position,
+                        attempt: task.attempt,
+                        error,
+                        retrying: true,
+                    },
+                    EventKind::ActivityRetry {
+                        position: task.position,
+                        attempt: next,
+                        delay_ms,
+                    },
+                ],
+            )
+            .await;
+        if recorded.is_err() {
+            return;
+        }
+        let timer = Timer {
+            fire_at: self.clock.now_ms().saturating_add(delay_ms as i64),
+            run_id: task.run_id.to_string(),
+            kind: TimerKind::ActivityRetry {
+                position: task.position,
+                attempt: next,
+            },
+        };
+        if let Err(e) = self.add_timer(timer).await {
+            tracing::error!(run_id = %task.run_id, error = %e, "could not arm the retry timer");
+        }
+    }
+
+    /// Records the final failure of a step and wakes its workflow.
+    async fn record_failure(&self, task: &ActivityTask, error: StructuredError, _retrying: bool) {
+        let done = self
+            .append(
+                &task.run_id,
+                vec![EventKind::ActivityFailed {
+                    position: task.position,
+                    attempt: task.attempt,
+                    error,
+                    retrying: false,
+                }],
+            )
+            .await;
+        if done.is_ok() {
+            self.schedule_workflow(&task.run_id);
+        }
+    }
+
+    /// Re-queues an activity whose retry delay has passed.
+    pub(crate) async fn retry_activity(
+        &self,
+        run_id: &str,
+        position: u32,
+        attempt: u32,
+    ) -> Result<(), WorldError> {
+        let state = self.store.get_activity(run_id, position).await?;
+        let workflow_id = self.route_workflow_id(run_id).unwrap_or_default();
+        self.enqueue_activity(ActivityTask {
+            run_id: run_id.into(),
+            workflow_id,
+            activity_id: state.id,
+            position,
+            name: state.name,
+            input: state.input.unwrap_or_else(Payload::null),
+            attempt,
+            options: state.options,
+        });
+        Ok(())
+    }
+
+    fn activity_context(
+        self: &Arc<Self>,
+        task: &ActivityTask,
+        cancel: CancellationToken,
+    ) -> ActivityContext {
+        let engine = Arc::downgrade(self);
+        let run_id = task.run_id.clone();
+        let (position, attempt) = (task.position, task.attempt);
+        let record: Arc<dyn Fn(Option<String>) + Send + Sync> = Arc::new(move |message| {
+            let Some(engine) = engine.upgrade() else {
+                return;
+            };
+            let run_id = run_id.clone();
+            // Heartbeats are called from synchronous code; record them in the background. A
+            // beat that lands after the attempt ended is refused by the store, harmlessly.
+            tokio::spawn(async move {
+                let _ = engine
+                    .append(
+                        &run_id,
+                        vec![EventKind::ActivityHeartbeat {
+                            position,
+                            attempt,
+                            message,
+                        }],
+                    )
+                    .await;
+            });
+        });
+        ActivityContext {
+            inner: Arc::new(ActivityInner {
+                activity_id: task.activity_id.clone(),
+                workflow_id: task.workflow_id.clone(),
+                run_id: task.run_id.to_string(),
+                name: task.name.clone(),
+                attempt: task.attempt,
+                cancel,
+                clock: self.clock.clone(),
+                beat: Mutex::new(Beat {
+                    last: self.clock.now_ms(),
+                    last_recorded: None,
+                    message: None,
+                }),
+                record: Some(record),
+                record_every: crate::clock::duration_ms(self.config.heartbeat_interval.0),
+            }),
+        }
+    }
+}

@@ -1,0 +1,329 @@
+//! The workflow context: everything a workflow may do that touches the outside world.
+
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::duration::IntoDuration;
+use crate::model::{ActivityOptions, ValueKind, WorkflowOptions};
+use crate::payload::Payload;
+
+use super::definitions::{Activity, Workflow};
+use super::errors::ContextError;
+use super::machine::{CommandDesc, NewCommand, Resolution, RunCore};
+
+/// What a workflow knows about its own run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkflowMetadata {
+    /// The workflow id.
+    pub workflow_id: String,
+    /// The run id (`wrun_…`).
+    pub run_id: String,
+    /// The workflow name.
+    pub name: String,
+    /// The parent run, for a child workflow.
+    pub parent_id: Option<String>,
+    /// When the run was accepted (ms since the Unix epoch).
+    pub created_at: Millis,
+    /// When the run first started executing.
+    pub started_at: Millis,
+    /// The workflow execution attempt, from 1.
+    pub attempt: u32,
+}
+
+/// The handle a workflow function uses to run steps, sleep, start children and read time.
+///
+/// Every call is recorded in the run's history. After a crash or eviction the workflow function
+/// runs again from the top, and each call returns its recorded result instead of doing the work
+/// again. So a workflow must reach the outside world only through this context: no direct I/O,
+/// no `SystemTime::now()`, no `tokio::time::sleep`, no unseeded randomness.
+///
+/// ```
+/// use worlds_engine::prelude::*;
+/// let add_one = activity("add-one", |_ctx: ActivityContext, n: u64| async move {
+///     Ok::<_, StepError>(n + 1)
+/// });
+/// let step = add_one.clone();
+/// let flow = workflow("count", move |ctx: WorkflowContext, n: u64| {
+///     let step = step.clone();
+///     async move {
+///         let a = ctx.run(&step, n).await?;
+///         ctx.sleep("1h").await?;              // durable: survives restarts
+///         let b = ctx.run(&step, a).await?;
+///         Ok::<_, WorkflowError>(b)
+///     }
+/// });
+/// # let _ = flow;
+/// ```
+#[derive(Clone)]
+pub struct WorkflowContext {
+    core: Arc<RunCore>,
+}
+
+impl std::fmt::Debug for WorkflowContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkflowContext")
+            .field("run_id", &self.core.info.run_id)
+            .finish()
+    }
+}
+
+impl WorkflowContext {
+    pub(crate) fn new(core: Arc<RunCore>) -> Self {
+        Self { core }
+    }
+
+    /// The workflow id (caller-chosen, or the run id).
+    pub fn workflow_id(&self) -> &str {
+        &self.core.info.workflow_id
+    }
+
+    /// The run id (`wrun_…`).
+    pub fn run_id(&self) -> &str {
+        &self.core.info.run_id
+    }
+
+    /// The parent run id, if this is a child workflow.
+    pub fn parent_id(&self) -> Option<&str> {
+        self.core.info.parent_id.as_deref()
+    }
+
+    /// Facts about this run.
+    pub fn get_metadata(&self) -> WorkflowMetadata {
+        let info = &self.core.info;
+        WorkflowMetadata {
+            workflow_id: info.workflow_id.clone(),
+            run_id: info.run_id.clone(),
+            name: info.name.clone(),
+            parent_id: info.parent_id.clone(),
+            created_at: info.created_at,
+            started_at: info.started_at,
+            attempt: info.attempt,
+        }
+    }
+
+    /// True once cancellation of this run has been requested. The engine stops the run at its
+    /// next await; code in a long loop between awaits can check this to stop early.
+    pub fn is_cancelled(&self) -> bool {
+        self.core.is_cancelled()
+    }
+
+    /// Runs an activity with its default options and returns its result.
+    ///
+    /// The step is scheduled when this is *called* (not when the future is first polled), so
+    /// steps combined with `futures::join!` keep their program order on every replay.
+    pub fn run<I, O>(&self, activity: &Activity<I, O>, input: I) -> CommandFuture<O>
+    where
+        I: Serialize,
+        O: DeserializeOwned,
+    {
+        self.run_step(&activity.def.name, input, None)
+    }
+
+    /// Runs an activity with options that override its defaults for this call.
+    pub fn run_with<I, O>(
+        &self,
+        activity: &Activity<I, O>,
+        input: I,
+        options: ActivityOptions,
+    ) -> CommandFuture<O>
+    where
+        I: Serialize,
+        O: DeserializeOwned,
+    {
+        self.run_step(&activity.def.name, input, Some(options))
+    }
+
+    /// Runs a registered activity by name; the result is deserialized into `O`.
+    pub fn run_by_name<I, O>(&self, name: &str, input: I) -> CommandFuture<O>
+    where
+        I: Serialize,
+        O: DeserializeOwned,
+    {
+        self.run_step(name, input, None)
+    }
+
+    fn run_step<I: Serialize, O>(
+        &self,
+        name: &str,
+        input: I,
+        options: Option<ActivityOptions>,
+    ) -> CommandFuture<O> {
+        let encoded = Payload::encode(&input);
+        let desc = CommandDesc::Activity {
+            name: name.to_owned(),
+        };
+        match encoded {
+            Ok(input) => {
+                let position = self.core.issue(desc, |position| NewCommand::Activity {
+                    position,
+                    name: name.to_owned(),
+                    input,
+                    options,
+                });
+                CommandFuture::new(self.core.clone(), position)
+            }
+            Err(e) => self.rejected(desc, "ctx.run", e.to_string()),
+        }
+    }
+
+    /// Sleeps durably: the run is suspended (holding no worker, possibly evicted from memory)
+    /// until the timer fires, even across restarts.
+    ///
+    /// Accepts `"250ms" | "5s" | "2m" | "1h"`, a number of milliseconds, or a `Duration`.
+    pub fn sleep(&self, duration: impl IntoDuration) -> CommandFuture<()> {
+        match duration.into_duration() {
+            Ok(d) => {
+                let ms = crate::clock::duration_ms(d);
+                let clock = self.core.clock.clone();
+                let position = self
+                    .core
+                    .issue(CommandDesc::Timer, |position| NewCommand::Timer {
+                        position,
+                        fire_at: clock.now_ms().saturating_add(ms),
+                    });
+                CommandFuture::new(self.core.clone(), position)
+            }
+            Err(e) => self.rejected(CommandDesc::Timer, "ctx.sleep", e.to_string()),
+        }
+    }
+
+    /// Sleeps durably until the given time (ms since the Unix epoch).
+    pub fn sleep_until(&self, at: Millis) -> CommandFuture<()> {
+        let position = self
+            .core
+            .issue(CommandDesc::Timer, |position| NewCommand::Timer {
+                position,
+                fire_at: at,
+            });
+        CommandFuture::new(self.core.clone(), position)
+    }
+
+    /// Starts a child workflow and waits for its result. The child's `parent_id` is this run.
+    pub fn execute_child<I, O>(
+        &self,
+        workflow: &Workflow<I, O>,
+        input: I,
+        options: WorkflowOptions,
+    ) -> CommandFuture<O>
+    where
+        I: Serialize,
+        O: DeserializeOwned,
+    {
+        self.execute_child_by_name(&workflow.def.name, input, options)
+    }
+
+    /// Starts a registered child workflow by name and waits for its result.
+    pub fn execute_child_by_name<I, O>(
+        &self,
+        name: &str,
+        input: I,
+        options: WorkflowOptions,
+    ) -> CommandFuture<O>
+    where
+        I: Serialize,
+        O: DeserializeOwned,
+    {
+        let desc = CommandDesc::Child {
+            name: name.to_owned(),
+        };
+        match Payload::encode(&input) {
+            Ok(input) => {
+                let position = self.core.issue(desc, |position| NewCommand::Child {
+                    position,
+                    name: name.to_owned(),
+                    input,
+                    options,
+                });
+                CommandFuture::new(self.core.clone(), position)
+            }
+            Err(e) => self.rejected(desc, "ctx.execute_child", e.to_string()),
+        }
+    }
+
+    /// The current time (ms since the Unix epoch), recorded the first time and replayed after.
+    pub fn now(&self) -> Millis {
+        let clock = self.core.clock.clone();
+        let value = self.core.issue_value(ValueKind::Now, || {
+            Payload::encode(&clock.now_ms()).unwrap_or_else(|_| Payload::null())
+        });
+        value.decode().unwrap_or_default()
+    }
+
+    /// A random number in `[0, 1)`, recorded the first time and replayed after.
+    pub fn random(&self) -> f64 {
+        let value = self.core.issue_value(ValueKind::Random, || {
+            Payload::encode(&rand::random::<f64>()).unwrap_or_else(|_| Payload::null())
+        });
+        value.decode().unwrap_or_default()
+    }
+
+    /// A fresh unique id (a ULID string), recorded the first time and replayed after.
+    pub fn uuid(&self) -> String {
+        let ids = self.core.ids.clone();
+        let value = self.core.issue_value(ValueKind::Uuid, || {
+            Payload::encode(&ids.ulid().to_string()).unwrap_or_else(|_| Payload::null())
+        });
+        value.decode().unwrap_or_default()
+    }
+
+    /// A command whose argument was refused: it still takes a position (so later positions
+    /// stay stable) and resolves at once with the error.
+    fn rejected<O>(
+        &self,
+        desc: CommandDesc,
+        call: &'static str,
+        message: String,
+    ) -> CommandFuture<O> {
+        let position = self.core.issue_unrecorded(desc);
+        let error = ContextError::InvalidArgument { call, message };
+        self.core.resolve_now(position, Resolution::Error(error));
+        CommandFuture::new(self.core.clone(), position)
+    }
+}
+
+/// The pending result of a context call. Await it.
+#[must_use = "a workflow command does nothing useful unless awaited"]
+pub struct CommandFuture<T> {
+    core: Arc<RunCore>,
+    position: u32,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T> CommandFuture<T> {
+    fn new(core: Arc<RunCore>, position: u32) -> Self {
+        Self {
+            core,
+            position,
+            _type: PhantomData,
+        }
+    }
+
+    /// The command's position in the workflow's program order.
+    pub fn position(&self) -> u32 {
+        self.position
+    }
+}
+
+impl<T: DeserializeOwned> Future for CommandFuture<T> {
+    type Output = Result<T, ContextError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.core.poll_slot(self.position, cx.waker()) {
+            Some(Resolution::Value(payload)) => {
+                Poll::Ready(payload.decode().map_err(|e| ContextError::Decode {
+                    position: self.position,
+                    message: e.to_string(),
+                }))
+            }
+            Some(Resolution::Error(e)) => Poll::Ready(Err(e)),
+            None => Poll::Pending,
+        }
+    }
+}

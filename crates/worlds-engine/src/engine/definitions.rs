@@ -1,0 +1,323 @@
+//! Workflow and activity definitions, and the registry that holds them by name.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use futures::FutureExt;
+use parking_lot::RwLock;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+use crate::error::WorldError;
+use crate::model::{ActivityOptions, WorkflowOptions};
+use crate::payload::Payload;
+
+use super::activity::ActivityContext;
+use super::context::WorkflowContext;
+use super::errors::{StepError, WorkflowError};
+
+pub(crate) type WorkflowFuture = BoxFuture<'static, Result<Payload, WorkflowError>>;
+pub(crate) type WorkflowFn = Arc<dyn Fn(WorkflowContext, Payload) -> WorkflowFuture + Send + Sync>;
+pub(crate) type ActivityFuture = BoxFuture<'static, Result<Payload, StepError>>;
+pub(crate) type ActivityFn = Arc<dyn Fn(ActivityContext, Payload) -> ActivityFuture + Send + Sync>;
+type Validate = fn(&Payload) -> Result<(), serde_json::Error>;
+
+fn validate_as<T: DeserializeOwned>(payload: &Payload) -> Result<(), serde_json::Error> {
+    payload.decode::<T>().map(drop)
+}
+
+/// A workflow definition: a name, an async function of `(WorkflowContext, I)`, and default
+/// options. Make one with [`workflow`].
+pub struct Workflow<I, O> {
+    pub(crate) def: WorkflowDef,
+    _types: PhantomData<fn(I) -> O>,
+}
+
+impl<I, O> Clone for Workflow<I, O> {
+    fn clone(&self) -> Self {
+        Self {
+            def: self.def.clone(),
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<I, O> std::fmt::Debug for Workflow<I, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workflow")
+            .field("name", &self.def.name)
+            .finish()
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct WorkflowDef {
+    pub(crate) name: Arc<str>,
+    pub(crate) handler: WorkflowFn,
+    pub(crate) options: WorkflowOptions,
+    pub(crate) validate: Validate,
+}
+
+impl<I, O> Workflow<I, O> {
+    /// The registered name.
+    pub fn name(&self) -> &str {
+        &self.def.name
+    }
+
+    /// Sets the default options used when this workflow is executed.
+    pub fn with_options(mut self, options: WorkflowOptions) -> Self {
+        self.def.options = options;
+        self
+    }
+
+    /// The default options.
+    pub fn options(&self) -> &WorkflowOptions {
+        &self.def.options
+    }
+}
+
+/// Defines a workflow from a name and an async function.
+///
+/// The function receives a [`WorkflowContext`] and the deserialized input. It must be
+/// deterministic: everything it learns from the outside world must come through the context
+/// (steps, timers, `ctx.now()`…), because after a restart it is run again against the recorded
+/// history.
+///
+/// ```
+/// use worlds_engine::prelude::*;
+/// let greet = workflow("greet", |_ctx: WorkflowContext, name: String| async move {
+///     Ok::<_, WorkflowError>(format!("hello, {name}"))
+/// });
+/// assert_eq!(greet.name(), "greet");
+/// ```
+pub fn workflow<I, O, F, Fut>(name: impl Into<String>, handler: F) -> Workflow<I, O>
+where
+    I: DeserializeOwned + Send + 'static,
+    O: Serialize + Send + 'static,
+    F: Fn(WorkflowContext, I) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, WorkflowError>> + Send + 'static,
+{
+    let name: Arc<str> = name.into().into();
+    let label = name.clone();
+    let handler: WorkflowFn = Arc::new(move |ctx, payload: Payload| {
+        let input = payload.decode::<I>();
+        match input {
+            Ok(input) => handler(ctx, input)
+                .map(|result| {
+                    let output = result?;
+                    Payload::encode(&output).map_err(WorkflowError::from)
+                })
+                .boxed(),
+            Err(e) => {
+                let message = format!("input of workflow '{label}' does not match its type: {e}");
+                async move { Err(WorkflowError::msg(message)) }.boxed()
+            }
+        }
+    });
+    Workflow {
+        def: WorkflowDef {
+            name,
+            handler,
+            options: WorkflowOptions::default(),
+            validate: validate_as::<I>,
+        },
+        _types: PhantomData,
+    }
+}
+
+/// An activity definition: a name, an async function of `(ActivityContext, I)`, and default
+/// options (retry, timeouts, task queue). Make one with [`activity`].
+pub struct Activity<I, O> {
+    pub(crate) def: ActivityDef,
+    _types: PhantomData<fn(I) -> O>,
+}
+
+impl<I, O> Clone for Activity<I, O> {
+    fn clone(&self) -> Self {
+        Self {
+            def: self.def.clone(),
+            _types: PhantomData,
+        }
+    }
+}
+
+impl<I, O> std::fmt::Debug for Activity<I, O> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Activity")
+            .field("name", &self.def.name)
+            .finish()
+    }
+}
+
+#[derive(Clone)]
+pub(crate) struct ActivityDef {
+    pub(crate) name: Arc<str>,
+    pub(crate) handler: ActivityFn,
+    pub(crate) options: ActivityOptions,
+}
+
+impl<I, O> Activity<I, O> {
+    /// The registered name.
+    pub fn name(&self) -> &str {
+        &self.def.name
+    }
+
+    /// Sets the default options: retry policy, timeouts, task queue.
+    pub fn with_options(mut self, options: ActivityOptions) -> Self {
+        self.def.options = options;
+        self
+    }
+
+    /// The default options.
+    pub fn options(&self) -> &ActivityOptions {
+        &self.def.options
+    }
+}
+
+/// Defines an activity (a step) from a name and an async function.
+///
+/// Activities do the real work — I/O, calls to other systems — and may run more than once if a
+/// process dies mid-way, so make them idempotent. Their results are recorded: once recorded, an
+/// activity is never run again for that workflow command.
+///
+/// ```
+/// use worlds_engine::prelude::*;
+/// let double = activity("double", |_ctx: ActivityContext, n: u64| async move {
+///     Ok::<_, StepError>(n * 2)
+/// })
+/// .with_options(ActivityOptions::new().retry(retry_patterns::api()));
+/// assert_eq!(double.name(), "double");
+/// ```
+pub fn activity<I, O, F, Fut>(name: impl Into<String>, handler: F) -> Activity<I, O>
+where
+    I: DeserializeOwned + Send + 'static,
+    O: Serialize + Send + 'static,
+    F: Fn(ActivityContext, I) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = Result<O, StepError>> + Send + 'static,
+{
+    let name: Arc<str> = name.into().into();
+    let label = name.clone();
+    let handler: ActivityFn = Arc::new(move |ctx, payload: Payload| match payload.decode::<I>() {
+        Ok(input) => handler(ctx, input)
+            .map(|result| {
+                let output = result?;
+                Payload::encode(&output).map_err(StepError::from)
+            })
+            .boxed(),
+        Err(e) => {
+            let message = format!("input of activity '{label}' does not match its type: {e}");
+            async move { Err(StepError::fatal(message)) }.boxed()
+        }
+    });
+    Activity {
+        def: ActivityDef {
+            name,
+            handler,
+            options: ActivityOptions::default(),
+        },
+        _types: PhantomData,
+    }
+}
+
+/// Anything that can be registered on a world: a workflow or an activity.
+pub enum Definition {
+    /// A workflow.
+    #[doc(hidden)]
+    Workflow(WorkflowDefHandle),
+    /// An activity.
+    #[doc(hidden)]
+    Activity(ActivityDefHandle),
+}
+
+/// Opaque carrier of a workflow definition.
+#[doc(hidden)]
+pub struct WorkflowDefHandle(pub(crate) WorkflowDef);
+
+/// Opaque carrier of an activity definition.
+#[doc(hidden)]
+pub struct ActivityDefHandle(pub(crate) ActivityDef);
+
+impl<I, O> From<Workflow<I, O>> for Definition {
+    fn from(w: Workflow<I, O>) -> Self {
+        Definition::Workflow(WorkflowDefHandle(w.def))
+    }
+}
+
+impl<I, O> From<&Workflow<I, O>> for Definition {
+    fn from(w: &Workflow<I, O>) -> Self {
+        Definition::Workflow(WorkflowDefHandle(w.def.clone()))
+    }
+}
+
+impl<I, O> From<Activity<I, O>> for Definition {
+    fn from(a: Activity<I, O>) -> Self {
+        Definition::Activity(ActivityDefHandle(a.def))
+    }
+}
+
+impl<I, O> From<&Activity<I, O>> for Definition {
+    fn from(a: &Activity<I, O>) -> Self {
+        Definition::Activity(ActivityDefHandle(a.def.clone()))
+    }
+}
+
+/// Registered workflows and activities, by name.
+#[derive(Default)]
+pub(crate) struct Registry {
+    workflows: RwLock<HashMap<Arc<str>, WorkflowDef>>,
+    activities: RwLock<HashMap<Arc<str>, ActivityDef>>,
+}
+
+impl Registry {
+    pub(crate) fn register(&self, def: Definition) -> Result<(), WorldError> {
+        match def {
+            Definition::Workflow(WorkflowDefHandle(def)) => {
+                let mut map = self.workflows.write();
+                if map.contains_key(&def.name) {
+                    return Err(WorldError::conflict(format!(
+                        "a workflow named '{}' is already registered; names must be unique",
+                        def.name
+                    )));
+                }
+                map.insert(def.name.clone(), def);
+            }
+            Definition::Activity(ActivityDefHandle(def)) => {
+                let mut map = self.activities.write();
+                if map.contains_key(&def.name) {
+                    return Err(WorldError::conflict(format!(
+                        "an activity named '{}' is already registered; names must be unique",
+                        def.name
+                    )));
+                }
+                map.insert(def.name.clone(), def);
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn workflow(&self, name: &str) -> Option<WorkflowDef> {
+        self.workflows.read().get(name).cloned()
+    }
+
+    pub(crate) fn activity(&self, name: &str) -> Option<ActivityDef> {
+        self.activities.read().get(name).cloned()
+    }
+
+    pub(crate) fn has_activity(&self, name: &str) -> bool {
+        self.activities.read().contains_key(name)
+    }
+
+    pub(crate) fn workflow_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .workflows
+            .read()
+            .keys()
+            .map(|k| k.to_string())
+            .collect();
+        names.sort();
+        names
+    }
+}

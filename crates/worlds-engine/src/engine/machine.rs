@@ -1,0 +1,446 @@
+//! The replay machine: matches the commands a workflow issues against its recorded history.
+//!
+//! A run's workflow function issues *commands* (run a step, start a timer, start a child, record a
+//! value). Each command gets a position the moment it is issued — in program order, not poll
+//! order — so `join!`, `select!` and `FuturesUnordered` give the same positions on every replay.
+//!
+//! History is consumed through [`RunCore::ingest`], whether it is being replayed after a restart
+//! or read back live: scheduling records fill `recorded[position]`, and results queue up in
+//! `deliveries` in the order they were recorded. The executor hands them to the workflow **one at
+//! a time**, polling the workflow between two deliveries, so a `select!` between two steps sees the
+//! same winner on replay as it did the first time.
+//!
+//! When the code issues a command at a position that history already holds, the two must agree
+//! (same kind, same name); if not, the run has diverged and fails with [`NonDeterminism`]. A
+//! live run is simply a replay whose history ends where the code is: new commands go to
+//! `new_commands` for the executor to record.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::Waker;
+
+use parking_lot::Mutex;
+
+use crate::clock::{Clock, Millis};
+use crate::error::NonDeterminism;
+use crate::ids::IdGenerator;
+use crate::model::{ActivityOptions, Event, EventKind, ValueKind, WorkflowOptions};
+use crate::payload::Payload;
+
+use super::errors::ContextError;
+
+/// What a command is, as far as replay matching cares.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum CommandDesc {
+    Activity { name: String },
+    Timer,
+    Child { name: String },
+    Value(ValueKind),
+}
+
+impl fmt::Display for CommandDesc {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CommandDesc::Activity { name } => write!(f, "step '{name}'"),
+            CommandDesc::Timer => f.write_str("a timer (sleep)"),
+            CommandDesc::Child { name } => write!(f, "child workflow '{name}'"),
+            CommandDesc::Value(ValueKind::Now) => f.write_str("ctx.now()"),
+            CommandDesc::Value(ValueKind::Random) => f.write_str("ctx.random()"),
+            CommandDesc::Value(ValueKind::Uuid) => f.write_str("ctx.uuid()"),
+        }
+    }
+}
+
+/// A command the history holds at some position.
+#[derive(Debug, Clone)]
+struct Recorded {
+    desc: CommandDesc,
+    /// The recorded value, for `ctx.now()`/`random()`/`uuid()`.
+    value: Option<Payload>,
+}
+
+/// What a command resolved to.
+#[derive(Debug, Clone)]
+pub(crate) enum Resolution {
+    Value(Payload),
+    Error(ContextError),
+}
+
+struct Slot {
+    desc: CommandDesc,
+    result: Option<Resolution>,
+    waker: Option<Waker>,
+}
+
+/// A command issued by code that history does not hold yet; the executor records it.
+#[derive(Debug)]
+pub(crate) enum NewCommand {
+    Activity {
+        position: u32,
+        name: String,
+        input: Payload,
+        options: Option<ActivityOptions>,
+    },
+    Timer {
+        position: u32,
+        fire_at: Millis,
+    },
+    Child {
+        position: u32,
+        name: String,
+        input: Payload,
+        options: WorkflowOptions,
+    },
+    Value {
+        position: u32,
+        kind: ValueKind,
+        value: Payload,
+    },
+}
+
+#[derive(Default)]
+struct Machine {
+    next_position: u32,
+    recorded: Vec<Option<Recorded>>,
+    slots: Vec<Slot>,
+    deliveries: VecDeque<(u32, Resolution)>,
+    new_commands: Vec<NewCommand>,
+    nondeterminism: Option<NonDeterminism>,
+}
+
+impl Machine {
+    fn record(&mut self, position: u32, recorded: Recorded) {
+        let i = position as usize;
+        if self.recorded.len() <= i {
+            self.recorded.resize(i + 1, None);
+        }
+        self.recorded[i] = Some(recorded);
+    }
+
+    fn recorded(&self, position: u32) -> Option<&Recorded> {
+        self.recorded
+            .get(position as usize)
+            .and_then(Option::as_ref)
+    }
+
+    fn diverged(&mut self, position: u32, recorded: String, issued: String) {
+        if self.nondeterminism.is_none() {
+            self.nondeterminism = Some(NonDeterminism {
+                position,
+                recorded,
+                issued,
+            });
+        }
+    }
+
+    fn desc_at(&self, position: u32) -> Option<&CommandDesc> {
+        self.slots
+            .get(position as usize)
+            .map(|s| &s.desc)
+            .or_else(|| self.recorded(position).map(|r| &r.desc))
+    }
+}
+
+/// Facts about a run that its workflow code can read.
+#[derive(Debug, Clone)]
+pub(crate) struct RunInfo {
+    pub(crate) run_id: String,
+    pub(crate) workflow_id: String,
+    pub(crate) name: String,
+    pub(crate) parent_id: Option<String>,
+    pub(crate) created_at: Millis,
+    pub(crate) started_at: Millis,
+    pub(crate) attempt: u32,
+}
+
+/// The shared core of one live run: read by its [`WorkflowContext`](super::WorkflowContext),
+/// driven by the executor.
+pub(crate) struct RunCore {
+    pub(crate) info: RunInfo,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) ids: Arc<IdGenerator>,
+    cancelled: AtomicBool,
+    machine: Mutex<Machine>,
+}
+
+impl RunCore {
+    pub(crate) fn new(info: RunInfo, clock: Arc<dyn Clock>, ids: Arc<IdGenerator>) -> Self {
+        Self {
+            info,
+            clock,
+            ids,
+            cancelled: AtomicBool::new(false),
+            machine: Mutex::new(Machine::default()),
+        }
+    }
+
+    pub(crate) fn is_cancelled(&self) -> bool {
+        self.cancelled.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn mark_cancelled(&self) {
+        self.cancelled.store(true, Ordering::Release);
+    }
+
+    /// Issues a command that resolves later; returns its position.
+    pub(crate) fn issue(&self, desc: CommandDesc, new: impl FnOnce(u32) -> NewCommand) -> u32 {
+        let mut m = self.machine.lock();
+        let position = m.next_position;
+        m.next_position += 1;
+        m.slots.push(Slot {
+            desc: desc.clone(),
+            result: None,
+            waker: None,
+        });
+        match m.recorded(position).map(|r| r.desc.clone()) {
+            Some(recorded) if recorded != desc => {
+                m.diverged(position, recorded.to_string(), desc.to_string());
+            }
+            Some(_) => {}
+            None => {
+                let command = new(position);
+                m.new_commands.push(command);
+            }
+        }
+        position
+    }
+
+    /// Takes a position for a command that is refused before it is recorded (its argument was
+    /// invalid). The refusal is deterministic, so replay takes the same position the same way.
+    pub(crate) fn issue_unrecorded(&self, desc: CommandDesc) -> u32 {
+        let mut m = self.machine.lock();
+        let position = m.next_position;
+        m.next_position += 1;
+        if let Some(recorded) = m.recorded(position).map(|r| r.desc.to_string()) {
+            m.diverged(
+                position,
+                recorded,
+                format!("{desc} with an invalid argument"),
+            );
+        }
+        m.slots.push(Slot {
+            desc,
+            result: None,
+            waker: None,
+        });
+        position
+    }
+
+    /// Issues a command that resolves at once to a value read from the outside world: the
+    /// recorded value on replay, `fresh()` the first time.
+    pub(crate) fn issue_value(&self, kind: ValueKind, fresh: impl FnOnce() -> Payload) -> Payload {
+        let desc = CommandDesc::Value(kind);
+        let mut m = self.machine.lock();
+        let position = m.next_position;
+        m.next_position += 1;
+        m.slots.push(Slot {
+            desc: desc.clone(),
+            result: None,
+            waker: None,
+        });
+        match m.recorded(position).cloned() {
+            Some(Recorded {
+                desc: recorded,
+                value: Some(value),
+            }) if recorded == desc => value,
+            Some(other) => {
+                m.diverged(position, other.desc.to_string(), desc.to_string());
+                fresh()
+            }
+            None => {
+                let value = fresh();
+                m.record(
+                    position,
+                    Recorded {
+                        desc,
+                        value: Some(value.clone()),
+                    },
+                );
+                m.new_commands.push(NewCommand::Value {
+                    position,
+                    kind,
+                    value: value.clone(),
+                });
+                value
+            }
+        }
+    }
+
+    /// Resolves a command without history (an argument was rejected before recording).
+    pub(crate) fn resolve_now(&self, position: u32, resolution: Resolution) {
+        let mut m = self.machine.lock();
+        if let Some(slot) = m.slots.get_mut(position as usize) {
+            slot.result = Some(resolution);
+        }
+    }
+
+    /// Takes the resolution of `position` if it has arrived, else registers `waker`.
+    pub(crate) fn poll_slot(&self, position: u32, waker: &Waker) -> Option<Resolution> {
+        let mut m = self.machine.lock();
+        let slot = m.slots.get_mut(position as usize)?;
+        match slot.result.take() {
+            Some(result) => Some(result),
+            None => {
+                if !slot.waker.as_ref().is_some_and(|w| w.will_wake(waker)) {
+                    slot.waker = Some(waker.clone());
+                }
+                None
+            }
+        }
+    }
+
+    /// Takes the commands issued since the last call that history does not hold yet.
+    pub(crate) fn take_new_commands(&self) -> Vec<NewCommand> {
+        std::mem::take(&mut self.machine.lock().new_commands)
+    }
+
+    /// Reads one history event into the machine.
+    pub(crate) fn ingest(&self, event: &Event) {
+        let mut m = self.machine.lock();
+        match &event.kind {
+            EventKind::ActivityScheduled { position, name, .. } => m.record(
+                *position,
+                Recorded {
+                    desc: CommandDesc::Activity { name: name.clone() },
+                    value: None,
+                },
+            ),
+            EventKind::TimerScheduled { position, .. } => m.record(
+                *position,
+                Recorded {
+                    desc: CommandDesc::Timer,
+                    value: None,
+                },
+            ),
+            EventKind::ChildWorkflowStarted { position, name, .. } => m.record(
+                *position,
+                Recorded {
+                    desc: CommandDesc::Child { name: name.clone() },
+                    value: None,
+                },
+            ),
+            EventKind::ValueRecorded {
+                position,
+                kind,
+                value,
+            } => m.record(
+                *position,
+                Recorded {
+                    desc: CommandDesc::Value(*kind),
+                    value: Some(value.clone()),
+                },
+            ),
+            EventKind::ActivityCompleted {
+                position, output, ..
+            }
+            | EventKind::ChildWorkflowCompleted {
+                position, output, ..
+            } => m
+                .deliveries
+                .push_back((*position, Resolution::Value(output.clone()))),
+            EventKind::TimerFired { position } => m
+                .deliveries
+                .push_back((*position, Resolution::Value(Payload::null()))),
+            EventKind::ActivityFailed {
+                position,
+                attempt,
+                error,
+                retrying: false,
+            } => {
+                let name = match m.desc_at(*position) {
+                    Some(CommandDesc::Activity { name }) => name.clone(),
+                    _ => String::from("?"),
+                };
+                let failure = ContextError::ActivityFailed {
+                    name,
+                    position: *position,
+                    attempts: *attempt,
+                    error: error.clone(),
+                };
+                m.deliveries
+                    .push_back((*position, Resolution::Error(failure)));
+            }
+            EventKind::ChildWorkflowFailed {
+                position,
+                child_id,
+                error,
+            } => {
+                let name = match m.desc_at(*position) {
+                    Some(CommandDesc::Child { name }) => name.clone(),
+                    _ => String::from("?"),
+                };
+                let failure = ContextError::ChildFailed {
+                    name,
+                    child_id: child_id.clone(),
+                    error: error.clone(),
+                };
+                m.deliveries
+                    .push_back((*position, Resolution::Error(failure)));
+            }
+            _ => {}
+        }
+    }
+
+    /// Hands the next recorded result to the code. Returns false if there is none.
+    pub(crate) fn deliver_next(&self) -> bool {
+        let waker = {
+            let mut m = self.machine.lock();
+            let Some((position, resolution)) = m.deliveries.pop_front() else {
+                return false;
+            };
+            match m.slots.get_mut(position as usize) {
+                Some(slot) => {
+                    slot.result = Some(resolution);
+                    slot.waker.take()
+                }
+                None => {
+                    let recorded = m
+                        .recorded(position)
+                        .map(|r| r.desc.to_string())
+                        .unwrap_or_else(|| "a result".to_owned());
+                    m.diverged(position, recorded, "nothing".to_owned());
+                    None
+                }
+            }
+        };
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+        true
+    }
+
+    /// The divergence found so far, if any.
+    pub(crate) fn nondeterminism(&self) -> Option<NonDeterminism> {
+        self.machine.lock().nondeterminism.clone()
+    }
+
+    /// Called when the workflow function returned: history must not hold commands it never issued.
+    pub(crate) fn check_finished(&self) -> Result<(), NonDeterminism> {
+        let mut m = self.machine.lock();
+        if let Some(n) = m.nondeterminism.clone() {
+            return Err(n);
+        }
+        let issued = m.next_position;
+        let extra = m
+            .recorded
+            .iter()
+            .enumerate()
+            .skip(issued as usize)
+            .find_map(|(p, r)| r.as_ref().map(|r| (p as u32, r.desc.to_string())));
+        if let Some((position, recorded)) = extra {
+            m.diverged(
+                position,
+                recorded,
+                "nothing (the workflow returned)".to_owned(),
+            );
+            return Err(m.nondeterminism.clone().unwrap_or(NonDeterminism {
+                position,
+                recorded: String::new(),
+                issued: String::new(),
+            }));
+        }
+        Ok(())
+    }
+}

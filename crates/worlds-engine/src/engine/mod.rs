@@ -1,0 +1,512 @@
+//! The engine: starts runs, drives workflow code by replay, runs activities, fires timers.
+//!
+//! Data flow, for one step of a run:
+//!
+//! 1. A *workflow task* for the run is taken by a worker. The executor ([`executor`]) polls
+//!    the workflow future; the code calls `ctx.run(...)`, which issues a command.
+//! 2. The executor records the command (`activity_scheduled`) and enqueues an *activity task*.
+//!    The run now waits, holding no worker.
+//! 3. A worker takes the activity task ([`activity`]), records `activity_started`, runs the
+//!    activity, and records `activity_completed` (or a failure and a durable retry timer).
+//! 4. Recording a result schedules a new workflow task; the executor reads the new events,
+//!    delivers the result to the waiting command and polls again.
+//!
+//! Timers ([`timers`]) live in the store and fire through the world's clock.
+
+pub(crate) mod activity;
+pub(crate) mod context;
+pub(crate) mod definitions;
+pub(crate) mod errors;
+mod executor;
+pub(crate) mod machine;
+mod timers;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::{oneshot, Notify};
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
+use crate::error::{codes, StructuredError, WorldError};
+use crate::ids::IdGenerator;
+use crate::model::{
+    ActivityOptions, Event, EventKind, ResolveData, RunStatus, WorkflowOptions, WorkflowState,
+    EVENT_FORMAT_VERSION,
+};
+use crate::payload::Payload;
+use crate::queue::{QueueEntry, TaskQueue};
+use crate::store::{Store, Timer, TimerKind};
+use crate::world::WorldConfig;
+
+use definitions::Registry;
+use machine::RunCore;
+
+/// A unit of work for a worker.
+pub(crate) enum Task {
+    /// Advance a run's workflow code.
+    Workflow { run_id: Arc<str> },
+    /// Run one attempt of an activity.
+    Activity(ActivityTask),
+}
+
+impl Task {
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Task::Workflow { run_id } => format!("workflow {run_id}"),
+            Task::Activity(a) => format!("activity '{}' of {} (#{})", a.name, a.run_id, a.position),
+        }
+    }
+}
+
+/// One attempt of an activity, as queued.
+pub(crate) struct ActivityTask {
+    pub(crate) run_id: Arc<str>,
+    pub(crate) workflow_id: String,
+    pub(crate) activity_id: String,
+    pub(crate) position: u32,
+    pub(crate) name: String,
+    pub(crate) input: Payload,
+    pub(crate) attempt: u32,
+    pub(crate) options: Option<ActivityOptions>,
+}
+
+/// How a run's tasks are queued.
+#[derive(Clone, Default)]
+struct Route {
+    priority: i32,
+    task_queue: Option<Arc<str>>,
+    workflow_id: String,
+}
+
+/// Scheduling state of one unfinished run, plus its cached live machine.
+#[derive(Default)]
+struct RunSlot {
+    route: Route,
+    /// A workflow task for it is in the queue.
+    queued: bool,
+    /// A worker is advancing it now.
+    executing: bool,
+    /// Something happened while it was executing: advance it again afterwards.
+    dirty: bool,
+    /// The live run, when cached between tasks.
+    cached: Option<executor::LiveRun>,
+    /// The live run's core, also while a worker holds the run (for cancellation).
+    core: Option<Arc<RunCore>>,
+}
+
+/// Counters the test harness and metrics read.
+#[derive(Default)]
+pub(crate) struct Activity {
+    /// Tasks queued or executing (workflow and activity).
+    pub(crate) pending_tasks: AtomicUsize,
+    /// Activity attempts executing now.
+    pub(crate) running_activities: AtomicUsize,
+    /// Bumped on every recorded event; lets a waiter see that something happened.
+    pub(crate) epoch: AtomicU64,
+    pub(crate) progress: Notify,
+}
+
+pub(crate) struct Engine {
+    pub(crate) config: WorldConfig,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) ids: Arc<IdGenerator>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) registry: Registry,
+    pub(crate) queue: TaskQueue<Task>,
+    pub(crate) activity: Activity,
+    pub(crate) timer_wake: Notify,
+    pub(crate) accepting: AtomicBool,
+    runs: Mutex<HashMap<Arc<str>, RunSlot>>,
+    cached_runs: AtomicUsize,
+    waiters: Mutex<HashMap<String, Vec<oneshot::Sender<()>>>>,
+    cancels: Mutex<HashMap<String, CancellationToken>>,
+}
+
+impl Engine {
+    pub(crate) fn new(config: WorldConfig, clock: Arc<dyn Clock>, store: Arc<dyn Store>) -> Self {
+        Self {
+            ids: Arc::new(IdGenerator::new(clock.clone())),
+            config,
+            clock,
+            store,
+            registry: Registry::default(),
+            queue: TaskQueue::new(),
+            activity: Activity::default(),
+            timer_wake: Notify::new(),
+            accepting: AtomicBool::new(true),
+            runs: Mutex::new(HashMap::new()),
+            cached_runs: AtomicUsize::new(0),
+            waiters: Mutex::new(HashMap::new()),
+            cancels: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Builds an event stamped with a fresh id and the current time; the store sets `seq`.
+    pub(crate) fn event(&self, run_id: &str, kind: EventKind) -> Event {
+        Event {
+            id: self.ids.event_id(),
+            run_id: run_id.to_owned(),
+            seq: 0,
+            timestamp: self.clock.now_ms(),
+            version: EVENT_FORMAT_VERSION,
+            kind,
+        }
+    }
+
+    /// Appends events to a run and tells waiters that something happened.
+    pub(crate) async fn append(
+        &self,
+        run_id: &str,
+        kinds: Vec<EventKind>,
+    ) -> Result<crate::store::Appended, WorldError> {
+        let events = kinds.into_iter().map(|k| self.event(run_id, k)).collect();
+        let appended = self.store.append(run_id, events).await?;
+        self.activity.epoch.fetch_add(1, Ordering::Relaxed);
+        self.activity.progress.notify_waiters();
+        Ok(appended)
+    }
+
+    pub(crate) fn check_payload(
+        &self,
+        what: impl FnOnce() -> String,
+        payload: &Payload,
+    ) -> Result<(), WorldError> {
+        let limit = self.config.max_payload_bytes;
+        if payload.size() > limit {
+            return Err(WorldError::PayloadTooLarge {
+                what: what(),
+                size: payload.size(),
+                limit,
+            });
+        }
+        Ok(())
+    }
+
+    /// Accepts a new run: validates it, records `workflow_queued`, queues its first task.
+    pub(crate) async fn create_run(
+        &self,
+        name: &str,
+        input: Payload,
+        options: WorkflowOptions,
+        parent: Option<(String, u32)>,
+        run_id: Option<String>,
+    ) -> Result<(String, String), WorldError> {
+        if !self.accepting.load(Ordering::Acquire) {
+            return Err(WorldError::Unavailable(
+                "the world is shutting down and accepts no new runs".into(),
+            ));
+        }
+        let def = self
+            .registry
+            .workflow(name)
+            .ok_or_else(|| WorldError::UnknownWorkflow { name: name.into() })?;
+        let options = options.or(&def.options);
+        self.check_payload(|| format!("input of workflow '{name}'"), &input)?;
+        (def.validate)(&input).map_err(|e| {
+            WorldError::invalid(
+                "input",
+                format!("does not match the input type of workflow '{name}': {e}"),
+            )
+        })?;
+        if let Some(id) = &options.workflow_id {
+            if id.is_empty() {
+                return Err(WorldError::invalid("workflow_id", "must not be empty"));
+            }
+        }
+        let run_id = run_id.unwrap_or_else(|| self.ids.run_id());
+        let workflow_id = options
+            .workflow_id
+            .clone()
+            .unwrap_or_else(|| run_id.clone());
+        let priority = options.priority.unwrap_or(0);
+        let timeout_ms = options.timeout.map(|d| d.as_millis());
+        let (parent_id, parent_position) = match parent {
+            Some((id, position)) => (Some(id), Some(position)),
+            None => (None, None),
+        };
+        let first = self.event(
+            &run_id,
+            EventKind::WorkflowQueued {
+                name: name.to_owned(),
+                workflow_id: workflow_id.clone(),
+                input,
+                parent_id,
+                parent_position,
+                task_queue: options.task_queue.clone(),
+                priority,
+                timeout_ms,
+            },
+        );
+        let created_at = first.timestamp;
+        self.store.create_run(first).await?;
+        if let Some(ms) = timeout_ms {
+            self.add_timer(Timer {
+                fire_at: created_at.saturating_add(ms as i64),
+                run_id: run_id.clone(),
+                kind: TimerKind::RunTimeout,
+            })
+            .await?;
+        }
+        let run: Arc<str> = run_id.as_str().into();
+        {
+            let mut runs = self.runs.lock();
+            let slot = runs.entry(run.clone()).or_default();
+            slot.route = Route {
+                priority,
+                task_queue: options.task_queue.as_deref().map(Arc::from),
+                workflow_id: workflow_id.clone(),
+            };
+        }
+        self.schedule_workflow(&run);
+        Ok((run_id, workflow_id))
+    }
+
+    /// Makes sure the run will be advanced: queues a workflow task unless one is queued, or
+    /// marks it for another pass if a worker is advancing it now.
+    pub(crate) fn schedule_workflow(&self, run_id: &str) {
+        let mut runs = self.runs.lock();
+        let Some(key) = runs.get_key_value(run_id).map(|(k, _)| k.clone()) else {
+            return;
+        };
+        let Some(slot) = runs.get_mut(run_id) else {
+            return;
+        };
+        if slot.executing {
+            slot.dirty = true;
+            return;
+        }
+        if slot.queued {
+            return;
+        }
+        slot.queued = true;
+        let entry = QueueEntry {
+            task: Task::Workflow {
+                run_id: key.clone(),
+            },
+            run_id: key.clone(),
+            priority: slot.route.priority,
+            scheduled_at: self.clock.now_ms(),
+            task_queue: slot.route.task_queue.clone(),
+        };
+        drop(runs);
+        self.push(entry);
+    }
+
+    pub(crate) fn push(&self, entry: QueueEntry<Task>) {
+        self.activity.pending_tasks.fetch_add(1, Ordering::AcqRel);
+        self.queue.push(entry);
+    }
+
+    /// Queues one attempt of an activity.
+    pub(crate) fn enqueue_activity(&self, task: ActivityTask) {
+        let (priority, route_queue) = {
+            let runs = self.runs.lock();
+            runs.get(&*task.run_id)
+                .map(|s| (s.route.priority, s.route.task_queue.clone()))
+                .unwrap_or((0, None))
+        };
+        let task_queue = self
+            .activity_options(&task.name, task.options.as_ref())
+            .task_queue
+            .map(Arc::from)
+            .or(route_queue);
+        let entry = QueueEntry {
+            run_id: task.run_id.clone(),
+            priority,
+            scheduled_at: self.clock.now_ms(),
+            task_queue,
+            task: Task::Activity(task),
+        };
+        self.push(entry);
+    }
+
+    /// The options an activity call runs with: the call's own over the definition's.
+    pub(crate) fn activity_options(
+        &self,
+        name: &str,
+        call: Option<&ActivityOptions>,
+    ) -> ActivityOptions {
+        let defaults = self
+            .registry
+            .activity(name)
+            .map(|d| d.options)
+            .unwrap_or_default();
+        match call {
+            Some(call) => call.clone().or(&defaults),
+            None => defaults,
+        }
+    }
+
+    pub(crate) async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
+        self.store.add_timer(timer).await?;
+        self.timer_wake.notify_one();
+        Ok(())
+    }
+
+    /// The cancellation token shared by a run's running activities.
+    pub(crate) fn run_token(&self, run_id: &str) -> CancellationToken {
+        self.cancels
+            .lock()
+            .entry(run_id.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Resolves when the run reaches a terminal status, or at once if it has.
+    pub(crate) async fn wait_terminal(&self, id: &str) -> Result<WorkflowState, WorldError> {
+        loop {
+            let (tx, rx) = oneshot::channel();
+            let state = self.store.get_run(id, ResolveData::All).await?;
+            if state.status.is_terminal() {
+                return Ok(state);
+            }
+            self.waiters
+                .lock()
+                .entry(state.id.clone())
+                .or_default()
+                .push(tx);
+            // Re-check after registering, so a finish in between is not missed.
+            let state = self.store.get_run(&state.id, ResolveData::All).await?;
+            if state.status.is_terminal() {
+                return Ok(state);
+            }
+            let _ = rx.await;
+        }
+    }
+
+    /// Everything that follows a run reaching a terminal status.
+    pub(crate) async fn on_terminal(&self, state: &WorkflowState) {
+        let run_id = state.id.as_str();
+        let _ = self.store.remove_run_timers(run_id).await;
+        let dropped = self.queue.remove_run(run_id);
+        self.activity
+            .pending_tasks
+            .fetch_sub(dropped.len(), Ordering::AcqRel);
+        if let Some(token) = self.cancels.lock().remove(run_id) {
+            token.cancel();
+        }
+        {
+            let mut runs = self.runs.lock();
+            if let Some(slot) = runs.get_mut(run_id) {
+                if let Some(core) = &slot.core {
+                    if state.status == RunStatus::Cancelled {
+                        core.mark_cancelled();
+                    }
+                }
+                if slot.cached.take().is_some() {
+                    self.cached_runs.fetch_sub(1, Ordering::Relaxed);
+                }
+                if !slot.executing {
+                    runs.remove(run_id);
+                }
+            }
+        }
+        if let Some(waiters) = self.waiters.lock().remove(run_id) {
+            for tx in waiters {
+                let _ = tx.send(());
+            }
+        }
+        self.activity.progress.notify_waiters();
+        if let (Some(parent), Some(position)) = (&state.parent_id, state.parent_position) {
+            let kind = match state.status {
+                RunStatus::Completed => EventKind::ChildWorkflowCompleted {
+                    position,
+                    child_id: state.id.clone(),
+                    output: state.output.clone().unwrap_or_else(Payload::null),
+                },
+                status => EventKind::ChildWorkflowFailed {
+                    position,
+                    child_id: state.id.clone(),
+                    error: state
+                        .error
+                        .clone()
+                        .unwrap_or_else(|| StructuredError::new(format!("child run {status}")))
+                        .with_code(if status == RunStatus::Cancelled {
+                            codes::CANCELLED
+                        } else {
+                            codes::CHILD_FAILED
+                        }),
+                },
+            };
+            if self.append(parent, vec![kind]).await.is_ok() {
+                self.schedule_workflow(parent);
+            }
+        }
+    }
+
+    /// Cancels a run and, recursively, its unfinished children.
+    pub(crate) async fn cancel_run(
+        &self,
+        id: &str,
+        reason: Option<String>,
+    ) -> Result<(), WorldError> {
+        let state = self.store.get_run(id, ResolveData::None).await?;
+        match state.status {
+            RunStatus::Cancelled => return Ok(()),
+            s if s.is_terminal() || s == RunStatus::Compensating => {
+                return Err(WorldError::conflict(format!(
+                    "run {} has already finished ({s}) and cannot be cancelled",
+                    state.id
+                )))
+            }
+            _ => {}
+        }
+        if let Some(core) = self
+            .runs
+            .lock()
+            .get(state.id.as_str())
+            .and_then(|s| s.core.clone())
+        {
+            core.mark_cancelled();
+        }
+        let appended = self
+            .append(&state.id, vec![EventKind::WorkflowCancelled { reason }])
+            .await;
+        match appended {
+            Ok(_) => {}
+            // It finished in the meantime: report what it is now.
+            Err(WorldError::InvalidTransition { .. }) => {
+                let now = self.store.get_run(&state.id, ResolveData::None).await?;
+                if now.status == RunStatus::Cancelled {
+                    return Ok(());
+                }
+                return Err(WorldError::conflict(format!(
+                    "run {} has already finished ({}) and cannot be cancelled",
+                    now.id, now.status
+                )));
+            }
+            Err(e) => return Err(e),
+        }
+        let state = self.store.get_run(&state.id, ResolveData::All).await?;
+        self.on_terminal(&state).await;
+        for child in &state.children {
+            let child_state = self.store.get_run(child, ResolveData::None).await?;
+            if !child_state.status.is_terminal() {
+                Box::pin(self.cancel_run(
+                    child,
+                    Some(format!("parent run {} was cancelled", state.id)),
+                ))
+                .await
+                .ok();
+            }
+        }
+        Ok(())
+    }
+
+    pub(crate) fn task_done(&self) {
+        let before = self.activity.pending_tasks.fetch_sub(1, Ordering::AcqRel);
+        if before == 1 {
+            self.activity.progress.notify_waiters();
+        }
+    }
+
+    pub(crate) fn route_workflow_id(&self, run_id: &str) -> Option<String> {
+        self.runs
+            .lock()
+            .get(run_id)
+            .map(|s| s.route.workflow_id.clone())
+    }
+}

@@ -1,0 +1,405 @@
+//! The engine's error type and the stored error form.
+//!
+//! [`WorldError`] is what every world operation returns. Each variant belongs to an [`ErrorKind`],
+//! and each kind has one HTTP status, declared here once, so an HTTP layer can answer with the
+//! right code without guessing. [`StructuredError`] is how failures are written into history.
+
+use std::fmt;
+
+use serde::{Deserialize, Deserializer, Serialize};
+
+use crate::model::RunStatus;
+
+/// What went wrong, in the categories an API caller can act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The run, hook, schedule or definition does not exist (404).
+    NotFound,
+    /// The request clashes with existing state: a duplicate id, a finished run (409).
+    Conflict,
+    /// The request itself is malformed (400).
+    InvalidInput,
+    /// A payload is over the configured size limit (413).
+    PayloadTooLarge,
+    /// A run ended in failure (500 when surfaced over HTTP).
+    RunFailed,
+    /// A run was cancelled (409: the result will never come).
+    RunCancelled,
+    /// Waiting for something took longer than the caller allowed (504).
+    Timeout,
+    /// The world is not started or is shutting down (503).
+    Unavailable,
+    /// The feature or mode is not available in this build (501).
+    Unsupported,
+    /// A fault inside the engine or its storage (500).
+    Internal,
+}
+
+impl ErrorKind {
+    /// The HTTP status code that answers an error of this kind.
+    pub fn http_status(self) -> u16 {
+        match self {
+            ErrorKind::NotFound => 404,
+            ErrorKind::Conflict | ErrorKind::RunCancelled => 409,
+            ErrorKind::InvalidInput => 400,
+            ErrorKind::PayloadTooLarge => 413,
+            ErrorKind::Timeout => 504,
+            ErrorKind::Unavailable => 503,
+            ErrorKind::Unsupported => 501,
+            ErrorKind::RunFailed | ErrorKind::Internal => 500,
+        }
+    }
+}
+
+/// The error returned by world operations.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum WorldError {
+    /// A run, step, hook or other record was not found.
+    #[error("{what} not found: {id}")]
+    NotFound {
+        /// What was looked up ("run", "hook"...).
+        what: &'static str,
+        /// The id that was looked up.
+        id: String,
+    },
+    /// A workflow name that was never registered.
+    #[error(
+        "workflow '{name}' is not registered: call world.register(...) with it before executing it"
+    )]
+    UnknownWorkflow {
+        /// The name that was asked for.
+        name: String,
+    },
+    /// An activity name that was never registered.
+    #[error("activity '{name}' is not registered: call world.register(...) with it before a workflow runs it")]
+    UnknownActivity {
+        /// The name that was asked for.
+        name: String,
+    },
+    /// The request clashes with existing state.
+    #[error("{message}")]
+    Conflict {
+        /// What clashed, and what to do about it.
+        message: String,
+    },
+    /// A malformed request; `field` names the part that was wrong.
+    #[error("invalid {field}: {message}")]
+    InvalidInput {
+        /// The offending field or argument.
+        field: String,
+        /// Why it was rejected.
+        message: String,
+    },
+    /// A payload over the configured limit.
+    #[error("{what} is {size} bytes, over the payload limit of {limit} bytes; keep large data outside the engine and pass a reference to it")]
+    PayloadTooLarge {
+        /// Which payload ("input of workflow 'x'", "output of step #3 'y'"...).
+        what: String,
+        /// Its size in bytes.
+        size: usize,
+        /// The configured limit in bytes.
+        limit: usize,
+    },
+    /// A status change that the run status machine does not allow.
+    #[error("run {run_id} cannot go from {from} to {to}")]
+    InvalidTransition {
+        /// The run.
+        run_id: String,
+        /// Its current status.
+        from: RunStatus,
+        /// The status that was asked for.
+        to: RunStatus,
+    },
+    /// The run ended in failure.
+    #[error("run {run_id} failed: {error}")]
+    RunFailed {
+        /// The run.
+        run_id: String,
+        /// The recorded failure.
+        error: StructuredError,
+    },
+    /// The run was cancelled before it produced a result.
+    #[error("run {run_id} was cancelled")]
+    RunCancelled {
+        /// The run.
+        run_id: String,
+    },
+    /// Waiting took longer than allowed.
+    #[error("timed out after {waited_ms} ms waiting for {what}")]
+    Timeout {
+        /// What was awaited.
+        what: String,
+        /// How long the caller waited, in (clock) milliseconds.
+        waited_ms: i64,
+    },
+    /// The world cannot take the request in its current state.
+    #[error("{0}")]
+    Unavailable(String),
+    /// The feature or mode is not available in this build.
+    #[error("{0}")]
+    Unsupported(String),
+    /// A value could not be serialized or deserialized.
+    #[error("could not convert {what}: {source}")]
+    Serialization {
+        /// What was being converted.
+        what: String,
+        /// The serde error.
+        source: serde_json::Error,
+    },
+    /// A fault in the engine or its storage.
+    #[error("internal error: {0}")]
+    Internal(String),
+}
+
+impl WorldError {
+    /// The kind of this error, which decides its HTTP status.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            WorldError::NotFound { .. }
+            | WorldError::UnknownWorkflow { .. }
+            | WorldError::UnknownActivity { .. } => ErrorKind::NotFound,
+            WorldError::Conflict { .. } | WorldError::InvalidTransition { .. } => {
+                ErrorKind::Conflict
+            }
+            WorldError::InvalidInput { .. } | WorldError::Serialization { .. } => {
+                ErrorKind::InvalidInput
+            }
+            WorldError::PayloadTooLarge { .. } => ErrorKind::PayloadTooLarge,
+            WorldError::RunFailed { .. } => ErrorKind::RunFailed,
+            WorldError::RunCancelled { .. } => ErrorKind::RunCancelled,
+            WorldError::Timeout { .. } => ErrorKind::Timeout,
+            WorldError::Unavailable(_) => ErrorKind::Unavailable,
+            WorldError::Unsupported(_) => ErrorKind::Unsupported,
+            WorldError::Internal(_) => ErrorKind::Internal,
+        }
+    }
+
+    /// The HTTP status code for this error.
+    pub fn http_status(&self) -> u16 {
+        self.kind().http_status()
+    }
+
+    pub(crate) fn not_found(what: &'static str, id: impl Into<String>) -> Self {
+        WorldError::NotFound {
+            what,
+            id: id.into(),
+        }
+    }
+
+    pub(crate) fn conflict(message: impl Into<String>) -> Self {
+        WorldError::Conflict {
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        WorldError::InvalidInput {
+            field: field.into(),
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn serde(what: impl Into<String>, source: serde_json::Error) -> Self {
+        WorldError::Serialization {
+            what: what.into(),
+            source,
+        }
+    }
+}
+
+/// Stable error codes written into [`StructuredError::code`] by the engine.
+pub mod codes {
+    /// Replay met a command that differs from the recorded history.
+    pub const NONDETERMINISM: &str = "NONDETERMINISM";
+    /// A payload was over the size limit.
+    pub const PAYLOAD_TOO_LARGE: &str = "PAYLOAD_TOO_LARGE";
+    /// A step failed with a [`FatalError`](crate::retry::FatalError) and was not retried.
+    pub const FATAL: &str = "FATAL";
+    /// A step or run ran past its timeout.
+    pub const TIMEOUT: &str = "TIMEOUT";
+    /// A step stopped heartbeating for longer than its heartbeat timeout.
+    pub const HEARTBEAT_TIMEOUT: &str = "HEARTBEAT_TIMEOUT";
+    /// A step exhausted its retry attempts.
+    pub const RETRIES_EXHAUSTED: &str = "RETRIES_EXHAUSTED";
+    /// The run or step was cancelled.
+    pub const CANCELLED: &str = "CANCELLED";
+    /// A value could not be serialized or deserialized.
+    pub const SERIALIZATION: &str = "SERIALIZATION";
+    /// The workflow or activity is not registered in this process.
+    pub const NOT_REGISTERED: &str = "NOT_REGISTERED";
+    /// A child workflow failed.
+    pub const CHILD_FAILED: &str = "CHILD_FAILED";
+}
+
+/// A failure as it is stored in history: a message, optionally a stack trace and a code.
+///
+/// Older records that stored a plain string read back as a `StructuredError` whose message is
+/// that string.
+///
+/// ```
+/// use worlds_engine::StructuredError;
+/// let new: StructuredError = serde_json::from_str(r#"{"message":"boom","code":"E1"}"#).unwrap();
+/// let old: StructuredError = serde_json::from_str(r#""boom""#).unwrap();
+/// assert_eq!(new.message, old.message);
+/// assert_eq!(StructuredError::from_stored("not json").message, "not json");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct StructuredError {
+    /// What went wrong.
+    pub message: String,
+    /// Where, if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<String>,
+    /// A machine-readable code, see [`codes`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<String>,
+}
+
+impl StructuredError {
+    /// An error with just a message.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self {
+            message: message.into(),
+            stack: None,
+            code: None,
+        }
+    }
+
+    /// Sets the code.
+    pub fn with_code(mut self, code: impl Into<String>) -> Self {
+        self.code = Some(code.into());
+        self
+    }
+
+    /// Builds a structured error from any error, joining its chain of causes into the message.
+    pub fn from_error(error: &(dyn std::error::Error + 'static)) -> Self {
+        let mut message = error.to_string();
+        let mut source = error.source();
+        while let Some(cause) = source {
+            let text = cause.to_string();
+            if !message.contains(&text) {
+                message.push_str(": ");
+                message.push_str(&text);
+            }
+            source = cause.source();
+        }
+        Self::new(message)
+    }
+
+    /// Reads a stored error: the JSON object form, or (older records) a plain string.
+    pub fn from_stored(stored: &str) -> Self {
+        serde_json::from_str(stored).unwrap_or_else(|_| Self::new(stored))
+    }
+
+    /// The JSON form written to storage.
+    pub fn to_stored(&self) -> String {
+        serde_json::to_string(self).unwrap_or_else(|_| self.message.clone())
+    }
+
+    /// True if the code is `code`.
+    pub fn has_code(&self, code: &str) -> bool {
+        self.code.as_deref() == Some(code)
+    }
+}
+
+impl fmt::Display for StructuredError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.code {
+            Some(code) => write!(f, "{} [{code}]", self.message),
+            None => f.write_str(&self.message),
+        }
+    }
+}
+
+impl std::error::Error for StructuredError {}
+
+impl<'de> Deserialize<'de> for StructuredError {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Object {
+            #[serde(default)]
+            message: Option<String>,
+            #[serde(default)]
+            stack: Option<String>,
+            #[serde(default)]
+            code: Option<String>,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Stored {
+            Plain(String),
+            Object(Object),
+        }
+        Ok(match Stored::deserialize(deserializer)? {
+            Stored::Plain(message) => StructuredError::new(message),
+            Stored::Object(o) => StructuredError {
+                message: o.message.unwrap_or_else(|| "unknown error".to_owned()),
+                stack: o.stack,
+                code: o.code,
+            },
+        })
+    }
+}
+
+/// Replay met a command that differs from what the run's history recorded.
+///
+/// The workflow code changed in a way that is not compatible with runs already in flight (or it
+/// reads time, randomness or other outside state without going through the context).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("non-deterministic workflow: at command #{position} the history holds {recorded} but the code now issues {issued}; the workflow code changed incompatibly for runs in flight, or it depends on time, randomness or outside state without using ctx.now()/ctx.random()/ctx.uuid() or a step")]
+pub struct NonDeterminism {
+    /// The command position (0-based, in program order) where the two differ.
+    pub position: u32,
+    /// The command that history recorded at that position.
+    pub recorded: String,
+    /// The command the code issued at that position ("nothing" if it issued none).
+    pub issued: String,
+}
+
+impl NonDeterminism {
+    /// The stored form, with code [`codes::NONDETERMINISM`].
+    pub fn to_structured(&self) -> StructuredError {
+        StructuredError::new(self.to_string()).with_code(codes::NONDETERMINISM)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_map_to_http_statuses() {
+        assert_eq!(WorldError::not_found("run", "x").http_status(), 404);
+        assert_eq!(WorldError::conflict("dup").http_status(), 409);
+        assert_eq!(WorldError::invalid("input", "bad").http_status(), 400);
+        assert_eq!(WorldError::Internal("x".into()).http_status(), 500);
+        assert_eq!(
+            WorldError::UnknownWorkflow { name: "w".into() }.http_status(),
+            404
+        );
+    }
+
+    #[test]
+    fn structured_error_reads_plain_and_object_forms() {
+        let e = StructuredError::new("boom").with_code("X");
+        let stored = e.to_stored();
+        assert_eq!(StructuredError::from_stored(&stored), e);
+        assert_eq!(
+            StructuredError::from_stored("plain text").message,
+            "plain text"
+        );
+        let no_message: StructuredError = serde_json::from_str("{}").unwrap();
+        assert_eq!(no_message.message, "unknown error");
+    }
+
+    #[test]
+    fn from_error_joins_the_cause_chain() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("outer")]
+        struct Outer(#[source] std::io::Error);
+        let e = Outer(std::io::Error::other("inner"));
+        assert_eq!(StructuredError::from_error(&e).message, "outer: inner");
+    }
+}

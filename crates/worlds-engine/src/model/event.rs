@@ -1,0 +1,307 @@
+//! History events: the append-only record every run state is derived from.
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::error::StructuredError;
+use crate::payload::Payload;
+
+use super::ActivityOptions;
+
+/// The version of the event format this build writes. Every event carries the version it was
+/// written with, so later builds can read (and migrate) older histories.
+pub const EVENT_FORMAT_VERSION: u16 = 1;
+
+/// One entry in a run's history.
+///
+/// `seq` numbers a run's events densely from 0; `id` is a globally unique `evnt_` ULID.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Event {
+    /// Globally unique event id (`evnt_…`).
+    pub id: String,
+    /// The run this event belongs to.
+    pub run_id: String,
+    /// Position in the run's history, dense from 0.
+    pub seq: u64,
+    /// When it was recorded, in ms since the Unix epoch (world clock).
+    pub timestamp: Millis,
+    /// The event format version it was written with.
+    #[serde(rename = "v")]
+    pub version: u16,
+    /// What happened.
+    #[serde(flatten)]
+    pub kind: EventKind,
+}
+
+/// Which kind of non-deterministic value a `value_recorded` event holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueKind {
+    /// `ctx.now()`.
+    Now,
+    /// `ctx.random()`.
+    Random,
+    /// `ctx.uuid()`.
+    Uuid,
+}
+
+/// What happened, with the data needed to replay it.
+///
+/// `position` fields number the workflow's commands (steps, timers, children, recorded values) in
+/// program order; replay matches commands to history by position.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum EventKind {
+    /// `execute()` accepted the run; it is pending until a worker starts it.
+    WorkflowQueued {
+        /// Registered workflow name.
+        name: String,
+        /// User-facing workflow id (defaults to the run id).
+        workflow_id: String,
+        /// The input.
+        input: Payload,
+        /// The parent run, for child workflows.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_id: Option<String>,
+        /// The parent's command position that started this child.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        parent_position: Option<u32>,
+        /// Task queue the workflow's tasks go to.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        task_queue: Option<String>,
+        /// Queue priority (higher first).
+        #[serde(default)]
+        priority: i32,
+        /// Run timeout in ms, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timeout_ms: Option<u64>,
+    },
+    /// A worker began executing the workflow function.
+    WorkflowStarted {
+        /// Execution attempt of the whole workflow, from 1.
+        attempt: u32,
+    },
+    /// The workflow function returned a result.
+    WorkflowCompleted {
+        /// The result.
+        output: Payload,
+    },
+    /// The workflow failed.
+    WorkflowFailed {
+        /// Why.
+        error: StructuredError,
+    },
+    /// The run was cancelled.
+    WorkflowCancelled {
+        /// Why, if given.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
+    /// The workflow asked for an activity (step) to run.
+    ActivityScheduled {
+        /// Command position.
+        position: u32,
+        /// Step id (`step_…`).
+        activity_id: String,
+        /// Registered activity name (or step name).
+        name: String,
+        /// The input.
+        input: Payload,
+        /// Options the workflow set for this call, over the activity's defaults.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        options: Option<ActivityOptions>,
+    },
+    /// A worker began an attempt of the activity.
+    ActivityStarted {
+        /// Command position.
+        position: u32,
+        /// Attempt number, from 1.
+        attempt: u32,
+    },
+    /// The activity returned a result; this resolves the command.
+    ActivityCompleted {
+        /// Command position.
+        position: u32,
+        /// Attempt that succeeded.
+        attempt: u32,
+        /// The result.
+        output: Payload,
+    },
+    /// An attempt failed. If `retrying` is false this is final and resolves the command.
+    ActivityFailed {
+        /// Command position.
+        position: u32,
+        /// Attempt that failed.
+        attempt: u32,
+        /// Why.
+        error: StructuredError,
+        /// True if another attempt is scheduled (an `activity_retry` event follows).
+        retrying: bool,
+    },
+    /// The next attempt is scheduled after a durable delay.
+    ActivityRetry {
+        /// Command position.
+        position: u32,
+        /// The attempt that will run next.
+        attempt: u32,
+        /// The delay before it, in ms.
+        delay_ms: u64,
+    },
+    /// The running attempt reported that it is alive.
+    ActivityHeartbeat {
+        /// Command position.
+        position: u32,
+        /// Attempt that beat.
+        attempt: u32,
+        /// Optional progress message.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        message: Option<String>,
+    },
+    /// The workflow started a durable timer (`ctx.sleep`).
+    TimerScheduled {
+        /// Command position.
+        position: u32,
+        /// When it fires, ms since the Unix epoch.
+        fire_at: Millis,
+    },
+    /// The timer fired; this resolves the command.
+    TimerFired {
+        /// Command position.
+        position: u32,
+    },
+    /// The workflow started a child workflow.
+    ChildWorkflowStarted {
+        /// Command position.
+        position: u32,
+        /// The child's run id.
+        child_id: String,
+        /// The child's workflow name.
+        name: String,
+    },
+    /// The child completed; this resolves the command.
+    ChildWorkflowCompleted {
+        /// Command position.
+        position: u32,
+        /// The child's run id.
+        child_id: String,
+        /// The child's result.
+        output: Payload,
+    },
+    /// The child failed or was cancelled; this resolves the command.
+    ChildWorkflowFailed {
+        /// Command position.
+        position: u32,
+        /// The child's run id.
+        child_id: String,
+        /// Why.
+        error: StructuredError,
+    },
+    /// A value the workflow read from the outside world (`ctx.now()`, `ctx.random()`,
+    /// `ctx.uuid()`), recorded so replay sees the same value.
+    ValueRecorded {
+        /// Command position.
+        position: u32,
+        /// Which kind of value.
+        kind: ValueKind,
+        /// The value.
+        value: Payload,
+    },
+}
+
+impl EventKind {
+    /// The event's type name as written in history (`activity_completed`, …).
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            EventKind::WorkflowQueued { .. } => "workflow_queued",
+            EventKind::WorkflowStarted { .. } => "workflow_started",
+            EventKind::WorkflowCompleted { .. } => "workflow_completed",
+            EventKind::WorkflowFailed { .. } => "workflow_failed",
+            EventKind::WorkflowCancelled { .. } => "workflow_cancelled",
+            EventKind::ActivityScheduled { .. } => "activity_scheduled",
+            EventKind::ActivityStarted { .. } => "activity_started",
+            EventKind::ActivityCompleted { .. } => "activity_completed",
+            EventKind::ActivityFailed { .. } => "activity_failed",
+            EventKind::ActivityRetry { .. } => "activity_retry",
+            EventKind::ActivityHeartbeat { .. } => "activity_heartbeat",
+            EventKind::TimerScheduled { .. } => "timer_scheduled",
+            EventKind::TimerFired { .. } => "timer_fired",
+            EventKind::ChildWorkflowStarted { .. } => "child_workflow_started",
+            EventKind::ChildWorkflowCompleted { .. } => "child_workflow_completed",
+            EventKind::ChildWorkflowFailed { .. } => "child_workflow_failed",
+            EventKind::ValueRecorded { .. } => "value_recorded",
+        }
+    }
+
+    /// The command position this event concerns, if it concerns one.
+    pub fn position(&self) -> Option<u32> {
+        match self {
+            EventKind::ActivityScheduled { position, .. }
+            | EventKind::ActivityStarted { position, .. }
+            | EventKind::ActivityCompleted { position, .. }
+            | EventKind::ActivityFailed { position, .. }
+            | EventKind::ActivityRetry { position, .. }
+            | EventKind::ActivityHeartbeat { position, .. }
+            | EventKind::TimerScheduled { position, .. }
+            | EventKind::TimerFired { position }
+            | EventKind::ChildWorkflowStarted { position, .. }
+            | EventKind::ChildWorkflowCompleted { position, .. }
+            | EventKind::ChildWorkflowFailed { position, .. }
+            | EventKind::ValueRecorded { position, .. } => Some(*position),
+            _ => None,
+        }
+    }
+
+    /// True for events that resolve a workflow command (the workflow is woken with a result).
+    pub fn resolves_command(&self) -> bool {
+        matches!(
+            self,
+            EventKind::ActivityCompleted { .. }
+                | EventKind::ActivityFailed {
+                    retrying: false,
+                    ..
+                }
+                | EventKind::TimerFired { .. }
+                | EventKind::ChildWorkflowCompleted { .. }
+                | EventKind::ChildWorkflowFailed { .. }
+        )
+    }
+
+    /// True for events that end the run.
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            EventKind::WorkflowCompleted { .. }
+                | EventKind::WorkflowFailed { .. }
+                | EventKind::WorkflowCancelled { .. }
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_serialize_flat_with_snake_case_type() {
+        let event = Event {
+            id: "evnt_01ARZ3NDEKTSV4RRFFQ69G5FAV".into(),
+            run_id: "wrun_x".into(),
+            seq: 3,
+            timestamp: 10,
+            version: EVENT_FORMAT_VERSION,
+            kind: EventKind::ActivityCompleted {
+                position: 1,
+                attempt: 2,
+                output: Payload::encode(&5).unwrap(),
+            },
+        };
+        let json = serde_json::to_value(&event).unwrap();
+        assert_eq!(json["type"], "activity_completed");
+        assert_eq!(json["output"], 5);
+        assert_eq!(json["v"], 1);
+        let back: Event = serde_json::from_value(json).unwrap();
+        assert_eq!(back, event);
+        assert_eq!(back.kind.type_name(), "activity_completed");
+    }
+}

@@ -1,0 +1,17 @@
+//! The data model: run statuses, history events, materialized run state, options and queries.
+//!
+//! Everything here is plain data plus the rules that govern it (the status machine and how an
+//! event changes a run's state). Stores and the engine share these rules, so every backend
+//! materializes a history the same way.
+
+mod event;
+mod options;
+mod query;
+mod state;
+mod status;
+
+pub use event::{Event, EventKind, ValueKind, EVENT_FORMAT_VERSION};
+pub use options::{ActivityOptions, FailureStrategy, WorkflowOptions};
+pub use query::{Page, ResolveData, StatusFilter, WorkflowQueryFilter};
+pub use state::{ActivityState, ActivityStatus, CompensationState, WorkflowState};
+pub use status::RunStatus;

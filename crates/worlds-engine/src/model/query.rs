@@ -1,0 +1,165 @@
+//! Run queries: filters, pagination and how much data to return.
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+
+use super::RunStatus;
+
+/// How much of each record a query returns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ResolveData {
+    /// Everything, including input, output and history.
+    #[default]
+    All,
+    /// Metadata only: input, output, activity payloads and history are left out.
+    None,
+}
+
+/// One status or several.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum StatusFilter {
+    /// Exactly this status.
+    One(RunStatus),
+    /// Any of these.
+    Any(Vec<RunStatus>),
+}
+
+impl StatusFilter {
+    /// True if `status` passes the filter.
+    pub fn matches(&self, status: RunStatus) -> bool {
+        match self {
+            StatusFilter::One(s) => *s == status,
+            StatusFilter::Any(list) => list.contains(&status),
+        }
+    }
+}
+
+impl From<RunStatus> for StatusFilter {
+    fn from(status: RunStatus) -> Self {
+        StatusFilter::One(status)
+    }
+}
+
+impl From<Vec<RunStatus>> for StatusFilter {
+    fn from(list: Vec<RunStatus>) -> Self {
+        StatusFilter::Any(list)
+    }
+}
+
+impl<const N: usize> From<[RunStatus; N]> for StatusFilter {
+    fn from(list: [RunStatus; N]) -> Self {
+        StatusFilter::Any(list.to_vec())
+    }
+}
+
+/// Which runs a query returns. Results are newest first (by creation time).
+///
+/// Use `offset`/`limit` for simple paging, or `cursor` (the id of the last run of the previous
+/// page) for stable paging while runs are being added.
+///
+/// ```
+/// use worlds_engine::{RunStatus, WorkflowQueryFilter};
+/// let filter = WorkflowQueryFilter::new()
+///     .status([RunStatus::Failed, RunStatus::Cancelled])
+///     .workflow_name("checkout")
+///     .limit(20);
+/// assert_eq!(filter.limit, Some(20));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
+pub struct WorkflowQueryFilter {
+    /// Only runs in this status (or these statuses).
+    pub status: Option<StatusFilter>,
+    /// Only runs of this workflow.
+    pub workflow_name: Option<String>,
+    /// Only children of this run.
+    pub parent_id: Option<String>,
+    /// Only runs created at or after this time (ms since the Unix epoch).
+    pub started_after: Option<Millis>,
+    /// Only runs created before this time (ms since the Unix epoch).
+    pub started_before: Option<Millis>,
+    /// At most this many runs (default 100 for paged queries, unlimited for `query_workflows`).
+    pub limit: Option<usize>,
+    /// Skip this many matching runs first.
+    pub offset: Option<usize>,
+    /// Continue after this run id (from [`Page::cursor`]).
+    pub cursor: Option<String>,
+    /// How much data to return per run.
+    pub resolve_data: ResolveData,
+}
+
+impl WorkflowQueryFilter {
+    /// A filter that matches every run.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Only runs in this status or statuses.
+    pub fn status(mut self, status: impl Into<StatusFilter>) -> Self {
+        self.status = Some(status.into());
+        self
+    }
+
+    /// Only runs of this workflow.
+    pub fn workflow_name(mut self, name: impl Into<String>) -> Self {
+        self.workflow_name = Some(name.into());
+        self
+    }
+
+    /// Only children of this run.
+    pub fn parent_id(mut self, parent: impl Into<String>) -> Self {
+        self.parent_id = Some(parent.into());
+        self
+    }
+
+    /// Only runs created at or after `at`.
+    pub fn started_after(mut self, at: Millis) -> Self {
+        self.started_after = Some(at);
+        self
+    }
+
+    /// Only runs created before `at`.
+    pub fn started_before(mut self, at: Millis) -> Self {
+        self.started_before = Some(at);
+        self
+    }
+
+    /// At most `limit` runs.
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Skip `offset` runs.
+    pub fn offset(mut self, offset: usize) -> Self {
+        self.offset = Some(offset);
+        self
+    }
+
+    /// Continue after this run id.
+    pub fn cursor(mut self, cursor: impl Into<String>) -> Self {
+        self.cursor = Some(cursor.into());
+        self
+    }
+
+    /// Sets how much data to return.
+    pub fn resolve_data(mut self, resolve: ResolveData) -> Self {
+        self.resolve_data = resolve;
+        self
+    }
+}
+
+/// One page of results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Page<T> {
+    /// The items on this page.
+    pub data: Vec<T>,
+    /// Pass this as the next filter's `cursor` to get the next page; `None` on the last page.
+    pub cursor: Option<String>,
+    /// True if more items follow.
+    pub has_more: bool,
+}

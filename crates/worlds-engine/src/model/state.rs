@@ -1,0 +1,609 @@
+//! Materialized run state, derived from history by [`WorkflowState::apply`].
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::error::{StructuredError, WorldError};
+use crate::payload::Payload;
+
+use super::{ActivityOptions, Event, EventKind, ResolveData, RunStatus};
+
+/// Where an activity (step) is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActivityStatus {
+    /// Waiting in the queue for a worker.
+    Scheduled,
+    /// An attempt is executing.
+    Running,
+    /// An attempt failed; the next waits for its retry delay.
+    Retrying,
+    /// Finished with a result.
+    Completed,
+    /// Finished with an error, no more attempts.
+    Failed,
+}
+
+/// One activity (step) of a run, as the debugging view shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ActivityState {
+    /// Step id (`step_…`).
+    pub id: String,
+    /// Activity (or step) name.
+    pub name: String,
+    /// Command position in the workflow.
+    pub position: u32,
+    /// Current status.
+    pub status: ActivityStatus,
+    /// Current or last attempt, from 1 (0 before the first start).
+    pub attempt: u32,
+    /// Input (left out when queried with `ResolveData::None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Payload>,
+    /// Options the workflow set for this call, over the activity's defaults.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<ActivityOptions>,
+    /// Result, once completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Payload>,
+    /// Last error, if an attempt failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StructuredError>,
+    /// When it was scheduled.
+    pub scheduled_at: Millis,
+    /// When the current or last attempt started.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Millis>,
+    /// When it finished.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Millis>,
+    /// Last heartbeat time of the current attempt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_heartbeat: Option<Millis>,
+    /// Last heartbeat message.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub heartbeat_message: Option<String>,
+}
+
+/// A saga compensation registered by the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompensationState {
+    /// Compensation id.
+    pub id: String,
+    /// True once it has run.
+    pub executed: bool,
+    /// Its error, if it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// Everything known about one run: what `world.query(id)` returns.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkflowState {
+    /// Run id (`wrun_…`).
+    pub id: String,
+    /// Workflow id (caller-chosen, or the run id).
+    pub workflow_id: String,
+    /// Registered workflow name.
+    pub name: String,
+    /// Current status.
+    pub status: RunStatus,
+    /// Input (left out with `ResolveData::None`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input: Option<Payload>,
+    /// Result, once completed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output: Option<Payload>,
+    /// Failure, once failed (or cancelled with a reason).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<StructuredError>,
+    /// Parent run, for child workflows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
+    /// The parent's command position that started this child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_position: Option<u32>,
+    /// Task queue.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_queue: Option<String>,
+    /// Queue priority.
+    pub priority: i32,
+    /// Run timeout in ms, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// When `execute` accepted it.
+    pub created_at: Millis,
+    /// When a worker first started it (set once).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_at: Option<Millis>,
+    /// When it reached a terminal status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completed_at: Option<Millis>,
+    /// When anything last changed.
+    pub updated_at: Millis,
+    /// Workflow execution attempt, from 1 once started.
+    pub attempt: u32,
+    /// Its activities, in command order.
+    pub activities: Vec<ActivityState>,
+    /// Child runs it started.
+    pub children: Vec<String>,
+    /// Its saga compensations.
+    pub compensations: Vec<CompensationState>,
+    /// The full history (left out of list queries and with `ResolveData::None`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub history: Vec<Event>,
+    /// Number of events in the history.
+    pub event_count: u64,
+    /// position → index in `activities`.
+    #[serde(skip)]
+    activity_index: HashMap<u32, usize>,
+    /// Timers not yet fired: position → fire time.
+    #[serde(skip)]
+    pending_timers: HashMap<u32, Millis>,
+}
+
+impl WorkflowState {
+    /// The state right after its first event, which must be `workflow_queued`.
+    pub fn from_first_event(event: &Event) -> Result<Self, WorldError> {
+        let EventKind::WorkflowQueued {
+            name,
+            workflow_id,
+            input,
+            parent_id,
+            parent_position,
+            task_queue,
+            priority,
+            timeout_ms,
+        } = &event.kind
+        else {
+            return Err(WorldError::Internal(format!(
+                "run {} history starts with {} instead of workflow_queued",
+                event.run_id,
+                event.kind.type_name()
+            )));
+        };
+        Ok(WorkflowState {
+            id: event.run_id.clone(),
+            workflow_id: workflow_id.clone(),
+            name: name.clone(),
+            status: RunStatus::Pending,
+            input: Some(input.clone()),
+            output: None,
+            error: None,
+            parent_id: parent_id.clone(),
+            parent_position: *parent_position,
+            task_queue: task_queue.clone(),
+            priority: *priority,
+            timeout_ms: *timeout_ms,
+            created_at: event.timestamp,
+            started_at: None,
+            completed_at: None,
+            updated_at: event.timestamp,
+            attempt: 0,
+            activities: Vec::new(),
+            children: Vec::new(),
+            compensations: Vec::new(),
+            history: Vec::new(),
+            event_count: 1,
+            activity_index: HashMap::new(),
+            pending_timers: HashMap::new(),
+        })
+    }
+
+    /// Rebuilds the state from a whole history.
+    pub fn from_history(events: &[Event]) -> Result<Self, WorldError> {
+        let (first, rest) = events
+            .split_first()
+            .ok_or_else(|| WorldError::Internal("empty history".into()))?;
+        let mut state = Self::from_first_event(first)?;
+        for event in rest {
+            state.check(&event.kind)?;
+            state.apply(event);
+        }
+        Ok(state)
+    }
+
+    /// The activity at command `position`, if one was scheduled there.
+    pub fn activity(&self, position: u32) -> Option<&ActivityState> {
+        self.activity_index
+            .get(&position)
+            .map(|&i| &self.activities[i])
+    }
+
+    /// Timers scheduled and not yet fired, as (position, fire time).
+    pub fn pending_timers(&self) -> impl Iterator<Item = (u32, Millis)> + '_ {
+        self.pending_timers.iter().map(|(p, t)| (*p, *t))
+    }
+
+    /// Checks that `kind` may be appended to this run now, without changing anything.
+    ///
+    /// This is where duplicate or late records are refused: a second completion of a step, an
+    /// event for a run that has already finished, a status change the machine does not allow.
+    pub fn check(&self, kind: &EventKind) -> Result<(), WorldError> {
+        self.check_as(self.status, kind)
+    }
+
+    /// Like [`check`](Self::check), but as if the run's status were `status`: used to check a
+    /// batch of events whose earlier members change the status.
+    pub fn check_as(&self, status: RunStatus, kind: &EventKind) -> Result<(), WorldError> {
+        let transition = |to: RunStatus| {
+            if status.can_become(to) {
+                Ok(())
+            } else {
+                Err(WorldError::InvalidTransition {
+                    run_id: self.id.clone(),
+                    from: status,
+                    to,
+                })
+            }
+        };
+        let running = || {
+            if status == RunStatus::Running {
+                Ok(())
+            } else {
+                Err(WorldError::conflict(format!(
+                    "run {} is {status}, so it takes no more step events",
+                    self.id
+                )))
+            }
+        };
+        let activity = |position: u32| {
+            self.activity(position).ok_or_else(|| {
+                WorldError::conflict(format!(
+                    "run {} has no activity at position {position}",
+                    self.id
+                ))
+            })
+        };
+        let attempt_running = |position: u32, attempt: u32| {
+            running()?;
+            let a = activity(position)?;
+            if a.status == ActivityStatus::Running && a.attempt == attempt {
+                Ok(())
+            } else {
+                Err(WorldError::conflict(format!(
+                    "activity #{position} '{}' of run {} is {:?} at attempt {}; a record for attempt {attempt} was refused",
+                    a.name, self.id, a.status, a.attempt
+                )))
+            }
+        };
+        match kind {
+            EventKind::WorkflowQueued { .. } => Err(WorldError::conflict(format!(
+                "run {} already exists",
+                self.id
+            ))),
+            EventKind::WorkflowStarted { .. } => transition(RunStatus::Running),
+            EventKind::WorkflowCompleted { .. } => transition(RunStatus::Completed),
+            EventKind::WorkflowFailed { .. } => transition(RunStatus::Failed),
+            EventKind::WorkflowCancelled { .. } => transition(RunStatus::Cancelled),
+            EventKind::ActivityScheduled { position, .. } => {
+                running()?;
+                if self.activity_index.contains_key(position) {
+                    return Err(WorldError::conflict(format!(
+                        "run {} already has an activity at position {position}",
+                        self.id
+                    )));
+                }
+                Ok(())
+            }
+            EventKind::ActivityStarted { position, attempt } => {
+                running()?;
+                let a = activity(*position)?;
+                let expected = a.attempt + 1;
+                let startable = matches!(
+                    a.status,
+                    ActivityStatus::Scheduled | ActivityStatus::Retrying
+                );
+                if startable && *attempt == expected {
+                    Ok(())
+                } else {
+                    Err(WorldError::conflict(format!(
+                        "activity #{position} '{}' of run {} is {:?} at attempt {}; attempt {attempt} cannot start",
+                        a.name, self.id, a.status, a.attempt
+                    )))
+                }
+            }
+            EventKind::ActivityFailed {
+                position,
+                attempt: 0,
+                retrying: false,
+                ..
+            } => {
+                // Refused before any attempt (not registered, input over the limit).
+                running()?;
+                let a = activity(*position)?;
+                if a.status == ActivityStatus::Scheduled && a.attempt == 0 {
+                    Ok(())
+                } else {
+                    Err(WorldError::conflict(format!(
+                        "activity #{position} of run {} has already started",
+                        self.id
+                    )))
+                }
+            }
+            EventKind::ActivityCompleted {
+                position, attempt, ..
+            }
+            | EventKind::ActivityFailed {
+                position, attempt, ..
+            }
+            | EventKind::ActivityHeartbeat {
+                position, attempt, ..
+            } => attempt_running(*position, *attempt),
+            EventKind::ActivityRetry {
+                position, attempt, ..
+            } => {
+                running()?;
+                let a = activity(*position)?;
+                // Written in the same append as the failure it follows, so the activity may
+                // still read as running here.
+                let waiting =
+                    matches!(a.status, ActivityStatus::Retrying | ActivityStatus::Running);
+                if waiting && *attempt == a.attempt + 1 {
+                    Ok(())
+                } else {
+                    Err(WorldError::conflict(format!(
+                        "activity #{position} of run {} is not waiting to retry",
+                        self.id
+                    )))
+                }
+            }
+            EventKind::TimerScheduled { position, .. } => {
+                running()?;
+                if self.pending_timers.contains_key(position) {
+                    Err(WorldError::conflict(format!(
+                        "run {} already has a timer at position {position}",
+                        self.id
+                    )))
+                } else {
+                    Ok(())
+                }
+            }
+            EventKind::TimerFired { position } => {
+                running()?;
+                if self.pending_timers.contains_key(position) {
+                    Ok(())
+                } else {
+                    Err(WorldError::conflict(format!(
+                        "run {} has no pending timer at position {position}",
+                        self.id
+                    )))
+                }
+            }
+            EventKind::ChildWorkflowStarted { .. }
+            | EventKind::ChildWorkflowCompleted { .. }
+            | EventKind::ChildWorkflowFailed { .. }
+            | EventKind::ValueRecorded { .. } => running(),
+        }
+    }
+
+    /// Applies an event that [`check`](Self::check) accepted.
+    pub fn apply(&mut self, event: &Event) {
+        let at = event.timestamp;
+        self.updated_at = at;
+        self.event_count = event.seq + 1;
+        match &event.kind {
+            EventKind::WorkflowQueued { .. } => {}
+            EventKind::WorkflowStarted { attempt } => {
+                self.status = RunStatus::Running;
+                self.attempt = *attempt;
+                self.started_at.get_or_insert(at);
+            }
+            EventKind::WorkflowCompleted { output } => {
+                self.finish(RunStatus::Completed, at);
+                self.output = Some(output.clone());
+            }
+            EventKind::WorkflowFailed { error } => {
+                self.finish(RunStatus::Failed, at);
+                self.error = Some(error.clone());
+            }
+            EventKind::WorkflowCancelled { reason } => {
+                self.finish(RunStatus::Cancelled, at);
+                if let Some(reason) = reason {
+                    self.error = Some(
+                        StructuredError::new(reason.clone())
+                            .with_code(crate::error::codes::CANCELLED),
+                    );
+                }
+            }
+            EventKind::ActivityScheduled {
+                position,
+                activity_id,
+                name,
+                input,
+                options,
+            } => {
+                self.activity_index.insert(*position, self.activities.len());
+                self.activities.push(ActivityState {
+                    id: activity_id.clone(),
+                    name: name.clone(),
+                    position: *position,
+                    status: ActivityStatus::Scheduled,
+                    attempt: 0,
+                    input: Some(input.clone()),
+                    options: options.clone(),
+                    output: None,
+                    error: None,
+                    scheduled_at: at,
+                    started_at: None,
+                    completed_at: None,
+                    last_heartbeat: None,
+                    heartbeat_message: None,
+                });
+            }
+            EventKind::ActivityStarted { position, attempt } => {
+                if let Some(a) = self.activity_mut(*position) {
+                    a.status = ActivityStatus::Running;
+                    a.attempt = *attempt;
+                    a.started_at = Some(at);
+                    a.last_heartbeat = Some(at);
+                }
+            }
+            EventKind::ActivityCompleted {
+                position, output, ..
+            } => {
+                if let Some(a) = self.activity_mut(*position) {
+                    a.status = ActivityStatus::Completed;
+                    a.output = Some(output.clone());
+                    a.completed_at = Some(at);
+                }
+            }
+            EventKind::ActivityFailed {
+                position,
+                error,
+                retrying,
+                ..
+            } => {
+                if let Some(a) = self.activity_mut(*position) {
+                    a.error = Some(error.clone());
+                    if *retrying {
+                        a.status = ActivityStatus::Retrying;
+                    } else {
+                        a.status = ActivityStatus::Failed;
+                        a.completed_at = Some(at);
+                    }
+                }
+            }
+            EventKind::ActivityRetry { .. } => {}
+            EventKind::ActivityHeartbeat {
+                position, message, ..
+            } => {
+                if let Some(a) = self.activity_mut(*position) {
+                    a.last_heartbeat = Some(at);
+                    if message.is_some() {
+                        a.heartbeat_message = message.clone();
+                    }
+                }
+            }
+            EventKind::TimerScheduled { position, fire_at } => {
+                self.pending_timers.insert(*position, *fire_at);
+            }
+            EventKind::TimerFired { position } => {
+                self.pending_timers.remove(position);
+            }
+            EventKind::ChildWorkflowStarted { child_id, .. } => {
+                self.children.push(child_id.clone());
+            }
+            EventKind::ChildWorkflowCompleted { .. }
+            | EventKind::ChildWorkflowFailed { .. }
+            | EventKind::ValueRecorded { .. } => {}
+        }
+    }
+
+    fn finish(&mut self, status: RunStatus, at: Millis) {
+        self.status = status;
+        self.completed_at = Some(at);
+        self.pending_timers.clear();
+    }
+
+    fn activity_mut(&mut self, position: u32) -> Option<&mut ActivityState> {
+        let index = *self.activity_index.get(&position)?;
+        self.activities.get_mut(index)
+    }
+
+    /// A copy for a caller, with or without payloads.
+    pub fn view(&self, resolve: ResolveData) -> WorkflowState {
+        let mut copy = self.clone();
+        if resolve == ResolveData::None {
+            copy.strip_data();
+        }
+        copy
+    }
+
+    /// Removes input, output and activity payloads.
+    pub fn strip_data(&mut self) {
+        self.input = None;
+        self.output = None;
+        self.history.clear();
+        for a in &mut self.activities {
+            a.input = None;
+            a.output = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::EVENT_FORMAT_VERSION;
+
+    fn ev(seq: u64, kind: EventKind) -> Event {
+        Event {
+            id: format!("evnt_{seq}"),
+            run_id: "wrun_1".into(),
+            seq,
+            timestamp: 1000 + seq as i64,
+            version: EVENT_FORMAT_VERSION,
+            kind,
+        }
+    }
+
+    fn queued() -> Event {
+        ev(
+            0,
+            EventKind::WorkflowQueued {
+                name: "w".into(),
+                workflow_id: "wf".into(),
+                input: Payload::null(),
+                parent_id: None,
+                parent_position: None,
+                task_queue: None,
+                priority: 0,
+                timeout_ms: None,
+            },
+        )
+    }
+
+    #[test]
+    fn materializes_a_step_and_refuses_a_duplicate_completion() {
+        let mut s = WorkflowState::from_first_event(&queued()).unwrap();
+        let events = [
+            EventKind::WorkflowStarted { attempt: 1 },
+            EventKind::ActivityScheduled {
+                position: 0,
+                activity_id: "step_1".into(),
+                name: "a".into(),
+                input: Payload::null(),
+                options: None,
+            },
+            EventKind::ActivityStarted {
+                position: 0,
+                attempt: 1,
+            },
+            EventKind::ActivityCompleted {
+                position: 0,
+                attempt: 1,
+                output: Payload::encode(&7).unwrap(),
+            },
+        ];
+        for (i, kind) in events.into_iter().enumerate() {
+            s.check(&kind).unwrap();
+            s.apply(&ev(i as u64 + 1, kind));
+        }
+        assert_eq!(s.status, RunStatus::Running);
+        assert_eq!(s.started_at, Some(1001));
+        let a = s.activity(0).unwrap();
+        assert_eq!(a.status, ActivityStatus::Completed);
+        let dup = EventKind::ActivityCompleted {
+            position: 0,
+            attempt: 1,
+            output: Payload::null(),
+        };
+        assert_eq!(s.check(&dup).unwrap_err().http_status(), 409);
+    }
+
+    #[test]
+    fn terminal_runs_refuse_more_events() {
+        let mut s = WorkflowState::from_first_event(&queued()).unwrap();
+        let cancel = EventKind::WorkflowCancelled { reason: None };
+        s.check(&cancel).unwrap();
+        s.apply(&ev(1, cancel));
+        assert_eq!(s.completed_at, Some(1001));
+        let err = s
+            .check(&EventKind::WorkflowStarted { attempt: 1 })
+            .unwrap_err();
+        assert!(matches!(err, WorldError::InvalidTransition { .. }), "{err}");
+    }
+}

@@ -1,0 +1,113 @@
+//! Storage: the [`Store`] contract and its in-memory implementation.
+//!
+//! A store keeps each run's history (append-only), the run state materialized from it, and the
+//! durable timers. The contract is split by duty — [`RunStore`] for runs and their events,
+//! [`TimerStore`] for timers — and [`Store`] is their sum. Every backend materializes state with
+//! the same rules ([`WorkflowState::check`] and [`WorkflowState::apply`]), so they agree on
+//! what a history means; one conformance suite (`tests/store_conformance.rs`) runs against each.
+
+mod memory;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::error::WorldError;
+use crate::model::{
+    ActivityState, Event, Page, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState,
+};
+
+pub use memory::MemoryStore;
+
+/// The result of an append.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Appended {
+    /// The events as stored, with their `seq` numbers.
+    pub events: Vec<Event>,
+    /// The run's status after the append.
+    pub status: RunStatus,
+}
+
+/// Runs and their histories.
+#[async_trait]
+pub trait RunStore: Send + Sync {
+    /// Creates a run from its first event (`workflow_queued`). Fails with a conflict (409) if the
+    /// run id or its workflow id is taken.
+    async fn create_run(&self, first: Event) -> Result<(), WorldError>;
+
+    /// Appends events to a run's history atomically: all are stored or none. The store assigns
+    /// `seq` and refuses events the run's state does not accept (see [`WorkflowState::check`]):
+    /// a second completion of a step, anything after the run finished.
+    async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError>;
+
+    /// The run with this run id or workflow id (404 if none), without its history (read that
+    /// with [`history`](Self::history)).
+    async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError>;
+
+    /// One activity of a run, by command position (404 if none).
+    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError>;
+
+    /// The run's events with `seq >= from_seq`, in order.
+    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Event>, WorldError>;
+
+    /// Runs matching the filter, newest first, one page at a time (history left out).
+    async fn list_runs(
+        &self,
+        filter: &WorkflowQueryFilter,
+    ) -> Result<Page<WorkflowState>, WorldError>;
+
+    /// Ids of runs that have not finished (pending, running or compensating).
+    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError>;
+}
+
+/// What a durable timer does when it fires.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum TimerKind {
+    /// A workflow's `ctx.sleep` ends.
+    Sleep {
+        /// Command position of the sleep.
+        position: u32,
+    },
+    /// The next attempt of a failed activity is due.
+    ActivityRetry {
+        /// Command position of the activity.
+        position: u32,
+        /// The attempt to run.
+        attempt: u32,
+    },
+    /// The run's timeout expires.
+    RunTimeout,
+}
+
+/// A durable timer.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Timer {
+    /// When it fires (ms since the Unix epoch).
+    pub fire_at: Millis,
+    /// The run it belongs to.
+    pub run_id: String,
+    /// What it does.
+    pub kind: TimerKind,
+}
+
+/// Durable timers.
+#[async_trait]
+pub trait TimerStore: Send + Sync {
+    /// Adds a timer. Adding the same timer twice keeps one.
+    async fn add_timer(&self, timer: Timer) -> Result<(), WorldError>;
+
+    /// Removes and returns up to `limit` timers due at `now`, earliest first.
+    async fn take_due_timers(&self, now: Millis, limit: usize) -> Result<Vec<Timer>, WorldError>;
+
+    /// The earliest fire time of any timer.
+    async fn next_timer_at(&self) -> Result<Option<Millis>, WorldError>;
+
+    /// Removes every timer of a run.
+    async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError>;
+}
+
+/// A complete storage backend.
+pub trait Store: RunStore + TimerStore {}
+
+impl<T: RunStore + TimerStore> Store for T {}

@@ -1,0 +1,245 @@
+//! A test harness: an in-memory world on virtual time.
+//!
+//! [`TestWorld`] runs real workers on the memory store, but its clock only moves when the test
+//! says so — or, in [`TestWorld::run_until_complete`], when every piece of work is waiting on
+//! time, in which case it jumps straight to the next timer. A workflow that sleeps thirty days
+//! completes in milliseconds.
+//!
+//! Use it from `#[tokio::test]` (the current-thread runtime): "nothing left to do but wait" is
+//! judged by letting every other task run first.
+
+use std::ops::Deref;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::clock::{Clock, Millis, VirtualClock};
+use crate::duration::IntoDuration;
+use crate::error::WorldError;
+use crate::model::{ResolveData, WorkflowState};
+use crate::world::{World, WorldConfig};
+
+/// The start of virtual time unless configured: 2026-01-01T00:00:00Z.
+pub const DEFAULT_START: Millis = 1_767_225_600_000;
+
+/// How many times the harness yields to other tasks before it decides nothing else is runnable.
+const SETTLE_YIELDS: usize = 32;
+
+/// Options for a [`TestWorld`].
+#[derive(Debug, Clone)]
+pub struct TestWorldOptions {
+    /// Virtual time at start. Default [`DEFAULT_START`].
+    pub initial_time: Millis,
+    /// Let `run_until_complete` move time forward on its own when all work waits on timers.
+    /// Default true.
+    pub auto_progress: bool,
+    /// The world configuration; persistence is forced to memory.
+    pub config: WorldConfig,
+}
+
+impl Default for TestWorldOptions {
+    fn default() -> Self {
+        Self {
+            initial_time: DEFAULT_START,
+            auto_progress: true,
+            config: WorldConfig::memory(),
+        }
+    }
+}
+
+/// An in-memory world on a virtual clock, started and ready.
+///
+/// ```
+/// use worlds_engine::prelude::*;
+/// use worlds_engine::testing::TestWorld;
+///
+/// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+/// let nap = workflow("nap", |ctx: WorkflowContext, _: ()| async move {
+///     ctx.sleep("720h").await?;          // thirty days
+///     Ok::<_, WorkflowError>("rested")
+/// });
+/// let test = TestWorld::new().await;
+/// test.register(&nap).unwrap();
+/// let run = test.execute(&nap, (), WorkflowOptions::default()).await.unwrap();
+/// test.run_until_complete(&run.id, "1000h").await.unwrap();
+/// assert_eq!(run.result().await.unwrap(), "rested");
+/// # });
+/// ```
+pub struct TestWorld {
+    world: World,
+    clock: VirtualClock,
+    auto_progress: bool,
+}
+
+impl Deref for TestWorld {
+    type Target = World;
+
+    fn deref(&self) -> &World {
+        &self.world
+    }
+}
+
+impl TestWorld {
+    /// A started test world with default options.
+    pub async fn new() -> TestWorld {
+        Self::with_options(TestWorldOptions::default()).await
+    }
+
+    /// A started test world whose world config is `config` (persistence forced to memory).
+    pub async fn with_config(config: WorldConfig) -> TestWorld {
+        Self::with_options(TestWorldOptions {
+            config,
+            ..TestWorldOptions::default()
+        })
+        .await
+    }
+
+    /// A started test world.
+    pub async fn with_options(options: TestWorldOptions) -> TestWorld {
+        let clock = VirtualClock::new(options.initial_time);
+        let mut config = options.config;
+        config.persistence = crate::Persistence::Memory;
+        let world = World::with_clock(config, Arc::new(clock.clone()))
+            .unwrap_or_else(|e| panic!("test world configuration is invalid: {e}"));
+        world
+            .start()
+            .await
+            .unwrap_or_else(|e| panic!("test world did not start: {e}"));
+        TestWorld {
+            world,
+            clock,
+            auto_progress: options.auto_progress,
+        }
+    }
+
+    /// The world under test.
+    pub fn world(&self) -> &World {
+        &self.world
+    }
+
+    /// The virtual clock.
+    pub fn clock(&self) -> &VirtualClock {
+        &self.clock
+    }
+
+    /// Current virtual time.
+    pub fn now(&self) -> Millis {
+        self.clock.now_ms()
+    }
+
+    /// Waits until no task is queued or executing (running activities aside) and every other
+    /// runnable task has had its turn.
+    pub async fn settle(&self) {
+        let engine = self.world.engine();
+        loop {
+            let epoch = engine.activity.epoch.load(Ordering::Acquire);
+            for _ in 0..SETTLE_YIELDS {
+                tokio::task::yield_now().await;
+            }
+            let busy = engine.activity.pending_tasks.load(Ordering::Acquire)
+                > engine.activity.running_activities.load(Ordering::Acquire);
+            if !busy && engine.activity.epoch.load(Ordering::Acquire) == epoch {
+                return;
+            }
+        }
+    }
+
+    /// Moves virtual time forward by `by`, firing every timer on the way in order and letting
+    /// the world react to each before going on.
+    pub async fn advance(&self, by: impl IntoDuration) {
+        let by = by
+            .into_duration()
+            .unwrap_or_else(|e| panic!("advance: {e}"));
+        let target = self.now().saturating_add(crate::clock::duration_ms(by));
+        self.advance_to(target).await;
+    }
+
+    /// Moves virtual time forward to `target` (ms since the Unix epoch), as [`advance`](Self::advance).
+    pub async fn advance_to(&self, target: Millis) {
+        self.settle().await;
+        while let Some(next) = self.next_deadline().await {
+            if next > target {
+                break;
+            }
+            self.step_to(next).await;
+        }
+        self.step_to(target).await;
+    }
+
+    async fn step_to(&self, at: Millis) {
+        self.clock.set(at);
+        let _ = self.world.engine().fire_due_timers().await;
+        self.settle().await;
+    }
+
+    /// The earliest moment anything waits for: a durable timer, or a sleeper on the clock
+    /// (activity timeouts, heartbeat watches).
+    async fn next_deadline(&self) -> Option<Millis> {
+        let timer = self
+            .world
+            .engine()
+            .store
+            .next_timer_at()
+            .await
+            .ok()
+            .flatten();
+        match (timer, self.clock.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// Drives the run (by run id or workflow id) to a terminal status and returns its final
+    /// state. With auto-progress, time jumps to the next deadline whenever all work is waiting
+    /// on one. Fails with a timeout if the run is not done once `timeout` of virtual time has
+    /// passed, or at once if it waits on nothing that time can bring.
+    pub async fn run_until_complete(
+        &self,
+        id: &str,
+        timeout: impl IntoDuration,
+    ) -> Result<WorkflowState, WorldError> {
+        let timeout = timeout
+            .into_duration()
+            .map_err(|e| WorldError::invalid("timeout", e.to_string()))?;
+        let start = self.now();
+        let deadline = start.saturating_add(crate::clock::duration_ms(timeout));
+        loop {
+            self.settle().await;
+            let state = self
+                .world
+                .engine()
+                .store
+                .get_run(id, ResolveData::All)
+                .await?;
+            if state.status.is_terminal() {
+                return crate::world::query_with_history(self.world.engine(), &state.id).await;
+            }
+            let next = self.next_deadline().await;
+            match next {
+                Some(at) if self.auto_progress && at <= deadline => self.step_to(at).await,
+                Some(_) if self.auto_progress => {
+                    self.step_to(deadline).await;
+                    let state = self
+                        .world
+                        .engine()
+                        .store
+                        .get_run(id, ResolveData::None)
+                        .await?;
+                    if state.status.is_terminal() {
+                        continue;
+                    }
+                    return Err(WorldError::Timeout {
+                        what: format!("run {id} to finish"),
+                        waited_ms: deadline - start,
+                    });
+                }
+                _ => return Err(WorldError::Timeout {
+                    what: format!(
+                        "run {id} to finish (it is {} and waits on nothing that time can bring)",
+                        state.status
+                    ),
+                    waited_ms: self.now() - start,
+                }),
+            }
+        }
+    }
+}

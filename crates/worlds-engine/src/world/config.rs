@@ -1,0 +1,128 @@
+//! World configuration, with the defaults the specification sets.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::duration::Dur;
+use crate::model::FailureStrategy;
+
+/// Where a world keeps its state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Persistence {
+    /// In process memory only: fast, lost on exit.
+    Memory,
+    /// JSON files under `persistence_path`.
+    File,
+    /// Memory for reads, a write-ahead log on disk for durability.
+    #[default]
+    Hybrid,
+}
+
+/// Everything a world can be configured with. `WorldConfig::default()` gives the documented
+/// defaults.
+///
+/// ```
+/// use worlds_engine::{Persistence, WorldConfig};
+/// let config = WorldConfig { persistence: Persistence::Memory, max_workers: 4, ..WorldConfig::default() };
+/// assert_eq!(config.min_workers, 2);
+/// assert_eq!(config.persistence_path.to_str(), Some(".worlds-engine"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
+pub struct WorldConfig {
+    /// Workers kept running at all times. Default 2.
+    pub min_workers: usize,
+    /// Most workers the pool grows to. Default 10.
+    pub max_workers: usize,
+    /// Busy/total ratio at or above which the pool grows. Default 0.7.
+    pub scale_threshold: f64,
+    /// Busy/total ratio at or below which the pool shrinks. Default 0.3.
+    pub scale_down_threshold: f64,
+    /// How often the autoscaler looks at the workload. Default 10 s.
+    pub scale_interval: Dur,
+    /// Storage mode. Default hybrid.
+    pub persistence: Persistence,
+    /// Directory for file and hybrid storage. Default `.worlds-engine`.
+    pub persistence_path: PathBuf,
+    /// What to do when a workflow fails, unless the workflow says otherwise. Default retry.
+    pub failure_strategy: FailureStrategy,
+    /// Interval between heartbeats (and the most often an activity heartbeat is written to
+    /// history). Default 5 s.
+    pub heartbeat_interval: Dur,
+    /// Silence after which a worker or activity is considered dead. Default 30 s.
+    pub heartbeat_timeout: Dur,
+    /// Largest input, output or hook payload, in bytes. Default 4 MiB.
+    pub max_payload_bytes: usize,
+    /// Most runs kept live in memory between their tasks; beyond it, the least recently used
+    /// are evicted and resume by replay. Default 10 000.
+    pub max_cached_runs: usize,
+    /// Evict every run from memory after each of its tasks, so every await resumes by replay.
+    /// Slow; for testing that workflows replay correctly. Default false.
+    pub evict_after_every_task: bool,
+    /// Extra workers dedicated to named task queues, one per entry.
+    pub task_queues: Vec<String>,
+    /// How long `shutdown` waits for in-flight work before giving up on it. Default 30 s.
+    pub shutdown_grace: Dur,
+}
+
+impl Default for WorldConfig {
+    fn default() -> Self {
+        Self {
+            min_workers: 2,
+            max_workers: 10,
+            scale_threshold: 0.7,
+            scale_down_threshold: 0.3,
+            scale_interval: Dur(Duration::from_secs(10)),
+            persistence: Persistence::Hybrid,
+            persistence_path: PathBuf::from(".worlds-engine"),
+            failure_strategy: FailureStrategy::Retry,
+            heartbeat_interval: Dur(Duration::from_millis(5000)),
+            heartbeat_timeout: Dur(Duration::from_millis(30000)),
+            max_payload_bytes: 4 * 1024 * 1024,
+            max_cached_runs: 10_000,
+            evict_after_every_task: false,
+            task_queues: Vec::new(),
+            shutdown_grace: Dur(Duration::from_secs(30)),
+        }
+    }
+}
+
+impl WorldConfig {
+    /// The defaults, with in-memory storage.
+    pub fn memory() -> Self {
+        Self {
+            persistence: Persistence::Memory,
+            ..Self::default()
+        }
+    }
+
+    /// Checks the values, naming the first bad field.
+    pub fn validate(&self) -> Result<(), crate::WorldError> {
+        let bad = |field: &str, message: &str| Err(crate::WorldError::invalid(field, message));
+        if self.min_workers == 0 {
+            return bad("min_workers", "must be at least 1");
+        }
+        if self.max_workers < self.min_workers {
+            return bad("max_workers", "must be at least min_workers");
+        }
+        if !(0.0..=1.0).contains(&self.scale_threshold) {
+            return bad("scale_threshold", "must be between 0 and 1");
+        }
+        if !(0.0..=1.0).contains(&self.scale_down_threshold)
+            || self.scale_down_threshold > self.scale_threshold
+        {
+            return bad(
+                "scale_down_threshold",
+                "must be between 0 and 1 and not above scale_threshold",
+            );
+        }
+        if self.max_payload_bytes == 0 {
+            return bad("max_payload_bytes", "must be positive");
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,276 @@
+//! The world: the object a program creates, registers definitions on, and starts runs with.
+
+mod config;
+mod handle;
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{Clock, SystemClock};
+use crate::engine::definitions::{Definition, Workflow};
+use crate::engine::Engine;
+use crate::error::WorldError;
+use crate::model::{Page, ResolveData, WorkflowOptions, WorkflowQueryFilter, WorkflowState};
+use crate::payload::Payload;
+use crate::store::{MemoryStore, Store};
+use crate::worker::{WorkerInfo, WorkerPool};
+
+pub use config::{Persistence, WorldConfig};
+pub use handle::WorkflowHandle;
+
+#[derive(Default)]
+struct Lifecycle {
+    started: bool,
+    stop: Option<CancellationToken>,
+    background: Vec<JoinHandle<()>>,
+}
+
+/// A world: registered workflows and activities, a store, a task queue, and workers.
+///
+/// ```
+/// use worlds_engine::prelude::*;
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let double = activity("double", |_ctx: ActivityContext, n: u64| async move {
+///     Ok::<_, StepError>(n * 2)
+/// });
+/// let step = double.clone();
+/// let flow = workflow("double-twice", move |ctx: WorkflowContext, n: u64| {
+///     let step = step.clone();
+///     async move { Ok::<_, WorkflowError>(ctx.run(&step, ctx.run(&step, n).await?).await?) }
+/// });
+///
+/// let world = World::new(WorldConfig::memory())?;
+/// world.register(&double)?.register(&flow)?;
+/// world.start().await?;
+/// let handle = world.execute(&flow, 5, WorkflowOptions::default()).await?;
+/// assert_eq!(handle.result().await?, 20);
+/// world.shutdown().await?;
+/// # Ok::<(), WorldError>(())
+/// # }).unwrap();
+/// ```
+pub struct World {
+    engine: Arc<Engine>,
+    workers: WorkerPool,
+    lifecycle: Mutex<Lifecycle>,
+}
+
+impl std::fmt::Debug for World {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("World")
+            .field("persistence", &self.engine.config.persistence)
+            .field("workers", &self.workers.len())
+            .finish()
+    }
+}
+
+impl World {
+    /// A world with this configuration, on the system clock.
+    ///
+    /// Only `Persistence::Memory` is available in this build; file and hybrid storage report
+    /// an `Unsupported` error rather than silently keeping everything in memory.
+    pub fn new(config: WorldConfig) -> Result<World, WorldError> {
+        World::with_clock(config, Arc::new(SystemClock))
+    }
+
+    /// A world on a given clock (a [`VirtualClock`](crate::clock::VirtualClock) in tests).
+    pub fn with_clock(config: WorldConfig, clock: Arc<dyn Clock>) -> Result<World, WorldError> {
+        config.validate()?;
+        let store: Arc<dyn Store> = match config.persistence {
+            crate::Persistence::Memory => Arc::new(MemoryStore::new()),
+            other => {
+                return Err(WorldError::Unsupported(format!(
+                    "persistence mode {other:?} is not available in this build yet; use Persistence::Memory (WorldConfig::memory())"
+                )))
+            }
+        };
+        Ok(World::with_store(config, clock, store))
+    }
+
+    /// A world on a given store and clock.
+    pub fn with_store(config: WorldConfig, clock: Arc<dyn Clock>, store: Arc<dyn Store>) -> World {
+        World {
+            engine: Arc::new(Engine::new(config, clock, store)),
+            workers: WorkerPool::default(),
+            lifecycle: Mutex::new(Lifecycle::default()),
+        }
+    }
+
+    /// Registers a workflow or an activity. Names must be unique: registering a second
+    /// definition with a taken name is a conflict error.
+    pub fn register(&self, definition: impl Into<Definition>) -> Result<&Self, WorldError> {
+        self.engine.registry.register(definition.into())?;
+        Ok(self)
+    }
+
+    /// Starts the workers and the timer service. Runs executed before `start` wait in the queue.
+    pub async fn start(&self) -> Result<(), WorldError> {
+        let mut life = self.lifecycle.lock();
+        if life.started {
+            return Ok(());
+        }
+        life.started = true;
+        self.engine.accepting.store(true, Ordering::Release);
+        let stop = CancellationToken::new();
+        life.background
+            .push(tokio::spawn(self.engine.clone().timer_loop(stop.clone())));
+        life.stop = Some(stop);
+        drop(life);
+        for _ in 0..self.engine.config.min_workers {
+            self.workers.spawn(&self.engine, None);
+        }
+        for queue in &self.engine.config.task_queues {
+            self.workers.spawn(&self.engine, Some(queue.clone()));
+        }
+        tracing::info!(workers = self.workers.len(), "world started");
+        Ok(())
+    }
+
+    /// Stops gracefully: refuses new runs, lets every worker finish the task in hand, then
+    /// stops the timer service. Queued work stays in the store's runs and resumes on the next
+    /// start of a durable world.
+    pub async fn shutdown(&self) -> Result<(), WorldError> {
+        self.engine.accepting.store(false, Ordering::Release);
+        let (stop, background) = {
+            let mut life = self.lifecycle.lock();
+            life.started = false;
+            (life.stop.take(), std::mem::take(&mut life.background))
+        };
+        let grace = self.engine.clock.sleep(self.engine.config.shutdown_grace.0);
+        tokio::select! {
+            _ = self.workers.stop_all() => {}
+            _ = grace => tracing::warn!("shutdown grace period over; abandoning tasks still running"),
+        }
+        if let Some(stop) = stop {
+            stop.cancel();
+        }
+        for task in background {
+            let _ = task.await;
+        }
+        tracing::info!("world stopped");
+        Ok(())
+    }
+
+    /// Starts a run of a workflow and returns a handle to it.
+    ///
+    /// Errors: the workflow is not registered (404), the workflow id is taken (409), the input is
+    /// over the payload limit (413) or does not match the workflow's input type (400).
+    pub async fn execute<I, O>(
+        &self,
+        workflow: &Workflow<I, O>,
+        input: I,
+        options: WorkflowOptions,
+    ) -> Result<WorkflowHandle<O>, WorldError>
+    where
+        I: Serialize,
+        O: DeserializeOwned,
+    {
+        self.execute_by_name(workflow.name(), input, options).await
+    }
+
+    /// Starts a run of a registered workflow by name.
+    pub async fn execute_by_name<I, O>(
+        &self,
+        name: &str,
+        input: I,
+        options: WorkflowOptions,
+    ) -> Result<WorkflowHandle<O>, WorldError>
+    where
+        I: Serialize,
+        O: DeserializeOwned,
+    {
+        let input = Payload::encode(&input)
+            .map_err(|e| WorldError::serde(format!("input of workflow '{name}'"), e))?;
+        let (run_id, workflow_id) = self
+            .engine
+            .create_run(name, input, options, None, None)
+            .await?;
+        Ok(WorkflowHandle::new(
+            self.engine.clone(),
+            run_id,
+            workflow_id,
+        ))
+    }
+
+    /// A handle to an existing run, by run id or workflow id.
+    pub async fn handle<O: DeserializeOwned>(
+        &self,
+        id: &str,
+    ) -> Result<WorkflowHandle<O>, WorldError> {
+        let state = self.engine.store.get_run(id, ResolveData::None).await?;
+        Ok(WorkflowHandle::new(
+            self.engine.clone(),
+            state.id,
+            state.workflow_id,
+        ))
+    }
+
+    /// The state of a run (by run id or workflow id), with its full history.
+    pub async fn query(&self, id: &str) -> Result<WorkflowState, WorldError> {
+        query_with_history(&self.engine, id).await
+    }
+
+    /// Runs matching the filter, newest first, without their histories.
+    pub async fn query_workflows(
+        &self,
+        filter: WorkflowQueryFilter,
+    ) -> Result<Vec<WorkflowState>, WorldError> {
+        let mut filter = filter;
+        if filter.limit.is_none() {
+            filter.limit = Some(usize::MAX - 1);
+        }
+        Ok(self.engine.store.list_runs(&filter).await?.data)
+    }
+
+    /// One page of runs matching the filter; pass the returned cursor back for the next page.
+    pub async fn list_runs(
+        &self,
+        filter: WorkflowQueryFilter,
+    ) -> Result<Page<WorkflowState>, WorldError> {
+        self.engine.store.list_runs(&filter).await
+    }
+
+    /// Cancels a run (by run id or workflow id) and its unfinished children.
+    pub async fn cancel(&self, id: &str) -> Result<(), WorldError> {
+        self.engine.cancel_run(id, None).await
+    }
+
+    /// Snapshots of the workers.
+    pub fn get_workers(&self) -> Vec<WorkerInfo> {
+        self.workers.infos()
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &WorldConfig {
+        &self.engine.config
+    }
+
+    /// The world's clock.
+    pub fn clock(&self) -> Arc<dyn Clock> {
+        self.engine.clock.clone()
+    }
+
+    /// Names of the registered workflows.
+    pub fn workflow_names(&self) -> Vec<String> {
+        self.engine.registry.workflow_names()
+    }
+
+    pub(crate) fn engine(&self) -> &Arc<Engine> {
+        &self.engine
+    }
+}
+
+pub(crate) async fn query_with_history(
+    engine: &Engine,
+    id: &str,
+) -> Result<WorkflowState, WorldError> {
+    let mut state = engine.store.get_run(id, ResolveData::All).await?;
+    state.history = engine.store.history(&state.id, 0).await?;
+    Ok(state)
+}

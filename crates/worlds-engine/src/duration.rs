@@ -181,8 +181,9 @@ impl IntoDuration for Dur {
 /// [`parse_duration`] (`"1500ms"`, `"5s"`); anything else is an error naming the expected forms.
 /// Formats that are not self-describing (`is_human_readable() == false`) read an integer only.
 ///
-/// [`Display`](fmt::Display) writes the largest unit that represents the value exactly, so the
-/// output parses back: `Dur::from_millis(120_000)` displays as `2m`.
+/// [`Display`](fmt::Display) writes the whole milliseconds in the largest unit that represents
+/// them exactly, in a form [`parse_duration`] reads back: `Dur::from_millis(120_000)` displays as
+/// `2m`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub struct Dur(pub Duration);
 
@@ -239,9 +240,9 @@ impl fmt::Display for Dur {
         let ms = self.as_millis();
         let (count, unit) = match ms {
             0 => (0, "ms"),
-            _ if ms % 3_600_000 == 0 => (ms / 3_600_000, "h"),
-            _ if ms % 60_000 == 0 => (ms / 60_000, "m"),
-            _ if ms % 1_000 == 0 => (ms / 1_000, "s"),
+            _ if ms.is_multiple_of(3_600_000) => (ms / 3_600_000, "h"),
+            _ if ms.is_multiple_of(60_000) => (ms / 60_000, "m"),
+            _ if ms.is_multiple_of(1_000) => (ms / 1_000, "s"),
             _ => (ms, "ms"),
         };
         write!(f, "{count}{unit}")

@@ -24,15 +24,34 @@ use crate::clock::{Clock, SystemClock};
 ///
 /// The `Marker` parameter only keeps the implementations apart (a blanket implementation for
 /// every error type cannot coexist with one for `Box<dyn Error>`); it is inferred, so callers
-/// never name it. Other error handles can opt in with a marker of their own:
+/// never name it. Error handles that are not `Error` themselves (such as `anyhow::Error`) can
+/// opt in with a marker of their own:
 ///
-/// ```ignore
-/// pub enum ViaAnyhow {}
-/// impl AsDynError<ViaAnyhow> for anyhow::Error {
-///     fn as_std_error(&self) -> &(dyn std::error::Error + 'static) {
-///         self.as_ref()
+/// ```
+/// use std::error::Error;
+/// use worlds_engine::clock::VirtualClock;
+/// use worlds_engine::retry::{with_retry_on, AsDynError, FatalError, RetryConfig};
+///
+/// #[derive(Debug)]
+/// struct Report(Box<dyn Error + Send + Sync>);
+///
+/// enum ViaReport {}
+/// impl AsDynError<ViaReport> for Report {
+///     fn as_std_error(&self) -> &(dyn Error + 'static) {
+///         &*self.0
 ///     }
 /// }
+///
+/// # futures::executor::block_on(async {
+/// let mut calls = 0;
+/// let result: Result<(), Report> = with_retry_on(&VirtualClock::new(0), &RetryConfig::new(), || {
+///     calls += 1;
+///     async { Err(Report(FatalError::new("no").into())) }
+/// })
+/// .await;
+/// assert!(result.is_err());
+/// assert_eq!(calls, 1);
+/// # });
 /// ```
 pub trait AsDynError<Marker> {
     /// The error as a trait object, for [`classify`](super::classify) and the predicates.
@@ -433,6 +452,10 @@ mod tests {
         assert_eq!(clock.now_ms(), 0);
     }
 
+    fn transient<E: AsDynError<M>, M>(error: &E) -> bool {
+        crate::retry::should_retry::is_transient_error(error.as_std_error())
+    }
+
     #[tokio::test]
     async fn with_retry_if_consults_the_predicate_for_unmarked_errors() {
         let clock = VirtualClock::new(0);
@@ -445,9 +468,7 @@ mod tests {
                 let result = with_retry_if(
                     &clock,
                     &config,
-                    |e: &Box<dyn Error + Send + Sync>| {
-                        retry && crate::retry::should_retry::is_transient_error(&**e)
-                    },
+                    |e| retry && transient(e),
                     || {
                         let n = call();
                         async move { Err::<(), _>(error(n)) }

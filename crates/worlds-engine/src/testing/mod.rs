@@ -232,13 +232,15 @@ impl TestWorld {
                         waited_ms: deadline - start,
                     });
                 }
-                _ => return Err(WorldError::Timeout {
-                    what: format!(
+                _ => {
+                    return Err(WorldError::Timeout {
+                        what: format!(
                         "run {id} to finish (it is {} and waits on nothing that time can bring)",
                         state.status
                     ),
-                    waited_ms: self.now() - start,
-                }),
+                        waited_ms: self.now() - start,
+                    })
+                }
             }
         }
     }

@@ -1,0 +1,82 @@
+//! Shared helpers for the integration tests.
+#![allow(dead_code, unreachable_pub)]
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use worlds_engine::prelude::*;
+use worlds_engine::testing::TestWorld;
+
+/// Which way a test world keeps runs between tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Runs stay live in memory between their tasks.
+    Cached,
+    /// Every run is evicted after every task and resumes by replay: every await is a replay.
+    Evicting,
+}
+
+/// A started test world in the given mode.
+pub async fn test_world(mode: Mode) -> TestWorld {
+    test_world_with(mode, WorldConfig::memory()).await
+}
+
+/// A started test world in the given mode, with a config.
+pub async fn test_world_with(mode: Mode, mut config: WorldConfig) -> TestWorld {
+    config.evict_after_every_task = mode == Mode::Evicting;
+    TestWorld::with_config(config).await
+}
+
+/// Generates one test per mode from `async fn name(mode: Mode)`.
+#[macro_export]
+macro_rules! in_both_modes {
+    ($($name:ident),* $(,)?) => {
+        mod cached {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name($crate::common::Mode::Cached).await;
+                }
+            )*
+        }
+        mod evicting {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name($crate::common::Mode::Evicting).await;
+                }
+            )*
+        }
+    };
+}
+
+/// A counter shared with an activity, to prove how often it ran.
+#[derive(Clone, Default)]
+pub struct Counter(Arc<AtomicUsize>);
+
+impl Counter {
+    pub fn bump(&self) -> usize {
+        self.0.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    pub fn get(&self) -> usize {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+/// An activity `name` that returns its input + 1 and counts its calls.
+pub fn add_one(name: &str, calls: &Counter) -> Activity<u64, u64> {
+    let calls = calls.clone();
+    activity(name, move |_ctx: ActivityContext, n: u64| {
+        let calls = calls.clone();
+        async move {
+            calls.bump();
+            Ok::<_, StepError>(n + 1)
+        }
+    })
+}
+
+/// The event type names of a run's history, in order.
+pub fn event_types(state: &WorkflowState) -> Vec<&'static str> {
+    state.history.iter().map(|e| e.kind.type_name()).collect()
+}

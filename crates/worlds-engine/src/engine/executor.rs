@@ -128,7 +128,8 @@ impl Engine {
                 state.name
             ))
             .with_code(codes::NOT_REGISTERED);
-            self.fail_run(&state, error, history.len() as u64).await?;
+            self.finish_with(&state.id, EventKind::WorkflowFailed { error })
+                .await?;
             return Ok(None);
         };
         let mut state = state;
@@ -417,31 +418,6 @@ impl Engine {
         tracing::error!(run_id = %core.info.run_id, error = %error, "run diverged from its history");
         self.finish_with(&core.info.run_id, EventKind::WorkflowFailed { error })
             .await
-    }
-
-    async fn fail_run(
-        &self,
-        state: &WorkflowState,
-        error: StructuredError,
-        _seq: u64,
-    ) -> Result<(), WorldError> {
-        let mut kinds = Vec::new();
-        if state.status == RunStatus::Pending {
-            kinds.push(EventKind::WorkflowStarted { attempt: 1 });
-        }
-        kinds.push(EventKind::WorkflowFailed { error });
-        match self.append(&state.id, kinds).await {
-            Ok(_) => {
-                let state = self
-                    .store
-                    .get_run(&state.id, crate::model::ResolveData::All)
-                    .await?;
-                self.on_terminal(&state).await;
-                Ok(())
-            }
-            Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
     }
 
     /// Records a terminal event and runs the terminal follow-ups.

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 /// pending ──▶ running ──▶ completed
 ///    │           ├──────▶ cancelled
 ///    │           └──────▶ failed ──▶ compensating ──▶ compensated
+///    ├──────▶ failed   (timed out or unknown before it started)
 ///    └──────▶ cancelled
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -144,6 +145,7 @@ mod tests {
         assert!(Pending.can_become(Running));
         assert!(Pending.can_become(Cancelled));
         assert!(!Pending.can_become(Completed));
+        assert!(Pending.can_become(Failed));
         assert!(Running.can_become(Failed));
         assert!(Failed.can_become(Compensating));
         assert!(Compensating.can_become(Compensated));

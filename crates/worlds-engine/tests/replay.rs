@@ -275,3 +275,24 @@ in_both_modes!(
     thirty_day_sleep_completes_in_virtual_time,
     waiting_run_holds_no_worker,
 );
+
+/// Awaiting a plain tokio sleep inside a workflow cannot be recorded or resumed: the run must
+/// fail with a clear error instead of hanging forever.
+#[tokio::test]
+async fn awaiting_a_non_command_future_fails_the_run_loudly() {
+    let flow = workflow("tokio-sleep", |_ctx: WorkflowContext, _: ()| async move {
+        tokio::time::sleep(std::time::Duration::from_secs(3600)).await;
+        Ok::<_, WorkflowError>(())
+    });
+    let t = test_world(Mode::Cached).await;
+    t.register(&flow).unwrap();
+    let run = t
+        .execute(&flow, (), WorkflowOptions::default())
+        .await
+        .unwrap();
+    let state = t.run_until_complete(&run.id, "1m").await.unwrap();
+    assert_eq!(state.status, RunStatus::Failed);
+    let error = state.error.unwrap();
+    assert_eq!(error.code.as_deref(), Some("NOT_A_COMMAND"));
+    assert!(error.message.contains("ctx.sleep"), "{}", error.message);
+}

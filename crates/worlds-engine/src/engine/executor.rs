@@ -216,6 +216,10 @@ impl Engine {
                 }
                 poll = live.core.deliver_next();
                 if !poll {
+                    if !live.core.has_open_commands() {
+                        self.fail_stuck(&live.core).await?;
+                        return Ok(Outcome::Done);
+                    }
                     return Ok(Outcome::Waiting(live));
                 }
             }
@@ -416,6 +420,20 @@ impl Engine {
         error: StructuredError,
     ) -> Result<(), WorldError> {
         tracing::error!(run_id = %core.info.run_id, error = %error, "run diverged from its history");
+        self.finish_with(&core.info.run_id, EventKind::WorkflowFailed { error })
+            .await
+    }
+
+    /// The workflow is pending, but on nothing the engine can resume: it awaited a future that
+    /// is not a workflow command. Waiting forever would hide the bug, so the run fails.
+    async fn fail_stuck(&self, core: &RunCore) -> Result<(), WorldError> {
+        let error = StructuredError::new(
+            "the workflow is waiting on something that is not a workflow command (such as \
+             tokio::time::sleep, a channel or a direct network call), which the engine can \
+             neither record nor resume; await ctx.sleep, a step or a child workflow instead",
+        )
+        .with_code(codes::NOT_A_COMMAND);
+        tracing::error!(run_id = %core.info.run_id, "workflow awaits a non-durable future");
         self.finish_with(&core.info.run_id, EventKind::WorkflowFailed { error })
             .await
     }

@@ -108,6 +108,8 @@ struct Machine {
     deliveries: VecDeque<(u32, Resolution)>,
     new_commands: Vec<NewCommand>,
     nondeterminism: Option<NonDeterminism>,
+    /// Commands issued whose result has not been delivered yet.
+    open: usize,
 }
 
 impl Machine {
@@ -189,6 +191,7 @@ impl RunCore {
         let mut m = self.machine.lock();
         let position = m.next_position;
         m.next_position += 1;
+        m.open += 1;
         m.slots.push(Slot {
             desc: desc.clone(),
             result: None,
@@ -393,7 +396,9 @@ impl RunCore {
             match m.slots.get_mut(position as usize) {
                 Some(slot) => {
                     slot.result = Some(resolution);
-                    slot.waker.take()
+                    let waker = slot.waker.take();
+                    m.open = m.open.saturating_sub(1);
+                    waker
                 }
                 None => {
                     let recorded = m
@@ -409,6 +414,12 @@ impl RunCore {
             waker.wake();
         }
         true
+    }
+
+    /// True if some issued command still waits for its result. A workflow that is pending with
+    /// no open command is awaiting something the engine cannot resume.
+    pub(crate) fn has_open_commands(&self) -> bool {
+        self.machine.lock().open > 0
     }
 
     /// The divergence found so far, if any.

@@ -231,6 +231,8 @@ pub mod codes {
     pub const NOT_REGISTERED: &str = "NOT_REGISTERED";
     /// A child workflow failed.
     pub const CHILD_FAILED: &str = "CHILD_FAILED";
+    /// A step attempt was lost because the process running it stopped.
+    pub const WORKER_LOST: &str = "WORKER_LOST";
     /// The workflow awaited a future that is not a workflow command.
     pub const NOT_A_COMMAND: &str = "NOT_A_COMMAND";
 }

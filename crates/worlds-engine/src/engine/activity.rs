@@ -325,7 +325,7 @@ impl Engine {
 
     /// Records a failed attempt: schedules a retry if the policy allows (`retry_after` is
     /// `Some`), else fails the step for good.
-    async fn record_attempt_failure(
+    pub(crate) async fn record_attempt_failure(
         &self,
         task: &ActivityTask,
         options: &crate::model::ActivityOptions,

@@ -19,6 +19,7 @@ pub(crate) mod definitions;
 pub(crate) mod errors;
 mod executor;
 pub(crate) mod machine;
+mod recovery;
 mod timers;
 
 use std::collections::HashMap;
@@ -262,6 +263,17 @@ impl Engine {
         }
         self.schedule_workflow(&run);
         Ok((run_id, workflow_id))
+    }
+
+    /// Gives an existing run (read back from the store) a scheduling slot.
+    pub(crate) fn adopt(&self, state: &WorkflowState) {
+        let mut runs = self.runs.lock();
+        let slot = runs.entry(Arc::from(state.id.as_str())).or_default();
+        slot.route = Route {
+            priority: state.priority,
+            task_queue: state.task_queue.as_deref().map(Arc::from),
+            workflow_id: state.workflow_id.clone(),
+        };
     }
 
     /// Makes sure the run will be advanced: queues a workflow task unless one is queued, or

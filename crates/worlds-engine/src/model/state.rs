@@ -222,12 +222,7 @@ impl WorkflowState {
     /// This is where duplicate or late records are refused: a second completion of a step, an
     /// event for a run that has already finished, a status change the machine does not allow.
     pub fn check(&self, kind: &EventKind) -> Result<(), WorldError> {
-        self.check_as(self.status, kind)
-    }
-
-    /// Like [`check`](Self::check), but as if the run's status were `status`: used to check a
-    /// batch of events whose earlier members change the status.
-    pub fn check_as(&self, status: RunStatus, kind: &EventKind) -> Result<(), WorldError> {
+        let status = self.status;
         let transition = |to: RunStatus| {
             if status.can_become(to) {
                 Ok(())

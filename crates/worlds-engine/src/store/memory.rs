@@ -8,8 +8,7 @@ use parking_lot::Mutex;
 use crate::clock::Millis;
 use crate::error::WorldError;
 use crate::model::{
-    ActivityState, Event, EventKind, Page, ResolveData, RunStatus, WorkflowQueryFilter,
-    WorkflowState,
+    ActivityState, Event, Page, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState,
 };
 
 use super::{Appended, RunStore, Timer, TimerStore};
@@ -135,18 +134,18 @@ impl RunStore for MemoryStore {
             .get_mut(run_id)
             .ok_or_else(|| WorldError::not_found("run", run_id))?;
         let before = entry.state.status;
-        // All or nothing: every event is checked before any is applied. Events are checked
-        // against the state before the append, except the run status, which the batch may
-        // change (a start followed by commands); that is tracked here.
-        let mut seq = entry.history.len() as u64;
-        let mut status = before;
-        for event in &mut events {
-            entry.state.check_as(status, &event.kind)?;
-            status = status_after(status, &event.kind);
-            event.seq = seq;
-            seq += 1;
-        }
-        for event in &events {
+        // All or nothing. Each event is checked against the state the earlier ones left, and
+        // applied. If one is refused after others were applied, the state is rebuilt from the
+        // untouched history: O(history), but only on that rare path.
+        let first_seq = entry.history.len() as u64;
+        for (i, event) in events.iter_mut().enumerate() {
+            if let Err(refused) = entry.state.check(&event.kind) {
+                if i > 0 {
+                    entry.state = WorkflowState::from_history(&entry.history)?;
+                }
+                return Err(refused);
+            }
+            event.seq = first_seq + i as u64;
             entry.state.apply(event);
         }
         entry.history.extend(events.iter().cloned());
@@ -273,17 +272,6 @@ impl RunStore for MemoryStore {
         }
         ids.sort();
         Ok(ids)
-    }
-}
-
-/// The run status after `kind`, for checking a batch.
-fn status_after(status: RunStatus, kind: &EventKind) -> RunStatus {
-    match kind {
-        EventKind::WorkflowStarted { .. } => RunStatus::Running,
-        EventKind::WorkflowCompleted { .. } => RunStatus::Completed,
-        EventKind::WorkflowFailed { .. } => RunStatus::Failed,
-        EventKind::WorkflowCancelled { .. } => RunStatus::Cancelled,
-        _ => status,
     }
 }
 

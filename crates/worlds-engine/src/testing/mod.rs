@@ -16,6 +16,7 @@ use crate::clock::{Clock, Millis, VirtualClock};
 use crate::duration::IntoDuration;
 use crate::error::WorldError;
 use crate::model::{ResolveData, WorkflowState};
+use crate::store::Store;
 use crate::world::{World, WorldConfig};
 
 /// The start of virtual time unless configured: 2026-01-01T00:00:00Z.
@@ -25,7 +26,7 @@ pub const DEFAULT_START: Millis = 1_767_225_600_000;
 const SETTLE_YIELDS: usize = 32;
 
 /// Options for a [`TestWorld`].
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct TestWorldOptions {
     /// Virtual time at start. Default [`DEFAULT_START`].
     pub initial_time: Millis,
@@ -34,6 +35,20 @@ pub struct TestWorldOptions {
     pub auto_progress: bool,
     /// The world configuration; persistence is forced to memory.
     pub config: WorldConfig,
+    /// A store to use instead of a fresh memory store: share one between two test worlds to
+    /// simulate a restart.
+    pub store: Option<Arc<dyn Store>>,
+}
+
+impl std::fmt::Debug for TestWorldOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TestWorldOptions")
+            .field("initial_time", &self.initial_time)
+            .field("auto_progress", &self.auto_progress)
+            .field("config", &self.config)
+            .field("shared_store", &self.store.is_some())
+            .finish()
+    }
 }
 
 impl Default for TestWorldOptions {
@@ -42,6 +57,7 @@ impl Default for TestWorldOptions {
             initial_time: DEFAULT_START,
             auto_progress: true,
             config: WorldConfig::memory(),
+            store: None,
         }
     }
 }
@@ -98,8 +114,13 @@ impl TestWorld {
         let clock = VirtualClock::new(options.initial_time);
         let mut config = options.config;
         config.persistence = crate::Persistence::Memory;
-        let world = World::with_clock(config, Arc::new(clock.clone()))
-            .unwrap_or_else(|e| panic!("test world configuration is invalid: {e}"));
+        if let Err(e) = config.validate() {
+            panic!("test world configuration is invalid: {e}");
+        }
+        let store = options
+            .store
+            .unwrap_or_else(|| Arc::new(crate::store::MemoryStore::new()));
+        let world = World::with_store(config, Arc::new(clock.clone()), store);
         world
             .start()
             .await

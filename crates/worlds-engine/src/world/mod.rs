@@ -128,6 +128,7 @@ impl World {
         for queue in &self.engine.config.task_queues {
             self.workers.spawn(&self.engine, Some(queue.clone()));
         }
+        self.engine.recover().await?;
         tracing::info!(workers = self.workers.len(), "world started");
         Ok(())
     }

@@ -1,0 +1,148 @@
+//! Resuming a store's unfinished runs when a world starts.
+//!
+//! Nothing about a run lives only in memory: on start, the engine reads every unfinished run
+//! back from the store and puts its work in motion again. Queued tasks are rebuilt from
+//! history, timers re-armed (adding a timer is idempotent), and a step that was running when
+//! the previous process stopped is recorded as a lost attempt and retried under its policy.
+
+use std::collections::HashMap;
+
+use crate::error::{codes, StructuredError, WorldError};
+use crate::model::{ActivityStatus, EventKind, ResolveData, RunStatus};
+use crate::payload::Payload;
+use crate::store::{Timer, TimerKind};
+
+use super::{ActivityTask, Engine};
+
+/// What recovery found and restarted.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Recovered {
+    pub(crate) runs: usize,
+    pub(crate) steps_requeued: usize,
+    pub(crate) attempts_lost: usize,
+    pub(crate) timers_rearmed: usize,
+}
+
+impl Engine {
+    /// Puts every unfinished run in the store back in motion.
+    pub(crate) async fn recover(&self) -> Result<Recovered, WorldError> {
+        let mut found = Recovered::default();
+        for run_id in self.store.unfinished_runs().await? {
+            let state = self.store.get_run(&run_id, ResolveData::All).await?;
+            if state.status == RunStatus::Compensating {
+                continue;
+            }
+            found.runs += 1;
+            self.adopt(&state);
+
+            // Timers: re-arm every sleep not yet fired and every retry not yet started.
+            let history = self.store.history(&run_id, 0).await?;
+            let mut retry_at: HashMap<u32, (u32, i64)> = HashMap::new();
+            for event in &history {
+                if let EventKind::ActivityRetry {
+                    position,
+                    attempt,
+                    delay_ms,
+                } = &event.kind
+                {
+                    retry_at.insert(
+                        *position,
+                        (*attempt, event.timestamp.saturating_add(*delay_ms as i64)),
+                    );
+                }
+            }
+            for (position, fire_at) in state.pending_timers() {
+                self.store
+                    .add_timer(Timer {
+                        fire_at,
+                        run_id: run_id.clone(),
+                        kind: TimerKind::Sleep { position },
+                    })
+                    .await?;
+                found.timers_rearmed += 1;
+            }
+            if let Some(ms) = state.timeout_ms {
+                self.store
+                    .add_timer(Timer {
+                        fire_at: state.created_at.saturating_add(ms as i64),
+                        run_id: run_id.clone(),
+                        kind: TimerKind::RunTimeout,
+                    })
+                    .await?;
+            }
+
+            for activity in &state.activities {
+                match activity.status {
+                    ActivityStatus::Scheduled => {
+                        self.enqueue_activity(ActivityTask {
+                            run_id: run_id.as_str().into(),
+                            workflow_id: state.workflow_id.clone(),
+                            activity_id: activity.id.clone(),
+                            position: activity.position,
+                            name: activity.name.clone(),
+                            input: activity.input.clone().unwrap_or_else(Payload::null),
+                            attempt: activity.attempt + 1,
+                            options: activity.options.clone(),
+                        });
+                        found.steps_requeued += 1;
+                    }
+                    ActivityStatus::Retrying => {
+                        if let Some((attempt, fire_at)) = retry_at.get(&activity.position) {
+                            self.store
+                                .add_timer(Timer {
+                                    fire_at: *fire_at,
+                                    run_id: run_id.clone(),
+                                    kind: TimerKind::ActivityRetry {
+                                        position: activity.position,
+                                        attempt: *attempt,
+                                    },
+                                })
+                                .await?;
+                            found.timers_rearmed += 1;
+                        }
+                    }
+                    ActivityStatus::Running => {
+                        // The attempt died with the process that ran it.
+                        let task = ActivityTask {
+                            run_id: run_id.as_str().into(),
+                            workflow_id: state.workflow_id.clone(),
+                            activity_id: activity.id.clone(),
+                            position: activity.position,
+                            name: activity.name.clone(),
+                            input: activity.input.clone().unwrap_or_else(Payload::null),
+                            attempt: activity.attempt,
+                            options: activity.options.clone(),
+                        };
+                        let options = self.activity_options(&task.name, task.options.as_ref());
+                        let error = StructuredError::new(format!(
+                            "attempt {} of activity '{}' was lost: the process running it stopped",
+                            activity.attempt, activity.name
+                        ))
+                        .with_code(codes::WORKER_LOST);
+                        self.record_attempt_failure(
+                            &task,
+                            &options,
+                            error,
+                            Some(Some(std::time::Duration::ZERO)),
+                        )
+                        .await;
+                        found.attempts_lost += 1;
+                    }
+                    ActivityStatus::Completed | ActivityStatus::Failed => {}
+                }
+            }
+            self.schedule_workflow(&run_id);
+        }
+        self.timer_wake.notify_one();
+        if found.runs > 0 {
+            tracing::info!(
+                runs = found.runs,
+                steps_requeued = found.steps_requeued,
+                attempts_lost = found.attempts_lost,
+                timers = found.timers_rearmed,
+                "resumed unfinished runs"
+            );
+        }
+        Ok(found)
+    }
+}

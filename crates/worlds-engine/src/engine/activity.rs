@@ -212,7 +212,7 @@ impl Engine {
         let options = self.activity_options(&task.name, task.options.as_ref());
         let ctx = self.activity_context(&task, token.clone());
         let start = self.clock.now_ms();
-        self.activity
+        self.progress
             .running_activities
             .fetch_add(1, Ordering::AcqRel);
         let work = AssertUnwindSafe((def.handler)(ctx.clone(), task.input.clone())).catch_unwind();
@@ -254,7 +254,7 @@ impl Engine {
             d = timeout => AttemptEnd::TimedOut(d),
             d = heartbeat_watch => AttemptEnd::HeartbeatLost(d),
         };
-        self.activity
+        self.progress
             .running_activities
             .fetch_sub(1, Ordering::AcqRel);
         match end {

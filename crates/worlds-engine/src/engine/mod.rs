@@ -100,14 +100,14 @@ struct RunSlot {
 
 /// Counters the test harness and metrics read.
 #[derive(Default)]
-pub(crate) struct Activity {
+pub(crate) struct Progress {
     /// Tasks queued or executing (workflow and activity).
     pub(crate) pending_tasks: AtomicUsize,
     /// Activity attempts executing now.
     pub(crate) running_activities: AtomicUsize,
     /// Bumped on every recorded event; lets a waiter see that something happened.
     pub(crate) epoch: AtomicU64,
-    pub(crate) progress: Notify,
+    pub(crate) changed: Notify,
 }
 
 pub(crate) struct Engine {
@@ -117,7 +117,7 @@ pub(crate) struct Engine {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) registry: Registry,
     pub(crate) queue: TaskQueue<Task>,
-    pub(crate) activity: Activity,
+    pub(crate) progress: Progress,
     pub(crate) timer_wake: Notify,
     pub(crate) accepting: AtomicBool,
     runs: Mutex<HashMap<Arc<str>, RunSlot>>,
@@ -135,7 +135,7 @@ impl Engine {
             store,
             registry: Registry::default(),
             queue: TaskQueue::new(),
-            activity: Activity::default(),
+            progress: Progress::default(),
             timer_wake: Notify::new(),
             accepting: AtomicBool::new(true),
             runs: Mutex::new(HashMap::new()),
@@ -165,8 +165,8 @@ impl Engine {
     ) -> Result<crate::store::Appended, WorldError> {
         let events = kinds.into_iter().map(|k| self.event(run_id, k)).collect();
         let appended = self.store.append(run_id, events).await?;
-        self.activity.epoch.fetch_add(1, Ordering::Relaxed);
-        self.activity.progress.notify_waiters();
+        self.progress.epoch.fetch_add(1, Ordering::Relaxed);
+        self.progress.changed.notify_waiters();
         Ok(appended)
     }
 
@@ -308,7 +308,7 @@ impl Engine {
     }
 
     pub(crate) fn push(&self, entry: QueueEntry<Task>) {
-        self.activity.pending_tasks.fetch_add(1, Ordering::AcqRel);
+        self.progress.pending_tasks.fetch_add(1, Ordering::AcqRel);
         self.queue.push(entry);
     }
 
@@ -394,7 +394,7 @@ impl Engine {
         let run_id = state.id.as_str();
         let _ = self.store.remove_run_timers(run_id).await;
         let dropped = self.queue.remove_run(run_id);
-        self.activity
+        self.progress
             .pending_tasks
             .fetch_sub(dropped.len(), Ordering::AcqRel);
         if let Some(token) = self.cancels.lock().remove(run_id) {
@@ -421,7 +421,7 @@ impl Engine {
                 let _ = tx.send(());
             }
         }
-        self.activity.progress.notify_waiters();
+        self.progress.changed.notify_waiters();
         if let (Some(parent), Some(position)) = (&state.parent_id, state.parent_position) {
             let kind = match state.status {
                 RunStatus::Completed => EventKind::ChildWorkflowCompleted {
@@ -509,9 +509,9 @@ impl Engine {
     }
 
     pub(crate) fn task_done(&self) {
-        let before = self.activity.pending_tasks.fetch_sub(1, Ordering::AcqRel);
+        let before = self.progress.pending_tasks.fetch_sub(1, Ordering::AcqRel);
         if before == 1 {
-            self.activity.progress.notify_waiters();
+            self.progress.changed.notify_waiters();
         }
     }
 

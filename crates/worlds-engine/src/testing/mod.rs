@@ -152,13 +152,13 @@ impl TestWorld {
     pub async fn settle(&self) {
         let engine = self.world.engine();
         loop {
-            let epoch = engine.activity.epoch.load(Ordering::Acquire);
+            let epoch = engine.progress.epoch.load(Ordering::Acquire);
             for _ in 0..SETTLE_YIELDS {
                 tokio::task::yield_now().await;
             }
-            let busy = engine.activity.pending_tasks.load(Ordering::Acquire)
-                > engine.activity.running_activities.load(Ordering::Acquire);
-            if !busy && engine.activity.epoch.load(Ordering::Acquire) == epoch {
+            let busy = engine.progress.pending_tasks.load(Ordering::Acquire)
+                > engine.progress.running_activities.load(Ordering::Acquire);
+            if !busy && engine.progress.epoch.load(Ordering::Acquire) == epoch {
                 return;
             }
         }

@@ -200,10 +200,17 @@ impl Engine {
             }
             let commands = live.core.take_new_commands();
             if !commands.is_empty() {
-                if !self.record_commands(&live.core, commands).await? {
+                let Some(recorded) = self.record_commands(&live.core, commands).await? else {
                     return Ok(Outcome::Done);
-                }
-                if !self.catch_up(&mut live).await? {
+                };
+                // Our own records follow straight on from what we have read unless someone
+                // else appended in between; only then is a read of the store needed.
+                if recorded.first().is_some_and(|e| e.seq == live.next_seq) {
+                    for event in &recorded {
+                        live.core.ingest(event);
+                        live.next_seq = event.seq + 1;
+                    }
+                } else if !self.catch_up(&mut live).await? {
                     return Ok(Outcome::Done);
                 }
             }
@@ -228,11 +235,12 @@ impl Engine {
 
     /// Records the commands the code issued, then acts on them (queue steps, arm timers, start
     /// children). Recording comes first: a crash in between re-issues work, never loses it.
+    /// Returns the recorded events, or `None` if the run finished meanwhile.
     async fn record_commands(
         &self,
         core: &RunCore,
         commands: Vec<NewCommand>,
-    ) -> Result<bool, WorldError> {
+    ) -> Result<Option<Vec<crate::model::Event>>, WorldError> {
         let run_id = core.info.run_id.as_str();
         let mut events = Vec::with_capacity(commands.len());
         let mut steps = Vec::new();
@@ -321,14 +329,14 @@ impl Engine {
                 }),
             }
         }
-        match self.append(run_id, events).await {
-            Ok(_) => {}
+        let recorded = match self.append(run_id, events).await {
+            Ok(appended) => appended.events,
             Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
                 // The run finished (was cancelled) under us.
-                return Ok(false);
+                return Ok(None);
             }
             Err(e) => return Err(e),
-        }
+        };
         for step in steps {
             self.enqueue_activity(step);
         }
@@ -339,7 +347,7 @@ impl Engine {
             self.start_child(run_id, position, child_id, &name, input, options)
                 .await?;
         }
-        Ok(true)
+        Ok(Some(recorded))
     }
 
     async fn start_child(

@@ -68,7 +68,7 @@ async fn a_new_world_on_the_same_store_resumes_a_sleeping_run() {
         .unwrap()
         .register(&charge)
         .unwrap();
-    second.register(&order_flow(&reserve, &charge)).unwrap();
+    second.register(order_flow(&reserve, &charge)).unwrap();
     let state = second.run_until_complete(&run.id, "2h").await.unwrap();
     assert_eq!(state.status, RunStatus::Completed);
     assert_eq!(state.output.unwrap().decode::<u64>().unwrap(), 3);
@@ -152,7 +152,7 @@ async fn a_recorded_history_fixture_replays_with_current_code() {
     let world = world_on(&store, DEFAULT_START + 60_000).await;
     let (reserve, charge) = (add_one("reserve", &reserved), add_one("charge", &charged));
     world.register(&reserve).unwrap().register(&charge).unwrap();
-    world.register(&order_flow(&reserve, &charge)).unwrap();
+    world.register(order_flow(&reserve, &charge)).unwrap();
     let state = world.run_until_complete(&run_id, "2h").await.unwrap();
     assert_eq!(state.status, RunStatus::Completed, "{:?}", state.error);
     assert_eq!(state.output.unwrap().decode::<u64>().unwrap(), 42 + 2);

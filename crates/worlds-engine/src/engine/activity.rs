@@ -241,10 +241,20 @@ impl Engine {
                 None => futures::future::pending().await,
             }
         };
+        let mut work = std::pin::pin!(work);
         let end = tokio::select! {
             biased;
-            _ = token.cancelled() => AttemptEnd::Cancelled,
-            result = work => AttemptEnd::Returned(match result {
+            _ = token.cancelled() => {
+                // Cooperative cancellation: the attempt sees `is_cancelled()` and may clean up
+                // for a short grace period; its result is discarded either way.
+                let grace = self.clock.sleep(self.config.cancel_grace.0);
+                tokio::select! {
+                    _ = &mut work => {}
+                    _ = grace => {}
+                }
+                AttemptEnd::Cancelled
+            }
+            result = &mut work => AttemptEnd::Returned(match result {
                 Ok(result) => result,
                 Err(panic) => Err(StepError::msg(format!(
                     "activity panicked: {}",

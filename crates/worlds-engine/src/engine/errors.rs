@@ -60,7 +60,20 @@ macro_rules! boxed_error {
                 if let Some(s) = self.downcast_ref::<StructuredError>() {
                     return s.clone();
                 }
-                StructuredError::from_error(&*self.inner)
+                let mut stored = StructuredError::from_error(&*self.inner);
+                // A code given to a Fatal/RetryableError is kept as the stored code.
+                let code = self
+                    .downcast_ref::<FatalError>()
+                    .and_then(|e| e.code())
+                    .or_else(|| self.downcast_ref::<RetryableError>().and_then(|e| e.code()));
+                if let Some(code) = code {
+                    let suffix = format!(" [{code}]");
+                    if let Some(at) = stored.message.find(&suffix) {
+                        stored.message.replace_range(at..at + suffix.len(), "");
+                    }
+                    stored.code = Some(code.to_owned());
+                }
+                stored
             }
         }
 

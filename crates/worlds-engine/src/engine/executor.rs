@@ -154,10 +154,14 @@ impl Engine {
         let core = Arc::new(RunCore::new(info, self.clock.clone(), self.ids.clone()));
         let input = state.input.clone().unwrap_or_else(Payload::null);
         let future = (def.handler)(WorkflowContext::new(core.clone()), input);
+        // The history just read is the replay; only later events need reading again.
+        for event in &history {
+            core.ingest(event);
+        }
         Ok(Some(LiveRun {
             core,
             future,
-            next_seq: 0,
+            next_seq: history.len() as u64,
             polled: false,
         }))
     }

@@ -393,6 +393,8 @@ impl Engine {
     pub(crate) async fn on_terminal(&self, state: &WorkflowState) {
         let run_id = state.id.as_str();
         let _ = self.store.remove_run_timers(run_id).await;
+        // The timer service may be asleep until one of the removed timers.
+        self.timer_wake.notify_one();
         let dropped = self.queue.remove_run(run_id);
         self.progress
             .pending_tasks

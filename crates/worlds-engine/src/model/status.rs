@@ -34,9 +34,11 @@ pub enum RunStatus {
 
 /// Every allowed transition, in one place. Anything not listed is an error.
 const TRANSITIONS: &[(RunStatus, &[RunStatus])] = &[
+    // A run can fail before it starts: its timeout expired in the queue, or no process knows
+    // its workflow.
     (
         RunStatus::Pending,
-        &[RunStatus::Running, RunStatus::Cancelled],
+        &[RunStatus::Running, RunStatus::Failed, RunStatus::Cancelled],
     ),
     (
         RunStatus::Running,

@@ -71,7 +71,7 @@ impl Default for TestWorldOptions {
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let nap = workflow("nap", |ctx: WorkflowContext, _: ()| async move {
 ///     ctx.sleep("720h").await?;          // thirty days
-///     Ok::<_, WorkflowError>("rested")
+///     Ok::<_, WorkflowError>("rested".to_string())
 /// });
 /// let test = TestWorld::new().await;
 /// test.register(&nap).unwrap();

@@ -26,7 +26,9 @@ pub enum Persistence {
 ///
 /// ```
 /// use worlds_engine::{Persistence, WorldConfig};
-/// let config = WorldConfig { persistence: Persistence::Memory, max_workers: 4, ..WorldConfig::default() };
+/// let mut config = WorldConfig::default();
+/// config.persistence = Persistence::Memory;
+/// config.max_workers = 4;
 /// assert_eq!(config.min_workers, 2);
 /// assert_eq!(config.persistence_path.to_str(), Some(".worlds-engine"));
 /// ```
@@ -67,6 +69,9 @@ pub struct WorldConfig {
     pub task_queues: Vec<String>,
     /// How long `shutdown` waits for in-flight work before giving up on it. Default 30 s.
     pub shutdown_grace: Dur,
+    /// How long a running step may go on after its run was cancelled, to clean up, before it
+    /// is abandoned. Default 5 s.
+    pub cancel_grace: Dur,
 }
 
 impl Default for WorldConfig {
@@ -87,6 +92,7 @@ impl Default for WorldConfig {
             evict_after_every_task: false,
             task_queues: Vec::new(),
             shutdown_grace: Dur(Duration::from_secs(30)),
+            cancel_grace: Dur(Duration::from_secs(5)),
         }
     }
 }

@@ -111,17 +111,18 @@ impl World {
 
     /// Starts the workers and the timer service. Runs executed before `start` wait in the queue.
     pub async fn start(&self) -> Result<(), WorldError> {
-        let mut life = self.lifecycle.lock();
-        if life.started {
-            return Ok(());
+        {
+            let mut life = self.lifecycle.lock();
+            if life.started {
+                return Ok(());
+            }
+            life.started = true;
+            self.engine.accepting.store(true, Ordering::Release);
+            let stop = CancellationToken::new();
+            life.background
+                .push(tokio::spawn(self.engine.clone().timer_loop(stop.clone())));
+            life.stop = Some(stop);
         }
-        life.started = true;
-        self.engine.accepting.store(true, Ordering::Release);
-        let stop = CancellationToken::new();
-        life.background
-            .push(tokio::spawn(self.engine.clone().timer_loop(stop.clone())));
-        life.stop = Some(stop);
-        drop(life);
         for _ in 0..self.engine.config.min_workers {
             self.workers.spawn(&self.engine, None);
         }

@@ -33,6 +33,22 @@ pub trait Clock: Send + Sync + 'static {
         let deadline = self.now_ms().saturating_add(duration_ms(duration));
         self.sleep_until(deadline)
     }
+
+    /// Like [`Clock::sleep_until`], for the ticks of periodic housekeeping loops (autoscaler,
+    /// worker heartbeats, liveness monitor).
+    ///
+    /// The difference only matters on clocks that are driven by a test: a background sleeper is
+    /// woken when time passes its deadline, but does not count as "something is waiting on
+    /// time", so a harness that jumps from deadline to deadline
+    /// ([`VirtualClock::next_deadline`]) skips straight over these ticks instead of stopping at
+    /// every one (a thirty-day sleep would otherwise take half a million jumps). A loop on
+    /// such a tick should compute its next deadline from `now_ms()` when it wakes, not catch
+    /// up on the ticks it missed.
+    ///
+    /// The default is [`Clock::sleep_until`].
+    fn sleep_until_background(&self, deadline: Millis) -> BoxFuture<'static, ()> {
+        self.sleep_until(deadline)
+    }
 }
 
 /// Converts a [`Duration`] to whole milliseconds, saturating at `i64::MAX`.
@@ -61,7 +77,9 @@ impl Clock for SystemClock {
 
 /// A clock whose time moves only when [`VirtualClock::advance`] or [`VirtualClock::set`] is called.
 ///
-/// Sleepers are woken, in deadline order, as soon as time reaches their deadline.
+/// Sleepers are woken, in deadline order, as soon as time reaches their deadline. Background
+/// sleepers ([`Clock::sleep_until_background`]) are woken the same way but kept apart: they are
+/// not reported by [`VirtualClock::next_deadline`].
 ///
 /// ```
 /// use worlds_engine::clock::{Clock, VirtualClock};
@@ -78,6 +96,18 @@ struct VirtualInner {
     now: AtomicI64,
     next_id: AtomicU64,
     sleepers: Mutex<BTreeMap<(Millis, u64), Waker>>,
+    /// Sleepers on background ticks: woken by `set`, invisible to `next_deadline`.
+    background: Mutex<BTreeMap<(Millis, u64), Waker>>,
+}
+
+impl VirtualInner {
+    fn sleepers(&self, background: bool) -> &Mutex<BTreeMap<(Millis, u64), Waker>> {
+        if background {
+            &self.background
+        } else {
+            &self.sleepers
+        }
+    }
 }
 
 impl VirtualClock {
@@ -88,6 +118,7 @@ impl VirtualClock {
                 now: AtomicI64::new(start_ms),
                 next_id: AtomicU64::new(0),
                 sleepers: Mutex::new(BTreeMap::new()),
+                background: Mutex::new(BTreeMap::new()),
             }),
         }
     }
@@ -97,23 +128,28 @@ impl VirtualClock {
         self.set(self.now_ms().saturating_add(duration_ms(by)));
     }
 
-    /// Sets the time to `to`, if it is later than now, and wakes due sleepers. Time never goes back.
+    /// Sets the time to `to`, if it is later than now, and wakes due sleepers (background ones
+    /// included). Time never goes back.
     pub fn set(&self, to: Millis) {
         self.inner.now.fetch_max(to, Ordering::SeqCst);
         let now = self.now_ms();
-        let due: Vec<Waker> = {
-            let mut sleepers = self.inner.sleepers.lock();
+        let take_due = |sleepers: &Mutex<BTreeMap<(Millis, u64), Waker>>| {
+            let mut sleepers = sleepers.lock();
             let later = sleepers.split_off(&(now.saturating_add(1), 0));
-            std::mem::replace(&mut *sleepers, later)
-                .into_values()
-                .collect()
+            std::mem::replace(&mut *sleepers, later).into_values()
         };
+        let due: Vec<Waker> = take_due(&self.inner.sleepers)
+            .chain(take_due(&self.inner.background))
+            .collect();
         for waker in due {
             waker.wake();
         }
     }
 
     /// The earliest deadline anyone is sleeping until, if any.
+    ///
+    /// Background sleepers ([`Clock::sleep_until_background`]) are not counted: they are
+    /// periodic housekeeping, not work waiting on time.
     pub fn next_deadline(&self) -> Option<Millis> {
         self.inner.sleepers.lock().keys().next().map(|(at, _)| *at)
     }
@@ -137,6 +173,16 @@ impl Clock for VirtualClock {
             inner: self.inner.clone(),
             deadline,
             id: self.inner.next_id.fetch_add(1, Ordering::Relaxed),
+            background: false,
+        })
+    }
+
+    fn sleep_until_background(&self, deadline: Millis) -> BoxFuture<'static, ()> {
+        Box::pin(VirtualSleep {
+            inner: self.inner.clone(),
+            deadline,
+            id: self.inner.next_id.fetch_add(1, Ordering::Relaxed),
+            background: true,
         })
     }
 }
@@ -145,13 +191,14 @@ struct VirtualSleep {
     inner: Arc<VirtualInner>,
     deadline: Millis,
     id: u64,
+    background: bool,
 }
 
 impl Future for VirtualSleep {
     type Output = ();
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        let mut sleepers = self.inner.sleepers.lock();
+        let mut sleepers = self.inner.sleepers(self.background).lock();
         if self.inner.now.load(Ordering::SeqCst) >= self.deadline {
             sleepers.remove(&(self.deadline, self.id));
             return Poll::Ready(());
@@ -163,7 +210,10 @@ impl Future for VirtualSleep {
 
 impl Drop for VirtualSleep {
     fn drop(&mut self) {
-        self.inner.sleepers.lock().remove(&(self.deadline, self.id));
+        self.inner
+            .sleepers(self.background)
+            .lock()
+            .remove(&(self.deadline, self.id));
     }
 }
 
@@ -190,6 +240,43 @@ mod tests {
         let clock = VirtualClock::new(100);
         clock.set(50);
         assert_eq!(clock.now_ms(), 100);
+    }
+
+    #[tokio::test]
+    async fn background_sleepers_wake_but_are_not_next_deadlines() {
+        let clock = VirtualClock::new(0);
+        let tick = tokio::spawn(clock.sleep_until_background(100));
+        let work = tokio::spawn(clock.sleep_until(1_000));
+        tokio::task::yield_now().await;
+        assert_eq!(clock.next_deadline(), Some(1_000), "the tick is not reported");
+        clock.advance(Duration::from_millis(99));
+        tokio::task::yield_now().await;
+        assert!(!tick.is_finished());
+        clock.set(150);
+        tick.await.unwrap();
+        assert!(!work.is_finished());
+        clock.set(1_000);
+        work.await.unwrap();
+        assert_eq!(clock.next_deadline(), None);
+    }
+
+    #[tokio::test]
+    async fn background_sleep_already_due_is_ready_and_drop_unregisters() {
+        let clock = VirtualClock::new(500);
+        clock.sleep_until_background(500).await;
+        let mut fut = clock.sleep_until_background(600);
+        assert!(futures::poll!(&mut fut).is_pending());
+        assert_eq!(clock.inner.background.lock().len(), 1);
+        drop(fut);
+        assert!(clock.inner.background.lock().is_empty());
+        assert_eq!(clock.next_deadline(), None);
+    }
+
+    #[tokio::test]
+    async fn system_clock_background_sleep_defaults_to_sleep_until() {
+        let clock = SystemClock;
+        let now = clock.now_ms();
+        clock.sleep_until_background(now - 1).await;
     }
 
     #[tokio::test]

@@ -232,7 +232,7 @@ async fn cancelling_a_queued_run_drops_its_work(mode: Mode) {
         let p = p.clone();
         async move { Ok::<_, WorkflowError>(ctx.run(&p, 1).await?) }
     });
-    let mut config = WorldConfig::memory();
+    let mut config = common::memory_config();
     config.min_workers = 1;
     config.max_workers = 1;
     let t = test_world_with(mode, config).await;
@@ -299,7 +299,7 @@ async fn cancel_drops_queued_steps_and_frees_the_worker(mode: Mode) {
             async move { Ok::<_, WorkflowError>(ctx.run(&a, n).await?) }
         }
     });
-    let mut config = WorldConfig::memory();
+    let mut config = common::memory_config();
     config.min_workers = 1;
     config.max_workers = 1;
     let t = test_world_with(mode, config).await;

@@ -21,7 +21,7 @@ use worlds_engine::{
 const LIMIT: usize = 1024;
 
 fn small_limit() -> WorldConfig {
-    let mut config = WorldConfig::memory();
+    let mut config = common::memory_config();
     config.max_payload_bytes = LIMIT;
     config
 }
@@ -269,7 +269,7 @@ impl TimerStore for CountingStore {
 async fn run_long_workflow(steps: u64) -> (u64, u64, u64) {
     let store = Arc::new(CountingStore::default());
     let clock = Arc::new(VirtualClock::new(DEFAULT_START));
-    let world = World::with_store(WorldConfig::memory(), clock, store.clone());
+    let world = World::with_store(common::memory_config(), clock, store.clone());
     let calls = Counter::default();
     let step = common::add_one("add-one", &calls);
     let s = step.clone();

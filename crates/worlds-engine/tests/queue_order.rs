@@ -44,7 +44,7 @@ where
 }
 
 fn one_worker() -> WorldConfig {
-    let mut config = WorldConfig::memory();
+    let mut config = common::memory_config();
     config.min_workers = 1;
     config.max_workers = 1;
     config

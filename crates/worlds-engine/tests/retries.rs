@@ -338,7 +338,7 @@ async fn panicking_activity_is_retried_and_the_worker_survives(mode: Mode) {
         async move { Ok::<_, WorkflowError>(ctx.run(&s, n).await?) }
     });
     // A single worker: had the panic taken it down, nothing could run afterwards.
-    let mut config = WorldConfig::memory();
+    let mut config = common::memory_config();
     config.min_workers = 1;
     config.max_workers = 1;
     let t = test_world_with(mode, config).await;

@@ -72,6 +72,8 @@ impl Maker {
                 task_queue: None,
                 priority: 0,
                 timeout_ms: None,
+                failure_strategy: None,
+                max_retries: None,
             },
         )
     }
@@ -119,7 +121,10 @@ fn p(value: serde_json::Value) -> Payload {
 }
 
 fn started() -> EventKind {
-    EventKind::WorkflowStarted { attempt: 1 }
+    EventKind::WorkflowStarted {
+        attempt: 1,
+        first_position: 0,
+    }
 }
 
 fn scheduled(position: u32, name: &str) -> EventKind {

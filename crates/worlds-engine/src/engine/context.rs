@@ -15,7 +15,7 @@ use crate::model::{ActivityOptions, ValueKind, WorkflowOptions};
 use crate::payload::Payload;
 
 use super::definitions::{Activity, Workflow};
-use super::errors::ContextError;
+use super::errors::{ContextError, WorkflowError};
 use super::machine::{CommandDesc, NewCommand, Resolution, RunCore};
 
 /// What a workflow knows about its own run.
@@ -245,6 +245,66 @@ impl WorkflowContext {
             }
             Err(e) => self.rejected(desc, "ctx.execute_child", e.to_string()),
         }
+    }
+
+    /// Registers a saga compensation: workflow code that undoes what came before it, run if
+    /// the workflow fails under the `compensate` failure strategy.
+    ///
+    /// Compensations run last-registered first. Each runs on its own: if one fails, its error
+    /// is recorded and the others still run. They are workflow code, so they reach the world
+    /// through the context they are given (usually `ctx.run` of an undo step), and their
+    /// progress is recorded: after a restart mid-compensation, compensations that already ran
+    /// are not run again.
+    ///
+    /// ```
+    /// use worlds_engine::prelude::*;
+    /// let refund = activity("refund", |_ctx: ActivityContext, payment: String| async move {
+    ///     Ok::<_, StepError>(())
+    /// });
+    /// let charge = activity("charge", |_ctx: ActivityContext, cents: u64| async move {
+    ///     Ok::<_, StepError>(format!("pay-{cents}"))
+    /// });
+    /// let (refund_step, charge_step) = (refund.clone(), charge.clone());
+    /// let order = workflow("order", move |ctx: WorkflowContext, cents: u64| {
+    ///     let (refund, charge) = (refund_step.clone(), charge_step.clone());
+    ///     async move {
+    ///         let payment = ctx.run(&charge, cents).await?;
+    ///         ctx.add_compensation(move |ctx| async move {
+    ///             ctx.run(&refund, payment).await?;
+    ///             Ok(())
+    ///         });
+    ///         Ok::<_, WorkflowError>(())
+    ///     }
+    /// })
+    /// .with_options(WorkflowOptions::new().failure_strategy(FailureStrategy::Compensate));
+    /// # let _ = order;
+    /// ```
+    pub fn add_compensation<F, Fut>(&self, compensation: F)
+    where
+        F: FnOnce(WorkflowContext) -> Fut + Send + 'static,
+        Fut: Future<Output = Result<(), WorkflowError>> + Send + 'static,
+    {
+        self.core
+            .add_compensation(Box::new(move |ctx| Box::pin(compensation(ctx))));
+    }
+
+    /// Registers a compensation that runs one step: `activity` with `input`.
+    pub fn add_compensation_step<I, O>(&self, activity: &Activity<I, O>, input: I)
+    where
+        I: Serialize,
+    {
+        let name = activity.def.name.to_string();
+        let input = Payload::encode(&input);
+        self.add_compensation(move |ctx| async move {
+            let input = input.map_err(|e| {
+                WorkflowError::msg(format!(
+                    "compensation input of '{name}' does not serialize: {e}"
+                ))
+            })?;
+            ctx.run_by_name::<Payload, serde::de::IgnoredAny>(&name, input)
+                .await?;
+            Ok(())
+        });
     }
 
     /// The current time (ms since the Unix epoch), recorded the first time and replayed after.

@@ -5,8 +5,10 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use futures::FutureExt;
+
 use crate::error::{codes, StructuredError, WorldError};
-use crate::model::{EventKind, RunStatus, WorkflowOptions, WorkflowState};
+use crate::model::{EventKind, FailureStrategy, RunStatus, WorkflowOptions, WorkflowState};
 use crate::payload::Payload;
 use crate::store::{Timer, TimerKind};
 
@@ -16,10 +18,22 @@ use super::errors::WorkflowError;
 use super::machine::{NewCommand, RunCore, RunInfo};
 use super::{ActivityTask, Engine};
 
+/// Which code a live run is executing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// The workflow function.
+    Main,
+    /// Its saga compensations, after it failed.
+    Compensating,
+}
+
 /// A run whose workflow future is alive in memory.
 pub(crate) struct LiveRun {
     core: Arc<RunCore>,
     future: WorkflowFuture,
+    phase: Phase,
+    /// The run status as of the last event read.
+    status: RunStatus,
     /// The next history `seq` to ingest.
     next_seq: u64,
     /// The future has been polled at least once.
@@ -30,8 +44,24 @@ pub(crate) struct LiveRun {
 enum Outcome {
     /// It waits for something; keep it (or evict it).
     Waiting(LiveRun),
+    /// It waits for a restart (the `retry` strategy): nothing to keep but its slot.
+    Dormant,
     /// It reached a terminal status, or cannot go on here.
     Done,
+}
+
+/// What a finished workflow function leads to.
+enum Next {
+    Done,
+    Dormant,
+    Compensate,
+}
+
+/// What loading a run from its history found.
+enum Loaded {
+    Live(LiveRun),
+    Dormant,
+    Finished,
 }
 
 impl Engine {
@@ -54,13 +84,14 @@ impl Engine {
         let outcome = match cached {
             Some(live) => self.advance(live).await,
             None => match self.load(run_id).await {
-                Ok(Some(live)) => {
+                Ok(Loaded::Live(live)) => {
                     if let Some(slot) = self.runs.lock().get_mut(&**run_id) {
                         slot.core = Some(live.core.clone());
                     }
                     self.advance(live).await
                 }
-                Ok(None) => Ok(Outcome::Done),
+                Ok(Loaded::Dormant) => Ok(Outcome::Dormant),
+                Ok(Loaded::Finished) => Ok(Outcome::Done),
                 Err(e) => Err(e),
             },
         };
@@ -75,7 +106,7 @@ impl Engine {
                     slot.cached = Some(live);
                     self.cached_runs.fetch_add(1, Ordering::Relaxed);
                 }
-                Ok(Outcome::Waiting(_)) => {
+                Ok(Outcome::Waiting(_) | Outcome::Dormant) => {
                     slot.core = None;
                 }
                 Ok(Outcome::Done) => {
@@ -116,11 +147,15 @@ impl Engine {
     }
 
     /// Rebuilds a run from its history (cold start or after eviction).
-    async fn load(&self, run_id: &str) -> Result<Option<LiveRun>, WorldError> {
+    async fn load(&self, run_id: &str) -> Result<Loaded, WorldError> {
         let history = self.store.history(run_id, 0).await?;
-        let state = WorkflowState::from_history(&history)?;
+        let mut state = WorkflowState::from_history(&history)?;
         if state.status.is_terminal() {
-            return Ok(None);
+            return Ok(Loaded::Finished);
+        }
+        if state.retry_pending().is_some() {
+            // Failed, waiting out the delay before its next attempt.
+            return Ok(Loaded::Dormant);
         }
         let Some(def) = self.registry.workflow(&state.name) else {
             let error = StructuredError::new(format!(
@@ -128,20 +163,31 @@ impl Engine {
                 state.name
             ))
             .with_code(codes::NOT_REGISTERED);
-            self.finish_with(&state.id, EventKind::WorkflowFailed { error })
+            self.finish_with(&state.id, vec![EventKind::WorkflowFailed { error }])
                 .await?;
-            return Ok(None);
+            return Ok(Loaded::Finished);
         };
-        let mut state = state;
         if state.status == RunStatus::Pending {
-            let attempt = state.attempt + 1;
-            let appended = self
-                .append(run_id, vec![EventKind::WorkflowStarted { attempt }])
-                .await?;
+            let started = EventKind::WorkflowStarted {
+                attempt: 1,
+                first_position: 0,
+            };
+            let appended = self.append(run_id, vec![started]).await?;
             for event in &appended.events {
                 state.apply(event);
             }
         }
+        // Replay only the current attempt: a retried workflow starts over after the commands
+        // of the attempts that failed.
+        let (attempt_start, base) = history
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, e)| match e.kind {
+                EventKind::WorkflowStarted { first_position, .. } => Some((i + 1, first_position)),
+                _ => None,
+            })
+            .unwrap_or((history.len(), 0));
         let info = RunInfo {
             run_id: state.id.clone(),
             workflow_id: state.workflow_id.clone(),
@@ -150,17 +196,28 @@ impl Engine {
             created_at: state.created_at,
             started_at: state.started_at.unwrap_or(state.created_at),
             attempt: state.attempt.max(1),
+            failure_strategy: state
+                .failure_strategy
+                .unwrap_or(self.config.failure_strategy),
+            max_retries: state.max_retries.unwrap_or(super::DEFAULT_MAX_RETRIES),
         };
-        let core = Arc::new(RunCore::new(info, self.clock.clone(), self.ids.clone()));
+        let core = Arc::new(RunCore::new(
+            info,
+            self.clock.clone(),
+            self.ids.clone(),
+            base,
+        ));
         let input = state.input.clone().unwrap_or_else(Payload::null);
         let future = (def.handler)(WorkflowContext::new(core.clone()), input);
         // The history just read is the replay; only later events need reading again.
-        for event in &history {
+        for event in &history[attempt_start..] {
             core.ingest(event);
         }
-        Ok(Some(LiveRun {
+        Ok(Loaded::Live(LiveRun {
             core,
             future,
+            phase: Phase::Main,
+            status: state.status,
             next_seq: history.len() as u64,
             polled: false,
         }))
@@ -173,15 +230,14 @@ impl Engine {
             .store
             .history(&live.core.info.run_id, live.next_seq)
             .await?;
-        let mut open = true;
         for event in &events {
             live.core.ingest(event);
             live.next_seq = event.seq + 1;
-            if event.kind.is_terminal() {
-                open = false;
+            if let Some(status) = event.kind.status_change() {
+                live.status = status;
             }
         }
-        Ok(open)
+        Ok(!live.status.is_terminal())
     }
 
     async fn advance(&self, mut live: LiveRun) -> Result<Outcome, WorldError> {
@@ -193,12 +249,25 @@ impl Engine {
             if poll {
                 live.polled = true;
                 if let Poll::Ready(result) = poll_workflow(&mut live) {
-                    self.finish(&live.core, result).await?;
-                    return Ok(Outcome::Done);
+                    match live.phase {
+                        Phase::Main => match self.finish(&live.core, result).await? {
+                            Next::Done => return Ok(Outcome::Done),
+                            Next::Dormant => return Ok(Outcome::Dormant),
+                            Next::Compensate => {
+                                live.future = compensation_future(&live.core);
+                                live.phase = Phase::Compensating;
+                                continue;
+                            }
+                        },
+                        Phase::Compensating => {
+                            self.finish_compensation(&live.core).await?;
+                            return Ok(Outcome::Done);
+                        }
+                    }
                 }
             }
             if let Some(divergence) = live.core.nondeterminism() {
-                self.fail_nondeterministic(&live.core, divergence.to_structured())
+                self.fail_nondeterministic(&live.core, live.phase, divergence.to_structured())
                     .await?;
                 return Ok(Outcome::Done);
             }
@@ -228,7 +297,7 @@ impl Engine {
                 poll = live.core.deliver_next();
                 if !poll {
                     if !live.core.has_open_commands() {
-                        self.fail_stuck(&live.core).await?;
+                        self.fail_stuck(&live.core, live.phase).await?;
                         return Ok(Outcome::Done);
                     }
                     return Ok(Outcome::Waiting(live));
@@ -331,6 +400,30 @@ impl Engine {
                     kind,
                     value,
                 }),
+                NewCommand::CompensationAdded {
+                    position,
+                    compensation_id,
+                } => events.push(EventKind::CompensationAdded {
+                    position,
+                    compensation_id,
+                }),
+                NewCommand::CompensationOutcome {
+                    position,
+                    compensation_id,
+                    error: None,
+                } => events.push(EventKind::CompensationExecuted {
+                    position,
+                    compensation_id,
+                }),
+                NewCommand::CompensationOutcome {
+                    position,
+                    compensation_id,
+                    error: Some(error),
+                } => events.push(EventKind::CompensationFailed {
+                    position,
+                    compensation_id,
+                    error,
+                }),
             }
         }
         let recorded = match self.append(run_id, events).await {
@@ -394,51 +487,228 @@ impl Engine {
         Ok(())
     }
 
-    /// The workflow function returned.
+    /// The workflow function returned: record the result, or apply the failure strategy.
     async fn finish(
         &self,
-        core: &RunCore,
+        core: &Arc<RunCore>,
         result: Result<Payload, WorkflowError>,
-    ) -> Result<(), WorldError> {
+    ) -> Result<Next, WorldError> {
         if let Err(divergence) = core.check_finished() {
-            return self
-                .fail_nondeterministic(core, divergence.to_structured())
-                .await;
+            self.fail_nondeterministic(core, Phase::Main, divergence.to_structured())
+                .await?;
+            return Ok(Next::Done);
         }
         let run_id = &core.info.run_id;
-        let kind = match result {
-            Ok(output) => match self
-                .check_payload(|| format!("output of workflow run {run_id}"), &output)
-            {
-                Ok(()) => EventKind::WorkflowCompleted { output },
-                Err(e) => EventKind::WorkflowFailed {
-                    error: StructuredError::new(e.to_string()).with_code(codes::PAYLOAD_TOO_LARGE),
-                },
-            },
-            Err(error) => {
-                let error = match error.downcast_ref::<super::errors::ContextError>() {
-                    Some(e) => e.to_structured(),
-                    None => error.to_structured(),
-                };
-                EventKind::WorkflowFailed { error }
+        let error = match result {
+            Ok(output) => {
+                match self.check_payload(|| format!("output of workflow run {run_id}"), &output) {
+                    Ok(()) => {
+                        self.finish_with(run_id, vec![EventKind::WorkflowCompleted { output }])
+                            .await?;
+                        return Ok(Next::Done);
+                    }
+                    Err(e) => {
+                        StructuredError::new(e.to_string()).with_code(codes::PAYLOAD_TOO_LARGE)
+                    }
+                }
             }
+            Err(error) => match error.downcast_ref::<super::errors::ContextError>() {
+                Some(e) => e.to_structured(),
+                None => error.to_structured(),
+            },
         };
-        self.finish_with(run_id, kind).await
+        if core.compensation_recorded() {
+            // Replaying a run that had already begun compensating.
+            return Ok(Next::Compensate);
+        }
+        self.apply_failure_strategy(core, error).await
     }
 
-    async fn fail_nondeterministic(
+    /// A workflow attempt failed: do what its failure strategy says.
+    async fn apply_failure_strategy(
+        &self,
+        core: &Arc<RunCore>,
+        error: StructuredError,
+    ) -> Result<Next, WorldError> {
+        let run_id = &core.info.run_id;
+        let failed = EventKind::WorkflowFailed {
+            error: error.clone(),
+        };
+        match core.info.failure_strategy {
+            FailureStrategy::Ignore => {
+                self.finish_with(run_id, vec![failed]).await?;
+            }
+            FailureStrategy::Quarantine => {
+                let reason = format!("failed: {error}");
+                self.finish_with(
+                    run_id,
+                    vec![failed, EventKind::WorkflowQuarantined { reason }],
+                )
+                .await?;
+            }
+            FailureStrategy::Compensate if core.has_compensations() => {
+                match self
+                    .append(run_id, vec![failed, EventKind::WorkflowCompensating {}])
+                    .await
+                {
+                    Ok(_) => return Ok(Next::Compensate),
+                    Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {}
+                    Err(e) => return Err(e),
+                }
+            }
+            FailureStrategy::Compensate => {
+                self.finish_with(run_id, vec![failed]).await?;
+            }
+            FailureStrategy::Retry if core.info.attempt <= core.info.max_retries => {
+                self.schedule_workflow_retry(core, error).await?;
+                return Ok(Next::Dormant);
+            }
+            FailureStrategy::Retry => {
+                let mut error = error;
+                error.message = format!(
+                    "{} (after {} attempts; the retry strategy allows {} restarts)",
+                    error.message, core.info.attempt, core.info.max_retries
+                );
+                self.finish_with(run_id, vec![EventKind::WorkflowFailed { error }])
+                    .await?;
+            }
+            FailureStrategy::Cascade => {
+                self.cascade_failure(core, error).await?;
+            }
+        }
+        Ok(Next::Done)
+    }
+
+    /// The `retry` strategy: record the restart and arm its timer. The failed attempt's
+    /// queued and running steps are abandoned.
+    async fn schedule_workflow_retry(
         &self,
         core: &RunCore,
         error: StructuredError,
     ) -> Result<(), WorldError> {
-        tracing::error!(run_id = %core.info.run_id, error = %error, "run diverged from its history");
-        self.finish_with(&core.info.run_id, EventKind::WorkflowFailed { error })
+        let run_id = core.info.run_id.as_str();
+        let failed_attempt = core.info.attempt;
+        let delay = self.config.workflow_retry.delay(failed_attempt);
+        let delay_ms = crate::clock::duration_ms(delay).max(0) as u64;
+        let attempt = failed_attempt + 1;
+        tracing::info!(run_id, attempt, delay_ms, error = %error, "workflow failed; restarting it after a delay");
+        let retry = EventKind::WorkflowRetry {
+            attempt,
+            delay_ms,
+            next_position: core.next_position(),
+            error,
+        };
+        match self.append(run_id, vec![retry]).await {
+            Ok(_) => {}
+            Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
+                return Ok(())
+            }
+            Err(e) => return Err(e),
+        }
+        self.abandon_attempt(run_id);
+        self.add_timer(Timer {
+            fire_at: self.clock.now_ms().saturating_add(delay_ms as i64),
+            run_id: run_id.to_owned(),
+            kind: TimerKind::WorkflowRetry { attempt },
+        })
+        .await
+    }
+
+    /// The retry delay is over: start the next attempt.
+    pub(crate) async fn start_workflow_retry(
+        &self,
+        run_id: &str,
+        attempt: u32,
+    ) -> Result<(), WorldError> {
+        let state = self
+            .store
+            .get_run(run_id, crate::model::ResolveData::None)
+            .await?;
+        let Some(pending) = state.retry_pending().filter(|p| p.attempt == attempt) else {
+            return Ok(());
+        };
+        self.append(
+            run_id,
+            vec![EventKind::WorkflowStarted {
+                attempt,
+                first_position: pending.first_position,
+            }],
+        )
+        .await?;
+        self.schedule_workflow(run_id);
+        Ok(())
+    }
+
+    /// The `cascade` strategy: the run is cancelled, and so are its parent and children.
+    async fn cascade_failure(
+        &self,
+        core: &RunCore,
+        error: StructuredError,
+    ) -> Result<(), WorldError> {
+        let run_id = &core.info.run_id;
+        let reason = format!("{error} (failure strategy: cascade)");
+        self.finish_with(
+            run_id,
+            vec![EventKind::WorkflowCancelled {
+                reason: Some(reason.clone()),
+            }],
+        )
+        .await?;
+        let state = self
+            .store
+            .get_run(run_id, crate::model::ResolveData::None)
+            .await?;
+        for child in &state.children {
+            let _ = self
+                .cancel_run(child, Some(format!("cascade from run {run_id}: {reason}")))
+                .await;
+        }
+        if let Some(parent) = &state.parent_id {
+            let _ = self
+                .cancel_run(
+                    parent,
+                    Some(format!("cascade from child run {run_id}: {reason}")),
+                )
+                .await;
+        }
+        Ok(())
+    }
+
+    /// Every compensation has run.
+    async fn finish_compensation(&self, core: &RunCore) -> Result<(), WorldError> {
+        if let Err(divergence) = core.check_finished() {
+            return self
+                .fail_nondeterministic(core, Phase::Compensating, divergence.to_structured())
+                .await;
+        }
+        self.finish_with(&core.info.run_id, vec![EventKind::WorkflowCompensated {}])
             .await
+    }
+
+    /// Replay diverged from history. Retrying the same code cannot help and compensating from a
+    /// diverged history is unsafe, so the run is quarantined whatever its strategy.
+    async fn fail_nondeterministic(
+        &self,
+        core: &RunCore,
+        phase: Phase,
+        error: StructuredError,
+    ) -> Result<(), WorldError> {
+        tracing::error!(run_id = %core.info.run_id, error = %error, "run diverged from its history; quarantining it");
+        let reason = error.message.clone();
+        let end = match phase {
+            Phase::Main => EventKind::WorkflowFailed { error },
+            Phase::Compensating => EventKind::WorkflowCompensated {},
+        };
+        self.finish_with(
+            &core.info.run_id,
+            vec![end, EventKind::WorkflowQuarantined { reason }],
+        )
+        .await
     }
 
     /// The workflow is pending, but on nothing the engine can resume: it awaited a future that
     /// is not a workflow command. Waiting forever would hide the bug, so the run fails.
-    async fn fail_stuck(&self, core: &RunCore) -> Result<(), WorldError> {
+    async fn fail_stuck(&self, core: &RunCore, phase: Phase) -> Result<(), WorldError> {
         let error = StructuredError::new(
             "the workflow is waiting on something that is not a workflow command (such as \
              tokio::time::sleep, a channel or a direct network call), which the engine can \
@@ -446,17 +716,20 @@ impl Engine {
         )
         .with_code(codes::NOT_A_COMMAND);
         tracing::error!(run_id = %core.info.run_id, "workflow awaits a non-durable future");
-        self.finish_with(&core.info.run_id, EventKind::WorkflowFailed { error })
-            .await
+        let end = match phase {
+            Phase::Main => EventKind::WorkflowFailed { error },
+            Phase::Compensating => EventKind::WorkflowCompensated {},
+        };
+        self.finish_with(&core.info.run_id, vec![end]).await
     }
 
-    /// Records a terminal event and runs the terminal follow-ups.
+    /// Records the events that end a run and runs the terminal follow-ups.
     pub(crate) async fn finish_with(
         &self,
         run_id: &str,
-        kind: EventKind,
+        kinds: Vec<EventKind>,
     ) -> Result<(), WorldError> {
-        match self.append(run_id, vec![kind]).await {
+        match self.append(run_id, kinds).await {
             Ok(_) => {
                 let state = self
                     .store
@@ -470,6 +743,33 @@ impl Engine {
             Err(e) => Err(e),
         }
     }
+}
+
+/// The code that runs a failed workflow's compensations, last registered first, each on its own.
+fn compensation_future(core: &Arc<RunCore>) -> WorkflowFuture {
+    let stack = core.take_compensations();
+    let ctx = WorkflowContext::new(core.clone());
+    let core = core.clone();
+    Box::pin(async move {
+        for (id, compensate) in stack.into_iter().rev() {
+            let outcome = AssertUnwindSafe(compensate(ctx.clone()))
+                .catch_unwind()
+                .await;
+            let error = match outcome {
+                Ok(Ok(())) => None,
+                Ok(Err(e)) => Some(match e.downcast_ref::<super::errors::ContextError>() {
+                    Some(e) => e.to_structured(),
+                    None => e.to_structured(),
+                }),
+                Err(panic) => Some(StructuredError::new(format!(
+                    "compensation panicked: {}",
+                    panic_message(&panic)
+                ))),
+            };
+            core.record_compensation_outcome(id, error);
+        }
+        Ok(Payload::null())
+    })
 }
 
 /// Polls the workflow future once. A panic in workflow code fails the run instead of the worker.

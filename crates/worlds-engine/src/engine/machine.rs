@@ -21,15 +21,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Waker;
 
+use futures::future::BoxFuture;
 use parking_lot::Mutex;
 
 use crate::clock::{Clock, Millis};
-use crate::error::NonDeterminism;
+use crate::error::{NonDeterminism, StructuredError};
 use crate::ids::IdGenerator;
-use crate::model::{ActivityOptions, Event, EventKind, ValueKind, WorkflowOptions};
+use crate::model::{
+    ActivityOptions, Event, EventKind, FailureStrategy, ValueKind, WorkflowOptions,
+};
 use crate::payload::Payload;
 
-use super::errors::ContextError;
+use super::errors::{ContextError, WorkflowError};
 
 /// What a command is, as far as replay matching cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +41,8 @@ pub(crate) enum CommandDesc {
     Timer,
     Child { name: String },
     Value(ValueKind),
+    Compensation,
+    CompensationOutcome,
 }
 
 impl fmt::Display for CommandDesc {
@@ -49,6 +54,8 @@ impl fmt::Display for CommandDesc {
             CommandDesc::Value(ValueKind::Now) => f.write_str("ctx.now()"),
             CommandDesc::Value(ValueKind::Random) => f.write_str("ctx.random()"),
             CommandDesc::Value(ValueKind::Uuid) => f.write_str("ctx.uuid()"),
+            CommandDesc::Compensation => f.write_str("ctx.add_compensation(..)"),
+            CommandDesc::CompensationOutcome => f.write_str("the outcome of a compensation"),
         }
     }
 }
@@ -98,7 +105,22 @@ pub(crate) enum NewCommand {
         kind: ValueKind,
         value: Payload,
     },
+    CompensationAdded {
+        position: u32,
+        compensation_id: String,
+    },
+    CompensationOutcome {
+        position: u32,
+        compensation_id: String,
+        error: Option<StructuredError>,
+    },
 }
+
+/// A registered compensation: workflow code to run if the workflow fails.
+pub(crate) type CompensationFn = Box<
+    dyn FnOnce(super::context::WorkflowContext) -> BoxFuture<'static, Result<(), WorkflowError>>
+        + Send,
+>;
 
 #[derive(Default)]
 struct Machine {
@@ -110,11 +132,24 @@ struct Machine {
     nondeterminism: Option<NonDeterminism>,
     /// Commands issued whose result has not been delivered yet.
     open: usize,
+    /// The first position of this attempt; earlier positions belong to failed attempts.
+    base: u32,
+    /// Compensations registered so far, in registration order.
+    compensations: Vec<(String, CompensationFn)>,
+    /// History says compensation has begun.
+    compensating: bool,
 }
 
 impl Machine {
+    /// Index of a position in this attempt's vectors.
+    fn index(&self, position: u32) -> Option<usize> {
+        position.checked_sub(self.base).map(|i| i as usize)
+    }
+
     fn record(&mut self, position: u32, recorded: Recorded) {
-        let i = position as usize;
+        let Some(i) = self.index(position) else {
+            return;
+        };
         if self.recorded.len() <= i {
             self.recorded.resize(i + 1, None);
         }
@@ -122,9 +157,25 @@ impl Machine {
     }
 
     fn recorded(&self, position: u32) -> Option<&Recorded> {
-        self.recorded
-            .get(position as usize)
-            .and_then(Option::as_ref)
+        let i = self.index(position)?;
+        self.recorded.get(i).and_then(Option::as_ref)
+    }
+
+    fn slot_mut(&mut self, position: u32) -> Option<&mut Slot> {
+        let i = self.index(position)?;
+        self.slots.get_mut(i)
+    }
+
+    /// Takes the next position and its slot.
+    fn take_position(&mut self, desc: CommandDesc) -> u32 {
+        let position = self.next_position;
+        self.next_position += 1;
+        self.slots.push(Slot {
+            desc,
+            result: None,
+            waker: None,
+        });
+        position
     }
 
     fn diverged(&mut self, position: u32, recorded: String, issued: String) {
@@ -138,8 +189,8 @@ impl Machine {
     }
 
     fn desc_at(&self, position: u32) -> Option<&CommandDesc> {
-        self.slots
-            .get(position as usize)
+        self.index(position)
+            .and_then(|i| self.slots.get(i))
             .map(|s| &s.desc)
             .or_else(|| self.recorded(position).map(|r| &r.desc))
     }
@@ -155,6 +206,8 @@ pub(crate) struct RunInfo {
     pub(crate) created_at: Millis,
     pub(crate) started_at: Millis,
     pub(crate) attempt: u32,
+    pub(crate) failure_strategy: FailureStrategy,
+    pub(crate) max_retries: u32,
 }
 
 /// The shared core of one live run: read by its [`WorkflowContext`](super::WorkflowContext),
@@ -168,13 +221,23 @@ pub(crate) struct RunCore {
 }
 
 impl RunCore {
-    pub(crate) fn new(info: RunInfo, clock: Arc<dyn Clock>, ids: Arc<IdGenerator>) -> Self {
+    /// A fresh machine for an attempt whose commands start at position `base`.
+    pub(crate) fn new(
+        info: RunInfo,
+        clock: Arc<dyn Clock>,
+        ids: Arc<IdGenerator>,
+        base: u32,
+    ) -> Self {
         Self {
             info,
             clock,
             ids,
             cancelled: AtomicBool::new(false),
-            machine: Mutex::new(Machine::default()),
+            machine: Mutex::new(Machine {
+                next_position: base,
+                base,
+                ..Machine::default()
+            }),
         }
     }
 
@@ -274,7 +337,7 @@ impl RunCore {
     /// Resolves a command without history (an argument was rejected before recording).
     pub(crate) fn resolve_now(&self, position: u32, resolution: Resolution) {
         let mut m = self.machine.lock();
-        if let Some(slot) = m.slots.get_mut(position as usize) {
+        if let Some(slot) = m.slot_mut(position) {
             slot.result = Some(resolution);
         }
     }
@@ -282,7 +345,7 @@ impl RunCore {
     /// Takes the resolution of `position` if it has arrived, else registers `waker`.
     pub(crate) fn poll_slot(&self, position: u32, waker: &Waker) -> Option<Resolution> {
         let mut m = self.machine.lock();
-        let slot = m.slots.get_mut(position as usize)?;
+        let slot = m.slot_mut(position)?;
         match slot.result.take() {
             Some(result) => Some(result),
             None => {
@@ -302,7 +365,27 @@ impl RunCore {
     /// Reads one history event into the machine.
     pub(crate) fn ingest(&self, event: &Event) {
         let mut m = self.machine.lock();
+        if event.kind.position().is_some_and(|p| p < m.base) {
+            // A command of an earlier, failed attempt.
+            return;
+        }
         match &event.kind {
+            EventKind::WorkflowCompensating {} => m.compensating = true,
+            EventKind::CompensationAdded { position, .. } => m.record(
+                *position,
+                Recorded {
+                    desc: CommandDesc::Compensation,
+                    value: None,
+                },
+            ),
+            EventKind::CompensationExecuted { position, .. }
+            | EventKind::CompensationFailed { position, .. } => m.record(
+                *position,
+                Recorded {
+                    desc: CommandDesc::CompensationOutcome,
+                    value: None,
+                },
+            ),
             EventKind::ActivityScheduled { position, name, .. } => m.record(
                 *position,
                 Recorded {
@@ -393,7 +476,7 @@ impl RunCore {
             let Some((position, resolution)) = m.deliveries.pop_front() else {
                 return false;
             };
-            match m.slots.get_mut(position as usize) {
+            match m.slot_mut(position) {
                 Some(slot) => {
                     slot.result = Some(resolution);
                     let waker = slot.waker.take();
@@ -416,6 +499,67 @@ impl RunCore {
         true
     }
 
+    /// Registers a compensation (a synchronous command: recorded once, replayed after).
+    pub(crate) fn add_compensation(&self, f: CompensationFn) {
+        let desc = CommandDesc::Compensation;
+        let mut m = self.machine.lock();
+        let position = m.take_position(desc.clone());
+        let compensation_id = format!("cmp_{position}");
+        match m.recorded(position).map(|r| r.desc.clone()) {
+            Some(recorded) if recorded != desc => {
+                m.diverged(position, recorded.to_string(), desc.to_string());
+            }
+            Some(_) => {}
+            None => m.new_commands.push(NewCommand::CompensationAdded {
+                position,
+                compensation_id: compensation_id.clone(),
+            }),
+        }
+        m.compensations.push((compensation_id, f));
+    }
+
+    /// Records how one compensation ended (a synchronous command).
+    pub(crate) fn record_compensation_outcome(
+        &self,
+        compensation_id: String,
+        error: Option<StructuredError>,
+    ) {
+        let desc = CommandDesc::CompensationOutcome;
+        let mut m = self.machine.lock();
+        let position = m.take_position(desc.clone());
+        match m.recorded(position).map(|r| r.desc.clone()) {
+            Some(recorded) if recorded != desc => {
+                m.diverged(position, recorded.to_string(), desc.to_string());
+            }
+            Some(_) => {}
+            None => m.new_commands.push(NewCommand::CompensationOutcome {
+                position,
+                compensation_id,
+                error,
+            }),
+        }
+    }
+
+    /// Takes the registered compensations, in registration order.
+    pub(crate) fn take_compensations(&self) -> Vec<(String, CompensationFn)> {
+        std::mem::take(&mut self.machine.lock().compensations)
+    }
+
+    /// True if some compensation is registered.
+    pub(crate) fn has_compensations(&self) -> bool {
+        !self.machine.lock().compensations.is_empty()
+    }
+
+    /// True if history says compensation has begun.
+    pub(crate) fn compensation_recorded(&self) -> bool {
+        self.machine.lock().compensating
+    }
+
+    /// The position the next command would take.
+    pub(crate) fn next_position(&self) -> u32 {
+        self.machine.lock().next_position
+    }
+
     /// True if some issued command still waits for its result. A workflow that is pending with
     /// no open command is awaiting something the engine cannot resume.
     pub(crate) fn has_open_commands(&self) -> bool {
@@ -433,13 +577,14 @@ impl RunCore {
         if let Some(n) = m.nondeterminism.clone() {
             return Err(n);
         }
-        let issued = m.next_position;
+        let issued = (m.next_position - m.base) as usize;
+        let base = m.base;
         let extra = m
             .recorded
             .iter()
             .enumerate()
-            .skip(issued as usize)
-            .find_map(|(p, r)| r.as_ref().map(|r| (p as u32, r.desc.to_string())));
+            .skip(issued)
+            .find_map(|(i, r)| r.as_ref().map(|r| (base + i as u32, r.desc.to_string())));
         if let Some((position, recorded)) = extra {
             m.diverged(
                 position,

@@ -45,6 +45,9 @@ use crate::world::WorldConfig;
 use definitions::Registry;
 use machine::RunCore;
 
+/// Restarts the `retry` failure strategy allows unless a workflow says otherwise.
+pub(crate) const DEFAULT_MAX_RETRIES: u32 = 3;
+
 /// A unit of work for a worker.
 pub(crate) enum Task {
     /// Advance a run's workflow code.
@@ -239,6 +242,12 @@ impl Engine {
                 task_queue: options.task_queue.clone(),
                 priority,
                 timeout_ms,
+                failure_strategy: Some(
+                    options
+                        .failure_strategy
+                        .unwrap_or(self.config.failure_strategy),
+                ),
+                max_retries: Some(options.max_retries.unwrap_or(DEFAULT_MAX_RETRIES)),
             },
         );
         let created_at = first.timestamp;
@@ -386,6 +395,20 @@ impl Engine {
                 return Ok(state);
             }
             let _ = rx.await;
+        }
+    }
+
+    /// Drops a failed attempt's work: its queued tasks, and (cooperatively) its running steps.
+    pub(crate) fn abandon_attempt(&self, run_id: &str) {
+        let dropped = self.queue.remove_run(run_id);
+        self.progress
+            .pending_tasks
+            .fetch_sub(dropped.len(), Ordering::AcqRel);
+        if let Some(slot) = self.runs.lock().get_mut(run_id) {
+            slot.queued = false;
+        }
+        if let Some(token) = self.cancels.lock().remove(run_id) {
+            token.cancel();
         }
     }
 

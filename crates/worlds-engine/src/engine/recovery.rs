@@ -61,6 +61,18 @@ impl Engine {
                     .await?;
                 found.timers_rearmed += 1;
             }
+            if let Some(retry) = state.retry_pending() {
+                self.store
+                    .add_timer(Timer {
+                        fire_at: retry.due_at,
+                        run_id: run_id.clone(),
+                        kind: TimerKind::WorkflowRetry {
+                            attempt: retry.attempt,
+                        },
+                    })
+                    .await?;
+                found.timers_rearmed += 1;
+            }
             if let Some(ms) = state.timeout_ms {
                 self.store
                     .add_timer(Timer {

@@ -42,11 +42,14 @@ impl Engine {
             TimerKind::ActivityRetry { position, attempt } => {
                 self.retry_activity(run_id, position, attempt).await
             }
+            TimerKind::WorkflowRetry { attempt } => {
+                self.start_workflow_retry(run_id, attempt).await
+            }
             TimerKind::RunTimeout => {
                 let error =
                     StructuredError::new(format!("run {run_id} did not finish within its timeout"))
                         .with_code(codes::TIMEOUT);
-                self.finish_with(run_id, EventKind::WorkflowFailed { error })
+                self.finish_with(run_id, vec![EventKind::WorkflowFailed { error }])
                     .await
             }
         };

@@ -6,7 +6,11 @@ use crate::clock::Millis;
 use crate::error::StructuredError;
 use crate::payload::Payload;
 
-use super::ActivityOptions;
+use super::{ActivityOptions, FailureStrategy, RunStatus};
+
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
 
 /// The version of the event format this build writes. Every event carries the version it was
 /// written with, so later builds can read (and migrate) older histories.
@@ -76,11 +80,66 @@ pub enum EventKind {
         /// Run timeout in ms, if any.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         timeout_ms: Option<u64>,
+        /// What to do if the workflow fails (resolved when the run was accepted).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        failure_strategy: Option<FailureStrategy>,
+        /// How many restarts the `retry` strategy allows.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        max_retries: Option<u32>,
     },
-    /// A worker began executing the workflow function.
+    /// A worker began executing the workflow function (again, for a retried workflow).
     WorkflowStarted {
         /// Execution attempt of the whole workflow, from 1.
         attempt: u32,
+        /// The command position this attempt starts numbering from (0 for the first attempt;
+        /// a retried attempt continues after the previous attempt's commands).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        first_position: u32,
+    },
+    /// The workflow failed and will start again from the beginning after a delay (the `retry`
+    /// failure strategy).
+    WorkflowRetry {
+        /// The attempt that will start.
+        attempt: u32,
+        /// The delay before it, in ms.
+        delay_ms: u64,
+        /// Where the next attempt's command positions start.
+        next_position: u32,
+        /// Why the previous attempt failed.
+        error: StructuredError,
+    },
+    /// The failed workflow's saga compensations are starting (the `compensate` strategy).
+    WorkflowCompensating {},
+    /// Every compensation has run (successfully or not).
+    WorkflowCompensated {},
+    /// The failed run is set aside for inspection (the `quarantine` strategy, or a
+    /// non-deterministic run).
+    WorkflowQuarantined {
+        /// Why.
+        reason: String,
+    },
+    /// The workflow registered a saga compensation.
+    CompensationAdded {
+        /// Command position.
+        position: u32,
+        /// Compensation id.
+        compensation_id: String,
+    },
+    /// A compensation ran to completion.
+    CompensationExecuted {
+        /// Command position of this record.
+        position: u32,
+        /// Compensation id.
+        compensation_id: String,
+    },
+    /// A compensation failed; the others still run.
+    CompensationFailed {
+        /// Command position of this record.
+        position: u32,
+        /// Compensation id.
+        compensation_id: String,
+        /// Why.
+        error: StructuredError,
     },
     /// The workflow function returned a result.
     WorkflowCompleted {
@@ -218,6 +277,13 @@ impl EventKind {
             EventKind::WorkflowCompleted { .. } => "workflow_completed",
             EventKind::WorkflowFailed { .. } => "workflow_failed",
             EventKind::WorkflowCancelled { .. } => "workflow_cancelled",
+            EventKind::WorkflowRetry { .. } => "workflow_retry",
+            EventKind::WorkflowCompensating { .. } => "workflow_compensating",
+            EventKind::WorkflowCompensated { .. } => "workflow_compensated",
+            EventKind::WorkflowQuarantined { .. } => "workflow_quarantined",
+            EventKind::CompensationAdded { .. } => "compensation_added",
+            EventKind::CompensationExecuted { .. } => "compensation_executed",
+            EventKind::CompensationFailed { .. } => "compensation_failed",
             EventKind::ActivityScheduled { .. } => "activity_scheduled",
             EventKind::ActivityStarted { .. } => "activity_started",
             EventKind::ActivityCompleted { .. } => "activity_completed",
@@ -247,7 +313,10 @@ impl EventKind {
             | EventKind::ChildWorkflowStarted { position, .. }
             | EventKind::ChildWorkflowCompleted { position, .. }
             | EventKind::ChildWorkflowFailed { position, .. }
-            | EventKind::ValueRecorded { position, .. } => Some(*position),
+            | EventKind::ValueRecorded { position, .. }
+            | EventKind::CompensationAdded { position, .. }
+            | EventKind::CompensationExecuted { position, .. }
+            | EventKind::CompensationFailed { position, .. } => Some(*position),
             _ => None,
         }
     }
@@ -267,14 +336,24 @@ impl EventKind {
         )
     }
 
-    /// True for events that end the run.
+    /// The run status this event moves the run to, if it changes the status.
+    pub fn status_change(&self) -> Option<RunStatus> {
+        Some(match self {
+            EventKind::WorkflowQueued { .. } => RunStatus::Pending,
+            EventKind::WorkflowStarted { .. } => RunStatus::Running,
+            EventKind::WorkflowCompleted { .. } => RunStatus::Completed,
+            EventKind::WorkflowFailed { .. } => RunStatus::Failed,
+            EventKind::WorkflowCancelled { .. } => RunStatus::Cancelled,
+            EventKind::WorkflowCompensating { .. } => RunStatus::Compensating,
+            EventKind::WorkflowCompensated { .. } => RunStatus::Compensated,
+            _ => return None,
+        })
+    }
+
+    /// True for events after which the run's status is terminal (a failure may still be
+    /// followed by compensation).
     pub fn is_terminal(&self) -> bool {
-        matches!(
-            self,
-            EventKind::WorkflowCompleted { .. }
-                | EventKind::WorkflowFailed { .. }
-                | EventKind::WorkflowCancelled { .. }
-        )
+        self.status_change().is_some_and(RunStatus::is_terminal)
     }
 }
 

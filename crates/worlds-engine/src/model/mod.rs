@@ -13,5 +13,5 @@ mod status;
 pub use event::{Event, EventKind, ValueKind, EVENT_FORMAT_VERSION};
 pub use options::{ActivityOptions, FailureStrategy, WorkflowOptions};
 pub use query::{Page, ResolveData, StatusFilter, WorkflowQueryFilter};
-pub use state::{ActivityState, ActivityStatus, CompensationState, WorkflowState};
+pub use state::{ActivityState, ActivityStatus, CompensationState, PendingRetry, WorkflowState};
 pub use status::RunStatus;

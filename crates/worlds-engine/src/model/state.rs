@@ -8,7 +8,7 @@ use crate::clock::Millis;
 use crate::error::{StructuredError, WorldError};
 use crate::payload::Payload;
 
-use super::{ActivityOptions, Event, EventKind, ResolveData, RunStatus};
+use super::{ActivityOptions, Event, EventKind, FailureStrategy, ResolveData, RunStatus};
 
 /// Where an activity (step) is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -67,6 +67,17 @@ pub struct ActivityState {
     pub heartbeat_message: Option<String>,
 }
 
+/// A restart of a failed workflow that waits for its delay (the `retry` strategy).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PendingRetry {
+    /// The attempt that will start.
+    pub attempt: u32,
+    /// When it is due (ms since the Unix epoch).
+    pub due_at: Millis,
+    /// Where its command positions start.
+    pub first_position: u32,
+}
+
 /// A saga compensation registered by the run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompensationState {
@@ -123,8 +134,17 @@ pub struct WorkflowState {
     pub completed_at: Option<Millis>,
     /// When anything last changed.
     pub updated_at: Millis,
-    /// Workflow execution attempt, from 1 once started.
+    /// Workflow execution attempt, from 1 once started; above 1 after `retry` restarts.
     pub attempt: u32,
+    /// What happens if the workflow fails (`None`: the world's default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_strategy: Option<FailureStrategy>,
+    /// Restarts the `retry` strategy allows (`None`: the default, 3).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// Set when the run is quarantined: why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quarantine: Option<String>,
     /// Its activities, in command order.
     pub activities: Vec<ActivityState>,
     /// Child runs it started.
@@ -142,6 +162,9 @@ pub struct WorkflowState {
     /// Timers not yet fired: position → fire time.
     #[serde(skip)]
     pending_timers: HashMap<u32, Millis>,
+    /// A `workflow_retry` waiting for its attempt to start.
+    #[serde(skip)]
+    retry_pending: Option<PendingRetry>,
 }
 
 impl WorkflowState {
@@ -156,6 +179,8 @@ impl WorkflowState {
             task_queue,
             priority,
             timeout_ms,
+            failure_strategy,
+            max_retries,
         } = &event.kind
         else {
             return Err(WorldError::Internal(format!(
@@ -182,6 +207,9 @@ impl WorkflowState {
             completed_at: None,
             updated_at: event.timestamp,
             attempt: 0,
+            failure_strategy: *failure_strategy,
+            max_retries: *max_retries,
+            quarantine: None,
             activities: Vec::new(),
             children: Vec::new(),
             compensations: Vec::new(),
@@ -189,6 +217,7 @@ impl WorkflowState {
             event_count: 1,
             activity_index: HashMap::new(),
             pending_timers: HashMap::new(),
+            retry_pending: None,
         })
     }
 
@@ -217,6 +246,11 @@ impl WorkflowState {
         self.pending_timers.iter().map(|(p, t)| (*p, *t))
     }
 
+    /// The workflow retry waiting to start, if any.
+    pub fn retry_pending(&self) -> Option<PendingRetry> {
+        self.retry_pending
+    }
+
     /// Checks that `kind` may be appended to this run now, without changing anything.
     ///
     /// This is where duplicate or late records are refused: a second completion of a step, an
@@ -235,7 +269,8 @@ impl WorkflowState {
             }
         };
         let running = || {
-            if status == RunStatus::Running {
+            // Compensations run workflow code too: steps, timers and children.
+            if matches!(status, RunStatus::Running | RunStatus::Compensating) {
                 Ok(())
             } else {
                 Err(WorldError::conflict(format!(
@@ -269,7 +304,59 @@ impl WorkflowState {
                 "run {} already exists",
                 self.id
             ))),
-            EventKind::WorkflowStarted { .. } => transition(RunStatus::Running),
+            EventKind::WorkflowStarted { attempt, .. } => match self.retry_pending {
+                Some(PendingRetry { attempt: next, .. }) if status == RunStatus::Running => {
+                    if *attempt == next {
+                        Ok(())
+                    } else {
+                        Err(WorldError::conflict(format!(
+                            "run {} waits to start attempt {next}, not {attempt}",
+                            self.id
+                        )))
+                    }
+                }
+                _ => transition(RunStatus::Running),
+            },
+            EventKind::WorkflowRetry { attempt, .. } => {
+                if status != RunStatus::Running || self.retry_pending.is_some() {
+                    return Err(WorldError::conflict(format!(
+                        "run {} is {status} and cannot schedule a retry",
+                        self.id
+                    )));
+                }
+                if *attempt == self.attempt + 1 {
+                    Ok(())
+                } else {
+                    Err(WorldError::conflict(format!(
+                        "run {} is at attempt {}; a retry to attempt {attempt} was refused",
+                        self.id, self.attempt
+                    )))
+                }
+            }
+            EventKind::WorkflowCompensating {} => transition(RunStatus::Compensating),
+            EventKind::WorkflowCompensated {} => transition(RunStatus::Compensated),
+            EventKind::WorkflowQuarantined { .. } => {
+                let failed = matches!(status, RunStatus::Failed | RunStatus::Compensated);
+                if failed && self.quarantine.is_none() {
+                    Ok(())
+                } else {
+                    Err(WorldError::conflict(format!(
+                        "only a failed run can be quarantined, and once; run {} is {status}",
+                        self.id
+                    )))
+                }
+            }
+            EventKind::CompensationAdded { .. } => running(),
+            EventKind::CompensationExecuted { .. } | EventKind::CompensationFailed { .. } => {
+                if status == RunStatus::Compensating {
+                    Ok(())
+                } else {
+                    Err(WorldError::conflict(format!(
+                        "run {} is {status}, not compensating",
+                        self.id
+                    )))
+                }
+            }
             EventKind::WorkflowCompleted { .. } => transition(RunStatus::Completed),
             EventKind::WorkflowFailed { .. } => transition(RunStatus::Failed),
             EventKind::WorkflowCancelled { .. } => transition(RunStatus::Cancelled),
@@ -381,10 +468,61 @@ impl WorkflowState {
         self.event_count = event.seq + 1;
         match &event.kind {
             EventKind::WorkflowQueued { .. } => {}
-            EventKind::WorkflowStarted { attempt } => {
+            EventKind::WorkflowStarted { attempt, .. } => {
                 self.status = RunStatus::Running;
                 self.attempt = *attempt;
+                self.retry_pending = None;
                 self.started_at.get_or_insert(at);
+            }
+            EventKind::WorkflowRetry {
+                attempt,
+                delay_ms,
+                next_position,
+                error,
+            } => {
+                self.retry_pending = Some(PendingRetry {
+                    attempt: *attempt,
+                    due_at: at.saturating_add(*delay_ms as i64),
+                    first_position: *next_position,
+                });
+                self.error = Some(error.clone());
+                // The failed attempt's timers will never be awaited.
+                self.pending_timers.clear();
+            }
+            EventKind::WorkflowCompensating {} => {
+                self.status = RunStatus::Compensating;
+            }
+            EventKind::WorkflowCompensated {} => {
+                self.finish(RunStatus::Compensated, at);
+            }
+            EventKind::WorkflowQuarantined { reason } => {
+                self.quarantine = Some(reason.clone());
+            }
+            EventKind::CompensationAdded {
+                compensation_id, ..
+            } => {
+                self.compensations.push(CompensationState {
+                    id: compensation_id.clone(),
+                    executed: false,
+                    error: None,
+                });
+            }
+            EventKind::CompensationExecuted {
+                compensation_id, ..
+            } => {
+                if let Some(c) = self.compensation_mut(compensation_id) {
+                    c.executed = true;
+                }
+            }
+            EventKind::CompensationFailed {
+                compensation_id,
+                error,
+                ..
+            } => {
+                if let Some(c) = self.compensation_mut(compensation_id) {
+                    c.executed = true;
+                    c.error = Some(error.message.clone());
+                }
             }
             EventKind::WorkflowCompleted { output } => {
                 self.finish(RunStatus::Completed, at);
@@ -493,6 +631,11 @@ impl WorkflowState {
         self.pending_timers.clear();
     }
 
+    fn compensation_mut(&mut self, id: &str) -> Option<&mut CompensationState> {
+        // Searched from the end: compensations run last-added first.
+        self.compensations.iter_mut().rev().find(|c| c.id == id)
+    }
+
     fn activity_mut(&mut self, position: u32) -> Option<&mut ActivityState> {
         let index = *self.activity_index.get(&position)?;
         self.activities.get_mut(index)
@@ -547,6 +690,8 @@ mod tests {
                 task_queue: None,
                 priority: 0,
                 timeout_ms: None,
+                failure_strategy: None,
+                max_retries: None,
             },
         )
     }
@@ -555,7 +700,10 @@ mod tests {
     fn materializes_a_step_and_refuses_a_duplicate_completion() {
         let mut s = WorkflowState::from_first_event(&queued()).unwrap();
         let events = [
-            EventKind::WorkflowStarted { attempt: 1 },
+            EventKind::WorkflowStarted {
+                attempt: 1,
+                first_position: 0,
+            },
             EventKind::ActivityScheduled {
                 position: 0,
                 activity_id: "step_1".into(),
@@ -597,7 +745,10 @@ mod tests {
         s.apply(&ev(1, cancel));
         assert_eq!(s.completed_at, Some(1001));
         let err = s
-            .check(&EventKind::WorkflowStarted { attempt: 1 })
+            .check(&EventKind::WorkflowStarted {
+                attempt: 1,
+                first_position: 0,
+            })
             .unwrap_err();
         assert!(matches!(err, WorldError::InvalidTransition { .. }), "{err}");
     }

@@ -78,6 +78,11 @@ pub enum TimerKind {
     },
     /// The run's timeout expires.
     RunTimeout,
+    /// A failed workflow's next attempt is due (the `retry` strategy).
+    WorkflowRetry {
+        /// The attempt to start.
+        attempt: u32,
+    },
 }
 
 /// A durable timer.

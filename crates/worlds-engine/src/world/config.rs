@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::duration::Dur;
 use crate::model::FailureStrategy;
+use crate::retry::RetryConfig;
 
 /// Where a world keeps its state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
@@ -72,6 +73,10 @@ pub struct WorldConfig {
     /// How long a running step may go on after its run was cancelled, to clean up, before it
     /// is abandoned. Default 5 s.
     pub cancel_grace: Dur,
+    /// Backoff between restarts of a failed workflow under the `retry` strategy (its
+    /// `max_attempts` is ignored: `max_retries` of the workflow counts restarts). Default
+    /// exponential from 1 s, doubling, at most 60 s, with 0–10 % jitter.
+    pub workflow_retry: RetryConfig,
 }
 
 impl Default for WorldConfig {
@@ -93,6 +98,11 @@ impl Default for WorldConfig {
             task_queues: Vec::new(),
             shutdown_grace: Dur(Duration::from_secs(30)),
             cancel_grace: Dur(Duration::from_secs(5)),
+            workflow_retry: RetryConfig::new()
+                .backoff(crate::retry::Backoff::Exponential)
+                .initial_interval(Duration::from_secs(1))
+                .multiplier(2.0)
+                .max_interval(Duration::from_secs(60)),
         }
     }
 }

@@ -16,9 +16,17 @@ pub enum Mode {
     Evicting,
 }
 
-/// A started test world in the given mode.
+/// A started test world in the given mode. Failed workflows just fail (the `ignore`
+/// strategy), so each test sees one attempt; the strategies have tests of their own.
 pub async fn test_world(mode: Mode) -> TestWorld {
-    test_world_with(mode, WorldConfig::memory()).await
+    test_world_with(mode, memory_config()).await
+}
+
+/// The in-memory config the tests start from: the defaults, but failed workflows just fail.
+pub fn memory_config() -> WorldConfig {
+    let mut config = WorldConfig::memory();
+    config.failure_strategy = FailureStrategy::Ignore;
+    config
 }
 
 /// A started test world in the given mode, with a config.

@@ -82,6 +82,8 @@ pub struct WorkflowQueryFilter {
     pub started_after: Option<Millis>,
     /// Only runs created before this time (ms since the Unix epoch).
     pub started_before: Option<Millis>,
+    /// Only quarantined runs (`Some(true)`) or only runs not quarantined (`Some(false)`).
+    pub quarantined: Option<bool>,
     /// At most this many runs (default 100 for paged queries, unlimited for `query_workflows`).
     pub limit: Option<usize>,
     /// Skip this many matching runs first.
@@ -125,6 +127,12 @@ impl WorkflowQueryFilter {
     /// Only runs created before `at`.
     pub fn started_before(mut self, at: Millis) -> Self {
         self.started_before = Some(at);
+        self
+    }
+
+    /// Only quarantined runs (`true`) or only runs that are not (`false`).
+    pub fn quarantined(mut self, quarantined: bool) -> Self {
+        self.quarantined = Some(quarantined);
         self
     }
 

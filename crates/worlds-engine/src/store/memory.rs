@@ -224,6 +224,9 @@ impl RunStore for MemoryStore {
                     .is_none_or(|p| state.parent_id.as_ref() == Some(p))
                 && filter.started_after.is_none_or(|t| state.created_at >= t)
                 && filter.started_before.is_none_or(|t| state.created_at < t)
+                && filter
+                    .quarantined
+                    .is_none_or(|q| state.quarantine.is_some() == q)
         };
         let below_cursor = |id: &str| filter.cursor.as_deref().is_none_or(|c| id < c);
 

@@ -238,6 +238,17 @@ impl World {
         self.engine.store.list_runs(&filter).await
     }
 
+    /// Quarantined runs, newest first, each with its `quarantine` reason: failed runs set aside
+    /// for inspection (the `quarantine` strategy, and every non-deterministic run).
+    pub async fn quarantined(&self) -> Result<Vec<WorkflowState>, WorldError> {
+        self.query_workflows(
+            WorkflowQueryFilter::new()
+                .status([crate::RunStatus::Failed, crate::RunStatus::Compensated])
+                .quarantined(true),
+        )
+        .await
+    }
+
     /// Cancels a run (by run id or workflow id) and its unfinished children.
     pub async fn cancel(&self, id: &str) -> Result<(), WorldError> {
         self.engine.cancel_run(id, None).await

@@ -1,1 +1,31 @@
-fn main() {}
+//! `worlds`: the command-line tool for worlds-engine.
+//!
+//! Subcommands live in their own modules; [`run`] dispatches to them. Results (data) go to
+//! stdout, progress and diagnostics to stderr.
+
+mod bench;
+mod cli;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+use crate::cli::{Cli, Command};
+
+fn main() -> ExitCode {
+    match run() {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(error) => {
+            eprintln!("error: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Parses the command line and runs the chosen subcommand.
+fn run() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Bench(args) => bench::run(&args),
+    }
+}

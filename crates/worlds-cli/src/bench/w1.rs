@@ -1,0 +1,49 @@
+//! W1, throughput: start N workflows as fast as possible, each running K sequential steps;
+//! time from the first start to the last result.
+
+use std::time::Instant;
+
+use worlds_engine::prelude::*;
+
+use super::{chain, check, progress, start_world, step, Report, Settings};
+
+/// Default number of workflows.
+const N: usize = 1000;
+/// Default steps per workflow.
+const K: usize = 10;
+
+/// Runs W1.
+pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
+    let (n, k) = (settings.n.unwrap_or(N), settings.k.unwrap_or(K));
+    progress(&format!(
+        "W1: {n} concurrent workflows x {k} steps, {} workers",
+        settings.workers
+    ));
+    let step = step();
+    let flow = chain("w1", &step);
+    let world = start_world(settings, n, vec![(&step).into(), (&flow).into()]).await?;
+
+    let started = Instant::now();
+    let mut handles = Vec::with_capacity(n);
+    for _ in 0..n {
+        handles.push(
+            world
+                .execute(&flow, k as u64, WorkflowOptions::default())
+                .await?,
+        );
+    }
+    let all_started = started.elapsed();
+    for handle in handles {
+        check(handle.result().await?, k as u64)?;
+    }
+    let wall = started.elapsed();
+    world.shutdown().await?;
+
+    let mut report = Report::new(settings.backend.name(), "W1", n, k, wall.as_secs_f64());
+    report.notes = format!(
+        "in-process: {n} world.execute calls in a loop (all started after {:.1} ms), then each handle.result(); {} workers",
+        super::ms(all_started),
+        settings.workers
+    );
+    Ok(report)
+}

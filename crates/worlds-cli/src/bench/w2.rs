@@ -1,0 +1,49 @@
+//! W2, latency: N workflows one after another, K sequential steps each; latency from the start
+//! call to the result.
+
+use std::time::Instant;
+
+use worlds_engine::prelude::*;
+
+use super::report::{percentile, round};
+use super::{chain, check, ms, progress, start_world, step, Report, Settings};
+
+/// Default number of workflows.
+const N: usize = 200;
+/// Default steps per workflow.
+const K: usize = 3;
+
+/// Runs W2.
+pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
+    let (n, k) = (settings.n.unwrap_or(N), settings.k.unwrap_or(K));
+    progress(&format!(
+        "W2: {n} sequential workflows x {k} steps, {} workers",
+        settings.workers
+    ));
+    let step = step();
+    let flow = chain("w2", &step);
+    let world = start_world(settings, n, vec![(&step).into(), (&flow).into()]).await?;
+
+    let mut latencies = Vec::with_capacity(n);
+    let started = Instant::now();
+    for _ in 0..n {
+        let t0 = Instant::now();
+        let handle = world
+            .execute(&flow, k as u64, WorkflowOptions::default())
+            .await?;
+        check(handle.result().await?, k as u64)?;
+        latencies.push(ms(t0.elapsed()));
+    }
+    let wall = started.elapsed();
+    world.shutdown().await?;
+
+    let mut report = Report::new(settings.backend.name(), "W2", n, k, wall.as_secs_f64());
+    report.p50_ms = percentile(&latencies, 50.0).map(|v| round(v, 3));
+    report.p99_ms = percentile(&latencies, 99.0).map(|v| round(v, 3));
+    let max = latencies.iter().copied().fold(0.0, f64::max);
+    report.notes = format!(
+        "sequential in-process world.execute + handle.result; max latency {max:.3} ms; {} workers",
+        settings.workers
+    );
+    Ok(report)
+}

@@ -248,7 +248,11 @@ mod tests {
         let tick = tokio::spawn(clock.sleep_until_background(100));
         let work = tokio::spawn(clock.sleep_until(1_000));
         tokio::task::yield_now().await;
-        assert_eq!(clock.next_deadline(), Some(1_000), "the tick is not reported");
+        assert_eq!(
+            clock.next_deadline(),
+            Some(1_000),
+            "the tick is not reported"
+        );
         clock.advance(Duration::from_millis(99));
         tokio::task::yield_now().await;
         assert!(!tick.is_finished());

@@ -52,6 +52,7 @@ mod payload;
 pub mod queue;
 pub mod retry;
 pub mod store;
+pub mod telemetry;
 pub mod testing;
 mod worker;
 mod world;
@@ -67,6 +68,7 @@ pub use model::{
     WorkflowQueryFilter, WorkflowState,
 };
 pub use payload::Payload;
+pub use telemetry::{HeartbeatEntry, HeartbeatKind, WorldMetrics};
 pub use worker::{WorkerInfo, WorkerStatus};
 pub use world::{Persistence, WorkflowHandle, World, WorldConfig};
 

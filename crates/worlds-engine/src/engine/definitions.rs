@@ -1,6 +1,5 @@
 //! Workflow and activity definitions, and the registry that holds them by name.
 
-use std::collections::HashMap;
 use std::future::Future;
 use std::marker::PhantomData;
 use std::sync::Arc;
@@ -8,6 +7,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use futures::FutureExt;
 use parking_lot::RwLock;
+use rustc_hash::FxHashMap;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
@@ -267,8 +267,8 @@ impl<I, O> From<&Activity<I, O>> for Definition {
 /// Registered workflows and activities, by name.
 #[derive(Default)]
 pub(crate) struct Registry {
-    workflows: RwLock<HashMap<Arc<str>, WorkflowDef>>,
-    activities: RwLock<HashMap<Arc<str>, ActivityDef>>,
+    workflows: RwLock<FxHashMap<Arc<str>, WorkflowDef>>,
+    activities: RwLock<FxHashMap<Arc<str>, ActivityDef>>,
 }
 
 impl Registry {

@@ -185,12 +185,35 @@ impl ContextError {
     /// The stored form of this error.
     pub fn to_structured(&self) -> StructuredError {
         match self {
-            ContextError::ActivityFailed { error, .. }
-            | ContextError::ChildFailed { error, .. } => {
-                let mut e = StructuredError::new(self.to_string());
-                e.code = error.code.clone();
-                e
+            ContextError::ActivityFailed {
+                name,
+                position,
+                attempts,
+                error,
+            } => {
+                // The inner error's code becomes the code, not a suffix of the message.
+                let message = format!(
+                    "activity '{name}' (command #{position}) failed after {attempts} attempt(s): {}",
+                    error.message
+                );
+                StructuredError {
+                    message,
+                    stack: None,
+                    code: error.code.clone(),
+                }
             }
+            ContextError::ChildFailed {
+                name,
+                child_id,
+                error,
+            } => StructuredError {
+                message: format!(
+                    "child workflow '{name}' ({child_id}) failed: {}",
+                    error.message
+                ),
+                stack: None,
+                code: error.code.clone(),
+            },
             ContextError::Cancelled => {
                 StructuredError::new(self.to_string()).with_code(crate::error::codes::CANCELLED)
             }

@@ -249,6 +249,11 @@ impl Engine {
             if poll {
                 live.polled = true;
                 if let Poll::Ready(result) = poll_workflow(&mut live) {
+                    // Commands issued in the last poll (a compensation registered just before
+                    // the failure, the outcome of the last compensation) are recorded first.
+                    if !self.record_new_commands(&mut live).await? {
+                        return Ok(Outcome::Done);
+                    }
                     match live.phase {
                         Phase::Main => match self.finish(&live.core, result).await? {
                             Next::Done => return Ok(Outcome::Done),
@@ -271,21 +276,8 @@ impl Engine {
                     .await?;
                 return Ok(Outcome::Done);
             }
-            let commands = live.core.take_new_commands();
-            if !commands.is_empty() {
-                let Some(recorded) = self.record_commands(&live.core, commands).await? else {
-                    return Ok(Outcome::Done);
-                };
-                // Our own records follow straight on from what we have read unless someone
-                // else appended in between; only then is a read of the store needed.
-                if recorded.first().is_some_and(|e| e.seq == live.next_seq) {
-                    for event in &recorded {
-                        live.core.ingest(event);
-                        live.next_seq = event.seq + 1;
-                    }
-                } else if !self.catch_up(&mut live).await? {
-                    return Ok(Outcome::Done);
-                }
+            if !self.record_new_commands(&mut live).await? {
+                return Ok(Outcome::Done);
             }
             poll = live.core.deliver_next();
             if !poll {
@@ -303,6 +295,29 @@ impl Engine {
                     return Ok(Outcome::Waiting(live));
                 }
             }
+        }
+    }
+
+    /// Records the commands issued since the last call and reads them into the machine.
+    /// Returns false if the run finished meanwhile.
+    async fn record_new_commands(&self, live: &mut LiveRun) -> Result<bool, WorldError> {
+        let commands = live.core.take_new_commands();
+        if commands.is_empty() {
+            return Ok(true);
+        }
+        let Some(recorded) = self.record_commands(&live.core, commands).await? else {
+            return Ok(false);
+        };
+        // Our own records follow straight on from what we have read unless someone else
+        // appended in between; only then is a read of the store needed.
+        if recorded.first().is_some_and(|e| e.seq == live.next_seq) {
+            for event in &recorded {
+                live.core.ingest(event);
+                live.next_seq = event.seq + 1;
+            }
+            Ok(true)
+        } else {
+            self.catch_up(live).await
         }
     }
 
@@ -493,6 +508,11 @@ impl Engine {
         core: &Arc<RunCore>,
         result: Result<Payload, WorkflowError>,
     ) -> Result<Next, WorldError> {
+        if core.compensation_recorded() {
+            // Replaying a run that had already begun compensating: the history past this point
+            // belongs to the compensations, which run next.
+            return Ok(Next::Compensate);
+        }
         if let Err(divergence) = core.check_finished() {
             self.fail_nondeterministic(core, Phase::Main, divergence.to_structured())
                 .await?;
@@ -517,10 +537,6 @@ impl Engine {
                 None => error.to_structured(),
             },
         };
-        if core.compensation_recorded() {
-            // Replaying a run that had already begun compensating.
-            return Ok(Next::Compensate);
-        }
         self.apply_failure_strategy(core, error).await
     }
 
@@ -752,7 +768,10 @@ fn compensation_future(core: &Arc<RunCore>) -> WorkflowFuture {
     let core = core.clone();
     Box::pin(async move {
         for (id, compensate) in stack.into_iter().rev() {
-            let outcome = AssertUnwindSafe(compensate(ctx.clone()))
+            let ctx = ctx.clone();
+            // The call itself is inside the guard too: a closure may panic before it returns
+            // its future.
+            let outcome = AssertUnwindSafe(async move { compensate(ctx).await })
                 .catch_unwind()
                 .await;
             let error = match outcome {

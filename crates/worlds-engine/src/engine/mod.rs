@@ -22,11 +22,11 @@ pub(crate) mod machine;
 mod recovery;
 mod timers;
 
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
 use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
@@ -123,10 +123,12 @@ pub(crate) struct Engine {
     pub(crate) progress: Progress,
     pub(crate) timer_wake: Notify,
     pub(crate) accepting: AtomicBool,
-    runs: Mutex<HashMap<Arc<str>, RunSlot>>,
+    runs: Mutex<FxHashMap<Arc<str>, RunSlot>>,
     cached_runs: AtomicUsize,
-    waiters: Mutex<HashMap<String, Vec<oneshot::Sender<()>>>>,
-    cancels: Mutex<HashMap<String, CancellationToken>>,
+    waiters: Mutex<FxHashMap<String, Vec<oneshot::Sender<()>>>>,
+    cancels: Mutex<FxHashMap<String, CancellationToken>>,
+    /// Run counts for `World::get_metrics()`, kept from the recorded events.
+    pub(crate) metrics: crate::telemetry::metrics::MetricsRecorder,
 }
 
 impl Engine {
@@ -141,10 +143,11 @@ impl Engine {
             progress: Progress::default(),
             timer_wake: Notify::new(),
             accepting: AtomicBool::new(true),
-            runs: Mutex::new(HashMap::new()),
+            runs: Mutex::new(FxHashMap::default()),
             cached_runs: AtomicUsize::new(0),
-            waiters: Mutex::new(HashMap::new()),
-            cancels: Mutex::new(HashMap::new()),
+            waiters: Mutex::new(FxHashMap::default()),
+            cancels: Mutex::new(FxHashMap::default()),
+            metrics: Default::default(),
         }
     }
 
@@ -168,6 +171,7 @@ impl Engine {
     ) -> Result<crate::store::Appended, WorldError> {
         let events = kinds.into_iter().map(|k| self.event(run_id, k)).collect();
         let appended = self.store.append(run_id, events).await?;
+        self.metrics.record(run_id, &appended.events);
         self.progress.epoch.fetch_add(1, Ordering::Relaxed);
         self.progress.changed.notify_waiters();
         Ok(appended)
@@ -252,6 +256,7 @@ impl Engine {
         );
         let created_at = first.timestamp;
         self.store.create_run(first).await?;
+        self.metrics.run_created(&run_id, created_at);
         if let Some(ms) = timeout_ms {
             self.add_timer(Timer {
                 fire_at: created_at.saturating_add(ms as i64),
@@ -276,6 +281,8 @@ impl Engine {
 
     /// Gives an existing run (read back from the store) a scheduling slot.
     pub(crate) fn adopt(&self, state: &WorkflowState) {
+        self.metrics
+            .run_adopted(&state.id, state.status, self.clock.now_ms());
         let mut runs = self.runs.lock();
         let slot = runs.entry(Arc::from(state.id.as_str())).or_default();
         slot.route = Route {
@@ -378,11 +385,13 @@ impl Engine {
 
     /// Resolves when the run reaches a terminal status, or at once if it has.
     pub(crate) async fn wait_terminal(&self, id: &str) -> Result<WorkflowState, WorldError> {
+        // Statuses are checked on the light view; the full state is read once, at the end.
+        let mut run_id = id.to_owned();
         loop {
             let (tx, rx) = oneshot::channel();
-            let state = self.store.get_run(id, ResolveData::All).await?;
+            let state = self.store.get_run(&run_id, ResolveData::None).await?;
             if state.status.is_terminal() {
-                return Ok(state);
+                return self.store.get_run(&state.id, ResolveData::All).await;
             }
             self.waiters
                 .lock()
@@ -390,10 +399,11 @@ impl Engine {
                 .or_default()
                 .push(tx);
             // Re-check after registering, so a finish in between is not missed.
-            let state = self.store.get_run(&state.id, ResolveData::All).await?;
+            let state = self.store.get_run(&state.id, ResolveData::None).await?;
             if state.status.is_terminal() {
-                return Ok(state);
+                return self.store.get_run(&state.id, ResolveData::All).await;
             }
+            run_id = state.id;
             let _ = rx.await;
         }
     }
@@ -538,6 +548,20 @@ impl Engine {
         if before == 1 {
             self.progress.changed.notify_waiters();
         }
+    }
+
+    /// Frees the scheduling slot of a run whose workflow task was abandoned (its worker was
+    /// declared dead mid-task) and queues the run again; it resumes from its history.
+    pub(crate) fn release_run(&self, run_id: &str) {
+        if let Some(slot) = self.runs.lock().get_mut(run_id) {
+            slot.executing = false;
+            slot.dirty = false;
+            slot.core = None;
+            if slot.cached.take().is_some() {
+                self.cached_runs.fetch_sub(1, Ordering::Relaxed);
+            }
+        }
+        self.schedule_workflow(run_id);
     }
 
     pub(crate) fn route_workflow_id(&self, run_id: &str) -> Option<String> {

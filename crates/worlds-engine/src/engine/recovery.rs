@@ -8,7 +8,7 @@
 use std::collections::HashMap;
 
 use crate::error::{codes, StructuredError, WorldError};
-use crate::model::{ActivityStatus, EventKind, ResolveData, RunStatus};
+use crate::model::{ActivityStatus, EventKind, ResolveData};
 use crate::payload::Payload;
 use crate::store::{Timer, TimerKind};
 
@@ -29,9 +29,6 @@ impl Engine {
         let mut found = Recovered::default();
         for run_id in self.store.unfinished_runs().await? {
             let state = self.store.get_run(&run_id, ResolveData::All).await?;
-            if state.status == RunStatus::Compensating {
-                continue;
-            }
             found.runs += 1;
             self.adopt(&state);
 

@@ -1,6 +1,6 @@
 //! Materialized run state, derived from history by [`WorkflowState::apply`].
 
-use std::collections::HashMap;
+use rustc_hash::FxHashMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -158,10 +158,10 @@ pub struct WorkflowState {
     pub event_count: u64,
     /// position → index in `activities`.
     #[serde(skip)]
-    activity_index: HashMap<u32, usize>,
+    activity_index: FxHashMap<u32, usize>,
     /// Timers not yet fired: position → fire time.
     #[serde(skip)]
-    pending_timers: HashMap<u32, Millis>,
+    pending_timers: FxHashMap<u32, Millis>,
     /// A `workflow_retry` waiting for its attempt to start.
     #[serde(skip)]
     retry_pending: Option<PendingRetry>,
@@ -215,8 +215,8 @@ impl WorkflowState {
             compensations: Vec::new(),
             history: Vec::new(),
             event_count: 1,
-            activity_index: HashMap::new(),
-            pending_timers: HashMap::new(),
+            activity_index: FxHashMap::default(),
+            pending_timers: FxHashMap::default(),
             retry_pending: None,
         })
     }

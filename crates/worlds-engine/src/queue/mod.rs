@@ -17,8 +17,9 @@
 //! * one `BTreeSet<TaskKey>` for the default queue and one per named queue
 //!   (created on first push, dropped when it becomes empty), giving the head
 //!   of a single queue in O(log n).
-//! * `by_run`: `HashMap<run_id, BTreeSet<TaskKey>>` so that
-//!   [`TaskQueue::remove_run`] costs O(k log n) for k tasks of that run.
+//! * `by_run`: one `BTreeSet<(run_id, TaskKey)>`, so that [`TaskQueue::remove_run`] is a range
+//!   scan costing O(k log n) for k tasks of that run. (One shared set rather than a set per
+//!   run: most runs have a single queued task, and a set per run would allocate on every push.)
 //!
 //! Push, pop and remove are O(log n).
 //!
@@ -50,6 +51,8 @@
 
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use rustc_hash::FxHashMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -87,6 +90,21 @@ pub struct TaskKey {
     seq: u64,
 }
 
+impl TaskKey {
+    /// Sorts before every key.
+    const MIN: TaskKey = TaskKey {
+        priority: Reverse(i32::MAX),
+        scheduled_at: Millis::MIN,
+        seq: 0,
+    };
+    /// Sorts after every key.
+    const MAX: TaskKey = TaskKey {
+        priority: Reverse(i32::MIN),
+        scheduled_at: Millis::MAX,
+        seq: u64::MAX,
+    };
+}
+
 /// Selects which tasks a consumer takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueueFilter<'a> {
@@ -107,8 +125,8 @@ struct NamedWaiters {
 struct State<T> {
     entries: BTreeMap<TaskKey, QueueEntry<T>>,
     default_queue: BTreeSet<TaskKey>,
-    named: HashMap<Arc<str>, BTreeSet<TaskKey>>,
-    by_run: HashMap<Arc<str>, BTreeSet<TaskKey>>,
+    named: FxHashMap<Arc<str>, BTreeSet<TaskKey>>,
+    by_run: BTreeSet<(Arc<str>, TaskKey)>,
     next_seq: u64,
     closed: bool,
     any_waiters: usize,
@@ -121,8 +139,8 @@ impl<T> State<T> {
         Self {
             entries: BTreeMap::new(),
             default_queue: BTreeSet::new(),
-            named: HashMap::new(),
-            by_run: HashMap::new(),
+            named: FxHashMap::default(),
+            by_run: BTreeSet::new(),
             next_seq: 0,
             closed: false,
             any_waiters: 0,
@@ -142,10 +160,7 @@ impl<T> State<T> {
             None => self.default_queue.insert(key),
             Some(name) => self.named.entry(name.clone()).or_default().insert(key),
         };
-        self.by_run
-            .entry(entry.run_id.clone())
-            .or_default()
-            .insert(key);
+        self.by_run.insert((entry.run_id.clone(), key));
         self.entries.insert(key, entry);
         key
     }
@@ -168,13 +183,8 @@ impl<T> State<T> {
     }
 
     /// Removes `key` from the run index.
-    fn unlink_run(&mut self, run_id: &str, key: &TaskKey) {
-        if let Some(set) = self.by_run.get_mut(run_id) {
-            set.remove(key);
-            if set.is_empty() {
-                self.by_run.remove(run_id);
-            }
-        }
+    fn unlink_run(&mut self, run_id: &Arc<str>, key: &TaskKey) {
+        self.by_run.remove(&(run_id.clone(), *key));
     }
 
     fn remove(&mut self, key: &TaskKey) -> Option<QueueEntry<T>> {
@@ -432,13 +442,17 @@ impl<T: Send + 'static> TaskQueue<T> {
     /// O(k log n) for k removed tasks.
     pub fn remove_run(&self, run_id: &str) -> Vec<QueueEntry<T>> {
         let mut state = self.state.lock();
-        let Some(keys) = state.by_run.remove(run_id) else {
-            return Vec::new();
-        };
+        let run: Arc<str> = Arc::from(run_id);
+        let keys: Vec<TaskKey> = state
+            .by_run
+            .range((run.clone(), TaskKey::MIN)..=(run.clone(), TaskKey::MAX))
+            .map(|(_, key)| *key)
+            .collect();
         let mut removed = Vec::with_capacity(keys.len());
-        for key in &keys {
-            if let Some(entry) = state.entries.remove(key) {
-                state.unlink_queue(entry.task_queue.as_deref(), key);
+        for key in keys {
+            state.by_run.remove(&(run.clone(), key));
+            if let Some(entry) = state.entries.remove(&key) {
+                state.unlink_queue(entry.task_queue.as_deref(), &key);
                 removed.push(entry);
             }
         }

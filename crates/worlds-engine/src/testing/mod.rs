@@ -7,6 +7,10 @@
 //!
 //! Use it from `#[tokio::test]` (the current-thread runtime): "nothing left to do but wait" is
 //! judged by letting every other task run first.
+//!
+//! Periodic housekeeping (worker heartbeats, the autoscaler, the liveness monitor) sleeps on
+//! background ticks ([`Clock::sleep_until_background`]): moving time wakes it, but time never
+//! stops at its ticks, so a long jump runs each loop once, at the end of the jump.
 
 use std::ops::Deref;
 use std::sync::atomic::Ordering;
@@ -147,8 +151,20 @@ impl TestWorld {
         self.clock.now_ms()
     }
 
-    /// Waits until no task is queued or executing (running activities aside) and every other
-    /// runnable task has had its turn.
+    /// Stops a worker's heartbeats from now on, as if its thread were stuck, so tests can
+    /// exercise the liveness monitor: once virtual time passes `heartbeat_timeout` the worker
+    /// is declared dead, its task is handed to another worker and a replacement is started.
+    /// The worker itself keeps executing whatever it holds until the monitor aborts it.
+    /// Returns false if no listed worker has this id.
+    pub fn freeze_worker_heartbeat(&self, worker_id: &str) -> bool {
+        self.world.workers().freeze_heartbeat(worker_id)
+    }
+
+    /// Waits until no task is executing (running activities aside), no queued task can be
+    /// taken by an idle worker, and every other runnable task has had its turn.
+    ///
+    /// Tasks left in the queue because every worker that could take them is busy (for example
+    /// with activities the test holds) do not keep it waiting.
     pub async fn settle(&self) {
         let engine = self.world.engine();
         loop {
@@ -156,8 +172,14 @@ impl TestWorld {
             for _ in 0..SETTLE_YIELDS {
                 tokio::task::yield_now().await;
             }
-            let busy = engine.progress.pending_tasks.load(Ordering::Acquire)
-                > engine.progress.running_activities.load(Ordering::Acquire);
+            let queued = engine.queue.len();
+            let executing = engine
+                .progress
+                .pending_tasks
+                .load(Ordering::Acquire)
+                .saturating_sub(queued);
+            let busy = executing > engine.progress.running_activities.load(Ordering::Acquire)
+                || (queued > 0 && self.world.workers().idle_worker_can_take(&engine.queue));
             if !busy && engine.progress.epoch.load(Ordering::Acquire) == epoch {
                 return;
             }

@@ -2,18 +2,36 @@
 //!
 //! Each worker runs one task at a time. A worker assigned to a named task queue only takes tasks
 //! routed to it; an unassigned worker takes any task, best first.
+//!
+//! Alongside the workers, the pool runs two housekeeping loops on background ticks of the
+//! world's clock ([`Clock::sleep_until_background`](crate::clock::Clock::sleep_until_background)):
+//!
+//! * the **autoscaler** ([`autoscale`]), which grows and shrinks the default pool with the
+//!   workload;
+//! * the **liveness monitor** ([`monitor`]), which declares a worker dead when it has stopped
+//!   beating, hands its task to another worker and starts a replacement.
+//!
+//! A worker beats (stamps `last_heartbeat`) every `heartbeat_interval`, idle or busy, and when it
+//! takes or finishes a task. The beat runs in the worker's own tokio task, between polls of the
+//! task it executes, so a worker whose thread is blocked (a synchronous activity that never
+//! yields) stops beating: that is exactly what the monitor detects.
 
-use std::sync::atomic::Ordering;
-use std::sync::Arc;
+pub(crate) mod autoscale;
+pub(crate) mod monitor;
+
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::Millis;
+use crate::clock::{duration_ms, Millis};
 use crate::engine::{Engine, Task};
-use crate::queue::QueueFilter;
+use crate::queue::{QueueFilter, TaskQueue};
+use crate::telemetry::WorkerMetrics;
 
 /// What a worker is doing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -23,9 +41,10 @@ pub enum WorkerStatus {
     Idle,
     /// Executing a task.
     Busy,
-    /// Finishing its current task before it stops.
+    /// Asked to stop (by shutdown or by the autoscaler); finishing its current task, if any,
+    /// first.
     Stopping,
-    /// Stopped.
+    /// Stopped: by shutdown, or declared dead by the liveness monitor.
     Stopped,
 }
 
@@ -36,9 +55,11 @@ pub struct WorkerInfo {
     pub id: String,
     /// What it is doing.
     pub status: WorkerStatus,
-    /// The task it is executing, if busy.
+    /// The task it is executing, if busy. For a worker declared dead, the task it was
+    /// executing when it died (which was handed to another worker).
     pub current_task: Option<String>,
-    /// When it last reported in (took or finished a task), ms since the Unix epoch.
+    /// When it last beat, ms since the Unix epoch: every `heartbeat_interval` while it is
+    /// alive, and when it takes or finishes a task.
     pub last_heartbeat: Millis,
     /// Tasks it has finished.
     pub tasks_completed: u64,
@@ -46,106 +67,383 @@ pub struct WorkerInfo {
     pub task_queue: Option<String>,
 }
 
-struct Worker {
-    info: Arc<Mutex<WorkerInfo>>,
-    stop: CancellationToken,
-    join: JoinHandle<()>,
+/// How many workers declared dead are remembered for `World::dead_workers()`.
+const DEAD_KEPT: usize = 64;
+
+/// The task a worker holds, enough to hand it to another worker if this one dies.
+#[derive(Debug, Clone)]
+enum TaskRef {
+    Workflow {
+        run_id: Arc<str>,
+    },
+    Activity {
+        run_id: Arc<str>,
+        position: u32,
+        attempt: u32,
+    },
 }
 
-/// The world's workers.
+impl TaskRef {
+    fn of(task: &Task) -> TaskRef {
+        match task {
+            Task::Workflow { run_id } => TaskRef::Workflow {
+                run_id: run_id.clone(),
+            },
+            Task::Activity(a) => TaskRef::Activity {
+                run_id: a.run_id.clone(),
+                position: a.position,
+                attempt: a.attempt,
+            },
+        }
+    }
+}
+
+/// A worker's state, shared between its tokio task, the pool and the monitor.
+struct WorkerShared {
+    /// Spawn order, for choosing which workers to stop (newest first).
+    seq: u64,
+    task_queue: Option<String>,
+    state: Mutex<WorkerState>,
+    /// Cancelled to ask the worker to stop after its current task.
+    stop: CancellationToken,
+    /// Stopped by the autoscaler: leaves the pool's list once stopped.
+    retire: AtomicBool,
+    /// Test hook: beats are suppressed.
+    frozen: AtomicBool,
+}
+
+struct WorkerState {
+    info: WorkerInfo,
+    /// The task in hand. Whoever takes it out (the worker when it finishes, or the monitor
+    /// when it declares the worker dead) accounts for it.
+    current: Option<TaskRef>,
+    /// The `last_heartbeat` the monitor saw at its previous check.
+    seen_by_monitor: Option<Millis>,
+}
+
+impl WorkerShared {
+    fn beat(&self, state: &mut WorkerState, now: Millis) {
+        if !self.frozen.load(Ordering::Relaxed) {
+            state.info.last_heartbeat = now;
+        }
+    }
+
+    fn status(&self) -> WorkerStatus {
+        self.state.lock().info.status
+    }
+}
+
+struct WorkerSlot {
+    shared: Arc<WorkerShared>,
+    join: Option<JoinHandle<()>>,
+}
+
+#[derive(Default)]
+struct Workers {
+    list: Vec<WorkerSlot>,
+    /// Between `start` and `stop_all`: workers may be spawned.
+    open: bool,
+    /// Stops the housekeeping loops.
+    loops: Option<CancellationToken>,
+}
+
+#[derive(Default)]
+struct PoolInner {
+    workers: Mutex<Workers>,
+    dead: Mutex<VecDeque<WorkerInfo>>,
+    next_id: AtomicU64,
+}
+
+/// The world's workers, and the loops that scale them and watch their heartbeats.
 #[derive(Default)]
 pub(crate) struct WorkerPool {
-    workers: Mutex<Vec<Worker>>,
-    next_id: std::sync::atomic::AtomicU64,
+    inner: Arc<PoolInner>,
 }
 
 impl WorkerPool {
-    /// Starts one worker.
-    pub(crate) fn spawn(&self, engine: &Arc<Engine>, task_queue: Option<String>) {
-        let n = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
-        let info = Arc::new(Mutex::new(WorkerInfo {
-            id: format!("worker-{n}"),
-            status: WorkerStatus::Idle,
-            current_task: None,
-            last_heartbeat: engine.clock.now_ms(),
-            tasks_completed: 0,
-            task_queue: task_queue.clone(),
-        }));
+    /// Opens the pool for a (re)start: forgets workers stopped by a previous shutdown and starts
+    /// the autoscaler and the liveness monitor. Returns their join handles; they stop at
+    /// [`WorkerPool::stop_all`].
+    pub(crate) fn start(&self, engine: &Arc<Engine>) -> Vec<JoinHandle<()>> {
         let stop = CancellationToken::new();
-        let join = tokio::spawn(work(engine.clone(), info.clone(), stop.clone(), task_queue));
-        self.workers.lock().push(Worker { info, stop, join });
+        {
+            let mut workers = self.inner.workers.lock();
+            workers.open = true;
+            workers
+                .list
+                .retain(|w| w.shared.status() != WorkerStatus::Stopped);
+            if let Some(old) = workers.loops.replace(stop.clone()) {
+                old.cancel();
+            }
+        }
+        vec![
+            tokio::spawn(autoscale::run(
+                Arc::downgrade(&self.inner),
+                engine.clone(),
+                stop.clone(),
+            )),
+            tokio::spawn(monitor::run(
+                Arc::downgrade(&self.inner),
+                engine.clone(),
+                stop,
+            )),
+        ]
     }
 
-    /// Snapshots of every worker.
+    /// Starts one worker, unless the pool is stopped.
+    pub(crate) fn spawn(&self, engine: &Arc<Engine>, task_queue: Option<String>) {
+        self.inner.spawn(engine, task_queue);
+    }
+
+    /// Snapshots of every worker: running ones, and after a shutdown the stopped ones. Workers
+    /// removed by the autoscaler leave the list once stopped; workers declared dead are in
+    /// [`WorkerPool::dead`].
     pub(crate) fn infos(&self) -> Vec<WorkerInfo> {
-        self.workers
+        self.inner
+            .workers
             .lock()
+            .list
             .iter()
-            .map(|w| w.info.lock().clone())
+            .map(|w| w.shared.state.lock().info.clone())
             .collect()
     }
 
-    /// Asks every worker to stop after its current task and waits until they have.
-    pub(crate) async fn stop_all(&self) {
-        let workers: Vec<Worker> = std::mem::take(&mut *self.workers.lock());
-        for w in &workers {
-            w.stop.cancel();
-            let mut info = w.info.lock();
-            if info.status == WorkerStatus::Busy {
-                info.status = WorkerStatus::Stopping;
+    /// The most recent workers declared dead by the liveness monitor, oldest first.
+    pub(crate) fn dead(&self) -> Vec<WorkerInfo> {
+        self.inner.dead.lock().iter().cloned().collect()
+    }
+
+    /// Counts for the metrics: idle and busy workers (a stopping worker with a task in hand is
+    /// busy; stopped ones are not counted).
+    pub(crate) fn counts(&self) -> WorkerMetrics {
+        let workers = self.inner.workers.lock();
+        let mut m = WorkerMetrics::default();
+        for w in &workers.list {
+            let state = w.shared.state.lock();
+            match state.info.status {
+                WorkerStatus::Idle => m.idle += 1,
+                WorkerStatus::Busy => m.busy += 1,
+                WorkerStatus::Stopping if state.current.is_some() => m.busy += 1,
+                WorkerStatus::Stopping | WorkerStatus::Stopped => {}
             }
         }
-        for w in workers {
-            let _ = w.join.await;
+        m.total = m.idle + m.busy;
+        m
+    }
+
+    /// True if an idle worker could take a task from `queue` now (test harness: is there work
+    /// that will start without anything else happening first?).
+    pub(crate) fn idle_worker_can_take(&self, queue: &TaskQueue<Task>) -> bool {
+        let workers = self.inner.workers.lock();
+        workers.list.iter().any(|w| {
+            w.shared.status() == WorkerStatus::Idle
+                && !w.shared.stop.is_cancelled()
+                && match &w.shared.task_queue {
+                    None => !queue.is_empty(),
+                    Some(q) => queue.len_of(Some(q)) > 0,
+                }
+        })
+    }
+
+    /// Stops the worker's beats (test hook): to the monitor it looks like a worker whose
+    /// thread is stuck. Returns false if there is no such worker.
+    pub(crate) fn freeze_heartbeat(&self, id: &str) -> bool {
+        let workers = self.inner.workers.lock();
+        match workers
+            .list
+            .iter()
+            .find(|w| w.shared.state.lock().info.id == id)
+        {
+            Some(w) => {
+                w.shared.frozen.store(true, Ordering::Relaxed);
+                true
+            }
+            None => false,
         }
     }
 
+    /// Stops the housekeeping loops, asks every worker to stop after its current task, and
+    /// waits until they have. The workers stay listed, as stopped.
+    pub(crate) async fn stop_all(&self) {
+        let joins: Vec<JoinHandle<()>> = {
+            let mut workers = self.inner.workers.lock();
+            workers.open = false;
+            if let Some(loops) = workers.loops.take() {
+                loops.cancel();
+            }
+            workers
+                .list
+                .iter_mut()
+                .filter_map(|w| {
+                    w.shared.stop.cancel();
+                    let mut state = w.shared.state.lock();
+                    if state.info.status == WorkerStatus::Busy {
+                        state.info.status = WorkerStatus::Stopping;
+                    }
+                    w.join.take()
+                })
+                .collect()
+        };
+        for join in joins {
+            let _ = join.await;
+        }
+    }
+
+    /// Workers listed (running, stopping, or stopped by a shutdown).
     pub(crate) fn len(&self) -> usize {
-        self.workers.lock().len()
+        self.inner.workers.lock().list.len()
     }
 }
 
-async fn work(
-    engine: Arc<Engine>,
-    info: Arc<Mutex<WorkerInfo>>,
-    stop: CancellationToken,
-    task_queue: Option<String>,
-) {
+impl PoolInner {
+    fn spawn(self: &Arc<Self>, engine: &Arc<Engine>, task_queue: Option<String>) -> bool {
+        let mut workers = self.workers.lock();
+        self.spawn_locked(&mut workers, engine, task_queue)
+    }
+
+    fn spawn_locked(
+        self: &Arc<Self>,
+        workers: &mut Workers,
+        engine: &Arc<Engine>,
+        task_queue: Option<String>,
+    ) -> bool {
+        if !workers.open {
+            return false;
+        }
+        let n = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let shared = Arc::new(WorkerShared {
+            seq: n,
+            task_queue: task_queue.clone(),
+            state: Mutex::new(WorkerState {
+                info: WorkerInfo {
+                    id: format!("worker-{n}"),
+                    status: WorkerStatus::Idle,
+                    current_task: None,
+                    last_heartbeat: engine.clock.now_ms(),
+                    tasks_completed: 0,
+                    task_queue,
+                },
+                current: None,
+                seen_by_monitor: None,
+            }),
+            stop: CancellationToken::new(),
+            retire: AtomicBool::new(false),
+            frozen: AtomicBool::new(false),
+        });
+        let join = tokio::spawn(work(engine.clone(), shared.clone(), Arc::downgrade(self)));
+        workers.list.push(WorkerSlot {
+            shared,
+            join: Some(join),
+        });
+        true
+    }
+}
+
+/// The interval between a worker's beats (and between the monitor's checks), at least 1 ms.
+fn heartbeat_every(engine: &Engine) -> Millis {
+    duration_ms(engine.config.heartbeat_interval.0).max(1)
+}
+
+async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInner>) {
+    let every = heartbeat_every(&engine);
+    let next_tick = || {
+        engine
+            .clock
+            .sleep_until_background(engine.clock.now_ms().saturating_add(every))
+    };
+    let mut tick = next_tick();
+    let filter = match &shared.task_queue {
+        Some(q) => QueueFilter::Only(q),
+        None => QueueFilter::Any,
+    };
     loop {
-        let filter = match &task_queue {
-            Some(q) => QueueFilter::Only(q),
-            None => QueueFilter::Any,
-        };
-        let entry = tokio::select! {
-            biased;
-            _ = stop.cancelled() => break,
-            entry = engine.queue.pop(filter) => entry,
+        // Idle: wait for a task or a stop request, beating on every tick.
+        let entry = {
+            let mut pop = std::pin::pin!(engine.queue.pop(filter));
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = shared.stop.cancelled() => break None,
+                    entry = &mut pop => break entry,
+                    _ = &mut tick => {
+                        shared.beat(&mut shared.state.lock(), engine.clock.now_ms());
+                        tick = next_tick();
+                    }
+                }
+            }
         };
         let Some(entry) = entry else {
             break;
         };
         {
-            let mut info = info.lock();
-            info.status = WorkerStatus::Busy;
-            info.current_task = Some(entry.task.describe());
-            info.last_heartbeat = engine.clock.now_ms();
+            let mut state = shared.state.lock();
+            if state.info.status == WorkerStatus::Stopped {
+                // Declared dead while it was taking this task: give the task back and go.
+                drop(state);
+                engine.queue.push(entry);
+                return;
+            }
+            state.info.status = if shared.stop.is_cancelled() {
+                WorkerStatus::Stopping
+            } else {
+                WorkerStatus::Busy
+            };
+            state.info.current_task = Some(entry.task.describe());
+            state.current = Some(TaskRef::of(&entry.task));
+            shared.beat(&mut state, engine.clock.now_ms());
         }
-        match entry.task {
-            Task::Workflow { run_id } => engine.process_workflow(&run_id).await,
-            Task::Activity(task) => engine.run_activity(task).await,
+        {
+            // Busy: execute the task, beating on every tick between its polls.
+            let execute = async {
+                match entry.task {
+                    Task::Workflow { run_id } => engine.process_workflow(&run_id).await,
+                    Task::Activity(task) => engine.run_activity(task).await,
+                }
+            };
+            let mut execute = std::pin::pin!(execute);
+            loop {
+                tokio::select! {
+                    biased;
+                    _ = &mut execute => break,
+                    _ = &mut tick => {
+                        shared.beat(&mut shared.state.lock(), engine.clock.now_ms());
+                        tick = next_tick();
+                    }
+                }
+            }
+        }
+        {
+            let mut state = shared.state.lock();
+            if state.current.take().is_none() {
+                // Declared dead meanwhile: the monitor has handed the task on and accounted
+                // for it.
+                return;
+            }
+            state.info.tasks_completed += 1;
+            state.info.current_task = None;
+            shared.beat(&mut state, engine.clock.now_ms());
+            state.info.status = if shared.stop.is_cancelled() {
+                WorkerStatus::Stopping
+            } else {
+                WorkerStatus::Idle
+            };
         }
         engine.task_done();
-        let mut info = info.lock();
-        info.tasks_completed += 1;
-        info.current_task = None;
-        info.last_heartbeat = engine.clock.now_ms();
-        info.status = if stop.is_cancelled() {
-            WorkerStatus::Stopping
-        } else {
-            WorkerStatus::Idle
-        };
     }
-    let mut info = info.lock();
-    info.status = WorkerStatus::Stopped;
-    info.current_task = None;
+    {
+        let mut state = shared.state.lock();
+        if state.info.status == WorkerStatus::Stopped {
+            return;
+        }
+        state.info.status = WorkerStatus::Stopped;
+        state.info.current_task = None;
+    }
+    if shared.retire.load(Ordering::Acquire) {
+        if let Some(pool) = pool.upgrade() {
+            pool.workers
+                .lock()
+                .list
+                .retain(|w| !Arc::ptr_eq(&w.shared, &shared));
+        }
+    }
 }

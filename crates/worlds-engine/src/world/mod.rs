@@ -122,6 +122,8 @@ impl World {
             life.background
                 .push(tokio::spawn(self.engine.clone().timer_loop(stop.clone())));
             life.stop = Some(stop);
+            life.background.extend(self.workers.start(&self.engine));
+            self.engine.metrics.mark_started(self.engine.clock.now_ms());
         }
         for _ in 0..self.engine.config.min_workers {
             self.workers.spawn(&self.engine, None);
@@ -149,6 +151,7 @@ impl World {
             _ = self.workers.stop_all() => {}
             _ = grace => tracing::warn!("shutdown grace period over; abandoning tasks still running"),
         }
+        self.engine.metrics.mark_stopped();
         if let Some(stop) = stop {
             stop.cancel();
         }
@@ -254,9 +257,32 @@ impl World {
         self.engine.cancel_run(id, None).await
     }
 
-    /// Snapshots of the workers.
+    /// Snapshots of the workers: the running ones (grown and shrunk by the autoscaler), and
+    /// after `shutdown` the stopped ones, until the next `start`. Workers declared dead by the
+    /// liveness monitor are listed by [`World::dead_workers`] instead.
     pub fn get_workers(&self) -> Vec<WorkerInfo> {
         self.workers.infos()
+    }
+
+    /// Workers the liveness monitor declared dead (no heartbeat within `heartbeat_timeout`),
+    /// oldest first, the most recent 64. Each was replaced and its task handed to another
+    /// worker; `current_task` names that task.
+    pub fn dead_workers(&self) -> Vec<WorkerInfo> {
+        self.workers.dead()
+    }
+
+    /// The last heartbeat of every live worker, of the workers declared dead, and of the
+    /// activity attempts being executed, each marked `dead` if its silence exceeds its timeout.
+    pub async fn get_heartbeats(&self) -> Vec<crate::telemetry::HeartbeatEntry> {
+        self.workers.heartbeats(&self.engine).await
+    }
+
+    /// Metrics: uptime, worker and run counts, throughput over the last 60 s, and workload.
+    /// See [`WorldMetrics`](crate::WorldMetrics) for what each number counts.
+    pub fn get_metrics(&self) -> crate::telemetry::WorldMetrics {
+        self.engine
+            .metrics
+            .snapshot(self.engine.clock.now_ms(), self.workers.counts())
     }
 
     /// The configuration.
@@ -276,6 +302,10 @@ impl World {
 
     pub(crate) fn engine(&self) -> &Arc<Engine> {
         &self.engine
+    }
+
+    pub(crate) fn workers(&self) -> &WorkerPool {
+        &self.workers
     }
 }
 

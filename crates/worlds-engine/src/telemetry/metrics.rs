@@ -1,0 +1,381 @@
+//! World metrics: what `World::get_metrics()` reports, and the recorder that counts runs.
+//!
+//! Run counts come from the events the engine records: the recorder looks at every appended
+//! event that changes a run's status (`workflow_started`, `workflow_completed`…) and keeps
+//! gauges (queued, running) and counters (completed, failed). Events that do not change a
+//! status cost one cheap check and no lock.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::model::{Event, RunStatus};
+
+/// Length of the rolling window throughput is measured over: 60 s, as the specification sets.
+pub const THROUGHPUT_WINDOW_MS: Millis = 60_000;
+
+/// A snapshot of a world's activity, as `World::get_metrics()` reports it.
+///
+/// ```
+/// use worlds_engine::WorldMetrics;
+/// let idle = WorldMetrics::default();
+/// assert_eq!(idle.workload, 0.0);
+/// assert_eq!(idle.throughput.per_hour, 0);
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct WorldMetrics {
+    /// Milliseconds since the world was (last) started, on the world's clock; 0 while it is
+    /// not started.
+    pub uptime: u64,
+    /// Worker counts.
+    pub workers: WorkerMetrics,
+    /// Run counts.
+    pub workflows: WorkflowMetrics,
+    /// Completed runs per unit of time.
+    pub throughput: Throughput,
+    /// Busy workers divided by total workers, from 0 to 1; 0 when there are no workers.
+    pub workload: f64,
+}
+
+/// Worker counts in [`WorldMetrics`]. Every worker that has not stopped is counted, dedicated
+/// task-queue workers included.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkerMetrics {
+    /// `idle + busy`.
+    pub total: usize,
+    /// Workers waiting for a task.
+    pub idle: usize,
+    /// Workers executing a task, including one finishing its last task before it stops.
+    pub busy: usize,
+}
+
+/// Run counts in [`WorldMetrics`].
+///
+/// `queued` and `running` are the runs in those statuses now; `completed` and `failed` count
+/// the runs that reached that status since the world was created. Cancelled runs are counted in
+/// neither; a failed run that is then compensated stays counted once, as failed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkflowMetrics {
+    /// Runs accepted and not yet started (status `pending`).
+    pub queued: usize,
+    /// Runs started and not finished (status `running`), or running their compensations
+    /// (`compensating`). A run waiting on a timer or a step counts as running.
+    pub running: usize,
+    /// Runs that completed.
+    pub completed: u64,
+    /// Runs that failed.
+    pub failed: u64,
+}
+
+/// Throughput in [`WorldMetrics`], measured over the last [`THROUGHPUT_WINDOW_MS`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Throughput {
+    /// Runs that completed in the last 60 s.
+    pub per_minute: u64,
+    /// `per_minute × 60`: the last minute's rate extrapolated to an hour, not a count of the
+    /// last hour.
+    pub per_hour: u64,
+}
+
+/// Counts runs by status from the events the engine records.
+#[derive(Default)]
+pub(crate) struct MetricsRecorder {
+    inner: Mutex<Counts>,
+    started_at: Mutex<Option<Millis>>,
+}
+
+#[derive(Default)]
+struct Counts {
+    /// Status and last applied `seq` of every run that is not finished, plus finished runs
+    /// for a while (see `finished`).
+    runs: HashMap<Arc<str>, Tracked>,
+    queued: usize,
+    running: usize,
+    completed: u64,
+    failed: u64,
+    /// Completion times within the throughput window, oldest first.
+    recent: VecDeque<Millis>,
+    /// Runs that reached a terminal status, with when. Their entries in `runs` are kept for a
+    /// window so that a status change recorded earlier but reported late (two appends to one
+    /// run racing on two threads) is recognised as stale by its `seq` and ignored.
+    finished: VecDeque<(Millis, Arc<str>)>,
+}
+
+#[derive(Clone, Copy)]
+struct Tracked {
+    status: RunStatus,
+    seq: u64,
+}
+
+impl Counts {
+    fn apply(&mut self, run_id: &str, seq: u64, status: RunStatus, at: Millis) {
+        let previous = match self.runs.get(run_id) {
+            Some(t) if t.seq >= seq => return,
+            Some(t) => Some(t.status),
+            None => None,
+        };
+        if previous == Some(status) {
+            return;
+        }
+        match previous {
+            Some(RunStatus::Pending) => self.queued = self.queued.saturating_sub(1),
+            Some(RunStatus::Running | RunStatus::Compensating) => {
+                self.running = self.running.saturating_sub(1)
+            }
+            _ => {}
+        }
+        match status {
+            RunStatus::Pending => self.queued += 1,
+            RunStatus::Running | RunStatus::Compensating => self.running += 1,
+            RunStatus::Completed => {
+                self.completed += 1;
+                self.recent.push_back(at);
+            }
+            RunStatus::Failed => self.failed += 1,
+            RunStatus::Cancelled | RunStatus::Compensated => {}
+        }
+        let key: Arc<str> = Arc::from(run_id);
+        if status.is_terminal() {
+            self.finished.push_back((at, key.clone()));
+        }
+        self.runs.insert(key, Tracked { status, seq });
+        self.prune(at);
+    }
+
+    fn prune(&mut self, now: Millis) {
+        let horizon = now.saturating_sub(THROUGHPUT_WINDOW_MS);
+        while self.recent.front().is_some_and(|at| *at <= horizon) {
+            self.recent.pop_front();
+        }
+        while self.finished.front().is_some_and(|(at, _)| *at <= horizon) {
+            if let Some((_, run_id)) = self.finished.pop_front() {
+                // Not if it moved on since (failed → compensating).
+                if self
+                    .runs
+                    .get(&run_id)
+                    .is_some_and(|t| t.status.is_terminal())
+                {
+                    self.runs.remove(&run_id);
+                }
+            }
+        }
+    }
+}
+
+impl MetricsRecorder {
+    /// A run was accepted (its `workflow_queued` event, `seq` 0, is stored).
+    pub(crate) fn run_created(&self, run_id: &str, at: Millis) {
+        self.inner.lock().apply(run_id, 0, RunStatus::Pending, at);
+    }
+
+    /// A run read back from the store on start (recovery). Runs already tracked are left as
+    /// they are.
+    pub(crate) fn run_adopted(&self, run_id: &str, status: RunStatus, at: Millis) {
+        let mut counts = self.inner.lock();
+        if !counts.runs.contains_key(run_id) {
+            counts.apply(run_id, 0, status, at);
+        }
+    }
+
+    /// Events were appended to a run: counts its status changes.
+    pub(crate) fn record(&self, run_id: &str, events: &[Event]) {
+        let mut changes = events
+            .iter()
+            .filter_map(|e| e.kind.status_change().map(|s| (e.seq, s, e.timestamp)))
+            .peekable();
+        if changes.peek().is_none() {
+            return;
+        }
+        let mut counts = self.inner.lock();
+        for (seq, status, at) in changes {
+            counts.apply(run_id, seq, status, at);
+        }
+    }
+
+    /// The world started at `now`: uptime counts from here.
+    pub(crate) fn mark_started(&self, now: Millis) {
+        *self.started_at.lock() = Some(now);
+    }
+
+    /// The world stopped: uptime is 0 until it starts again.
+    pub(crate) fn mark_stopped(&self) {
+        *self.started_at.lock() = None;
+    }
+
+    /// The metrics at `now`, with the worker counts given.
+    pub(crate) fn snapshot(&self, now: Millis, workers: WorkerMetrics) -> WorldMetrics {
+        let uptime = self
+            .started_at
+            .lock()
+            .map(|at| now.saturating_sub(at).max(0) as u64)
+            .unwrap_or(0);
+        let mut counts = self.inner.lock();
+        counts.prune(now);
+        let per_minute = counts.recent.len() as u64;
+        WorldMetrics {
+            uptime,
+            workers,
+            workflows: WorkflowMetrics {
+                queued: counts.queued,
+                running: counts.running,
+                completed: counts.completed,
+                failed: counts.failed,
+            },
+            throughput: Throughput {
+                per_minute,
+                per_hour: per_minute * 60,
+            },
+            workload: workload(workers.busy, workers.total),
+        }
+    }
+}
+
+/// Busy over total, 0 when there are no workers.
+pub(crate) fn workload(busy: usize, total: usize) -> f64 {
+    if total == 0 {
+        0.0
+    } else {
+        busy as f64 / total as f64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{EventKind, EVENT_FORMAT_VERSION};
+
+    /// Records a status change of run `run` at `seq`, as `record` would for its event.
+    fn change(m: &MetricsRecorder, run: &str, seq: u64, status: RunStatus, at: Millis) {
+        m.inner.lock().apply(run, seq, status, at);
+    }
+
+    fn workflows(m: &MetricsRecorder, now: Millis) -> WorkflowMetrics {
+        m.snapshot(now, WorkerMetrics::default()).workflows
+    }
+
+    #[test]
+    fn runs_move_from_queued_to_running_to_finished() {
+        let m = MetricsRecorder::default();
+        m.run_created("a", 0);
+        m.run_created("b", 0);
+        m.run_created("c", 0);
+        let w = workflows(&m, 0);
+        assert_eq!((w.queued, w.running), (3, 0));
+        change(&m, "a", 1, RunStatus::Running, 10);
+        change(&m, "b", 1, RunStatus::Running, 10);
+        let w = workflows(&m, 10);
+        assert_eq!((w.queued, w.running), (1, 2));
+        change(&m, "a", 5, RunStatus::Completed, 20);
+        change(&m, "b", 3, RunStatus::Failed, 20);
+        change(&m, "c", 1, RunStatus::Cancelled, 20);
+        let expected = WorkflowMetrics {
+            queued: 0,
+            running: 0,
+            completed: 1,
+            failed: 1,
+        };
+        assert_eq!(workflows(&m, 20), expected);
+    }
+
+    #[test]
+    fn record_counts_only_status_changes() {
+        let m = MetricsRecorder::default();
+        m.run_created("a", 0);
+        let event = |seq, kind| Event {
+            id: format!("evnt_{seq}"),
+            run_id: "a".into(),
+            seq,
+            timestamp: 5,
+            version: EVENT_FORMAT_VERSION,
+            kind,
+        };
+        m.record("a", &[event(1, EventKind::TimerFired { position: 0 })]);
+        assert_eq!(workflows(&m, 5).queued, 1);
+        m.record(
+            "a",
+            &[event(2, EventKind::WorkflowCancelled { reason: None })],
+        );
+        assert_eq!(workflows(&m, 5).queued, 0);
+    }
+
+    #[test]
+    fn a_stale_change_reported_late_is_ignored() {
+        let m = MetricsRecorder::default();
+        m.run_created("a", 0);
+        // The cancel (seq 2) is reported before the start (seq 1) that preceded it.
+        change(&m, "a", 2, RunStatus::Cancelled, 5);
+        change(&m, "a", 1, RunStatus::Running, 4);
+        m.run_created("a", 0);
+        let w = workflows(&m, 5);
+        assert_eq!((w.queued, w.running), (0, 0));
+    }
+
+    #[test]
+    fn adopted_runs_are_counted_once() {
+        let m = MetricsRecorder::default();
+        m.run_adopted("a", RunStatus::Pending, 0);
+        m.run_adopted("b", RunStatus::Running, 0);
+        m.run_adopted("b", RunStatus::Running, 0);
+        let w = workflows(&m, 0);
+        assert_eq!((w.queued, w.running), (1, 1));
+    }
+
+    #[test]
+    fn compensation_counts_as_running_and_the_failure_once() {
+        let m = MetricsRecorder::default();
+        m.run_created("a", 0);
+        change(&m, "a", 1, RunStatus::Running, 0);
+        change(&m, "a", 2, RunStatus::Failed, 1);
+        change(&m, "a", 3, RunStatus::Compensating, 2);
+        let w = workflows(&m, 2);
+        assert_eq!((w.running, w.failed), (1, 1));
+        change(&m, "a", 4, RunStatus::Compensated, 3);
+        let w = workflows(&m, 3);
+        assert_eq!((w.running, w.failed, w.completed), (0, 1, 0));
+    }
+
+    #[test]
+    fn throughput_counts_completions_of_the_last_minute() {
+        let m = MetricsRecorder::default();
+        for (i, at) in [0, 30_000, 59_999].into_iter().enumerate() {
+            let id = format!("r{i}");
+            m.run_created(&id, at);
+            change(&m, &id, 1, RunStatus::Running, at);
+            change(&m, &id, 2, RunStatus::Completed, at);
+        }
+        let t = m.snapshot(59_999, WorkerMetrics::default()).throughput;
+        assert_eq!((t.per_minute, t.per_hour), (3, 180));
+        // At 60 s the first completion (at 0) is a full window old.
+        let at = |now| {
+            m.snapshot(now, WorkerMetrics::default())
+                .throughput
+                .per_minute
+        };
+        assert_eq!(at(60_000), 2);
+        assert_eq!(at(200_000), 0);
+        assert_eq!(workflows(&m, 200_000).completed, 3);
+        // Finished runs are forgotten once the window has passed.
+        assert!(m.inner.lock().runs.is_empty());
+    }
+
+    #[test]
+    fn uptime_and_workload() {
+        let m = MetricsRecorder::default();
+        let workers = WorkerMetrics {
+            total: 4,
+            idle: 1,
+            busy: 3,
+        };
+        assert_eq!(m.snapshot(500, workers).uptime, 0, "not started");
+        m.mark_started(1_000);
+        let s = m.snapshot(3_500, workers);
+        assert_eq!(s.uptime, 2_500);
+        assert_eq!(s.workload, 0.75);
+        m.mark_stopped();
+        assert_eq!(m.snapshot(4_000, workers).uptime, 0);
+        assert_eq!(workload(0, 0), 0.0);
+    }
+}

@@ -228,7 +228,7 @@ impl RunStore for CountingStore {
     async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
         self.inner.get_activity(run_id, position).await
     }
-    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Event>, WorldError> {
+    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
         if from_seq == 0 {
             self.full_reads.fetch_add(1, Ordering::SeqCst);
         }

@@ -328,7 +328,7 @@ impl Engine {
         &self,
         core: &RunCore,
         commands: Vec<NewCommand>,
-    ) -> Result<Option<Vec<crate::model::Event>>, WorldError> {
+    ) -> Result<Option<Vec<Arc<crate::model::Event>>>, WorldError> {
         let run_id = core.info.run_id.as_str();
         let mut events = Vec::with_capacity(commands.len());
         let mut steps = Vec::new();

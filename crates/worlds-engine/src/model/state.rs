@@ -222,12 +222,13 @@ impl WorkflowState {
     }
 
     /// Rebuilds the state from a whole history.
-    pub fn from_history(events: &[Event]) -> Result<Self, WorldError> {
+    pub fn from_history<E: std::borrow::Borrow<Event>>(events: &[E]) -> Result<Self, WorldError> {
         let (first, rest) = events
             .split_first()
             .ok_or_else(|| WorldError::Internal("empty history".into()))?;
-        let mut state = Self::from_first_event(first)?;
+        let mut state = Self::from_first_event(first.borrow())?;
         for event in rest {
+            let event = event.borrow();
             state.check(&event.kind)?;
             state.apply(event);
         }

@@ -20,7 +20,7 @@ const DEFAULT_PAGE: usize = 100;
 
 struct Entry {
     state: WorkflowState,
-    history: Vec<Event>,
+    history: Vec<Arc<Event>>,
 }
 
 type Shared = Arc<Mutex<Entry>>;
@@ -141,7 +141,7 @@ impl RunStore for MemoryStore {
         }
         let entry = Entry {
             state,
-            history: vec![first],
+            history: vec![Arc::new(first)],
         };
         self.runs.write().insert(id, Arc::new(Mutex::new(entry)));
         Ok(())
@@ -151,7 +151,7 @@ impl RunStore for MemoryStore {
         let shared = self
             .entry(run_id)
             .ok_or_else(|| WorldError::not_found("run", run_id))?;
-        let (before, after) = {
+        let (before, after, events) = {
             let mut entry = shared.lock();
             let before = entry.state.status;
             // All or nothing. Each event is checked against the state the earlier ones left,
@@ -168,8 +168,9 @@ impl RunStore for MemoryStore {
                 event.seq = first_seq + i as u64;
                 entry.state.apply(event);
             }
+            let events: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
             entry.history.extend(events.iter().cloned());
-            (before, entry.state.status)
+            (before, entry.state.status, events)
         };
         if before != after {
             // Index first, then the run: the order `list_runs` takes them in. The status is
@@ -198,7 +199,7 @@ impl RunStore for MemoryStore {
             .ok_or_else(|| WorldError::not_found("activity", format!("{run_id}#{position}")))
     }
 
-    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Event>, WorldError> {
+    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
         let shared = self
             .entry(run_id)
             .ok_or_else(|| WorldError::not_found("run", run_id))?;

@@ -8,6 +8,8 @@
 
 mod memory;
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +25,7 @@ pub use memory::MemoryStore;
 #[derive(Debug, Clone, PartialEq)]
 pub struct Appended {
     /// The events as stored, with their `seq` numbers.
-    pub events: Vec<Event>,
+    pub events: Vec<Arc<Event>>,
     /// The run's status after the append.
     pub status: RunStatus,
 }
@@ -48,7 +50,10 @@ pub trait RunStore: Send + Sync {
     async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError>;
 
     /// The run's events with `seq >= from_seq`, in order.
-    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Event>, WorldError>;
+    ///
+    /// Events are shared (`Arc`): a store that keeps them in memory hands out references to
+    /// the same immutable records instead of copies.
+    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError>;
 
     /// Runs matching the filter, newest first, one page at a time (history left out).
     async fn list_runs(

@@ -181,7 +181,7 @@ impl MetricsRecorder {
     }
 
     /// Events were appended to a run: counts its status changes.
-    pub(crate) fn record(&self, run_id: &str, events: &[Event]) {
+    pub(crate) fn record(&self, run_id: &str, events: &[Arc<Event>]) {
         let mut changes = events
             .iter()
             .filter_map(|e| e.kind.status_change().map(|s| (e.seq, s, e.timestamp)))
@@ -292,11 +292,17 @@ mod tests {
             version: EVENT_FORMAT_VERSION,
             kind,
         };
-        m.record("a", &[event(1, EventKind::TimerFired { position: 0 })]);
+        m.record(
+            "a",
+            &[Arc::new(event(1, EventKind::TimerFired { position: 0 }))],
+        );
         assert_eq!(workflows(&m, 5).queued, 1);
         m.record(
             "a",
-            &[event(2, EventKind::WorkflowCancelled { reason: None })],
+            &[Arc::new(event(
+                2,
+                EventKind::WorkflowCancelled { reason: None },
+            ))],
         );
         assert_eq!(workflows(&m, 5).queued, 0);
     }

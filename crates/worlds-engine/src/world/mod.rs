@@ -314,6 +314,12 @@ pub(crate) async fn query_with_history(
     id: &str,
 ) -> Result<WorkflowState, WorldError> {
     let mut state = engine.store.get_run(id, ResolveData::All).await?;
-    state.history = engine.store.history(&state.id, 0).await?;
+    state.history = engine
+        .store
+        .history(&state.id, 0)
+        .await?
+        .into_iter()
+        .map(Arc::unwrap_or_clone)
+        .collect();
     Ok(state)
 }

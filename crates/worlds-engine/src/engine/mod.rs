@@ -56,15 +56,6 @@ pub(crate) enum Task {
     Activity(ActivityTask),
 }
 
-impl Task {
-    pub(crate) fn describe(&self) -> String {
-        match self {
-            Task::Workflow { run_id } => format!("workflow {run_id}"),
-            Task::Activity(a) => format!("activity '{}' of {} (#{})", a.name, a.run_id, a.position),
-        }
-    }
-}
-
 /// One attempt of an activity, as queued.
 pub(crate) struct ActivityTask {
     pub(crate) run_id: Arc<str>,

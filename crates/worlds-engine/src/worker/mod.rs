@@ -84,6 +84,18 @@ enum TaskRef {
 }
 
 impl TaskRef {
+    /// What the task is, for people.
+    pub(super) fn describe(&self) -> String {
+        match self {
+            TaskRef::Workflow { run_id } => format!("workflow {run_id}"),
+            TaskRef::Activity {
+                run_id,
+                position,
+                attempt,
+            } => format!("step #{position} of {run_id} (attempt {attempt})"),
+        }
+    }
+
     fn of(task: &Task) -> TaskRef {
         match task {
             Task::Workflow { run_id } => TaskRef::Workflow {
@@ -204,7 +216,13 @@ impl WorkerPool {
             .lock()
             .list
             .iter()
-            .map(|w| w.shared.state.lock().info.clone())
+            .map(|w| {
+                let state = w.shared.state.lock();
+                let mut info = state.info.clone();
+                // Described on demand: formatting it for every task costs more than the task.
+                info.current_task = state.current.as_ref().map(TaskRef::describe);
+                info
+            })
             .collect()
     }
 
@@ -388,7 +406,6 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
             } else {
                 WorkerStatus::Busy
             };
-            state.info.current_task = Some(entry.task.describe());
             state.current = Some(TaskRef::of(&entry.task));
             shared.beat(&mut state, engine.clock.now_ms());
         }

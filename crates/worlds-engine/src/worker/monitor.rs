@@ -86,8 +86,10 @@ impl PoolInner {
                         && now.saturating_sub(last) > timeout
                     {
                         state.info.status = WorkerStatus::Stopped;
+                        let mut info = state.info.clone();
+                        info.current_task = state.current.as_ref().map(TaskRef::describe);
                         Some(Dead {
-                            info: state.info.clone(),
+                            info,
                             task: state.current.take(),
                             retiring: shared.stop.is_cancelled(),
                         })
@@ -212,7 +214,7 @@ impl WorkerPool {
                     id: state.info.id.clone(),
                     kind: HeartbeatKind::Worker,
                     last_beat: state.info.last_heartbeat,
-                    message: state.info.current_task.clone(),
+                    message: state.current.as_ref().map(TaskRef::describe),
                     dead: overdue(state.info.last_heartbeat, timeout),
                 });
                 if let Some(TaskRef::Activity {

@@ -296,3 +296,34 @@ async fn awaiting_a_non_command_future_fails_the_run_loudly() {
     assert_eq!(error.code.as_deref(), Some("NOT_A_COMMAND"));
     assert!(error.message.contains("ctx.sleep"), "{}", error.message);
 }
+
+/// With a cache far smaller than the number of live runs, runs are evicted and resume by
+/// replay; every one still finishes with each step run once.
+#[tokio::test]
+async fn a_small_run_cache_evicts_and_replays_without_rerunning_steps() {
+    let calls = Counter::default();
+    let step = add_one("cached-step", &calls);
+    let s = step.clone();
+    let flow = workflow("crowd", move |ctx: WorkflowContext, n: u64| {
+        let s = s.clone();
+        async move {
+            let a = ctx.run(&s, n).await?;
+            ctx.sleep("1m").await?;
+            Ok::<_, WorkflowError>(ctx.run(&s, a).await?)
+        }
+    });
+    let mut config = common::memory_config();
+    config.max_cached_runs = 5;
+    let t = common::test_world_with(Mode::Cached, config).await;
+    t.register(&step).unwrap().register(&flow).unwrap();
+    let mut runs = Vec::new();
+    for n in 0..40 {
+        runs.push(t.execute(&flow, n, WorkflowOptions::default()).await.unwrap());
+    }
+    t.advance("1m").await;
+    for (n, run) in runs.iter().enumerate() {
+        t.run_until_complete(&run.id, "1h").await.unwrap();
+        assert_eq!(run.result().await.unwrap(), n as u64 + 2);
+    }
+    assert_eq!(calls.get(), 80);
+}

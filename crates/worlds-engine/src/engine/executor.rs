@@ -104,6 +104,7 @@ impl Engine {
             match outcome {
                 Ok(Outcome::Waiting(live)) if !self.config.evict_after_every_task => {
                     slot.cached = Some(live);
+                    slot.last_used = self.use_clock.fetch_add(1, Ordering::Relaxed);
                     self.cached_runs.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok(Outcome::Waiting(_) | Outcome::Dormant) => {
@@ -129,19 +130,29 @@ impl Engine {
     }
 
     /// Evicts cached runs beyond the configured bound; they resume by replay when needed.
+    ///
+    /// The least recently used go first. Eviction brings the cache down to 90 % of the bound,
+    /// so the scan it needs happens once per many tasks rather than on every one.
     fn trim_cache(&self, just_ran: &str) {
         let limit = self.config.max_cached_runs;
         if self.cached_runs.load(Ordering::Relaxed) <= limit {
             return;
         }
+        let target = limit - limit / 10;
         let mut runs = self.runs.lock();
-        for (id, slot) in runs.iter_mut() {
-            if self.cached_runs.load(Ordering::Relaxed) <= limit {
-                break;
-            }
-            if &**id != just_ran && !slot.executing && slot.cached.take().is_some() {
-                slot.core = None;
-                self.cached_runs.fetch_sub(1, Ordering::Relaxed);
+        let mut candidates: Vec<(u64, Arc<str>)> = runs
+            .iter()
+            .filter(|(id, slot)| &***id != just_ran && !slot.executing && slot.cached.is_some())
+            .map(|(id, slot)| (slot.last_used, id.clone()))
+            .collect();
+        candidates.sort_unstable_by_key(|(used, _)| *used);
+        let excess = self.cached_runs.load(Ordering::Relaxed).saturating_sub(target);
+        for (_, id) in candidates.into_iter().take(excess) {
+            if let Some(slot) = runs.get_mut(&id) {
+                if slot.cached.take().is_some() {
+                    slot.core = None;
+                    self.cached_runs.fetch_sub(1, Ordering::Relaxed);
+                }
             }
         }
     }

@@ -90,6 +90,8 @@ struct RunSlot {
     cached: Option<executor::LiveRun>,
     /// The live run's core, also while a worker holds the run (for cancellation).
     core: Option<Arc<RunCore>>,
+    /// When the run was last cached, on `Engine::use_clock`: eviction takes the oldest first.
+    last_used: u64,
 }
 
 /// Counters the test harness and metrics read.
@@ -116,6 +118,8 @@ pub(crate) struct Engine {
     pub(crate) accepting: AtomicBool,
     runs: Mutex<FxHashMap<Arc<str>, RunSlot>>,
     cached_runs: AtomicUsize,
+    /// A counter that orders cache uses.
+    use_clock: AtomicU64,
     waiters: Mutex<FxHashMap<String, Vec<oneshot::Sender<()>>>>,
     cancels: Mutex<FxHashMap<String, CancellationToken>>,
     /// Run counts for `World::get_metrics()`, kept from the recorded events.
@@ -136,6 +140,7 @@ impl Engine {
             accepting: AtomicBool::new(true),
             runs: Mutex::new(FxHashMap::default()),
             cached_runs: AtomicUsize::new(0),
+            use_clock: AtomicU64::new(0),
             waiters: Mutex::new(FxHashMap::default()),
             cancels: Mutex::new(FxHashMap::default()),
             metrics: Default::default(),

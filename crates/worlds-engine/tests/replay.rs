@@ -318,7 +318,11 @@ async fn a_small_run_cache_evicts_and_replays_without_rerunning_steps() {
     t.register(&step).unwrap().register(&flow).unwrap();
     let mut runs = Vec::new();
     for n in 0..40 {
-        runs.push(t.execute(&flow, n, WorkflowOptions::default()).await.unwrap());
+        runs.push(
+            t.execute(&flow, n, WorkflowOptions::default())
+                .await
+                .unwrap(),
+        );
     }
     t.advance("1m").await;
     for (n, run) in runs.iter().enumerate() {

@@ -146,7 +146,10 @@ impl Engine {
             .map(|(id, slot)| (slot.last_used, id.clone()))
             .collect();
         candidates.sort_unstable_by_key(|(used, _)| *used);
-        let excess = self.cached_runs.load(Ordering::Relaxed).saturating_sub(target);
+        let excess = self
+            .cached_runs
+            .load(Ordering::Relaxed)
+            .saturating_sub(target);
         for (_, id) in candidates.into_iter().take(excess) {
             if let Some(slot) = runs.get_mut(&id) {
                 if slot.cached.take().is_some() {

@@ -391,7 +391,7 @@ impl Engine {
                             workflow_id: core.info.workflow_id.clone(),
                             activity_id,
                             position,
-                            name,
+                            name: name.into(),
                             input,
                             attempt: 1,
                             options,

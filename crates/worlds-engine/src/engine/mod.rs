@@ -62,7 +62,7 @@ pub(crate) struct ActivityTask {
     pub(crate) workflow_id: String,
     pub(crate) activity_id: String,
     pub(crate) position: u32,
-    pub(crate) name: String,
+    pub(crate) name: Arc<str>,
     pub(crate) input: Payload,
     pub(crate) attempt: u32,
     pub(crate) options: Option<ActivityOptions>,

@@ -78,6 +78,7 @@ enum TaskRef {
     },
     Activity {
         run_id: Arc<str>,
+        name: Arc<str>,
         position: u32,
         attempt: u32,
     },
@@ -90,9 +91,10 @@ impl TaskRef {
             TaskRef::Workflow { run_id } => format!("workflow {run_id}"),
             TaskRef::Activity {
                 run_id,
+                name,
                 position,
                 attempt,
-            } => format!("step #{position} of {run_id} (attempt {attempt})"),
+            } => format!("activity '{name}' of {run_id} (#{position}, attempt {attempt})"),
         }
     }
 
@@ -103,6 +105,7 @@ impl TaskRef {
             },
             Task::Activity(a) => TaskRef::Activity {
                 run_id: a.run_id.clone(),
+                name: a.name.clone(),
                 position: a.position,
                 attempt: a.attempt,
             },

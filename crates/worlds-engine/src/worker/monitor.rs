@@ -144,6 +144,7 @@ async fn hand_off(engine: &Arc<Engine>, task: TaskRef) {
             run_id,
             position,
             attempt,
+            ..
         } => {
             let state = engine.store.get_activity(&run_id, position).await;
             match state {
@@ -161,7 +162,7 @@ async fn hand_off(engine: &Arc<Engine>, task: TaskRef) {
                         workflow_id,
                         activity_id: a.id,
                         position,
-                        name: a.name,
+                        name: a.name.into(),
                         input: a.input.unwrap_or_else(Payload::null),
                         attempt,
                         options: a.options,
@@ -221,6 +222,7 @@ impl WorkerPool {
                     run_id,
                     position,
                     attempt,
+                    ..
                 }) = &state.current
                 {
                     activities.push((run_id.clone(), *position, *attempt));

@@ -82,3 +82,8 @@ pub mod prelude {
         WorldConfig, WorldError,
     };
 }
+
+/// The README's code, compiled as a doctest so it cannot drift from the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;

@@ -2,7 +2,7 @@
 //! `pub async fn` checks over `Arc<dyn Store>` and run against each backend.
 //!
 //! To add a backend, add one line at the bottom:
-//! `conformance!(file, || -> Arc<dyn Store> { Arc::new(FileStore::open(tempdir)) });`
+//! `conformance!(file, || -> Arc<dyn Store> { Arc::new(FileStore::open(dir).unwrap()) });`
 
 // The checks are `pub` so they can move into a shared module other crates' tests reuse.
 #![allow(unreachable_pub)]
@@ -15,7 +15,7 @@ use serde_json::json;
 use worlds_engine::clock::{Clock, Millis, VirtualClock};
 use worlds_engine::ids::IdGenerator;
 use worlds_engine::model::EVENT_FORMAT_VERSION;
-use worlds_engine::store::{MemoryStore, Store, Timer, TimerKind};
+use worlds_engine::store::{FileStore, MemoryStore, Store, Timer, TimerKind};
 use worlds_engine::{
     ActivityStatus, ErrorKind, Event, EventKind, Payload, ResolveData, RunStatus, StructuredError,
     WorkflowQueryFilter, WorldError,
@@ -881,4 +881,10 @@ macro_rules! conformance {
 
 conformance!(memory, || -> Arc<dyn Store> {
     Arc::new(MemoryStore::new())
+});
+
+conformance!(file, || -> Arc<dyn Store> {
+    // The directory must outlive the store: keep it for the test process's life.
+    let dir = tempfile::tempdir().unwrap().keep();
+    Arc::new(FileStore::open(dir).unwrap())
 });

@@ -44,9 +44,10 @@ fn default_config_has_the_documented_defaults() {
 
 #[test]
 fn default_hybrid_world_is_unsupported_with_a_helpful_message() {
-    for persistence in [Persistence::Hybrid, Persistence::File] {
-        let mut config = WorldConfig::default();
-        config.persistence = persistence;
+    {
+        let persistence = Persistence::Hybrid;
+        let config = WorldConfig::default();
+        assert_eq!(config.persistence, persistence);
         let err = World::new(config).unwrap_err();
         assert!(matches!(err, WorldError::Unsupported(_)), "{err:?}");
         assert_eq!(err.kind(), ErrorKind::Unsupported);
@@ -63,6 +64,17 @@ fn default_hybrid_world_is_unsupported_with_a_helpful_message() {
     }
     // The memory preset is accepted.
     World::new(WorldConfig::memory()).unwrap();
+}
+
+#[test]
+fn file_persistence_opens_a_file_store_at_the_persistence_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = WorldConfig::default();
+    config.persistence = Persistence::File;
+    config.persistence_path = dir.path().join("store");
+    World::new(config).unwrap();
+    assert!(dir.path().join("store/state/format.json").exists());
+    assert!(dir.path().join("store/workflows").is_dir());
 }
 
 #[test]

@@ -6,6 +6,7 @@
 //! the same rules ([`WorkflowState::check`] and [`WorkflowState::apply`]), so they agree on
 //! what a history means; one conformance suite (`tests/store_conformance.rs`) runs against each.
 
+mod file;
 mod memory;
 
 use std::sync::Arc;
@@ -19,6 +20,7 @@ use crate::model::{
     ActivityState, Event, Page, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState,
 };
 
+pub use file::FileStore;
 pub use memory::MemoryStore;
 
 /// The result of an append.

@@ -18,7 +18,7 @@ use crate::engine::Engine;
 use crate::error::WorldError;
 use crate::model::{Page, ResolveData, WorkflowOptions, WorkflowQueryFilter, WorkflowState};
 use crate::payload::Payload;
-use crate::store::{MemoryStore, Store};
+use crate::store::{FileStore, MemoryStore, Store};
 use crate::worker::{WorkerInfo, WorkerPool};
 
 pub use config::{Persistence, WorldConfig};
@@ -73,8 +73,9 @@ impl std::fmt::Debug for World {
 impl World {
     /// A world with this configuration, on the system clock.
     ///
-    /// Only `Persistence::Memory` is available in this build; file and hybrid storage report
-    /// an `Unsupported` error rather than silently keeping everything in memory.
+    /// `Persistence::Memory` and `Persistence::File` (a [`FileStore`] at `persistence_path`;
+    /// an error opening it is returned) are available in this build; hybrid storage reports an
+    /// `Unsupported` error rather than silently keeping everything in memory.
     pub fn new(config: WorldConfig) -> Result<World, WorldError> {
         World::with_clock(config, Arc::new(SystemClock))
     }
@@ -84,9 +85,10 @@ impl World {
         config.validate()?;
         let store: Arc<dyn Store> = match config.persistence {
             crate::Persistence::Memory => Arc::new(MemoryStore::new()),
+            crate::Persistence::File => Arc::new(FileStore::open(&config.persistence_path)?),
             other => {
                 return Err(WorldError::Unsupported(format!(
-                    "persistence mode {other:?} is not available in this build yet; use Persistence::Memory (WorldConfig::memory())"
+                    "persistence mode {other:?} is not available in this build yet; use Persistence::File (durable, under persistence_path) or Persistence::Memory (WorldConfig::memory())"
                 )))
             }
         };

@@ -1,0 +1,509 @@
+//! The file store: a [`MemoryStore`] for every read, in front of a write-ahead, append-only
+//! event log per run on disk.
+//!
+//! Layout under the root directory:
+//!
+//! ```text
+//! root/
+//!   state/format.json                 {"format": 1}
+//!   workflows/{run_id}.events.ndjson  one JSON event per line, in seq order
+//! ```
+//!
+//! Every acknowledged `create_run` and `append` is on disk (`sync_data`) before it returns.
+//! On [`FileStore::open`] each log is read back and replayed through the memory store, which
+//! checks every event with the same rules it applies to live writes. A torn last line (a crash
+//! mid-write, never acknowledged) is cut off with a warning; corruption anywhere else makes
+//! `open` fail with the file and byte offset, so no data is ever dropped silently.
+//!
+//! Timers are kept in memory only: on start the engine re-arms every timer from run history
+//! (see `engine::recovery`), so they need no file of their own.
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::error::WorldError;
+use crate::model::{
+    ActivityState, Event, Page, ResolveData, WorkflowQueryFilter, WorkflowState,
+    EVENT_FORMAT_VERSION,
+};
+
+use super::{Appended, MemoryStore, RunStore, Timer, TimerStore};
+
+/// The on-disk layout version this build reads and writes.
+const STORE_FORMAT: u32 = 1;
+/// Extension of a run's event log.
+const LOG_SUFFIX: &str = ".events.ndjson";
+/// Extension of a file being created (renamed into place once complete).
+const TMP_SUFFIX: &str = ".tmp";
+/// Longest run id accepted as a file name.
+const MAX_RUN_ID_LEN: usize = 200;
+
+#[derive(Serialize, Deserialize)]
+struct FormatFile {
+    format: u32,
+}
+
+/// The open log of one run.
+struct RunLog {
+    path: PathBuf,
+    /// `None` while the run is being created (or if its creation was refused).
+    file: Option<File>,
+    /// A write failed after memory accepted events: memory and disk disagree.
+    broken: bool,
+}
+
+/// Per-run log behind an async mutex: it is held across the memory append and the disk write,
+/// so two appends to one run reach the file in `seq` order.
+type Slot = Arc<tokio::sync::Mutex<RunLog>>;
+
+/// Durable storage: a [`MemoryStore`] answers every read and query, and each run's history is
+/// also written to an append-only, fsynced log file (`Persistence::File`).
+///
+/// ```
+/// use worlds_engine::store::FileStore;
+/// let dir = std::env::temp_dir().join(format!("worlds-doc-{}", std::process::id()));
+/// let store = FileStore::open(&dir)?;
+/// assert!(dir.join("state/format.json").exists());
+/// # drop(store);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok::<(), worlds_engine::WorldError>(())
+/// ```
+pub struct FileStore {
+    root: PathBuf,
+    workflows: PathBuf,
+    memory: MemoryStore,
+    logs: Mutex<HashMap<String, Slot>>,
+}
+
+impl std::fmt::Debug for FileStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileStore")
+            .field("root", &self.root)
+            .field("runs", &self.logs.lock().len())
+            .finish()
+    }
+}
+
+fn io_error(what: &str, path: &Path, err: std::io::Error) -> WorldError {
+    WorldError::Internal(format!("file store: {what} {}: {err}", path.display()))
+}
+
+/// Makes a rename or a new file in `dir` durable. Directories cannot be opened for syncing on
+/// every platform; where they cannot, this is a no-op.
+fn sync_dir(dir: &Path) -> Result<(), WorldError> {
+    #[cfg(unix)]
+    {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_error("could not sync directory", dir, e))?;
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
+/// Run ids become file names, so only plain ones are accepted (the engine's are ULIDs).
+fn check_run_id(run_id: &str) -> Result<(), WorldError> {
+    let plain = !run_id.is_empty()
+        && run_id.len() <= MAX_RUN_ID_LEN
+        && run_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if plain {
+        Ok(())
+    } else {
+        Err(WorldError::invalid(
+            "run_id",
+            format!(
+                "the file store needs run ids of 1 to {MAX_RUN_ID_LEN} ASCII letters, digits, '_' or '-' (they name files); got {run_id:?}"
+            ),
+        ))
+    }
+}
+
+/// Serializes events, one JSON object and a newline each.
+fn encode(events: &[Arc<Event>]) -> Result<Vec<u8>, WorldError> {
+    let mut buf = Vec::new();
+    for event in events {
+        serde_json::to_writer(&mut buf, &**event).map_err(|e| WorldError::serde("event", e))?;
+        buf.push(b'\n');
+    }
+    Ok(buf)
+}
+
+/// Runs a [`MemoryStore`] future to completion from synchronous code. The memory store never
+/// waits on I/O or on the runtime, so its futures finish on first poll.
+fn now<F: std::future::Future>(future: F) -> F::Output {
+    futures::executor::block_on(future)
+}
+
+impl FileStore {
+    /// Opens (creating if needed) the store under `root`, and loads every run log into memory.
+    ///
+    /// Fails if `state/format.json` names a newer format than this build knows, or if a log is
+    /// corrupt anywhere but its last line (the error names the file and byte offset). A torn
+    /// last line, left by a crash mid-write, is truncated with a warning.
+    pub fn open(root: impl AsRef<Path>) -> Result<FileStore, WorldError> {
+        let root = root.as_ref().to_path_buf();
+        let workflows = root.join("workflows");
+        let state = root.join("state");
+        for dir in [&workflows, &state] {
+            fs::create_dir_all(dir).map_err(|e| io_error("could not create", dir, e))?;
+        }
+        sync_dir(&root)?;
+        Self::check_format(&state)?;
+
+        let store = FileStore {
+            root,
+            workflows,
+            memory: MemoryStore::new(),
+            logs: Mutex::new(HashMap::new()),
+        };
+        store.load()?;
+        Ok(store)
+    }
+
+    /// Reads `state/format.json`, or writes it for a new store.
+    fn check_format(state: &Path) -> Result<(), WorldError> {
+        let path = state.join("format.json");
+        match fs::read(&path) {
+            Ok(bytes) => {
+                let found: FormatFile = serde_json::from_slice(&bytes).map_err(|e| {
+                    WorldError::Internal(format!(
+                        "file store: {} is not a valid format file (expected {{\"format\": {STORE_FORMAT}}}): {e}",
+                        path.display()
+                    ))
+                })?;
+                if found.format > STORE_FORMAT {
+                    return Err(WorldError::Unsupported(format!(
+                        "file store: {} says format {}, but this build only knows format {STORE_FORMAT}; open it with a newer worlds-engine",
+                        path.display(),
+                        found.format
+                    )));
+                }
+                Ok(())
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let bytes = serde_json::to_vec(&FormatFile {
+                    format: STORE_FORMAT,
+                })
+                .map_err(|e| WorldError::serde("format file", e))?;
+                let tmp = state.join(format!("format.json{TMP_SUFFIX}"));
+                let mut file =
+                    File::create(&tmp).map_err(|e| io_error("could not create", &tmp, e))?;
+                file.write_all(&bytes)
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| io_error("could not write", &tmp, e))?;
+                fs::rename(&tmp, &path).map_err(|e| io_error("could not rename", &tmp, e))?;
+                sync_dir(state)
+            }
+            Err(e) => Err(io_error("could not read", &path, e)),
+        }
+    }
+
+    /// Loads every run log in `workflows/` into the memory store.
+    fn load(&self) -> Result<(), WorldError> {
+        let entries = fs::read_dir(&self.workflows)
+            .map_err(|e| io_error("could not list", &self.workflows, e))?;
+        let mut run_ids = Vec::new();
+        for entry in entries {
+            let entry = entry.map_err(|e| io_error("could not list", &self.workflows, e))?;
+            let name = entry.file_name();
+            let Some(name) = name.to_str() else {
+                continue;
+            };
+            if name.ends_with(TMP_SUFFIX) {
+                // A run whose creation never finished (and so was never acknowledged).
+                let path = entry.path();
+                tracing::warn!(file = %path.display(), "file store: removing an unfinished run file left by a crash");
+                fs::remove_file(&path).map_err(|e| io_error("could not remove", &path, e))?;
+            } else if let Some(run_id) = name.strip_suffix(LOG_SUFFIX) {
+                run_ids.push(run_id.to_owned());
+            }
+        }
+        run_ids.sort();
+        for run_id in run_ids {
+            self.load_run(&run_id)?;
+        }
+        Ok(())
+    }
+
+    fn log_path(&self, run_id: &str) -> PathBuf {
+        self.workflows.join(format!("{run_id}{LOG_SUFFIX}"))
+    }
+
+    /// Loads one run log, truncating a torn last line.
+    fn load_run(&self, run_id: &str) -> Result<(), WorldError> {
+        let path = self.log_path(run_id);
+        let bytes = fs::read(&path).map_err(|e| io_error("could not read", &path, e))?;
+        let corrupt = |offset: usize, why: String| {
+            WorldError::Internal(format!(
+                "file store: {} is corrupt at byte offset {offset}: {why}; the file was left untouched",
+                path.display()
+            ))
+        };
+
+        let mut offset = 0;
+        let mut good_end = 0;
+        let mut torn = false;
+        let mut count: u64 = 0;
+        while offset < bytes.len() {
+            let rest = &bytes[offset..];
+            let (line, next, complete) = match rest.iter().position(|&b| b == b'\n') {
+                Some(i) => (&rest[..i], offset + i + 1, true),
+                None => (rest, bytes.len(), false),
+            };
+            let last = next >= bytes.len();
+            let parsed = serde_json::from_slice::<Event>(line);
+            let event = match parsed {
+                Ok(event) if complete => event,
+                Ok(_) => {
+                    // A whole event whose newline never made it: the write was not finished,
+                    // so it was never acknowledged.
+                    torn = true;
+                    break;
+                }
+                Err(_) if last => {
+                    torn = true;
+                    break;
+                }
+                Err(e) => return Err(corrupt(offset, format!("not a valid event ({e})"))),
+            };
+            if event.run_id != run_id {
+                return Err(corrupt(
+                    offset,
+                    format!("event of run {} in the log of run {run_id}", event.run_id),
+                ));
+            }
+            if event.seq != count {
+                return Err(corrupt(
+                    offset,
+                    format!("event seq {} where seq {count} was expected", event.seq),
+                ));
+            }
+            if event.version > EVENT_FORMAT_VERSION {
+                return Err(corrupt(
+                    offset,
+                    format!(
+                        "event format version {} is newer than this build's {EVENT_FORMAT_VERSION}",
+                        event.version
+                    ),
+                ));
+            }
+            let stored = if count == 0 {
+                now(self.memory.create_run(event))
+            } else {
+                now(self.memory.append(run_id, vec![event])).map(|_| ())
+            };
+            stored.map_err(|e| corrupt(offset, format!("the history refuses this event: {e}")))?;
+            count += 1;
+            offset = next;
+            good_end = next;
+        }
+
+        if count == 0 {
+            return Err(corrupt(0, "the log holds no complete event".into()));
+        }
+        if torn {
+            tracing::warn!(
+                file = %path.display(),
+                offset = good_end,
+                dropped_bytes = bytes.len() - good_end,
+                "file store: truncating an incomplete last line left by a crash mid-write"
+            );
+            let file = OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .map_err(|e| io_error("could not open", &path, e))?;
+            file.set_len(good_end as u64)
+                .and_then(|()| file.sync_all())
+                .map_err(|e| io_error("could not truncate", &path, e))?;
+        }
+
+        let file = OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .map_err(|e| io_error("could not open", &path, e))?;
+        let log = RunLog {
+            path,
+            file: Some(file),
+            broken: false,
+        };
+        self.logs
+            .lock()
+            .insert(run_id.to_owned(), Arc::new(tokio::sync::Mutex::new(log)));
+        Ok(())
+    }
+
+    /// Creates a run's log holding its first line: written to a temporary file, synced, then
+    /// renamed into place and the directory synced, so a crash never leaves half a run.
+    fn create_log(&self, path: &Path, line: &[u8]) -> Result<File, WorldError> {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(TMP_SUFFIX);
+        let tmp = PathBuf::from(tmp);
+        let _ = fs::remove_file(&tmp);
+        let mut file = OpenOptions::new()
+            .append(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| io_error("could not create", &tmp, e))?;
+        file.write_all(line)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io_error("could not write", &tmp, e))?;
+        fs::rename(&tmp, path).map_err(|e| io_error("could not rename", &tmp, e))?;
+        sync_dir(&self.workflows)?;
+        Ok(file)
+    }
+
+    fn inconsistent(run_id: &str, path: &Path, err: &WorldError) -> WorldError {
+        WorldError::Internal(format!(
+            "file store is now inconsistent: run {run_id}'s events were accepted in memory but not written to {} ({err}); reopen the store (restart the world) to recover from disk",
+            path.display()
+        ))
+    }
+}
+
+// Ordering: each write goes to the memory store first (which checks the events and assigns
+// `seq`), then to disk, then returns. A concurrent reader may therefore briefly see an event that
+// is not yet durable; within one process that is acceptable, since no caller is told it was
+// stored before it is on disk. Writing to disk first would need a check-without-apply API on the
+// memory store.
+//
+// The fsyncs are blocking calls made on the async task; the work per call is small.
+#[async_trait]
+impl RunStore for FileStore {
+    async fn create_run(&self, mut first: Event) -> Result<(), WorldError> {
+        let run_id = first.run_id.clone();
+        check_run_id(&run_id)?;
+        let path = self.log_path(&run_id);
+        let slot: Slot = Arc::new(tokio::sync::Mutex::new(RunLog {
+            path: path.clone(),
+            file: None,
+            broken: false,
+        }));
+        // Reserve the run id (appends to it wait on the slot until the file exists).
+        let mut log = slot.clone().lock_owned().await;
+        {
+            let mut logs = self.logs.lock();
+            if logs.contains_key(&run_id) {
+                return Err(WorldError::conflict(format!(
+                    "a run with id {run_id} already exists"
+                )));
+            }
+            logs.insert(run_id.clone(), slot);
+        }
+        if let Err(refused) = self.memory.create_run(first.clone()).await {
+            self.logs.lock().remove(&run_id);
+            return Err(refused);
+        }
+        first.seq = 0;
+        let written = encode(&[Arc::new(first)]).and_then(|line| self.create_log(&path, &line));
+        match written {
+            Ok(file) => {
+                log.file = Some(file);
+                Ok(())
+            }
+            Err(e) => {
+                log.broken = true;
+                Err(Self::inconsistent(&run_id, &path, &e))
+            }
+        }
+    }
+
+    async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
+        if let Some(other) = events.iter().find(|e| e.run_id != run_id) {
+            return Err(WorldError::invalid(
+                "events",
+                format!(
+                    "event {} belongs to run {}, not to run {run_id}",
+                    other.id, other.run_id
+                ),
+            ));
+        }
+        let slot = self
+            .logs
+            .lock()
+            .get(run_id)
+            .cloned()
+            .ok_or_else(|| WorldError::not_found("run", run_id))?;
+        let mut log = slot.lock().await;
+        if log.broken {
+            let err = WorldError::Internal("an earlier write failed".into());
+            return Err(Self::inconsistent(run_id, &log.path, &err));
+        }
+        if log.file.is_none() {
+            // Its creation was refused.
+            return Err(WorldError::not_found("run", run_id));
+        }
+        let appended = self.memory.append(run_id, events).await?;
+        if appended.events.is_empty() {
+            return Ok(appended);
+        }
+        let log = &mut *log;
+        let written = encode(&appended.events).and_then(|buf| {
+            let file = log
+                .file
+                .as_mut()
+                .ok_or_else(|| WorldError::Internal("the run's log file is not open".into()))?;
+            file.write_all(&buf)
+                .and_then(|()| file.sync_data())
+                .map_err(|e| io_error("could not write", &log.path, e))
+        });
+        if let Err(e) = written {
+            log.broken = true;
+            return Err(Self::inconsistent(run_id, &log.path, &e));
+        }
+        Ok(appended)
+    }
+
+    async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
+        self.memory.get_run(id, resolve).await
+    }
+
+    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
+        self.memory.get_activity(run_id, position).await
+    }
+
+    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
+        self.memory.history(run_id, from_seq).await
+    }
+
+    async fn list_runs(
+        &self,
+        filter: &WorkflowQueryFilter,
+    ) -> Result<Page<WorkflowState>, WorldError> {
+        self.memory.list_runs(filter).await
+    }
+
+    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {
+        self.memory.unfinished_runs().await
+    }
+}
+
+/// Timers live in memory only: the engine re-arms them from run history on start.
+#[async_trait]
+impl TimerStore for FileStore {
+    async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
+        self.memory.add_timer(timer).await
+    }
+
+    async fn take_due_timers(&self, now: Millis, limit: usize) -> Result<Vec<Timer>, WorldError> {
+        self.memory.take_due_timers(now, limit).await
+    }
+
+    async fn next_timer_at(&self) -> Result<Option<Millis>, WorldError> {
+        self.memory.next_timer_at().await
+    }
+
+    async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
+        self.memory.remove_run_timers(run_id).await
+    }
+}

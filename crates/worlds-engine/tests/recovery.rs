@@ -5,7 +5,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{add_one, Counter};
+use common::{add_one, event_types, Counter};
 use worlds_engine::prelude::*;
 use worlds_engine::store::{MemoryStore, RunStore, Store};
 use worlds_engine::testing::{TestWorld, TestWorldOptions, DEFAULT_START};
@@ -15,6 +15,8 @@ async fn world_on(store: &Arc<dyn Store>, start: i64) -> TestWorld {
     TestWorld::with_options(TestWorldOptions {
         store: Some(store.clone()),
         initial_time: start,
+        // Definitions are registered before the world starts and resumes the store's runs.
+        autostart: false,
         ..TestWorldOptions::default()
     })
     .await
@@ -45,6 +47,7 @@ async fn a_new_world_on_the_same_store_resumes_a_sleeping_run() {
     first.register(&reserve).unwrap().register(&charge).unwrap();
     let flow = order_flow(&reserve, &charge);
     first.register(&flow).unwrap();
+    first.start().await.unwrap();
     let run = first
         .execute(&flow, 1, WorkflowOptions::default())
         .await
@@ -69,6 +72,7 @@ async fn a_new_world_on_the_same_store_resumes_a_sleeping_run() {
         .register(&charge)
         .unwrap();
     second.register(order_flow(&reserve, &charge)).unwrap();
+    second.start().await.unwrap();
     let state = second.run_until_complete(&run.id, "2h").await.unwrap();
     assert_eq!(state.status, RunStatus::Completed);
     assert_eq!(state.output.unwrap().decode::<u64>().unwrap(), 3);
@@ -102,6 +106,7 @@ async fn a_step_lost_mid_attempt_is_retried_and_the_stale_attempt_cannot_record(
     };
     let first = world_on(&store, DEFAULT_START).await;
     first.register(&stuck).unwrap().register(&flow).unwrap();
+    first.start().await.unwrap();
     let run = first
         .execute(&flow, 7, WorkflowOptions::default())
         .await
@@ -110,6 +115,7 @@ async fn a_step_lost_mid_attempt_is_retried_and_the_stale_attempt_cannot_record(
     // The first world "dies" with attempt 1 in flight (its task is never finished by it).
     let second = world_on(&store, first.now() + 10).await;
     second.register(&stuck).unwrap().register(&flow).unwrap();
+    second.start().await.unwrap();
     let state = second.run_until_complete(&run.id, "1m").await.unwrap();
     assert_eq!(state.status, RunStatus::Completed);
     let step = &state.activities[0];
@@ -153,8 +159,117 @@ async fn a_recorded_history_fixture_replays_with_current_code() {
     let (reserve, charge) = (add_one("reserve", &reserved), add_one("charge", &charged));
     world.register(&reserve).unwrap().register(&charge).unwrap();
     world.register(order_flow(&reserve, &charge)).unwrap();
+    world.start().await.unwrap();
     let state = world.run_until_complete(&run_id, "2h").await.unwrap();
     assert_eq!(state.status, RunStatus::Completed, "{:?}", state.error);
     assert_eq!(state.output.unwrap().decode::<u64>().unwrap(), 42 + 2);
     assert_eq!((reserved.get(), charged.get()), (0, 1));
+}
+
+/// The parent recorded `child_workflow_started`, and the process stopped before the child run
+/// was created. A restart creates the child from what the parent recorded, and the parent
+/// finishes with the child's result.
+#[tokio::test]
+async fn a_child_recorded_but_never_created_is_created_on_restart() {
+    use worlds_engine::model::EVENT_FORMAT_VERSION;
+    use worlds_engine::{EventKind, Payload};
+
+    let store = MemoryStore::new();
+    let run_id = "wrun_01KDVDNA007FD6E3WZ6S6E0B1F".to_owned();
+    let child_id = "wrun_01KDVDNA007FD6E3WZ6S6E0B1Z".to_owned();
+    let event = |seq: u64, kind: EventKind| Event {
+        id: format!("evnt_01KDVDNA007FD6E3WZ6S6E0C{seq:02}"),
+        run_id: run_id.clone(),
+        seq,
+        timestamp: DEFAULT_START,
+        version: EVENT_FORMAT_VERSION,
+        kind,
+    };
+    store
+        .create_run(event(
+            0,
+            EventKind::WorkflowQueued {
+                name: "parent".into(),
+                workflow_id: "parent-1".into(),
+                input: Payload::encode(&20u64).unwrap(),
+                parent_id: None,
+                parent_position: None,
+                task_queue: None,
+                priority: 0,
+                timeout_ms: None,
+                failure_strategy: None,
+                max_retries: None,
+            },
+        ))
+        .await
+        .unwrap();
+    store
+        .append(
+            &run_id,
+            vec![
+                event(
+                    1,
+                    EventKind::WorkflowStarted {
+                        attempt: 1,
+                        first_position: 0,
+                    },
+                ),
+                event(
+                    2,
+                    EventKind::ChildWorkflowStarted {
+                        position: 0,
+                        child_id: child_id.clone(),
+                        name: "child".into(),
+                        input: Some(Payload::encode(&21u64).unwrap()),
+                        options: None,
+                    },
+                ),
+            ],
+        )
+        .await
+        .unwrap();
+    let store: Arc<dyn Store> = Arc::new(store);
+
+    let calls = Counter::default();
+    let step = add_one("child-step", &calls);
+    let child = {
+        let step = step.clone();
+        workflow("child", move |ctx: WorkflowContext, n: u64| {
+            let step = step.clone();
+            async move { Ok::<_, WorkflowError>(ctx.run(&step, n).await?) }
+        })
+    };
+    let parent = {
+        let child = child.clone();
+        workflow("parent", move |ctx: WorkflowContext, n: u64| {
+            let child = child.clone();
+            async move {
+                let got = ctx
+                    .execute_child(&child, n + 1, WorkflowOptions::default())
+                    .await?;
+                Ok::<_, WorkflowError>(got)
+            }
+        })
+    };
+    // Definitions first, then start: starting resumes what the store holds.
+    let world = TestWorld::with_options(TestWorldOptions {
+        store: Some(store.clone()),
+        initial_time: DEFAULT_START + 1_000,
+        autostart: false,
+        ..TestWorldOptions::default()
+    })
+    .await;
+    world.register(&step).unwrap().register(&child).unwrap();
+    world.register(&parent).unwrap();
+    world.start().await.unwrap();
+    let state = world.run_until_complete(&run_id, "1h").await.unwrap();
+    assert_eq!(state.status, RunStatus::Completed, "{:?}", state.error);
+    assert_eq!(state.output.clone().unwrap().decode::<u64>().unwrap(), 22);
+    let child_state = world.query(&child_id).await.unwrap();
+    assert_eq!(child_state.parent_id.as_deref(), Some(run_id.as_str()));
+    assert_eq!(calls.get(), 1);
+    assert!(
+        !event_types(&state).contains(&"workflow_retry"),
+        "the parent must not have needed a retry"
+    );
 }

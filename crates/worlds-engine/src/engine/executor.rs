@@ -417,6 +417,8 @@ impl Engine {
                         position,
                         child_id: child_id.clone(),
                         name: name.clone(),
+                        input: Some(input.clone()),
+                        options: (options != WorkflowOptions::default()).then(|| options.clone()),
                     });
                     children.push((position, child_id, name, input, options));
                 }
@@ -476,7 +478,7 @@ impl Engine {
         Ok(Some(recorded))
     }
 
-    async fn start_child(
+    pub(crate) async fn start_child(
         &self,
         parent_id: &str,
         position: u32,

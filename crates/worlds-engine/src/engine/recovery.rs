@@ -21,6 +21,7 @@ pub(crate) struct Recovered {
     pub(crate) steps_requeued: usize,
     pub(crate) attempts_lost: usize,
     pub(crate) timers_rearmed: usize,
+    pub(crate) children_created: usize,
 }
 
 impl Engine {
@@ -78,6 +79,39 @@ impl Engine {
                         kind: TimerKind::RunTimeout,
                     })
                     .await?;
+            }
+
+            // A child recorded by its parent but never created (the process stopped in between).
+            for event in &history {
+                if let EventKind::ChildWorkflowStarted {
+                    position,
+                    child_id,
+                    name,
+                    input: Some(input),
+                    options,
+                } = &event.kind
+                {
+                    let missing = matches!(
+                        self.store.get_run(child_id, ResolveData::None).await,
+                        Err(crate::error::WorldError::NotFound { .. })
+                    );
+                    let known = self.registry.workflow(name).is_some();
+                    if missing && !known {
+                        tracing::warn!(run_id = %run_id, child = %child_id, workflow = %name, "a recorded child of an unknown workflow was not created; register it and start again");
+                    }
+                    if missing && known && state.status == crate::model::RunStatus::Running {
+                        self.start_child(
+                            &run_id,
+                            *position,
+                            child_id.clone(),
+                            name,
+                            input.clone(),
+                            options.clone().unwrap_or_default(),
+                        )
+                        .await?;
+                        found.children_created += 1;
+                    }
+                }
             }
 
             for activity in &state.activities {
@@ -149,6 +183,7 @@ impl Engine {
                 steps_requeued = found.steps_requeued,
                 attempts_lost = found.attempts_lost,
                 timers = found.timers_rearmed,
+                children_created = found.children_created,
                 "resumed unfinished runs"
             );
         }

@@ -6,7 +6,7 @@ use crate::clock::Millis;
 use crate::error::StructuredError;
 use crate::payload::Payload;
 
-use super::{ActivityOptions, FailureStrategy, RunStatus};
+use super::{ActivityOptions, FailureStrategy, RunStatus, WorkflowOptions};
 
 fn is_zero(n: &u32) -> bool {
     *n == 0
@@ -237,6 +237,13 @@ pub enum EventKind {
         child_id: String,
         /// The child's workflow name.
         name: String,
+        /// The child's input, kept so that a restart can still create the child if the process
+        /// stopped between recording this and creating it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        input: Option<Payload>,
+        /// The options the child was started with.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        options: Option<WorkflowOptions>,
     },
     /// The child completed; this resolves the command.
     ChildWorkflowCompleted {

@@ -42,6 +42,9 @@ pub struct TestWorldOptions {
     /// A store to use instead of a fresh memory store: share one between two test worlds to
     /// simulate a restart.
     pub store: Option<Arc<dyn Store>>,
+    /// Start the world at once (default). Turn it off to register definitions first, as a
+    /// program would, when the store already holds runs to resume: then call `start()`.
+    pub autostart: bool,
 }
 
 impl std::fmt::Debug for TestWorldOptions {
@@ -62,6 +65,7 @@ impl Default for TestWorldOptions {
             auto_progress: true,
             config: WorldConfig::memory(),
             store: None,
+            autostart: true,
         }
     }
 }
@@ -125,10 +129,12 @@ impl TestWorld {
             .store
             .unwrap_or_else(|| Arc::new(crate::store::MemoryStore::new()));
         let world = World::with_store(config, Arc::new(clock.clone()), store);
-        world
-            .start()
-            .await
-            .unwrap_or_else(|e| panic!("test world did not start: {e}"));
+        if options.autostart {
+            world
+                .start()
+                .await
+                .unwrap_or_else(|e| panic!("test world did not start: {e}"));
+        }
         TestWorld {
             world,
             clock,

@@ -1,6 +1,9 @@
 //! Command-line syntax: the clap types for every subcommand.
 
+use std::path::PathBuf;
+
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use worlds_engine::RunStatus;
 
 /// The `worlds` command: run, inspect and benchmark worlds-engine.
 #[derive(Debug, Parser)]
@@ -16,6 +19,70 @@ pub(crate) struct Cli {
 pub(crate) enum Command {
     /// Run the benchmark workloads (see the benchmark contract) and print one result per workload.
     Bench(BenchArgs),
+    /// Inspect the runs stored in a world's directory (read-only: safe while the world runs).
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// Check a world's directory: format, runs by status, torn or corrupt event logs.
+    Doctor(DoctorArgs),
+}
+
+/// The world directory given by `--dir`, as written by `Persistence::File`.
+const DEFAULT_DIR: &str = "./.worlds-engine";
+
+/// The subcommands of `worlds runs`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum RunsCommand {
+    /// List runs, newest first.
+    List(ListArgs),
+    /// Show one run (by run id or workflow id) and its history.
+    Show(ShowArgs),
+}
+
+/// Options of `worlds runs list`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ListArgs {
+    /// The world's data directory.
+    #[arg(long, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
+
+    /// Only runs in this status (repeat for several).
+    #[arg(long = "status", value_name = "STATUS")]
+    pub(crate) statuses: Vec<RunStatus>,
+
+    /// Only runs of this workflow name.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: Option<String>,
+
+    /// At most this many runs.
+    #[arg(long, default_value_t = 100, value_parser = at_least_one)]
+    pub(crate) limit: usize,
+
+    /// Print one JSON object per line (the run state, without history) instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Options of `worlds runs show`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ShowArgs {
+    /// Run id or workflow id.
+    pub(crate) id: String,
+
+    /// The world's data directory.
+    #[arg(long, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
+
+    /// Print the run state with its history as one JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Options of `worlds doctor`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct DoctorArgs {
+    /// The world's data directory.
+    #[arg(long, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
 }
 
 /// Options of `worlds bench`.
@@ -123,11 +190,40 @@ mod tests {
             "--json",
         ])
         .unwrap();
-        let Command::Bench(args) = cli.command;
+        let Command::Bench(args) = cli.command else {
+            panic!("not bench: {:?}", cli.command);
+        };
         assert_eq!(args.workload, WorkloadArg::W1);
         assert_eq!(args.backend, Backend::Memory);
         assert_eq!(args.n, Some(5));
         assert!(args.json);
         assert!(Cli::try_parse_from(["worlds", "bench", "--workers", "0"]).is_err());
+    }
+
+    #[test]
+    fn parses_inspection_options() {
+        let cli = Cli::try_parse_from([
+            "worlds", "runs", "list", "--status", "failed", "--status", "running", "--name", "n",
+        ])
+        .unwrap();
+        let Command::Runs(RunsCommand::List(args)) = cli.command else {
+            panic!("not runs list: {:?}", cli.command);
+        };
+        assert_eq!(args.statuses, vec![RunStatus::Failed, RunStatus::Running]);
+        assert_eq!(args.name.as_deref(), Some("n"));
+        assert_eq!(args.dir, PathBuf::from(DEFAULT_DIR));
+        assert_eq!(args.limit, 100);
+        assert!(Cli::try_parse_from(["worlds", "runs", "list", "--status", "bogus"]).is_err());
+
+        let cli = Cli::try_parse_from(["worlds", "runs", "show", "wf-1", "--dir", "d", "--json"])
+            .unwrap();
+        let Command::Runs(RunsCommand::Show(args)) = cli.command else {
+            panic!("not runs show: {:?}", cli.command);
+        };
+        assert_eq!((args.id.as_str(), args.json), ("wf-1", true));
+        assert_eq!(args.dir, PathBuf::from("d"));
+
+        let cli = Cli::try_parse_from(["worlds", "doctor"]).unwrap();
+        assert!(matches!(cli.command, Command::Doctor(_)));
     }
 }

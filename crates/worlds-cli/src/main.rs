@@ -5,12 +5,13 @@
 
 mod bench;
 mod cli;
+mod inspect;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command};
+use crate::cli::{Cli, Command, RunsCommand};
 
 // The engine allocates many small, short-lived values per step (events, ids, tasks); mimalloc
 // serves those markedly faster than the system allocator (see docs/BENCHMARKS.md).
@@ -32,5 +33,8 @@ fn run() -> anyhow::Result<()> {
     let cli = Cli::parse();
     match cli.command {
         Command::Bench(args) => bench::run(&args),
+        Command::Runs(RunsCommand::List(args)) => inspect::list(&args, &mut std::io::stdout()),
+        Command::Runs(RunsCommand::Show(args)) => inspect::show(&args, &mut std::io::stdout()),
+        Command::Doctor(args) => inspect::doctor(&args, &mut std::io::stdout()),
     }
 }

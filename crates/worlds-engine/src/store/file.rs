@@ -15,6 +15,10 @@
 //! mid-write, never acknowledged) is cut off with a warning; corruption anywhere else makes
 //! `open` fail with the file and byte offset, so no data is ever dropped silently.
 //!
+//! [`FileStore::open_read_only`] loads the same way for inspection (the `worlds` CLI) but never
+//! writes: it creates nothing, reports a torn last line in [`FileStore::warnings`] instead of
+//! cutting it off, and refuses every write.
+//!
 //! Timers are kept in memory only: on start the engine re-arms every timer from run history
 //! (see `engine::recovery`), so they need no file of their own.
 
@@ -81,6 +85,10 @@ pub struct FileStore {
     workflows: PathBuf,
     memory: MemoryStore,
     logs: Mutex<HashMap<String, Slot>>,
+    /// Opened with [`FileStore::open_read_only`]: every write is refused.
+    read_only: bool,
+    /// What loading found but left alone (read-only mode only).
+    warnings: Vec<String>,
 }
 
 impl std::fmt::Debug for FileStore {
@@ -88,6 +96,7 @@ impl std::fmt::Debug for FileStore {
         f.debug_struct("FileStore")
             .field("root", &self.root)
             .field("runs", &self.logs.lock().len())
+            .field("read_only", &self.read_only)
             .finish()
     }
 }
@@ -159,20 +168,83 @@ impl FileStore {
             fs::create_dir_all(dir).map_err(|e| io_error("could not create", dir, e))?;
         }
         sync_dir(&root)?;
-        Self::check_format(&state)?;
+        Self::check_format(&state, false)?;
 
         let store = FileStore {
             root,
             workflows,
             memory: MemoryStore::new(),
             logs: Mutex::new(HashMap::new()),
+            read_only: false,
+            warnings: Vec::new(),
         };
         store.load()?;
         Ok(store)
     }
 
-    /// Reads `state/format.json`, or writes it for a new store.
-    fn check_format(state: &Path) -> Result<(), WorldError> {
+    /// Opens the store under `root` for inspection, loading every run log into memory like
+    /// [`open`](Self::open) but without writing anything, so it is safe to use while a world
+    /// runs on the same directory.
+    ///
+    /// Fails if `root` holds no store (no `workflows/` directory), with the same errors as `open`
+    /// for a newer format or a corrupt log. A torn last line is left in place and reported in
+    /// [`warnings`](Self::warnings) (with a world running, it may also be a write in progress).
+    /// A missing `state/format.json` is reported there too. Every write (`create_run`,
+    /// `append`) fails with an unsupported error.
+    pub fn open_read_only(root: impl AsRef<Path>) -> Result<FileStore, WorldError> {
+        let root = root.as_ref().to_path_buf();
+        let workflows = root.join("workflows");
+        if !workflows.is_dir() {
+            return Err(WorldError::invalid(
+                "directory",
+                format!(
+                    "no worlds-engine data in {} (it has no workflows/ directory)",
+                    root.display()
+                ),
+            ));
+        }
+        let state = root.join("state");
+        let mut warnings = Self::check_format(&state, true)?;
+
+        let mut store = FileStore {
+            root,
+            workflows,
+            memory: MemoryStore::new(),
+            logs: Mutex::new(HashMap::new()),
+            read_only: true,
+            warnings: Vec::new(),
+        };
+        warnings.extend(store.load()?);
+        store.warnings = warnings;
+        Ok(store)
+    }
+
+    /// True if the store was opened with [`open_read_only`](Self::open_read_only).
+    pub fn is_read_only(&self) -> bool {
+        self.read_only
+    }
+
+    /// What a read-only open found and left alone: a torn last line (naming the file and the byte
+    /// offset where it starts) or a missing format file. Always empty for [`open`](Self::open),
+    /// which repairs what it finds.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// Refuses a write to a read-only store.
+    fn check_writable(&self) -> Result<(), WorldError> {
+        if self.read_only {
+            return Err(WorldError::Unsupported(format!(
+                "file store: {} was opened read-only; writes are refused",
+                self.root.display()
+            )));
+        }
+        Ok(())
+    }
+
+    /// Reads `state/format.json`, or writes it for a new store. Read-only, a missing file is
+    /// returned as a warning instead.
+    fn check_format(state: &Path, read_only: bool) -> Result<Vec<String>, WorldError> {
         let path = state.join("format.json");
         match fs::read(&path) {
             Ok(bytes) => {
@@ -189,8 +261,12 @@ impl FileStore {
                         found.format
                     )));
                 }
-                Ok(())
+                Ok(Vec::new())
             }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound && read_only => Ok(vec![format!(
+                "{} is missing (the store was never opened for writing by this format)",
+                path.display()
+            )]),
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let bytes = serde_json::to_vec(&FormatFile {
                     format: STORE_FORMAT,
@@ -203,14 +279,16 @@ impl FileStore {
                     .and_then(|()| file.sync_all())
                     .map_err(|e| io_error("could not write", &tmp, e))?;
                 fs::rename(&tmp, &path).map_err(|e| io_error("could not rename", &tmp, e))?;
-                sync_dir(state)
+                sync_dir(state)?;
+                Ok(Vec::new())
             }
             Err(e) => Err(io_error("could not read", &path, e)),
         }
     }
 
-    /// Loads every run log in `workflows/` into the memory store.
-    fn load(&self) -> Result<(), WorldError> {
+    /// Loads every run log in `workflows/` into the memory store, returning the warnings of a
+    /// read-only load.
+    fn load(&self) -> Result<Vec<String>, WorldError> {
         let entries = fs::read_dir(&self.workflows)
             .map_err(|e| io_error("could not list", &self.workflows, e))?;
         let mut run_ids = Vec::new();
@@ -221,6 +299,10 @@ impl FileStore {
                 continue;
             };
             if name.ends_with(TMP_SUFFIX) {
+                if self.read_only {
+                    // Unfinished (a crash), or a creation in progress: not a run yet.
+                    continue;
+                }
                 // A run whose creation never finished (and so was never acknowledged).
                 let path = entry.path();
                 tracing::warn!(file = %path.display(), "file store: removing an unfinished run file left by a crash");
@@ -230,18 +312,19 @@ impl FileStore {
             }
         }
         run_ids.sort();
+        let mut warnings = Vec::new();
         for run_id in run_ids {
-            self.load_run(&run_id)?;
+            warnings.extend(self.load_run(&run_id)?);
         }
-        Ok(())
+        Ok(warnings)
     }
 
     fn log_path(&self, run_id: &str) -> PathBuf {
         self.workflows.join(format!("{run_id}{LOG_SUFFIX}"))
     }
 
-    /// Loads one run log, truncating a torn last line.
-    fn load_run(&self, run_id: &str) -> Result<(), WorldError> {
+    /// Loads one run log, truncating a torn last line (read-only: reporting it as a warning).
+    fn load_run(&self, run_id: &str) -> Result<Option<String>, WorldError> {
         let path = self.log_path(run_id);
         let bytes = fs::read(&path).map_err(|e| io_error("could not read", &path, e))?;
         let corrupt = |offset: usize, why: String| {
@@ -312,6 +395,24 @@ impl FileStore {
         if count == 0 {
             return Err(corrupt(0, "the log holds no complete event".into()));
         }
+        if self.read_only {
+            let warning = torn.then(|| {
+                format!(
+                    "{}: incomplete last line at byte offset {good_end} ({} bytes), left by a crash mid-write or a write in progress; opening the store for writing cuts it off",
+                    path.display(),
+                    bytes.len() - good_end
+                )
+            });
+            let log = RunLog {
+                path,
+                file: None,
+                broken: false,
+            };
+            self.logs
+                .lock()
+                .insert(run_id.to_owned(), Arc::new(tokio::sync::Mutex::new(log)));
+            return Ok(warning);
+        }
         if torn {
             tracing::warn!(
                 file = %path.display(),
@@ -340,7 +441,7 @@ impl FileStore {
         self.logs
             .lock()
             .insert(run_id.to_owned(), Arc::new(tokio::sync::Mutex::new(log)));
-        Ok(())
+        Ok(None)
     }
 
     /// Creates a run's log holding its first line: written to a temporary file, synced, then
@@ -381,6 +482,7 @@ impl FileStore {
 #[async_trait]
 impl RunStore for FileStore {
     async fn create_run(&self, mut first: Event) -> Result<(), WorldError> {
+        self.check_writable()?;
         let run_id = first.run_id.clone();
         check_run_id(&run_id)?;
         let path = self.log_path(&run_id);
@@ -419,6 +521,7 @@ impl RunStore for FileStore {
     }
 
     async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
+        self.check_writable()?;
         if let Some(other) = events.iter().find(|e| e.run_id != run_id) {
             return Err(WorldError::invalid(
                 "events",

@@ -1,0 +1,796 @@
+//! `worlds runs list`, `worlds runs show` and `worlds doctor`: read a world's data directory.
+//!
+//! Every command opens the store with [`FileStore::open_read_only`], which writes nothing, so they
+//! are safe to run while a world is running on the same directory. The `format_*` functions turn
+//! loaded data into text; the command functions load and write it to `out`.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::{Duration, UNIX_EPOCH};
+
+use anyhow::Context;
+use comfy_table::{presets, Table};
+use worlds_engine::clock::Millis;
+use worlds_engine::store::{FileStore, RunStore};
+use worlds_engine::{Event, EventKind, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState};
+
+use crate::cli::{DoctorArgs, ListArgs, ShowArgs};
+
+/// Runs asked of the store per page.
+const PAGE: usize = 100;
+/// Longest error message shown in the list table.
+const SHORT_ERROR: usize = 60;
+
+/// Opens the store read-only, with the directory named in any error.
+fn open(dir: &Path) -> anyhow::Result<FileStore> {
+    FileStore::open_read_only(dir).with_context(|| format!("could not read {}", dir.display()))
+}
+
+/// Up to `limit` runs matching `filter`, newest first, paging through the store.
+fn collect_runs(
+    store: &FileStore,
+    filter: WorkflowQueryFilter,
+    limit: usize,
+) -> anyhow::Result<(Vec<WorkflowState>, bool)> {
+    let mut runs = Vec::new();
+    let mut cursor = None;
+    loop {
+        let mut page_filter = filter.clone().limit(PAGE.min(limit - runs.len()));
+        page_filter.cursor = cursor;
+        let page = futures::executor::block_on(store.list_runs(&page_filter))?;
+        runs.extend(page.data);
+        if !page.has_more {
+            return Ok((runs, false));
+        }
+        if runs.len() >= limit {
+            return Ok((runs, true));
+        }
+        cursor = page.cursor;
+    }
+}
+
+/// `worlds runs list`.
+pub(crate) fn list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let store = open(&args.dir)?;
+    report_warnings(&store);
+    let mut filter = WorkflowQueryFilter::new().resolve_data(if args.json {
+        ResolveData::All
+    } else {
+        ResolveData::None
+    });
+    if !args.statuses.is_empty() {
+        filter = filter.status(args.statuses.clone());
+    }
+    if let Some(name) = &args.name {
+        filter = filter.workflow_name(name.clone());
+    }
+    let (runs, more) = collect_runs(&store, filter, args.limit)?;
+    if args.json {
+        out.write_all(format_runs_json(&runs)?.as_bytes())?;
+    } else {
+        writeln!(out, "{}", format_runs_table(&runs))?;
+    }
+    if more {
+        eprintln!(
+            "showing the newest {} runs; more match (raise --limit)",
+            runs.len()
+        );
+    }
+    Ok(())
+}
+
+/// `worlds runs show`.
+pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let store = open(&args.dir)?;
+    report_warnings(&store);
+    let mut state = futures::executor::block_on(store.get_run(&args.id, ResolveData::All))?;
+    let history = futures::executor::block_on(store.history(&state.id, 0))?;
+    if args.json {
+        state.history = history.iter().map(|e| (**e).clone()).collect();
+        serde_json::to_writer_pretty(&mut *out, &state)?;
+        writeln!(out)?;
+    } else {
+        let history: Vec<&Event> = history.iter().map(|e| &**e).collect();
+        out.write_all(format_run(&state, &history).as_bytes())?;
+    }
+    Ok(())
+}
+
+/// `worlds doctor`: fails (non-zero exit) if the store cannot be loaded.
+pub(crate) fn doctor(args: &DoctorArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    writeln!(out, "directory: {}", args.dir.display())?;
+    let store = open(&args.dir)?;
+    writeln!(out, "format: {}", format_version(&args.dir))?;
+    let (runs, _) = collect_runs(
+        &store,
+        WorkflowQueryFilter::new().resolve_data(ResolveData::None),
+        usize::MAX,
+    )?;
+    out.write_all(format_doctor(&runs, store.warnings()).as_bytes())?;
+    Ok(())
+}
+
+/// Tells stderr what a read-only open found and left alone.
+fn report_warnings(store: &FileStore) {
+    for warning in store.warnings() {
+        eprintln!("warning: {warning}");
+    }
+}
+
+/// The version in `state/format.json`, as text.
+fn format_version(dir: &Path) -> String {
+    let path = dir.join("state").join("format.json");
+    let Ok(bytes) = std::fs::read(&path) else {
+        return "unknown (state/format.json is missing)".to_owned();
+    };
+    serde_json::from_slice::<serde_json::Value>(&bytes)
+        .ok()
+        .and_then(|v| v.get("format").map(ToString::to_string))
+        .unwrap_or_else(|| "unknown (state/format.json is unreadable)".to_owned())
+}
+
+/// The doctor's findings after a successful load.
+pub(crate) fn format_doctor(runs: &[WorkflowState], warnings: &[String]) -> String {
+    let mut by_status: BTreeMap<RunStatus, usize> = BTreeMap::new();
+    for run in runs {
+        *by_status.entry(run.status).or_default() += 1;
+    }
+    let events: u64 = runs.iter().map(|r| r.event_count).sum();
+    let mut text = format!("runs: {} ({events} events)\n", runs.len());
+    for (status, count) in by_status {
+        text.push_str(&format!("  {status}: {count}\n"));
+    }
+    for warning in warnings {
+        text.push_str(&format!("warning: {warning}\n"));
+    }
+    if warnings.is_empty() {
+        text.push_str("healthy\n");
+    } else {
+        text.push_str(&format!(
+            "healthy, with {} warning(s): every log loads; opening the directory with a world repairs torn tails\n",
+            warnings.len()
+        ));
+    }
+    text
+}
+
+/// One JSON object per run and line.
+pub(crate) fn format_runs_json(runs: &[WorkflowState]) -> anyhow::Result<String> {
+    let mut text = String::new();
+    for run in runs {
+        text.push_str(&serde_json::to_string(run)?);
+        text.push('\n');
+    }
+    Ok(text)
+}
+
+/// The runs as a table.
+pub(crate) fn format_runs_table(runs: &[WorkflowState]) -> String {
+    let mut table = Table::new();
+    table.load_style(presets::NOTHING).set_header([
+        "RUN ID",
+        "WORKFLOW ID",
+        "NAME",
+        "STATUS",
+        "CREATED (UTC)",
+        "DURATION",
+        "STEPS",
+        "ERROR",
+    ]);
+    for run in runs {
+        let duration = run
+            .completed_at
+            .map(|done| duration(elapsed(run.created_at, done)))
+            .unwrap_or_else(|| "-".to_owned());
+        let error = run
+            .error
+            .as_ref()
+            .map(|e| shorten(&e.message, SHORT_ERROR))
+            .unwrap_or_default();
+        table.add_row([
+            run.id.clone(),
+            run.workflow_id.clone(),
+            run.name.clone(),
+            run.status.to_string(),
+            timestamp(run.created_at),
+            duration,
+            run.activities.len().to_string(),
+            error,
+        ]);
+    }
+    plain(&table)
+}
+
+/// A borderless table as text, without trailing spaces.
+fn plain(table: &Table) -> String {
+    let lines: Vec<String> = table.lines().map(|l| l.trim_end().to_owned()).collect();
+    lines.join("\n")
+}
+
+/// A run's header and the timeline of its history.
+pub(crate) fn format_run(state: &WorkflowState, history: &[&Event]) -> String {
+    let mut text = String::new();
+    let mut line = |label: &str, value: String| text.push_str(&format!("{label:<12}{value}\n"));
+    line("name", state.name.clone());
+    line("status", state.status.to_string());
+    line("run id", state.id.clone());
+    line("workflow id", state.workflow_id.clone());
+    if let Some(parent) = &state.parent_id {
+        line("parent", parent.clone());
+    }
+    line("created", timestamp(state.created_at));
+    if let Some(at) = state.started_at {
+        line("started", timestamp(at));
+    }
+    if let Some(at) = state.completed_at {
+        line(
+            "completed",
+            format!(
+                "{} (after {})",
+                timestamp(at),
+                duration(elapsed(state.created_at, at))
+            ),
+        );
+    }
+    line("attempt", state.attempt.to_string());
+    if let Some(reason) = &state.quarantine {
+        line("quarantine", reason.clone());
+    }
+    if let Some(error) = &state.error {
+        let code = error
+            .code
+            .as_ref()
+            .map(|c| format!(" [{c}]"))
+            .unwrap_or_default();
+        line("error", format!("{}{code}", error.message));
+    }
+
+    let start = history.first().map_or(0, |e| e.timestamp);
+    let mut names: BTreeMap<u32, &str> = BTreeMap::new();
+    let mut table = Table::new();
+    table
+        .load_style(presets::NOTHING)
+        .set_header(["SEQ", "TIME", "EVENT", "POS", "DETAILS"]);
+    for event in history {
+        if let EventKind::ActivityScheduled { position, name, .. } = &event.kind {
+            names.insert(*position, name);
+        }
+        let position = event
+            .kind
+            .position()
+            .map(|p| p.to_string())
+            .unwrap_or_default();
+        table.add_row([
+            event.seq.to_string(),
+            offset(elapsed(start, event.timestamp)),
+            event.kind.type_name().to_owned(),
+            position,
+            details(&event.kind, &names, start),
+        ]);
+    }
+    text.push_str(&format!(
+        "\nhistory ({} events)\n{}\n",
+        history.len(),
+        plain(&table)
+    ));
+    text
+}
+
+/// What a timeline line says about an event beyond its type and position.
+fn details(kind: &EventKind, names: &BTreeMap<u32, &str>, start: Millis) -> String {
+    let step = |position: &u32| {
+        names
+            .get(position)
+            .map(|n| format!("{n:?} "))
+            .unwrap_or_default()
+    };
+    match kind {
+        EventKind::WorkflowQueued { name, .. } => format!("workflow {name:?}"),
+        EventKind::WorkflowStarted { attempt, .. } => format!("attempt {attempt}"),
+        EventKind::WorkflowRetry {
+            attempt,
+            delay_ms,
+            error,
+            ..
+        } => format!(
+            "attempt {attempt} in {}: {}",
+            duration(*delay_ms),
+            error.message
+        ),
+        EventKind::WorkflowFailed { error } => error.message.clone(),
+        EventKind::WorkflowCancelled { reason } => reason.clone().unwrap_or_default(),
+        EventKind::WorkflowQuarantined { reason } => reason.clone(),
+        EventKind::CompensationAdded {
+            compensation_id, ..
+        }
+        | EventKind::CompensationExecuted {
+            compensation_id, ..
+        } => compensation_id.clone(),
+        EventKind::CompensationFailed {
+            compensation_id,
+            error,
+            ..
+        } => format!("{compensation_id}: {}", error.message),
+        EventKind::ActivityScheduled { name, .. } => format!("{name:?}"),
+        EventKind::ActivityStarted { position, attempt }
+        | EventKind::ActivityCompleted {
+            position, attempt, ..
+        } => format!("{}attempt {attempt}", step(position)),
+        EventKind::ActivityFailed {
+            position,
+            attempt,
+            error,
+            retrying,
+        } => format!(
+            "{}attempt {attempt}{}: {}",
+            step(position),
+            if *retrying { " (retrying)" } else { "" },
+            error.message
+        ),
+        EventKind::ActivityRetry {
+            position,
+            attempt,
+            delay_ms,
+        } => format!(
+            "{}attempt {attempt} in {}",
+            step(position),
+            duration(*delay_ms)
+        ),
+        EventKind::ActivityHeartbeat {
+            position,
+            attempt,
+            message,
+        } => {
+            let message = message
+                .as_ref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default();
+            format!("{}attempt {attempt}{message}", step(position))
+        }
+        EventKind::TimerScheduled { fire_at, .. } => {
+            format!("fires at {}", offset(elapsed(start, *fire_at)))
+        }
+        EventKind::ChildWorkflowStarted { child_id, name, .. } => format!("{name:?} {child_id}"),
+        EventKind::ChildWorkflowCompleted { child_id, .. } => child_id.clone(),
+        EventKind::ChildWorkflowFailed {
+            child_id, error, ..
+        } => format!("{child_id}: {}", error.message),
+        EventKind::ValueRecorded { kind, .. } => format!("{kind:?}").to_lowercase(),
+        _ => String::new(),
+    }
+}
+
+/// A time as `2024-01-02 03:04:05Z` (UTC).
+fn timestamp(at: Millis) -> String {
+    let time = UNIX_EPOCH + Duration::from_millis(u64::try_from(at).unwrap_or(0));
+    humantime::format_rfc3339_seconds(time)
+        .to_string()
+        .replacen('T', " ", 1)
+}
+
+/// Milliseconds from `from` to `to` (0 if `to` is earlier).
+fn elapsed(from: Millis, to: Millis) -> u64 {
+    u64::try_from(to.saturating_sub(from)).unwrap_or(0)
+}
+
+/// A duration as `1s 250ms`.
+fn duration(ms: u64) -> String {
+    humantime::format_duration(Duration::from_millis(ms)).to_string()
+}
+
+/// Time since the first event: `+12ms`, `+1.250s`, `+2m 5s`.
+fn offset(ms: u64) -> String {
+    if ms < 1_000 {
+        format!("+{ms}ms")
+    } else if ms < 60_000 {
+        format!("+{}.{:03}s", ms / 1_000, ms % 1_000)
+    } else {
+        format!("+{}", duration(ms))
+    }
+}
+
+/// The first line of `text`, cut to `max` characters.
+fn shorten(text: &str, max: usize) -> String {
+    let line = text.lines().next().unwrap_or_default();
+    if line.chars().count() <= max && line.len() == text.trim_end().len() {
+        return line.to_owned();
+    }
+    let cut: String = line.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+    use std::sync::Arc;
+
+    use serde_json::json;
+    use worlds_engine::clock::{Clock, VirtualClock};
+    use worlds_engine::ids::IdGenerator;
+    use worlds_engine::model::EVENT_FORMAT_VERSION;
+    use worlds_engine::{Payload, StructuredError};
+
+    use super::*;
+
+    /// Writes runs through a [`FileStore`], one event at a time on a virtual clock.
+    struct Fixture {
+        dir: tempfile::TempDir,
+        clock: VirtualClock,
+        ids: IdGenerator,
+        store: FileStore,
+    }
+
+    impl Fixture {
+        fn new() -> Self {
+            let dir = tempfile::tempdir().unwrap();
+            let clock = VirtualClock::new(1_700_000_000_000);
+            let ids = IdGenerator::new(Arc::new(clock.clone()));
+            let store = FileStore::open(dir.path()).unwrap();
+            Self {
+                dir,
+                clock,
+                ids,
+                store,
+            }
+        }
+
+        fn event(&self, run_id: &str, kind: EventKind) -> Event {
+            self.clock.advance(Duration::from_millis(5));
+            Event {
+                id: self.ids.event_id(),
+                run_id: run_id.to_owned(),
+                seq: 0,
+                timestamp: self.clock.now_ms(),
+                version: EVENT_FORMAT_VERSION,
+                kind,
+            }
+        }
+
+        fn run(&self, name: &str, workflow_id: &str, kinds: Vec<EventKind>) -> String {
+            let id = self.ids.run_id();
+            let queued = EventKind::WorkflowQueued {
+                name: name.to_owned(),
+                workflow_id: workflow_id.to_owned(),
+                input: Payload::from(json!({ "n": 1 })),
+                parent_id: None,
+                parent_position: None,
+                task_queue: None,
+                priority: 0,
+                timeout_ms: None,
+                failure_strategy: None,
+                max_retries: None,
+            };
+            futures::executor::block_on(async {
+                self.store
+                    .create_run(self.event(&id, queued))
+                    .await
+                    .unwrap();
+                for kind in kinds {
+                    let event = self.event(&id, kind);
+                    self.store.append(&id, vec![event]).await.unwrap();
+                }
+            });
+            id
+        }
+
+        fn dir(&self) -> PathBuf {
+            self.dir.path().to_path_buf()
+        }
+    }
+
+    fn started() -> EventKind {
+        EventKind::WorkflowStarted {
+            attempt: 1,
+            first_position: 0,
+        }
+    }
+
+    fn scheduled(name: &str) -> EventKind {
+        EventKind::ActivityScheduled {
+            position: 0,
+            activity_id: "step_01".to_owned(),
+            name: name.to_owned(),
+            input: Payload::from(json!(1)),
+            options: None,
+        }
+    }
+
+    fn step_started(attempt: u32) -> EventKind {
+        EventKind::ActivityStarted {
+            position: 0,
+            attempt,
+        }
+    }
+
+    fn step_failed(attempt: u32, retrying: bool, message: &str) -> EventKind {
+        EventKind::ActivityFailed {
+            position: 0,
+            attempt,
+            error: StructuredError::new(message),
+            retrying,
+        }
+    }
+
+    /// A completed checkout (its step retried once), a failed checkout and a pending report.
+    fn populate() -> (Fixture, [String; 3]) {
+        let f = Fixture::new();
+        let done = f.run(
+            "checkout",
+            "wf-done",
+            vec![
+                started(),
+                scheduled("charge"),
+                step_started(1),
+                step_failed(1, true, "card declined"),
+                EventKind::ActivityRetry {
+                    position: 0,
+                    attempt: 2,
+                    delay_ms: 1_000,
+                },
+                step_started(2),
+                EventKind::ActivityCompleted {
+                    position: 0,
+                    attempt: 2,
+                    output: Payload::from(json!("ok")),
+                },
+                EventKind::WorkflowCompleted {
+                    output: Payload::from(json!("done")),
+                },
+            ],
+        );
+        let failed = f.run(
+            "checkout",
+            "wf-failed",
+            vec![
+                started(),
+                scheduled("ship"),
+                step_started(1),
+                step_failed(1, false, "warehouse on fire"),
+                EventKind::WorkflowFailed {
+                    error: StructuredError::new("warehouse on fire"),
+                },
+            ],
+        );
+        let pending = f.run("report", "wf-pending", vec![]);
+        (f, [done, failed, pending])
+    }
+
+    fn list_args(dir: PathBuf) -> ListArgs {
+        ListArgs {
+            dir,
+            statuses: Vec::new(),
+            name: None,
+            limit: 100,
+            json: true,
+        }
+    }
+
+    fn listed_ids(args: &ListArgs) -> Vec<String> {
+        let mut out = Vec::new();
+        list(args, &mut out).unwrap();
+        String::from_utf8(out)
+            .unwrap()
+            .lines()
+            .map(|line| {
+                let value: serde_json::Value = serde_json::from_str(line).unwrap();
+                assert!(value.get("history").is_none());
+                value["id"].as_str().unwrap().to_owned()
+            })
+            .collect()
+    }
+
+    #[test]
+    fn list_filters_by_status_name_and_limit() {
+        let (f, [done, failed, pending]) = populate();
+        let mut args = list_args(f.dir());
+        assert_eq!(
+            listed_ids(&args),
+            vec![pending.clone(), failed.clone(), done.clone()]
+        );
+
+        args.statuses = vec![RunStatus::Failed, RunStatus::Completed];
+        assert_eq!(listed_ids(&args), vec![failed.clone(), done.clone()]);
+        args.name = Some("checkout".to_owned());
+        args.statuses = vec![RunStatus::Pending];
+        assert!(listed_ids(&args).is_empty());
+        args.statuses.clear();
+        assert_eq!(listed_ids(&args), vec![failed.clone(), done.clone()]);
+        args.limit = 1;
+        assert_eq!(listed_ids(&args), vec![failed.clone()]);
+
+        let mut args = list_args(f.dir());
+        args.json = false;
+        let mut out = Vec::new();
+        list(&args, &mut out).unwrap();
+        let table = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 4, "{table}");
+        assert!(lines[0].contains("RUN ID") && lines[0].contains("ERROR"));
+        let failed_line = lines.iter().find(|l| l.contains(&failed)).unwrap();
+        for cell in [
+            "wf-failed",
+            "checkout",
+            "failed",
+            "2023-11-14 22:13:",
+            "25ms",
+        ] {
+            assert!(failed_line.contains(cell), "{cell} in {failed_line}");
+        }
+        assert!(failed_line.contains("warehouse on fire"));
+        let pending_line = lines.iter().find(|l| l.contains(&pending)).unwrap();
+        assert!(pending_line.contains(" - "), "{pending_line}");
+    }
+
+    #[test]
+    fn show_finds_a_run_by_workflow_id_and_prints_its_timeline() {
+        let (f, [done, _, _]) = populate();
+        // A writer keeps the directory open meanwhile: inspection is read-only.
+        let args = ShowArgs {
+            id: "wf-done".to_owned(),
+            dir: f.dir(),
+            json: false,
+        };
+        let mut out = Vec::new();
+        show(&args, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        for expected in [
+            "name        checkout",
+            "status      completed",
+            &format!("run id      {done}"),
+            "workflow id wf-done",
+            "attempt     1",
+            "history (9 events)",
+        ] {
+            assert!(text.contains(expected), "{expected:?} in\n{text}");
+        }
+        let timeline: Vec<&str> = text
+            .lines()
+            .skip_while(|l| !l.contains("SEQ"))
+            .skip(1)
+            .collect();
+        assert_eq!(timeline.len(), 9, "{text}");
+        assert!(timeline[0].contains("+0ms") && timeline[0].contains("workflow_queued"));
+        let failed = timeline[4];
+        for cell in [
+            "+20ms",
+            "activity_failed",
+            "\"charge\" attempt 1 (retrying): card declined",
+        ] {
+            assert!(failed.contains(cell), "{cell} in {failed}");
+        }
+        assert!(
+            timeline[5].contains("\"charge\" attempt 2 in 1s"),
+            "{}",
+            timeline[5]
+        );
+
+        let mut out = Vec::new();
+        show(
+            &ShowArgs {
+                json: true,
+                ..args.clone()
+            },
+            &mut out,
+        )
+        .unwrap();
+        let state: WorkflowState = serde_json::from_slice(&out).unwrap();
+        assert_eq!(state.id, done);
+        assert_eq!(state.history.len(), 9);
+
+        let missing = ShowArgs {
+            id: "nope".to_owned(),
+            ..args
+        };
+        let err = show(&missing, &mut Vec::new()).unwrap_err();
+        assert!(format!("{err:#}").contains("not found"), "{err:#}");
+    }
+
+    #[test]
+    fn failed_runs_show_their_error_and_compensations_their_id() {
+        let (f, [_, failed, _]) = populate();
+        let args = ShowArgs {
+            id: failed,
+            dir: f.dir(),
+            json: false,
+        };
+        let mut out = Vec::new();
+        show(&args, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("error       warehouse on fire"), "{text}");
+        assert!(
+            text.contains("\"ship\" attempt 1: warehouse on fire"),
+            "{text}"
+        );
+
+        let names = BTreeMap::new();
+        let kind = EventKind::CompensationFailed {
+            position: 3,
+            compensation_id: "refund".to_owned(),
+            error: StructuredError::new("bank down"),
+        };
+        assert_eq!(details(&kind, &names, 0), "refund: bank down");
+        let kind = EventKind::CompensationAdded {
+            position: 2,
+            compensation_id: "refund".to_owned(),
+        };
+        assert_eq!(details(&kind, &names, 0), "refund");
+    }
+
+    fn doctor_output(dir: PathBuf) -> (anyhow::Result<()>, String) {
+        let mut out = Vec::new();
+        let result = doctor(&DoctorArgs { dir }, &mut out);
+        (result, String::from_utf8(out).unwrap())
+    }
+
+    fn log_of(dir: &Path, run_id: &str) -> PathBuf {
+        dir.join("workflows")
+            .join(format!("{run_id}.events.ndjson"))
+    }
+
+    #[test]
+    fn doctor_reports_healthy_torn_and_corrupt_stores() {
+        let (f, [done, failed, _]) = populate();
+        let (result, text) = doctor_output(f.dir());
+        result.unwrap();
+        for expected in [
+            "format: 1",
+            "runs: 3 (16 events)",
+            "  pending: 1",
+            "  completed: 1",
+            "  failed: 1",
+            "healthy\n",
+        ] {
+            assert!(text.contains(expected), "{expected:?} in\n{text}");
+        }
+
+        let path = log_of(&f.dir(), &done);
+        let good_len = std::fs::metadata(&path).unwrap().len();
+        let mut file = std::fs::OpenOptions::new()
+            .append(true)
+            .open(&path)
+            .unwrap();
+        file.write_all(b"{\"id\":").unwrap();
+        drop(file);
+        let (result, text) = doctor_output(f.dir());
+        result.unwrap();
+        assert!(
+            text.contains(&format!("warning: {}", path.display())),
+            "{text}"
+        );
+        assert!(text.contains(&format!("byte offset {good_len}")), "{text}");
+        assert!(text.contains("with 1 warning(s)"), "{text}");
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), good_len + 6);
+
+        let path = log_of(&f.dir(), &failed);
+        let log = std::fs::read_to_string(&path).unwrap();
+        let first = log.find('\n').unwrap() + 1;
+        std::fs::write(
+            &path,
+            format!("{}{{oops}}\n{}", &log[..first], &log[first..]),
+        )
+        .unwrap();
+        let (result, _) = doctor_output(f.dir());
+        let message = format!("{:#}", result.unwrap_err());
+        assert!(message.contains(&path.display().to_string()), "{message}");
+        assert!(
+            message.contains(&format!("byte offset {first}")),
+            "{message}"
+        );
+
+        let (result, _) = doctor_output(f.dir().join("missing"));
+        let message = format!("{:#}", result.unwrap_err());
+        assert!(message.contains("no worlds-engine data in"), "{message}");
+    }
+
+    #[test]
+    fn helpers_format_times_and_errors() {
+        assert_eq!(offset(12), "+12ms");
+        assert_eq!(offset(1_250), "+1.250s");
+        assert_eq!(offset(125_000), "+2m 5s");
+        assert_eq!(timestamp(0), "1970-01-01 00:00:00Z");
+        assert_eq!(shorten("short", 10), "short");
+        assert_eq!(shorten("a long message", 6), "a lon…");
+        assert_eq!(shorten("two\nlines", 10), "two…");
+    }
+}

@@ -1,0 +1,132 @@
+//! The inspection commands as a user runs them: the built `worlds` binary on a data directory
+//! written by the engine.
+
+use std::path::Path;
+use std::process::{Command, Output};
+use std::sync::Arc;
+
+use serde_json::json;
+use worlds_engine::clock::{Clock, VirtualClock};
+use worlds_engine::ids::IdGenerator;
+use worlds_engine::model::EVENT_FORMAT_VERSION;
+use worlds_engine::store::{FileStore, RunStore};
+use worlds_engine::{Event, EventKind, Payload};
+
+/// Two runs in a new store under `dir`: one completed (`wf-done`), one pending (`wf-pending`).
+fn populate(dir: &Path) -> (String, String) {
+    let clock = VirtualClock::new(1_700_000_000_000);
+    let ids = IdGenerator::new(Arc::new(clock.clone()));
+    let event = |run_id: &str, kind: EventKind| Event {
+        id: ids.event_id(),
+        run_id: run_id.to_owned(),
+        seq: 0,
+        timestamp: clock.now_ms(),
+        version: EVENT_FORMAT_VERSION,
+        kind,
+    };
+    let queued = |workflow_id: &str| EventKind::WorkflowQueued {
+        name: "greet".to_owned(),
+        workflow_id: workflow_id.to_owned(),
+        input: Payload::from(json!("world")),
+        parent_id: None,
+        parent_position: None,
+        task_queue: None,
+        priority: 0,
+        timeout_ms: None,
+        failure_strategy: None,
+        max_retries: None,
+    };
+    let store = FileStore::open(dir).unwrap();
+    futures::executor::block_on(async {
+        let done = ids.run_id();
+        store
+            .create_run(event(&done, queued("wf-done")))
+            .await
+            .unwrap();
+        let rest = vec![
+            event(
+                &done,
+                EventKind::WorkflowStarted {
+                    attempt: 1,
+                    first_position: 0,
+                },
+            ),
+            event(
+                &done,
+                EventKind::WorkflowCompleted {
+                    output: Payload::from(json!("hello")),
+                },
+            ),
+        ];
+        store.append(&done, rest).await.unwrap();
+        let pending = ids.run_id();
+        store
+            .create_run(event(&pending, queued("wf-pending")))
+            .await
+            .unwrap();
+        (done, pending)
+    })
+}
+
+fn worlds(args: &[&str], dir: &Path) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_worlds"))
+        .args(args)
+        .arg("--dir")
+        .arg(dir)
+        .output()
+        .unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8(bytes.to_vec()).unwrap()
+}
+
+#[test]
+fn runs_list_json_prints_one_run_per_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (done, pending) = populate(dir.path());
+    let output = worlds(&["runs", "list", "--json"], dir.path());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let runs: Vec<serde_json::Value> = text(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str(line).unwrap())
+        .collect();
+    assert_eq!(runs.len(), 2);
+    assert_eq!(runs[0]["id"], pending.as_str());
+    assert_eq!(runs[1]["id"], done.as_str());
+    assert_eq!(runs[1]["status"], "completed");
+    assert_eq!(runs[1]["output"], "hello");
+
+    let output = worlds(
+        &["runs", "list", "--json", "--status", "completed"],
+        dir.path(),
+    );
+    assert_eq!(text(&output.stdout).lines().count(), 1);
+}
+
+#[test]
+fn doctor_exits_zero_when_healthy_and_non_zero_on_corruption() {
+    let dir = tempfile::tempdir().unwrap();
+    let (done, _) = populate(dir.path());
+    let output = worlds(&["doctor"], dir.path());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let report = text(&output.stdout);
+    assert!(report.contains("runs: 2"), "{report}");
+    assert!(report.contains("healthy"), "{report}");
+
+    let log = dir
+        .path()
+        .join("workflows")
+        .join(format!("{done}.events.ndjson"));
+    let content = std::fs::read_to_string(&log).unwrap();
+    std::fs::write(&log, format!("not json\n{content}")).unwrap();
+    let output = worlds(&["doctor"], dir.path());
+    assert!(!output.status.success());
+    let error = text(&output.stderr);
+    assert!(error.contains(&log.display().to_string()), "{error}");
+    assert!(error.contains("byte offset 0"), "{error}");
+
+    let output = worlds(&["doctor"], &dir.path().join("missing"));
+    assert!(!output.status.success());
+    assert!(text(&output.stderr).contains("no worlds-engine data in"));
+}

@@ -52,7 +52,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         sleep: args.sleep_ms.map(Duration::from_millis).unwrap_or(W3_SLEEP),
     };
     // Refuse an unavailable backend before spending time on a runtime.
-    config(&settings, 0)?;
+    check_backend(settings.backend)?;
     let workloads = match args.workload {
         WorkloadArg::All => vec![
             WorkloadArg::W1,
@@ -94,18 +94,39 @@ pub(crate) async fn run_workload(
 /// The world configuration for a benchmark: the backend, `settings.workers` workers, and room
 /// for `live_runs` runs in the cache so that none is evicted mid-benchmark.
 fn config(settings: &Settings, live_runs: usize) -> anyhow::Result<WorldConfig> {
-    match settings.backend {
-        Backend::Memory => {}
-        other => bail!(
-            "backend `{}` is not available yet: this build of worlds-engine only has in-memory storage; use `--backend memory`",
-            other.name()
-        ),
-    }
+    check_backend(settings.backend)?;
     let mut config = WorldConfig::memory();
+    if settings.backend == Backend::File {
+        config.persistence = Persistence::File;
+        config.persistence_path = fresh_data_dir()?;
+    }
     config.min_workers = settings.workers;
     config.max_workers = config.max_workers.max(settings.workers);
     config.max_cached_runs = config.max_cached_runs.max(live_runs + 64);
     Ok(config)
+}
+
+/// Refuses a backend the benchmark cannot run yet.
+fn check_backend(backend: Backend) -> anyhow::Result<()> {
+    match backend {
+        Backend::Memory | Backend::File => Ok(()),
+        other => bail!(
+            "backend `{}` is not available yet in the benchmark; use `--backend memory` or `--backend file`",
+            other.name()
+        ),
+    }
+}
+
+/// An empty directory for one benchmark world's files, under the system's temporary directory.
+/// Each workload starts from nothing, so runs of earlier workloads are not reloaded.
+fn fresh_data_dir() -> anyhow::Result<std::path::PathBuf> {
+    let stamp = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!("worlds-bench-{}-{stamp}", std::process::id()));
+    std::fs::create_dir_all(&dir).with_context(|| format!("could not create {}", dir.display()))?;
+    Ok(dir)
 }
 
 /// Starts a world with the step activity and the workflows given registered.
@@ -120,6 +141,18 @@ async fn start_world(
     }
     world.start().await?;
     Ok(world)
+}
+
+/// Stops a benchmark world and removes its files, if it had any.
+async fn stop_world(world: World) -> anyhow::Result<()> {
+    world.shutdown().await?;
+    if world.config().persistence != Persistence::Memory {
+        let dir = world.config().persistence_path.clone();
+        drop(world);
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("could not remove {}", dir.display()))?;
+    }
+    Ok(())
 }
 
 /// The contract's step: returns its input + 1.
@@ -220,13 +253,12 @@ mod tests {
 
     #[test]
     fn unavailable_backends_are_errors() {
-        for backend in [Backend::File, Backend::Hybrid, Backend::Postgres] {
-            let error = config(&Settings { backend, ..tiny() }, 0)
-                .unwrap_err()
-                .to_string();
+        for backend in [Backend::Hybrid, Backend::Postgres] {
+            let error = check_backend(backend).unwrap_err().to_string();
             assert!(error.contains("not available yet"), "{error}");
             assert!(error.contains(backend.name()), "{error}");
         }
         assert!(config(&tiny(), 10).is_ok());
+        assert!(check_backend(Backend::File).is_ok());
     }
 }

@@ -37,7 +37,7 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
         check(handle.result().await?, k as u64)?;
     }
     let wall = started.elapsed();
-    world.shutdown().await?;
+    super::stop_world(world).await?;
 
     let mut report = Report::new(settings.backend.name(), "W1", n, k, wall.as_secs_f64());
     report.notes = format!(

@@ -35,7 +35,7 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
         latencies.push(ms(t0.elapsed()));
     }
     let wall = started.elapsed();
-    world.shutdown().await?;
+    super::stop_world(world).await?;
 
     let mut report = Report::new(settings.backend.name(), "W2", n, k, wall.as_secs_f64());
     report.p50_ms = percentile(&latencies, 50.0).map(|v| round(v, 3));

@@ -64,7 +64,7 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
         last = last.max(done);
     }
     let wall = last.duration_since(started);
-    world.shutdown().await?;
+    super::stop_world(world).await?;
 
     let mut report = Report::new(settings.backend.name(), "W3", n, k, wall.as_secs_f64());
     report.p50_ms = percentile(&lateness, 50.0).map(|v| round(v, 3));

@@ -52,7 +52,7 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
         .await?;
     check(handle.result().await?, steps as u64)?;
     let wall = started.elapsed();
-    world.shutdown().await?;
+    super::stop_world(world).await?;
 
     let times = std::mem::take(&mut *times.lock().expect("not poisoned"));
     if times.len() != steps {

@@ -15,7 +15,7 @@ use serde_json::json;
 use worlds_engine::clock::{Clock, Millis, VirtualClock};
 use worlds_engine::ids::IdGenerator;
 use worlds_engine::model::EVENT_FORMAT_VERSION;
-use worlds_engine::store::{FileStore, MemoryStore, Store, Timer, TimerKind};
+use worlds_engine::store::{FileStore, HybridStore, MemoryStore, Store, Timer, TimerKind};
 use worlds_engine::{
     ActivityStatus, ErrorKind, Event, EventKind, Payload, ResolveData, RunStatus, StructuredError,
     WorkflowQueryFilter, WorldError,
@@ -887,4 +887,10 @@ conformance!(file, || -> Arc<dyn Store> {
     // The directory must outlive the store: keep it for the test process's life.
     let dir = tempfile::tempdir().unwrap().keep();
     Arc::new(FileStore::open(dir).unwrap())
+});
+
+conformance!(hybrid, || -> Arc<dyn Store> {
+    // The directory must outlive the store: keep it for the test process's life.
+    let dir = tempfile::tempdir().unwrap().keep();
+    Arc::new(HybridStore::open(dir).unwrap())
 });

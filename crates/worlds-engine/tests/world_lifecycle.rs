@@ -43,25 +43,27 @@ fn default_config_has_the_documented_defaults() {
 }
 
 #[test]
-fn default_hybrid_world_is_unsupported_with_a_helpful_message() {
-    {
-        let persistence = Persistence::Hybrid;
-        let config = WorldConfig::default();
-        assert_eq!(config.persistence, persistence);
-        let err = World::new(config).unwrap_err();
-        assert!(matches!(err, WorldError::Unsupported(_)), "{err:?}");
-        assert_eq!(err.kind(), ErrorKind::Unsupported);
-        assert_eq!(err.http_status(), 501);
-        let message = err.to_string();
-        assert!(
-            message.contains(&format!("{persistence:?}")),
-            "names the mode asked for: {message}"
-        );
-        assert!(
-            message.contains("Persistence::Memory") || message.contains("WorldConfig::memory()"),
-            "says what to use instead: {message}"
-        );
-    }
+fn hybrid_persistence_opens_a_locked_hybrid_store_at_the_persistence_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = WorldConfig::default();
+    assert_eq!(config.persistence, Persistence::Hybrid);
+    config.persistence_path = dir.path().join("store");
+    let world = World::new(config.clone()).unwrap();
+    assert!(dir.path().join("store/state/format.json").exists());
+    assert!(dir.path().join("store/state/wal.ndjson").exists());
+    assert!(dir.path().join("store/workflows").is_dir());
+    // A second world on the same directory is refused while the first holds it.
+    let err = World::new(config.clone()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable, "{err:?}");
+    let message = err.to_string();
+    assert!(message.contains("hybrid"), "names the mode: {message}");
+    assert!(
+        message.contains("Persistence::File") && message.contains("PostgreSQL"),
+        "says what to use instead: {message}"
+    );
+    // Once the first world is gone, the directory opens again.
+    drop(world);
+    World::new(config).unwrap();
     // The memory preset is accepted.
     World::new(WorldConfig::memory()).unwrap();
 }

@@ -44,9 +44,9 @@ use super::{Appended, MemoryStore, RunStore, Timer, TimerStore};
 /// The on-disk layout version this build reads and writes.
 const STORE_FORMAT: u32 = 1;
 /// Extension of a run's event log.
-const LOG_SUFFIX: &str = ".events.ndjson";
+pub(super) const LOG_SUFFIX: &str = ".events.ndjson";
 /// Extension of a file being created (renamed into place once complete).
-const TMP_SUFFIX: &str = ".tmp";
+pub(super) const TMP_SUFFIX: &str = ".tmp";
 /// Longest run id accepted as a file name.
 const MAX_RUN_ID_LEN: usize = 200;
 
@@ -101,13 +101,13 @@ impl std::fmt::Debug for FileStore {
     }
 }
 
-fn io_error(what: &str, path: &Path, err: std::io::Error) -> WorldError {
+pub(super) fn io_error(what: &str, path: &Path, err: std::io::Error) -> WorldError {
     WorldError::Internal(format!("file store: {what} {}: {err}", path.display()))
 }
 
 /// Makes a rename or a new file in `dir` durable. Directories cannot be opened for syncing on
 /// every platform; where they cannot, this is a no-op.
-fn sync_dir(dir: &Path) -> Result<(), WorldError> {
+pub(super) fn sync_dir(dir: &Path) -> Result<(), WorldError> {
     #[cfg(unix)]
     {
         File::open(dir)
@@ -120,7 +120,7 @@ fn sync_dir(dir: &Path) -> Result<(), WorldError> {
 }
 
 /// Run ids become file names, so only plain ones are accepted (the engine's are ULIDs).
-fn check_run_id(run_id: &str) -> Result<(), WorldError> {
+pub(super) fn check_run_id(run_id: &str) -> Result<(), WorldError> {
     let plain = !run_id.is_empty()
         && run_id.len() <= MAX_RUN_ID_LEN
         && run_id
@@ -139,7 +139,7 @@ fn check_run_id(run_id: &str) -> Result<(), WorldError> {
 }
 
 /// Serializes events, one JSON object and a newline each.
-fn encode(events: &[Arc<Event>]) -> Result<Vec<u8>, WorldError> {
+pub(super) fn encode(events: &[Arc<Event>]) -> Result<Vec<u8>, WorldError> {
     let mut buf = Vec::new();
     for event in events {
         serde_json::to_writer(&mut buf, &**event).map_err(|e| WorldError::serde("event", e))?;
@@ -150,8 +150,215 @@ fn encode(events: &[Arc<Event>]) -> Result<Vec<u8>, WorldError> {
 
 /// Runs a [`MemoryStore`] future to completion from synchronous code. The memory store never
 /// waits on I/O or on the runtime, so its futures finish on first poll.
-fn now<F: std::future::Future>(future: F) -> F::Output {
+pub(super) fn now<F: std::future::Future>(future: F) -> F::Output {
     futures::executor::block_on(future)
+}
+
+/// The path of a run's log under `workflows/`.
+pub(super) fn log_path(workflows: &Path, run_id: &str) -> PathBuf {
+    workflows.join(format!("{run_id}{LOG_SUFFIX}"))
+}
+
+/// The error for a corrupt file: names the file and the byte offset.
+pub(super) fn corrupt(path: &Path, offset: usize, why: impl std::fmt::Display) -> WorldError {
+    WorldError::Internal(format!(
+        "file store: {} is corrupt at byte offset {offset}: {why}; the file was left untouched",
+        path.display()
+    ))
+}
+
+/// What [`scan_events`] found.
+pub(super) struct Scan {
+    /// Byte offset just past the last complete, accepted event.
+    pub(super) good_end: usize,
+    /// The last line is incomplete (a crash mid-write, or a write in progress).
+    pub(super) torn: bool,
+    /// How many events were accepted.
+    pub(super) count: u64,
+}
+
+/// Reads ndjson events from `bytes` (the contents of `path`), handing each complete one with its
+/// byte offset to `each`, which may refuse it with a reason. An incomplete last line stops the
+/// scan and is reported as torn; an unreadable line anywhere else, an event of a newer format,
+/// or a refused event is a corruption error naming the file and offset.
+pub(super) fn scan_events(
+    path: &Path,
+    bytes: &[u8],
+    mut each: impl FnMut(usize, Event) -> Result<(), String>,
+) -> Result<Scan, WorldError> {
+    let mut offset = 0;
+    let mut scan = Scan {
+        good_end: 0,
+        torn: false,
+        count: 0,
+    };
+    while offset < bytes.len() {
+        let rest = &bytes[offset..];
+        let (line, next, complete) = match rest.iter().position(|&b| b == b'\n') {
+            Some(i) => (&rest[..i], offset + i + 1, true),
+            None => (rest, bytes.len(), false),
+        };
+        let last = next >= bytes.len();
+        let event = match serde_json::from_slice::<Event>(line) {
+            Ok(event) if complete => event,
+            // A whole event whose newline never made it, or a cut-off last line: the write was
+            // not finished, so it was never acknowledged.
+            Ok(_) => {
+                scan.torn = true;
+                break;
+            }
+            Err(_) if last => {
+                scan.torn = true;
+                break;
+            }
+            Err(e) => return Err(corrupt(path, offset, format!("not a valid event ({e})"))),
+        };
+        if event.version > EVENT_FORMAT_VERSION {
+            return Err(corrupt(
+                path,
+                offset,
+                format!(
+                    "event format version {} is newer than this build's {EVENT_FORMAT_VERSION}",
+                    event.version
+                ),
+            ));
+        }
+        each(offset, event).map_err(|why| corrupt(path, offset, why))?;
+        scan.count += 1;
+        offset = next;
+        scan.good_end = next;
+    }
+    Ok(scan)
+}
+
+/// Cuts off an incomplete last line at `good_end` (of `len` bytes) and syncs the file.
+pub(super) fn truncate_torn(path: &Path, good_end: usize, len: usize) -> Result<(), WorldError> {
+    tracing::warn!(
+        file = %path.display(),
+        offset = good_end,
+        dropped_bytes = len - good_end,
+        "file store: truncating an incomplete last line left by a crash mid-write"
+    );
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| io_error("could not open", path, e))?;
+    file.set_len(good_end as u64)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| io_error("could not truncate", path, e))
+}
+
+/// The run ids that have a log in `workflows/`, sorted. Unless `read_only`, leftover temporary
+/// files (runs whose creation never finished, so never acknowledged) are removed.
+pub(super) fn list_run_logs(workflows: &Path, read_only: bool) -> Result<Vec<String>, WorldError> {
+    let entries = fs::read_dir(workflows).map_err(|e| io_error("could not list", workflows, e))?;
+    let mut run_ids = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error("could not list", workflows, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if name.ends_with(TMP_SUFFIX) {
+            if read_only {
+                // Unfinished (a crash), or a creation in progress: not a run yet.
+                continue;
+            }
+            let path = entry.path();
+            tracing::warn!(file = %path.display(), "file store: removing an unfinished run file left by a crash");
+            fs::remove_file(&path).map_err(|e| io_error("could not remove", &path, e))?;
+        } else if let Some(run_id) = name.strip_suffix(LOG_SUFFIX) {
+            run_ids.push(run_id.to_owned());
+        }
+    }
+    run_ids.sort();
+    Ok(run_ids)
+}
+
+/// What [`load_run_log`] loaded.
+pub(super) struct LoadedRun {
+    /// Events in the log (and now in memory).
+    pub(super) count: u64,
+    /// A torn last line left in place (read-only loads only).
+    pub(super) warning: Option<String>,
+}
+
+/// Loads one run log into `memory`, checking every event (run id, dense `seq`, the history's
+/// rules). A torn last line is truncated, or, read-only, reported as a warning.
+pub(super) fn load_run_log(
+    path: &Path,
+    run_id: &str,
+    memory: &MemoryStore,
+    read_only: bool,
+) -> Result<LoadedRun, WorldError> {
+    let bytes = fs::read(path).map_err(|e| io_error("could not read", path, e))?;
+    let mut count: u64 = 0;
+    let scan = scan_events(path, &bytes, |_, event| {
+        if event.run_id != run_id {
+            return Err(format!(
+                "event of run {} in the log of run {run_id}",
+                event.run_id
+            ));
+        }
+        if event.seq != count {
+            return Err(format!(
+                "event seq {} where seq {count} was expected",
+                event.seq
+            ));
+        }
+        let stored = if count == 0 {
+            now(memory.create_run(event))
+        } else {
+            now(memory.append(run_id, vec![event])).map(|_| ())
+        };
+        stored.map_err(|e| format!("the history refuses this event: {e}"))?;
+        count += 1;
+        Ok(())
+    })?;
+    if scan.count == 0 {
+        return Err(corrupt(path, 0, "the log holds no complete event"));
+    }
+    let mut warning = None;
+    if scan.torn && read_only {
+        warning = Some(format!(
+            "{}: incomplete last line at byte offset {} ({} bytes), left by a crash mid-write or a write in progress; opening the store for writing cuts it off",
+            path.display(),
+            scan.good_end,
+            bytes.len() - scan.good_end
+        ));
+    } else if scan.torn {
+        truncate_torn(path, scan.good_end, bytes.len())?;
+    }
+    Ok(LoadedRun {
+        count: scan.count,
+        warning,
+    })
+}
+
+/// Creates a run's log holding its first lines: written to a temporary file, synced, then
+/// renamed into place and the directory synced, so a crash never leaves half a run.
+pub(super) fn create_log(workflows: &Path, path: &Path, lines: &[u8]) -> Result<File, WorldError> {
+    let file = create_log_unsynced_dir(path, lines)?;
+    sync_dir(workflows)?;
+    Ok(file)
+}
+
+/// [`create_log`] without the directory sync (the caller syncs once for several files).
+pub(super) fn create_log_unsynced_dir(path: &Path, lines: &[u8]) -> Result<File, WorldError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(TMP_SUFFIX);
+    let tmp = PathBuf::from(tmp);
+    let _ = fs::remove_file(&tmp);
+    let mut file = OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|e| io_error("could not create", &tmp, e))?;
+    file.write_all(lines)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| io_error("could not write", &tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| io_error("could not rename", &tmp, e))?;
+    Ok(file)
 }
 
 impl FileStore {
@@ -244,7 +451,7 @@ impl FileStore {
 
     /// Reads `state/format.json`, or writes it for a new store. Read-only, a missing file is
     /// returned as a warning instead.
-    fn check_format(state: &Path, read_only: bool) -> Result<Vec<String>, WorldError> {
+    pub(super) fn check_format(state: &Path, read_only: bool) -> Result<Vec<String>, WorldError> {
         let path = state.join("format.json");
         match fs::read(&path) {
             Ok(bytes) => {
@@ -289,179 +496,35 @@ impl FileStore {
     /// Loads every run log in `workflows/` into the memory store, returning the warnings of a
     /// read-only load.
     fn load(&self) -> Result<Vec<String>, WorldError> {
-        let entries = fs::read_dir(&self.workflows)
-            .map_err(|e| io_error("could not list", &self.workflows, e))?;
-        let mut run_ids = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| io_error("could not list", &self.workflows, e))?;
-            let name = entry.file_name();
-            let Some(name) = name.to_str() else {
-                continue;
-            };
-            if name.ends_with(TMP_SUFFIX) {
-                if self.read_only {
-                    // Unfinished (a crash), or a creation in progress: not a run yet.
-                    continue;
-                }
-                // A run whose creation never finished (and so was never acknowledged).
-                let path = entry.path();
-                tracing::warn!(file = %path.display(), "file store: removing an unfinished run file left by a crash");
-                fs::remove_file(&path).map_err(|e| io_error("could not remove", &path, e))?;
-            } else if let Some(run_id) = name.strip_suffix(LOG_SUFFIX) {
-                run_ids.push(run_id.to_owned());
-            }
-        }
-        run_ids.sort();
         let mut warnings = Vec::new();
-        for run_id in run_ids {
-            warnings.extend(self.load_run(&run_id)?);
+        for run_id in list_run_logs(&self.workflows, self.read_only)? {
+            let path = self.log_path(&run_id);
+            let loaded = load_run_log(&path, &run_id, &self.memory, self.read_only)?;
+            warnings.extend(loaded.warning);
+            let file = if self.read_only {
+                None
+            } else {
+                Some(
+                    OpenOptions::new()
+                        .append(true)
+                        .open(&path)
+                        .map_err(|e| io_error("could not open", &path, e))?,
+                )
+            };
+            let log = RunLog {
+                path,
+                file,
+                broken: false,
+            };
+            self.logs
+                .lock()
+                .insert(run_id, Arc::new(tokio::sync::Mutex::new(log)));
         }
         Ok(warnings)
     }
 
     fn log_path(&self, run_id: &str) -> PathBuf {
-        self.workflows.join(format!("{run_id}{LOG_SUFFIX}"))
-    }
-
-    /// Loads one run log, truncating a torn last line (read-only: reporting it as a warning).
-    fn load_run(&self, run_id: &str) -> Result<Option<String>, WorldError> {
-        let path = self.log_path(run_id);
-        let bytes = fs::read(&path).map_err(|e| io_error("could not read", &path, e))?;
-        let corrupt = |offset: usize, why: String| {
-            WorldError::Internal(format!(
-                "file store: {} is corrupt at byte offset {offset}: {why}; the file was left untouched",
-                path.display()
-            ))
-        };
-
-        let mut offset = 0;
-        let mut good_end = 0;
-        let mut torn = false;
-        let mut count: u64 = 0;
-        while offset < bytes.len() {
-            let rest = &bytes[offset..];
-            let (line, next, complete) = match rest.iter().position(|&b| b == b'\n') {
-                Some(i) => (&rest[..i], offset + i + 1, true),
-                None => (rest, bytes.len(), false),
-            };
-            let last = next >= bytes.len();
-            let parsed = serde_json::from_slice::<Event>(line);
-            let event = match parsed {
-                Ok(event) if complete => event,
-                Ok(_) => {
-                    // A whole event whose newline never made it: the write was not finished,
-                    // so it was never acknowledged.
-                    torn = true;
-                    break;
-                }
-                Err(_) if last => {
-                    torn = true;
-                    break;
-                }
-                Err(e) => return Err(corrupt(offset, format!("not a valid event ({e})"))),
-            };
-            if event.run_id != run_id {
-                return Err(corrupt(
-                    offset,
-                    format!("event of run {} in the log of run {run_id}", event.run_id),
-                ));
-            }
-            if event.seq != count {
-                return Err(corrupt(
-                    offset,
-                    format!("event seq {} where seq {count} was expected", event.seq),
-                ));
-            }
-            if event.version > EVENT_FORMAT_VERSION {
-                return Err(corrupt(
-                    offset,
-                    format!(
-                        "event format version {} is newer than this build's {EVENT_FORMAT_VERSION}",
-                        event.version
-                    ),
-                ));
-            }
-            let stored = if count == 0 {
-                now(self.memory.create_run(event))
-            } else {
-                now(self.memory.append(run_id, vec![event])).map(|_| ())
-            };
-            stored.map_err(|e| corrupt(offset, format!("the history refuses this event: {e}")))?;
-            count += 1;
-            offset = next;
-            good_end = next;
-        }
-
-        if count == 0 {
-            return Err(corrupt(0, "the log holds no complete event".into()));
-        }
-        if self.read_only {
-            let warning = torn.then(|| {
-                format!(
-                    "{}: incomplete last line at byte offset {good_end} ({} bytes), left by a crash mid-write or a write in progress; opening the store for writing cuts it off",
-                    path.display(),
-                    bytes.len() - good_end
-                )
-            });
-            let log = RunLog {
-                path,
-                file: None,
-                broken: false,
-            };
-            self.logs
-                .lock()
-                .insert(run_id.to_owned(), Arc::new(tokio::sync::Mutex::new(log)));
-            return Ok(warning);
-        }
-        if torn {
-            tracing::warn!(
-                file = %path.display(),
-                offset = good_end,
-                dropped_bytes = bytes.len() - good_end,
-                "file store: truncating an incomplete last line left by a crash mid-write"
-            );
-            let file = OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .map_err(|e| io_error("could not open", &path, e))?;
-            file.set_len(good_end as u64)
-                .and_then(|()| file.sync_all())
-                .map_err(|e| io_error("could not truncate", &path, e))?;
-        }
-
-        let file = OpenOptions::new()
-            .append(true)
-            .open(&path)
-            .map_err(|e| io_error("could not open", &path, e))?;
-        let log = RunLog {
-            path,
-            file: Some(file),
-            broken: false,
-        };
-        self.logs
-            .lock()
-            .insert(run_id.to_owned(), Arc::new(tokio::sync::Mutex::new(log)));
-        Ok(None)
-    }
-
-    /// Creates a run's log holding its first line: written to a temporary file, synced, then
-    /// renamed into place and the directory synced, so a crash never leaves half a run.
-    fn create_log(&self, path: &Path, line: &[u8]) -> Result<File, WorldError> {
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(TMP_SUFFIX);
-        let tmp = PathBuf::from(tmp);
-        let _ = fs::remove_file(&tmp);
-        let mut file = OpenOptions::new()
-            .append(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| io_error("could not create", &tmp, e))?;
-        file.write_all(line)
-            .and_then(|()| file.sync_all())
-            .map_err(|e| io_error("could not write", &tmp, e))?;
-        fs::rename(&tmp, path).map_err(|e| io_error("could not rename", &tmp, e))?;
-        sync_dir(&self.workflows)?;
-        Ok(file)
+        log_path(&self.workflows, run_id)
     }
 
     fn inconsistent(run_id: &str, path: &Path, err: &WorldError) -> WorldError {
@@ -507,7 +570,8 @@ impl RunStore for FileStore {
             return Err(refused);
         }
         first.seq = 0;
-        let written = encode(&[Arc::new(first)]).and_then(|line| self.create_log(&path, &line));
+        let written =
+            encode(&[Arc::new(first)]).and_then(|line| create_log(&self.workflows, &path, &line));
         match written {
             Ok(file) => {
                 log.file = Some(file);

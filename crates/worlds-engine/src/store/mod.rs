@@ -1,4 +1,4 @@
-//! Storage: the [`Store`] contract and its in-memory implementation.
+//! Storage: the [`Store`] contract and its implementations (memory, file, hybrid).
 //!
 //! A store keeps each run's history (append-only), the run state materialized from it, and the
 //! durable timers. The contract is split by duty — [`RunStore`] for runs and their events,
@@ -7,6 +7,7 @@
 //! what a history means; one conformance suite (`tests/store_conformance.rs`) runs against each.
 
 mod file;
+mod hybrid;
 mod memory;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use crate::model::{
 };
 
 pub use file::FileStore;
+pub use hybrid::HybridStore;
 pub use memory::MemoryStore;
 
 /// The result of an append.

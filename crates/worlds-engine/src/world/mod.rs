@@ -18,7 +18,7 @@ use crate::engine::Engine;
 use crate::error::WorldError;
 use crate::model::{Page, ResolveData, WorkflowOptions, WorkflowQueryFilter, WorkflowState};
 use crate::payload::Payload;
-use crate::store::{FileStore, MemoryStore, Store};
+use crate::store::{FileStore, HybridStore, MemoryStore, Store};
 use crate::worker::{WorkerInfo, WorkerPool};
 
 pub use config::{Persistence, WorldConfig};
@@ -73,9 +73,10 @@ impl std::fmt::Debug for World {
 impl World {
     /// A world with this configuration, on the system clock.
     ///
-    /// `Persistence::Memory` and `Persistence::File` (a [`FileStore`] at `persistence_path`;
-    /// an error opening it is returned) are available in this build; hybrid storage reports an
-    /// `Unsupported` error rather than silently keeping everything in memory.
+    /// `Persistence::Memory`, `Persistence::File` (a [`FileStore`] at `persistence_path`) and
+    /// `Persistence::Hybrid` (a [`HybridStore`] there, locked to this world) are available in
+    /// this build; an error opening the store (such as another world holding the hybrid
+    /// directory) is returned.
     pub fn new(config: WorldConfig) -> Result<World, WorldError> {
         World::with_clock(config, Arc::new(SystemClock))
     }
@@ -86,11 +87,7 @@ impl World {
         let store: Arc<dyn Store> = match config.persistence {
             crate::Persistence::Memory => Arc::new(MemoryStore::new()),
             crate::Persistence::File => Arc::new(FileStore::open(&config.persistence_path)?),
-            other => {
-                return Err(WorldError::Unsupported(format!(
-                    "persistence mode {other:?} is not available in this build yet; use Persistence::File (durable, under persistence_path) or Persistence::Memory (WorldConfig::memory())"
-                )))
-            }
+            crate::Persistence::Hybrid => Arc::new(HybridStore::open(&config.persistence_path)?),
         };
         Ok(World::with_store(config, clock, store))
     }

@@ -1,0 +1,528 @@
+//! The hybrid store: a [`MemoryStore`] for every read, in front of one shared write-ahead log
+//! with group commit, compacted every 5 s into the same per-run logs the [`FileStore`] keeps.
+//!
+//! Layout under the root directory (the file store's, plus the WAL and a lock):
+//!
+//! ```text
+//! root/
+//!   state/format.json                 {"format": 1}
+//!   state/lock                        held (exclusive) while a HybridStore has the directory open
+//!   state/wal.ndjson                  every acknowledged write not yet compacted, in order
+//!   workflows/{run_id}.events.ndjson  one JSON event per line, in seq order
+//! ```
+//!
+//! Every `create_run` and `append` is checked and applied in memory, its lines go to a shared
+//! pending buffer, and it returns only once a `sync_data` of the WAL covered them. Concurrent
+//! writers share fsyncs: whoever finds no write in progress becomes the leader, writes the whole
+//! buffer and syncs once; everyone whose lines that covered is woken ([`HybridStore::stats`]
+//! counts both). Compaction ([`HybridStore::compact`], every 5 s on a Tokio runtime, and on
+//! [`close`](HybridStore::close) or drop) appends the WAL's events to the per-run logs, syncs them,
+//! then truncates the WAL.
+//!
+//! On [`HybridStore::open`] the run logs are loaded like the file store's, then the WAL is
+//! replayed: events already in their run's log (a crash mid-compaction) are skipped, the rest
+//! applied. A torn last WAL line is truncated with a warning; corruption anywhere else fails with
+//! the file and byte offset.
+//!
+//! [`FileStore`]: super::FileStore
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+
+use crate::clock::Millis;
+use crate::error::WorldError;
+use crate::model::{ActivityState, Event, Page, ResolveData, WorkflowQueryFilter, WorkflowState};
+
+use super::file::{
+    check_run_id, create_log_unsynced_dir, encode, io_error, list_run_logs, load_run_log, log_path,
+    now, scan_events, sync_dir, truncate_torn, FileStore,
+};
+use super::{Appended, MemoryStore, RunStore, Timer, TimerStore};
+
+/// How often the background job compacts the WAL.
+const COMPACT_EVERY: Duration = Duration::from_secs(5);
+
+/// Lines waiting for the WAL, and how far the WAL is durable.
+#[derive(Default)]
+struct Pending {
+    /// Serialized lines not yet handed to a writer.
+    buf: Vec<u8>,
+    /// Ticket of the last write put into `buf` (tickets count from 1).
+    enqueued: u64,
+    /// Every write with a ticket up to this one is durable.
+    durable: u64,
+    /// A leader is writing and syncing.
+    writing: bool,
+    /// A WAL write failed: memory holds events the disk may not; every later write is refused.
+    failed: Option<String>,
+}
+
+/// The files compaction works on, behind one mutex that also serializes WAL writes.
+struct Disk {
+    /// The WAL, opened for appending.
+    wal: File,
+    /// Events in each run's log on disk.
+    counts: HashMap<String, u64>,
+    /// An earlier compaction failed part-way: compaction is off until the store is reopened (the
+    /// WAL keeps everything, so nothing acknowledged is lost).
+    broken: Option<String>,
+}
+
+struct Inner {
+    root: PathBuf,
+    workflows: PathBuf,
+    wal_path: PathBuf,
+    memory: MemoryStore,
+    pending: Mutex<Pending>,
+    notify: tokio::sync::Notify,
+    disk: Mutex<Disk>,
+    appends: AtomicU64,
+    fsyncs: AtomicU64,
+    /// Holds the exclusive lock on `state/lock` for the store's life.
+    _lock: File,
+}
+
+/// Durable storage for one process (`Persistence::Hybrid`): a [`MemoryStore`] answers every read,
+/// and every write is in a shared, group-committed write-ahead log before it is acknowledged.
+///
+/// The directory is locked exclusively while open; a second open (from this or another process)
+/// fails. Use `Persistence::File` for several processes on one host.
+///
+/// ```
+/// use worlds_engine::store::HybridStore;
+/// let dir = std::env::temp_dir().join(format!("worlds-hybrid-doc-{}", std::process::id()));
+/// let store = HybridStore::open(&dir)?;
+/// assert!(dir.join("state/wal.ndjson").exists());
+/// assert!(HybridStore::open(&dir).is_err(), "the directory is locked");
+/// # drop(store);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok::<(), worlds_engine::WorldError>(())
+/// ```
+pub struct HybridStore {
+    inner: Arc<Inner>,
+    compactor: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for HybridStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (appends, fsyncs) = self.stats();
+        f.debug_struct("HybridStore")
+            .field("root", &self.inner.root)
+            .field("appends", &appends)
+            .field("fsyncs", &fsyncs)
+            .finish()
+    }
+}
+
+impl HybridStore {
+    /// Opens (creating if needed) the store under `root`: locks it, loads every run log, replays
+    /// and compacts the WAL, and (on a Tokio runtime) starts compacting every 5 s.
+    ///
+    /// Fails if another store holds the directory, if `state/format.json` names a newer format,
+    /// or if a log or the WAL is corrupt anywhere but its last line (naming the file and offset).
+    pub fn open(root: impl AsRef<Path>) -> Result<HybridStore, WorldError> {
+        let root = root.as_ref().to_path_buf();
+        let workflows = root.join("workflows");
+        let state = root.join("state");
+        for dir in [&workflows, &state] {
+            fs::create_dir_all(dir).map_err(|e| io_error("could not create", dir, e))?;
+        }
+        sync_dir(&root)?;
+        let lock = Self::lock(&state)?;
+        FileStore::check_format(&state, false)?;
+
+        let memory = MemoryStore::new();
+        let mut counts = HashMap::new();
+        for run_id in list_run_logs(&workflows, false)? {
+            let loaded = load_run_log(&log_path(&workflows, &run_id), &run_id, &memory, false)?;
+            counts.insert(run_id, loaded.count);
+        }
+
+        let wal_path = state.join("wal.ndjson");
+        let wal = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&wal_path)
+            .map_err(|e| io_error("could not open", &wal_path, e))?;
+        sync_dir(&state)?;
+        Self::replay(&wal_path, &memory, &counts)?;
+
+        let inner = Arc::new(Inner {
+            root,
+            workflows,
+            wal_path,
+            memory,
+            pending: Mutex::new(Pending::default()),
+            notify: tokio::sync::Notify::new(),
+            disk: Mutex::new(Disk {
+                wal,
+                counts,
+                broken: None,
+            }),
+            appends: AtomicU64::new(0),
+            fsyncs: AtomicU64::new(0),
+            _lock: lock,
+        });
+        inner.compact()?;
+        let compactor = tokio::runtime::Handle::try_current()
+            .ok()
+            .map(|handle| handle.spawn(compact_loop(Arc::downgrade(&inner))));
+        Ok(HybridStore {
+            inner,
+            compactor: Mutex::new(compactor),
+        })
+    }
+
+    /// Takes the exclusive lock on `state/lock`.
+    fn lock(state: &Path) -> Result<File, WorldError> {
+        let path = state.join("lock");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| io_error("could not open", &path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(fs::TryLockError::WouldBlock) => Err(WorldError::Unavailable(format!(
+                "hybrid store: another process (or another store in this one) owns {} in hybrid mode (it holds {}); hybrid storage is for one process per directory: use Persistence::File for several processes on one host, or PostgreSQL across machines",
+                state.parent().unwrap_or(state).display(),
+                path.display()
+            ))),
+            Err(fs::TryLockError::Error(e)) => Err(io_error("could not lock", &path, e)),
+        }
+    }
+
+    /// Applies the WAL's events that are not in their run's log yet to `memory`, truncating a
+    /// torn last line.
+    fn replay(
+        wal_path: &Path,
+        memory: &MemoryStore,
+        counts: &HashMap<String, u64>,
+    ) -> Result<(), WorldError> {
+        let bytes = fs::read(wal_path).map_err(|e| io_error("could not read", wal_path, e))?;
+        let mut next: HashMap<String, u64> = HashMap::new();
+        let scan = scan_events(wal_path, &bytes, |_, event| {
+            check_run_id(&event.run_id).map_err(|e| e.to_string())?;
+            let expected = next
+                .entry(event.run_id.clone())
+                .or_insert_with(|| counts.get(&event.run_id).copied().unwrap_or(0));
+            if event.seq < *expected {
+                // Already compacted into the run's log before a crash: it must be the same event.
+                let stored =
+                    now(memory.history(&event.run_id, event.seq)).map_err(|e| e.to_string())?;
+                return match stored.first() {
+                    Some(first) if first.id == event.id => Ok(()),
+                    _ => Err(format!(
+                        "event {} of run {} at seq {} differs from the run log's",
+                        event.id, event.run_id, event.seq
+                    )),
+                };
+            }
+            if event.seq > *expected {
+                return Err(format!(
+                    "event seq {} of run {} where seq {expected} was expected",
+                    event.seq, event.run_id
+                ));
+            }
+            let run_id = event.run_id.clone();
+            let stored = if event.seq == 0 {
+                now(memory.create_run(event))
+            } else {
+                now(memory.append(&run_id, vec![event])).map(|_| ())
+            };
+            stored.map_err(|e| format!("the history refuses this event: {e}"))?;
+            *expected += 1;
+            Ok(())
+        })?;
+        if scan.torn {
+            truncate_torn(wal_path, scan.good_end, bytes.len())?;
+        }
+        Ok(())
+    }
+
+    /// `(appends, fsyncs)` since open: writes acknowledged (`create_run` and `append` calls that
+    /// reached the WAL) and WAL syncs that made them durable. Appends per fsync is the mean
+    /// group-commit size.
+    pub fn stats(&self) -> (u64, u64) {
+        (
+            self.inner.appends.load(Ordering::Relaxed),
+            self.inner.fsyncs.load(Ordering::Relaxed),
+        )
+    }
+
+    /// Moves the WAL's events into the per-run logs (synced), then truncates the WAL. Returns the
+    /// number of events moved. Runs every 5 s on its own; call it to compact now. Writers wait
+    /// while it runs.
+    pub fn compact(&self) -> Result<usize, WorldError> {
+        self.inner.compact()
+    }
+
+    /// Stops the background compaction and compacts one last time.
+    pub fn close(&self) -> Result<(), WorldError> {
+        if let Some(task) = self.compactor.lock().take() {
+            task.abort();
+        }
+        self.inner.compact().map(|_| ())
+    }
+
+    /// The error for a write after a WAL write failed.
+    fn failed(&self, why: &str) -> WorldError {
+        WorldError::Internal(format!(
+            "hybrid store is now inconsistent: a write to {} failed ({why}); reopen the store (restart the world) to recover from disk",
+            self.inner.wal_path.display()
+        ))
+    }
+
+    /// Checks and applies a write in memory, queues its lines for the WAL, and waits until they
+    /// are durable. The memory write and the queueing happen under one lock, so the WAL holds
+    /// each run's events in `seq` order.
+    async fn write<T>(
+        &self,
+        apply: impl FnOnce(&MemoryStore) -> Result<(T, Vec<u8>), WorldError>,
+    ) -> Result<T, WorldError> {
+        let (value, ticket) = {
+            let mut pending = self.inner.pending.lock();
+            if let Some(why) = &pending.failed {
+                return Err(self.failed(why));
+            }
+            let (value, lines) = apply(&self.inner.memory)?;
+            if lines.is_empty() {
+                return Ok(value);
+            }
+            pending.buf.extend_from_slice(&lines);
+            pending.enqueued += 1;
+            (value, pending.enqueued)
+        };
+        self.inner.appends.fetch_add(1, Ordering::Relaxed);
+        loop {
+            let notified = self.inner.notify.notified();
+            tokio::pin!(notified);
+            {
+                let mut pending = self.inner.pending.lock();
+                if let Some(why) = &pending.failed {
+                    return Err(self.failed(why));
+                }
+                if pending.durable >= ticket {
+                    return Ok(value);
+                }
+                // Registered before the lock is released, so the wake-up cannot be missed.
+                notified.as_mut().enable();
+                if !pending.writing {
+                    // Lead: write everything queued so far with one sync.
+                    pending.writing = true;
+                    let buf = std::mem::take(&mut pending.buf);
+                    let upto = pending.enqueued;
+                    drop(pending);
+                    let inner = self.inner.clone();
+                    match tokio::runtime::Handle::try_current() {
+                        // The flush finishes even if this future is dropped.
+                        Ok(handle) => drop(handle.spawn_blocking(move || inner.flush(&buf, upto))),
+                        Err(_) => inner.flush(&buf, upto),
+                    }
+                }
+            }
+            notified.await;
+        }
+    }
+}
+
+impl Inner {
+    /// Writes `buf` to the WAL and syncs it once, then wakes every writer up to ticket `upto`.
+    fn flush(&self, buf: &[u8], upto: u64) {
+        let result = {
+            let mut disk = self.disk.lock();
+            disk.wal.write_all(buf).and_then(|()| disk.wal.sync_data())
+        };
+        self.fsyncs.fetch_add(1, Ordering::Relaxed);
+        {
+            let mut pending = self.pending.lock();
+            pending.writing = false;
+            match result {
+                Ok(()) => pending.durable = upto,
+                Err(e) => {
+                    tracing::error!(file = %self.wal_path.display(), error = %e, "hybrid store: WAL write failed");
+                    pending.failed = Some(e.to_string());
+                }
+            }
+        }
+        self.notify.notify_waiters();
+    }
+
+    fn compact(&self) -> Result<usize, WorldError> {
+        let mut disk = self.disk.lock();
+        if let Some(why) = &disk.broken {
+            return Err(WorldError::Internal(format!(
+                "hybrid store: compaction is off after an earlier failure ({why}); the WAL keeps every write; reopen the store to retry"
+            )));
+        }
+        let result = self.compact_locked(&mut disk);
+        if let Err(e) = &result {
+            disk.broken = Some(e.to_string());
+        }
+        result
+    }
+
+    fn compact_locked(&self, disk: &mut Disk) -> Result<usize, WorldError> {
+        let bytes =
+            fs::read(&self.wal_path).map_err(|e| io_error("could not read", &self.wal_path, e))?;
+        if bytes.is_empty() {
+            return Ok(0);
+        }
+        // Events not yet in each run's log, in order.
+        let mut fresh: BTreeMap<String, Vec<Arc<Event>>> = BTreeMap::new();
+        let counts = &disk.counts;
+        let scan = scan_events(&self.wal_path, &bytes, |_, event| {
+            let have = counts.get(&event.run_id).copied().unwrap_or(0);
+            let batch = fresh.entry(event.run_id.clone()).or_default();
+            let expected = have + batch.len() as u64;
+            if event.seq < expected {
+                return Ok(());
+            }
+            if event.seq > expected {
+                return Err(format!(
+                    "event seq {} of run {} where seq {expected} was expected",
+                    event.seq, event.run_id
+                ));
+            }
+            batch.push(Arc::new(event));
+            Ok(())
+        })?;
+        if scan.torn {
+            return Err(WorldError::Internal(format!(
+                "hybrid store: {} has an incomplete line at byte offset {} while open; not compacting",
+                self.wal_path.display(),
+                scan.good_end
+            )));
+        }
+        let mut moved = 0;
+        let mut created = false;
+        for (run_id, events) in fresh {
+            if events.is_empty() {
+                continue;
+            }
+            let path = log_path(&self.workflows, &run_id);
+            let lines = encode(&events)?;
+            if disk.counts.contains_key(&run_id) {
+                let mut file = OpenOptions::new()
+                    .append(true)
+                    .open(&path)
+                    .map_err(|e| io_error("could not open", &path, e))?;
+                file.write_all(&lines)
+                    .and_then(|()| file.sync_data())
+                    .map_err(|e| io_error("could not write", &path, e))?;
+            } else {
+                create_log_unsynced_dir(&path, &lines)?;
+                created = true;
+            }
+            moved += events.len();
+            *disk.counts.entry(run_id).or_insert(0) += events.len() as u64;
+        }
+        if created {
+            sync_dir(&self.workflows)?;
+        }
+        // Every event is in its run's log and synced: the WAL can go.
+        disk.wal
+            .set_len(0)
+            .and_then(|()| disk.wal.sync_data())
+            .map_err(|e| io_error("could not truncate", &self.wal_path, e))?;
+        Ok(moved)
+    }
+}
+
+/// Compacts every [`COMPACT_EVERY`] until the store is dropped.
+async fn compact_loop(inner: std::sync::Weak<Inner>) {
+    loop {
+        tokio::time::sleep(COMPACT_EVERY).await;
+        let Some(strong) = inner.upgrade() else {
+            return;
+        };
+        let compacted = tokio::task::spawn_blocking(move || strong.compact()).await;
+        match compacted {
+            Ok(Ok(_)) => {}
+            Ok(Err(e)) => tracing::warn!(error = %e, "hybrid store: compaction failed"),
+            Err(_) => return,
+        }
+    }
+}
+
+impl Drop for HybridStore {
+    fn drop(&mut self) {
+        if let Err(e) = self.close() {
+            tracing::warn!(error = %e, "hybrid store: compaction on close failed");
+        }
+    }
+}
+
+#[async_trait]
+impl RunStore for HybridStore {
+    async fn create_run(&self, mut first: Event) -> Result<(), WorldError> {
+        check_run_id(&first.run_id)?;
+        self.write(|memory| {
+            now(memory.create_run(first.clone()))?;
+            first.seq = 0;
+            Ok(((), encode(&[Arc::new(first)])?))
+        })
+        .await
+    }
+
+    async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
+        self.write(|memory| {
+            let appended = now(memory.append(run_id, events))?;
+            let lines = encode(&appended.events)?;
+            Ok((appended, lines))
+        })
+        .await
+    }
+
+    async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
+        self.inner.memory.get_run(id, resolve).await
+    }
+
+    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
+        self.inner.memory.get_activity(run_id, position).await
+    }
+
+    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
+        self.inner.memory.history(run_id, from_seq).await
+    }
+
+    async fn list_runs(
+        &self,
+        filter: &WorkflowQueryFilter,
+    ) -> Result<Page<WorkflowState>, WorldError> {
+        self.inner.memory.list_runs(filter).await
+    }
+
+    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {
+        self.inner.memory.unfinished_runs().await
+    }
+}
+
+/// Timers live in memory only: the engine re-arms them from run history on start.
+#[async_trait]
+impl TimerStore for HybridStore {
+    async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
+        self.inner.memory.add_timer(timer).await
+    }
+
+    async fn take_due_timers(&self, now: Millis, limit: usize) -> Result<Vec<Timer>, WorldError> {
+        self.inner.memory.take_due_timers(now, limit).await
+    }
+
+    async fn next_timer_at(&self) -> Result<Option<Millis>, WorldError> {
+        self.inner.memory.next_timer_at().await
+    }
+
+    async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
+        self.inner.memory.remove_run_timers(run_id).await
+    }
+}

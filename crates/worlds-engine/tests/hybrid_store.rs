@@ -1,0 +1,368 @@
+//! The hybrid store's durability: every acknowledged write is in the shared write-ahead log
+//! (group-committed) and comes back after a crash, with or without compaction; a crash mid-
+//! compaction leaves no duplicates; a torn WAL tail is cut off; the directory is locked.
+
+use std::fs;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use serde_json::json;
+use worlds_engine::clock::{Clock, Millis, VirtualClock};
+use worlds_engine::ids::IdGenerator;
+use worlds_engine::model::EVENT_FORMAT_VERSION;
+use worlds_engine::prelude::*;
+use worlds_engine::store::{HybridStore, RunStore, Store};
+use worlds_engine::testing::DEFAULT_START;
+use worlds_engine::{ErrorKind, Event, EventKind, Payload, ResolveData};
+
+struct Maker {
+    clock: VirtualClock,
+    ids: IdGenerator,
+}
+
+impl Maker {
+    fn new() -> Self {
+        let clock = VirtualClock::new(DEFAULT_START);
+        let ids = IdGenerator::new(Arc::new(clock.clone()));
+        Self { clock, ids }
+    }
+
+    fn now(&self) -> Millis {
+        self.clock.now_ms()
+    }
+
+    fn event(&self, run_id: &str, kind: EventKind) -> Event {
+        Event {
+            id: self.ids.event_id(),
+            run_id: run_id.to_owned(),
+            seq: 0,
+            timestamp: self.now(),
+            version: EVENT_FORMAT_VERSION,
+            kind,
+        }
+    }
+
+    async fn create(&self, store: &dyn Store, name: &str, workflow_id: &str) -> String {
+        let id = self.ids.run_id();
+        let queued = EventKind::WorkflowQueued {
+            name: name.to_owned(),
+            workflow_id: workflow_id.to_owned(),
+            input: Payload::from(json!({ "n": 1 })),
+            parent_id: None,
+            parent_position: None,
+            task_queue: None,
+            priority: 0,
+            timeout_ms: None,
+            failure_strategy: None,
+            max_retries: None,
+        };
+        store.create_run(self.event(&id, queued)).await.unwrap();
+        id
+    }
+
+    async fn append(&self, store: &dyn Store, run_id: &str, kinds: Vec<EventKind>) {
+        let events = kinds.into_iter().map(|k| self.event(run_id, k)).collect();
+        store.append(run_id, events).await.unwrap();
+    }
+}
+
+fn started() -> EventKind {
+    EventKind::WorkflowStarted {
+        attempt: 1,
+        first_position: 0,
+    }
+}
+
+fn step(position: u32) -> Vec<EventKind> {
+    vec![
+        EventKind::ActivityScheduled {
+            position,
+            activity_id: format!("step_{position:026}"),
+            name: "s".to_owned(),
+            input: Payload::from(json!(position)),
+            options: None,
+        },
+        EventKind::ActivityStarted {
+            position,
+            attempt: 1,
+        },
+        EventKind::ActivityCompleted {
+            position,
+            attempt: 1,
+            output: Payload::from(json!({ "out": position })),
+        },
+    ]
+}
+
+fn completed() -> EventKind {
+    EventKind::WorkflowCompleted {
+        output: Payload::from(json!("done")),
+    }
+}
+
+fn log_of(dir: &Path, run_id: &str) -> PathBuf {
+    dir.join("workflows")
+        .join(format!("{run_id}.events.ndjson"))
+}
+
+/// Three runs: one pending, one running with a step, one completed.
+async fn populate(store: &dyn Store, m: &Maker) -> (String, String, String) {
+    let pending = m.create(store, "w", "wf-pending").await;
+    let running = m.create(store, "w", "wf-running").await;
+    m.append(store, &running, vec![started()]).await;
+    m.append(store, &running, step(0)).await;
+    let done = m.create(store, "other", "wf-done").await;
+    let mut kinds = vec![started()];
+    kinds.extend(step(0));
+    kinds.push(completed());
+    m.append(store, &done, kinds).await;
+    (pending, running, done)
+}
+
+async fn snapshot(store: &dyn Store, ids: &[&String]) -> Vec<(WorkflowState, Vec<Arc<Event>>)> {
+    let mut out = Vec::new();
+    for id in ids {
+        let state = store.get_run(id, ResolveData::All).await.unwrap();
+        let history = store.history(id, 0).await.unwrap();
+        out.push((state, history));
+    }
+    out
+}
+
+fn wal_of(dir: &Path) -> PathBuf {
+    dir.join("state/wal.ndjson")
+}
+
+/// Copies a store directory as it is on disk right now: what a `kill -9` would leave behind.
+fn crash_copy(src: &Path, dst: &Path) {
+    fs::create_dir_all(dst).unwrap();
+    for entry in fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        let to = dst.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            crash_copy(&entry.path(), &to);
+        } else {
+            fs::copy(entry.path(), to).unwrap();
+        }
+    }
+}
+
+fn assert_dense(history: &[Arc<Event>]) {
+    for (i, event) in history.iter().enumerate() {
+        assert_eq!(event.seq, i as u64, "{history:?}");
+    }
+}
+
+#[tokio::test]
+async fn the_wal_alone_brings_everything_back_after_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("live");
+    let crashed = dir.path().join("crashed");
+    let m = Maker::new();
+    let store = HybridStore::open(&live).unwrap();
+    let (a, b, c) = populate(&store, &m).await;
+    let before = snapshot(&store, &[&a, &b, &c]).await;
+    crash_copy(&live, &crashed);
+    drop(store);
+    // Nothing was compacted: the run logs do not exist yet, the WAL holds everything.
+    assert!(!log_of(&crashed, &a).exists());
+    assert!(fs::metadata(wal_of(&crashed)).unwrap().len() > 0);
+
+    let reopened = HybridStore::open(&crashed).unwrap();
+    assert_eq!(snapshot(&reopened, &[&a, &b, &c]).await, before);
+    // Opening compacted the WAL into the run logs.
+    assert_eq!(fs::metadata(wal_of(&crashed)).unwrap().len(), 0);
+    assert!(log_of(&crashed, &a).exists());
+    drop(reopened);
+    let again = HybridStore::open(&crashed).unwrap();
+    assert_eq!(snapshot(&again, &[&a, &b, &c]).await, before);
+}
+
+#[tokio::test]
+async fn everything_comes_back_after_compaction_and_more_writes() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Maker::new();
+    let store = HybridStore::open(dir.path()).unwrap();
+    let (a, b, c) = populate(&store, &m).await;
+    assert_eq!(store.compact().unwrap(), 1 + 1 + 1 + 3 + 1 + 5);
+    assert_eq!(fs::metadata(wal_of(dir.path())).unwrap().len(), 0);
+    assert_eq!(store.compact().unwrap(), 0, "nothing left to move");
+    // Writes after compaction go to the WAL, on top of the run logs.
+    m.append(&store, &b, step(1)).await;
+    let d = m.create(&store, "w", "wf-after").await;
+    let before = snapshot(&store, &[&a, &b, &c, &d]).await;
+    let crashed = tempfile::tempdir().unwrap();
+    crash_copy(dir.path(), crashed.path());
+    drop(store);
+
+    let reopened = HybridStore::open(crashed.path()).unwrap();
+    assert_eq!(snapshot(&reopened, &[&a, &b, &c, &d]).await, before);
+    drop(reopened);
+    // A clean drop compacts too.
+    let reopened = HybridStore::open(dir.path()).unwrap();
+    assert_eq!(fs::metadata(wal_of(dir.path())).unwrap().len(), 0);
+    assert_eq!(snapshot(&reopened, &[&a, &b, &c, &d]).await, before);
+}
+
+#[tokio::test]
+async fn a_crash_mid_compaction_leaves_no_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Maker::new();
+    let store = HybridStore::open(dir.path()).unwrap();
+    let (a, b, c) = populate(&store, &m).await;
+    let before = snapshot(&store, &[&a, &b, &c]).await;
+    let crashed = tempfile::tempdir().unwrap();
+    crash_copy(dir.path(), crashed.path());
+    drop(store);
+
+    // Compaction got part-way: run a's log is complete, run b's has its first two events, run
+    // c's was never written. The WAL was not truncated.
+    let wal = fs::read_to_string(wal_of(crashed.path())).unwrap();
+    let lines_of = |run: &str| -> Vec<String> {
+        wal.lines()
+            .filter(|l| serde_json::from_str::<Event>(l).unwrap().run_id == run)
+            .map(|l| format!("{l}\n"))
+            .collect()
+    };
+    fs::write(log_of(crashed.path(), &a), lines_of(&a).concat()).unwrap();
+    fs::write(log_of(crashed.path(), &b), lines_of(&b)[..2].concat()).unwrap();
+
+    let reopened = HybridStore::open(crashed.path()).unwrap();
+    let after = snapshot(&reopened, &[&a, &b, &c]).await;
+    assert_eq!(after, before);
+    for (_, history) in &after {
+        assert_dense(history);
+    }
+    // The run logs on disk are complete and dense too.
+    let log_b = fs::read_to_string(log_of(crashed.path(), &b)).unwrap();
+    assert_eq!(log_b.lines().count(), lines_of(&b).len());
+    drop(reopened);
+    let again = HybridStore::open(crashed.path()).unwrap();
+    assert_eq!(snapshot(&again, &[&a, &b, &c]).await, before);
+}
+
+#[tokio::test]
+async fn a_torn_wal_tail_is_cut_off_and_corruption_elsewhere_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Maker::new();
+    let store = HybridStore::open(dir.path()).unwrap();
+    let (a, b, c) = populate(&store, &m).await;
+    let before = snapshot(&store, &[&a, &b, &c]).await;
+    let crashed = tempfile::tempdir().unwrap();
+    crash_copy(dir.path(), crashed.path());
+    drop(store);
+    let good = fs::read(wal_of(crashed.path())).unwrap();
+
+    // Corruption in the middle: refused, naming the WAL and the offset, and left in place.
+    let broken = tempfile::tempdir().unwrap();
+    crash_copy(crashed.path(), broken.path());
+    let mut bad = good.clone();
+    let first_end = bad.iter().position(|&b| b == b'\n').unwrap();
+    bad.splice(first_end + 1..first_end + 1, b"not json\n".iter().copied());
+    fs::write(wal_of(broken.path()), &bad).unwrap();
+    let err = HybridStore::open(broken.path()).unwrap_err().to_string();
+    assert!(err.contains("wal.ndjson"), "{err}");
+    assert!(err.contains(&format!("offset {}", first_end + 1)), "{err}");
+    assert_eq!(fs::read(wal_of(broken.path())).unwrap(), bad);
+
+    // A torn last line (a write cut short, never acknowledged) is cut off.
+    let mut wal = fs::OpenOptions::new()
+        .append(true)
+        .open(wal_of(crashed.path()))
+        .unwrap();
+    wal.write_all(br#"{"id":"evt_torn","run_id":"#).unwrap();
+    drop(wal);
+    let reopened = HybridStore::open(crashed.path()).unwrap();
+    assert_eq!(snapshot(&reopened, &[&a, &b, &c]).await, before);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_appends_share_fsyncs_and_are_all_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Arc::new(HybridStore::open(dir.path()).unwrap());
+    let m = Arc::new(Maker::new());
+    let tasks: Vec<_> = (0..64)
+        .map(|i| {
+            let store = store.clone();
+            let m = m.clone();
+            tokio::spawn(async move {
+                let id = m.create(&*store, "w", &format!("wf-{i}")).await;
+                m.append(&*store, &id, vec![started()]).await;
+                for position in 0..3 {
+                    m.append(&*store, &id, step(position)).await;
+                }
+                id
+            })
+        })
+        .collect();
+    let mut ids = Vec::new();
+    for task in tasks {
+        ids.push(task.await.unwrap());
+    }
+    let (appends, fsyncs) = store.stats();
+    eprintln!(
+        "group commit: {appends} appends, {fsyncs} fsyncs ({:.1} appends per fsync)",
+        appends as f64 / fsyncs as f64
+    );
+    assert_eq!(appends, 64 * 5);
+    assert!(fsyncs < appends, "{fsyncs} fsyncs for {appends} appends");
+
+    // Every acknowledged append is durable: a crash copy taken now has all of them.
+    let refs: Vec<&String> = ids.iter().collect();
+    let before = snapshot(&*store, &refs).await;
+    let crashed = tempfile::tempdir().unwrap();
+    crash_copy(dir.path(), crashed.path());
+    let reopened = HybridStore::open(crashed.path()).unwrap();
+    let after = snapshot(&reopened, &refs).await;
+    assert_eq!(after, before);
+    for (_, history) in &after {
+        assert_eq!(history.len(), 1 + 1 + 3 * 3);
+        assert_dense(history);
+    }
+}
+
+#[tokio::test]
+async fn a_second_open_is_refused_naming_hybrid_and_the_alternatives() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = HybridStore::open(dir.path()).unwrap();
+    let err = HybridStore::open(dir.path()).unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    let message = err.to_string();
+    assert!(message.contains("hybrid mode"), "{message}");
+    assert!(message.contains("Persistence::File"), "{message}");
+    assert!(message.contains("PostgreSQL"), "{message}");
+    drop(store);
+    HybridStore::open(dir.path()).unwrap();
+}
+
+#[tokio::test]
+async fn a_world_resumes_on_a_hybrid_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = WorldConfig::default();
+    config.persistence = Persistence::Hybrid;
+    config.persistence_path = dir.path().to_path_buf();
+    let double = activity("double", |_ctx: ActivityContext, n: u64| async move {
+        Ok::<_, StepError>(n * 2)
+    });
+    let step = double.clone();
+    let flow = workflow("double", move |ctx: WorkflowContext, n: u64| {
+        let step = step.clone();
+        async move { Ok::<_, WorkflowError>(ctx.run(&step, n).await?) }
+    });
+    let run_id = {
+        let world = World::new(config.clone()).unwrap();
+        world.register(&double).unwrap().register(&flow).unwrap();
+        world.start().await.unwrap();
+        let handle = world
+            .execute(&flow, 21, WorkflowOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(handle.result().await.unwrap(), 42);
+        world.shutdown().await.unwrap();
+        handle.id.clone()
+    };
+    let store = HybridStore::open(dir.path()).unwrap();
+    let state = store.get_run(&run_id, ResolveData::All).await.unwrap();
+    assert_eq!(state.status, worlds_engine::RunStatus::Completed);
+}

@@ -108,9 +108,11 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) json: bool,
 
-    /// Workers of the benchmarked world (its `min_workers`).
-    #[arg(long, default_value_t = crate::bench::DEFAULT_WORKERS, value_parser = at_least_one)]
-    pub(crate) workers: usize,
+    /// Workers of the benchmarked world (its `min_workers`). Default: 4 on memory; 64 on file
+    /// and hybrid, where a worker waits for its writes to be on disk and more of them in flight
+    /// let one fsync cover more writes.
+    #[arg(long, value_parser = at_least_one)]
+    pub(crate) workers: Option<usize>,
 
     /// W3's durable sleep in milliseconds (the contract says 2000; smaller values are for tests).
     #[arg(long, hide = true)]

@@ -24,6 +24,9 @@ pub(crate) use report::Report;
 /// (marginally) the best.
 pub(crate) const DEFAULT_WORKERS: usize = 4;
 
+/// Default number of workers on durable backends (see `--workers`).
+pub(crate) const DURABLE_WORKERS: usize = 64;
+
 /// The contract's W3 sleep.
 const W3_SLEEP: Duration = Duration::from_secs(2);
 
@@ -48,7 +51,10 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         backend: args.backend,
         n: args.n,
         k: args.k,
-        workers: args.workers,
+        workers: args.workers.unwrap_or(match args.backend {
+            Backend::Memory => DEFAULT_WORKERS,
+            _ => DURABLE_WORKERS,
+        }),
         sleep: args.sleep_ms.map(Duration::from_millis).unwrap_or(W3_SLEEP),
     };
     // Refuse an unavailable backend before spending time on a runtime.
@@ -96,9 +102,16 @@ pub(crate) async fn run_workload(
 fn config(settings: &Settings, live_runs: usize) -> anyhow::Result<WorldConfig> {
     check_backend(settings.backend)?;
     let mut config = WorldConfig::memory();
-    if settings.backend == Backend::File {
-        config.persistence = Persistence::File;
-        config.persistence_path = fresh_data_dir()?;
+    match settings.backend {
+        Backend::File => {
+            config.persistence = Persistence::File;
+            config.persistence_path = fresh_data_dir()?;
+        }
+        Backend::Hybrid => {
+            config.persistence = Persistence::Hybrid;
+            config.persistence_path = fresh_data_dir()?;
+        }
+        _ => {}
     }
     config.min_workers = settings.workers;
     config.max_workers = config.max_workers.max(settings.workers);
@@ -109,9 +122,9 @@ fn config(settings: &Settings, live_runs: usize) -> anyhow::Result<WorldConfig> 
 /// Refuses a backend the benchmark cannot run yet.
 fn check_backend(backend: Backend) -> anyhow::Result<()> {
     match backend {
-        Backend::Memory | Backend::File => Ok(()),
+        Backend::Memory | Backend::File | Backend::Hybrid => Ok(()),
         other => bail!(
-            "backend `{}` is not available yet in the benchmark; use `--backend memory` or `--backend file`",
+            "backend `{}` is not available yet in the benchmark; use `--backend memory`, `file` or `hybrid`",
             other.name()
         ),
     }
@@ -253,12 +266,13 @@ mod tests {
 
     #[test]
     fn unavailable_backends_are_errors() {
-        for backend in [Backend::Hybrid, Backend::Postgres] {
+        for backend in [Backend::Postgres] {
             let error = check_backend(backend).unwrap_err().to_string();
             assert!(error.contains("not available yet"), "{error}");
             assert!(error.contains(backend.name()), "{error}");
         }
         assert!(config(&tiny(), 10).is_ok());
         assert!(check_backend(Backend::File).is_ok());
+        assert!(check_backend(Backend::Hybrid).is_ok());
     }
 }

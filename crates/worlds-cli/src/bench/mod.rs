@@ -266,11 +266,9 @@ mod tests {
 
     #[test]
     fn unavailable_backends_are_errors() {
-        for backend in [Backend::Postgres] {
-            let error = check_backend(backend).unwrap_err().to_string();
-            assert!(error.contains("not available yet"), "{error}");
-            assert!(error.contains(backend.name()), "{error}");
-        }
+        let error = check_backend(Backend::Postgres).unwrap_err().to_string();
+        assert!(error.contains("not available yet"), "{error}");
+        assert!(error.contains("postgres"), "{error}");
         assert!(config(&tiny(), 10).is_ok());
         assert!(check_backend(Backend::File).is_ok());
         assert!(check_backend(Backend::Hybrid).is_ok());

@@ -1,4 +1,5 @@
-//! Real crashes: a child process runs a world on `Persistence::File` and is killed with
+//! Real crashes: a child process runs a world on `Persistence::File` (and, in a second test,
+//! `Persistence::Hybrid`) and is killed with
 //! SIGKILL at random moments, then restarted, many times over. At the end the store must hold
 //! every acknowledged run, completed with the right output, each recorded step recorded once,
 //! and the step that recorded it executed exactly once.
@@ -16,13 +17,14 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use worlds_engine::model::ResolveData;
 use worlds_engine::prelude::*;
-use worlds_engine::store::{FileStore, RunStore};
+use worlds_engine::store::{FileStore, HybridStore, RunStore};
 use worlds_engine::EventKind;
 
 const DIR_VAR: &str = "WORLDS_CRASH_DIR";
 const FROM_VAR: &str = "WORLDS_CRASH_FROM";
 const TO_VAR: &str = "WORLDS_CRASH_TO";
 const FINAL_VAR: &str = "WORLDS_CRASH_FINAL";
+const PERSISTENCE_VAR: &str = "WORLDS_CRASH_PERSISTENCE";
 
 /// Sequential steps per run.
 const STEPS: u64 = 5;
@@ -130,7 +132,10 @@ async fn child(dir: PathBuf, from: u64, to: u64, last: bool) -> i32 {
     };
 
     let mut config = WorldConfig::default();
-    config.persistence = Persistence::File;
+    config.persistence = match std::env::var(PERSISTENCE_VAR).as_deref() {
+        Ok("hybrid") => Persistence::Hybrid,
+        _ => Persistence::File,
+    };
     config.persistence_path = dir.clone();
     config.min_workers = 4;
     config.max_workers = 8;
@@ -180,7 +185,7 @@ async fn child(dir: PathBuf, from: u64, to: u64, last: bool) -> i32 {
     }
 }
 
-fn spawn_child(dir: &Path, from: u64, to: u64, last: bool) -> Command {
+fn spawn_child(dir: &Path, from: u64, to: u64, last: bool, persistence: &str) -> Command {
     let mut cmd = Command::new(std::env::current_exe().expect("current exe"));
     cmd.args([
         "--exact",
@@ -191,6 +196,7 @@ fn spawn_child(dir: &Path, from: u64, to: u64, last: bool) -> Command {
     .env(DIR_VAR, dir)
     .env(FROM_VAR, from.to_string())
     .env(TO_VAR, to.to_string())
+    .env(PERSISTENCE_VAR, persistence)
     .env_remove(FINAL_VAR)
     .stdin(Stdio::null());
     if last {
@@ -211,6 +217,16 @@ fn complete_lines(path: &Path) -> Vec<String> {
 
 #[test]
 fn crash_kill_restart_loop() {
+    crash_loop("file");
+}
+
+/// The same on the default mode: group commit must not acknowledge anything it has not synced.
+#[test]
+fn crash_kill_restart_loop_hybrid() {
+    crash_loop("hybrid");
+}
+
+fn crash_loop(persistence: &str) {
     let seed = std::env::var("WORLDS_CRASH_SEED")
         .ok()
         .and_then(|s| s.parse().ok())
@@ -232,7 +248,7 @@ fn crash_kill_restart_loop() {
     while kills < KILLS && round < MAX_ROUNDS {
         let from = (round * BATCH).saturating_sub(OVERLAP);
         let to = (round + 1) * BATCH;
-        let mut child = spawn_child(&dir, from, to, false)
+        let mut child = spawn_child(&dir, from, to, false, persistence)
             .spawn()
             .expect("spawn child");
         std::thread::sleep(Duration::from_millis(rng.random_range(20..=400)));
@@ -251,7 +267,7 @@ fn crash_kill_restart_loop() {
     }
 
     // One last child with no new runs: it resumes everything and exits once all are done.
-    let out = spawn_child(&dir, 0, 0, true)
+    let out = spawn_child(&dir, 0, 0, true, persistence)
         .output()
         .expect("run final child");
     assert!(
@@ -263,7 +279,11 @@ fn crash_kill_restart_loop() {
     );
 
     // Check the store directly, every child gone.
-    let store = FileStore::open(&dir).expect("reopen store");
+    let store: Box<dyn RunStore> = if persistence == "hybrid" {
+        Box::new(HybridStore::open(&dir).expect("reopen store"))
+    } else {
+        Box::new(FileStore::open(&dir).expect("reopen store"))
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .build()
         .unwrap();

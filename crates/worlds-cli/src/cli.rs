@@ -137,6 +137,8 @@ pub(crate) enum WorkloadArg {
     W2,
     /// Timers: N concurrent workflows that sleep 2 s, then run a step.
     W3,
+    /// Waiting is cheap: N (100 000) workflows that sleep an hour; peak memory once all wait.
+    W4,
     /// Flat per-step cost: one workflow of many sequential steps.
     W6,
     /// W1, W2, W3 and W6, in that order.

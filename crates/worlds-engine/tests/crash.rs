@@ -165,6 +165,10 @@ async fn child(dir: PathBuf, from: u64, to: u64, last: bool) -> i32 {
             .await
             .expect("query");
         if unfinished.is_empty() {
+            // A run can look finished in memory a moment before its last record is on disk
+            // (it is the worker's append that waits for the sync); a graceful shutdown lets
+            // those appends complete before the process exits.
+            world.shutdown().await.expect("shutdown");
             return 0;
         }
         if Instant::now() > deadline {

@@ -8,6 +8,7 @@ mod report;
 mod w1;
 mod w2;
 mod w3;
+mod w4;
 mod w6;
 
 use std::time::Duration;
@@ -92,6 +93,7 @@ pub(crate) async fn run_workload(
         WorkloadArg::W1 => w1::run(settings).await,
         WorkloadArg::W2 => w2::run(settings).await,
         WorkloadArg::W3 => w3::run(settings).await,
+        WorkloadArg::W4 => w4::run(settings).await,
         WorkloadArg::W6 => w6::run(settings).await,
         WorkloadArg::All => bail!("`all` is not a single workload"),
     }

@@ -102,7 +102,11 @@ impl Engine {
             };
             slot.executing = false;
             match outcome {
-                Ok(Outcome::Waiting(live)) if !self.config.evict_after_every_task => {
+                // A run asleep on a timer is not kept: waiting must cost nothing, and it
+                // resumes by replay when the timer fires.
+                Ok(Outcome::Waiting(live))
+                    if !self.config.evict_after_every_task && !live.core.waits_only_on_timers() =>
+                {
                     slot.cached = Some(live);
                     slot.last_used = self.use_clock.fetch_add(1, Ordering::Relaxed);
                     self.cached_runs.fetch_add(1, Ordering::Relaxed);

@@ -132,6 +132,8 @@ struct Machine {
     nondeterminism: Option<NonDeterminism>,
     /// Commands issued whose result has not been delivered yet.
     open: usize,
+    /// How many of those are timers.
+    open_timers: usize,
     /// The first position of this attempt; earlier positions belong to failed attempts.
     base: u32,
     /// Compensations registered so far, in registration order.
@@ -255,6 +257,9 @@ impl RunCore {
         let position = m.next_position;
         m.next_position += 1;
         m.open += 1;
+        if desc == CommandDesc::Timer {
+            m.open_timers += 1;
+        }
         m.slots.push(Slot {
             desc: desc.clone(),
             result: None,
@@ -480,7 +485,11 @@ impl RunCore {
                 Some(slot) => {
                     slot.result = Some(resolution);
                     let waker = slot.waker.take();
+                    let timer = slot.desc == CommandDesc::Timer;
                     m.open = m.open.saturating_sub(1);
+                    if timer {
+                        m.open_timers = m.open_timers.saturating_sub(1);
+                    }
                     waker
                 }
                 None => {
@@ -558,6 +567,13 @@ impl RunCore {
     /// The position the next command would take.
     pub(crate) fn next_position(&self) -> u32 {
         self.machine.lock().next_position
+    }
+
+    /// True if the run waits on timers and nothing else: nothing can wake it before a timer
+    /// fires, so keeping it in memory buys nothing.
+    pub(crate) fn waits_only_on_timers(&self) -> bool {
+        let m = self.machine.lock();
+        m.open > 0 && m.open == m.open_timers
     }
 
     /// True if some issued command still waits for its result. A workflow that is pending with

@@ -1,0 +1,58 @@
+//! W4, waiting is cheap: start N workflows that each sleep an hour; once every one is started
+//! and waiting on its timer, report the process's peak memory and the time it took to get there.
+
+use std::time::{Duration, Instant};
+
+use worlds_engine::prelude::*;
+
+use super::{progress, start_world, Report, Settings};
+
+/// Default number of workflows.
+const N: usize = 100_000;
+/// How long each workflow sleeps: far longer than the benchmark.
+const SLEEP: Duration = Duration::from_secs(3600);
+
+/// Runs W4.
+pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
+    let n = settings.n.unwrap_or(N);
+    progress(&format!(
+        "W4: {n} workflows that sleep {} s, {} workers",
+        SLEEP.as_secs(),
+        settings.workers
+    ));
+    let flow = workflow("w4", |ctx: WorkflowContext, _: ()| async move {
+        ctx.sleep(SLEEP).await?;
+        Ok::<_, WorkflowError>(())
+    });
+    // No room reserved in the run cache: waiting runs beyond its bound are evicted, which is
+    // the point of this workload.
+    let world = start_world(settings, 0, vec![(&flow).into()]).await?;
+
+    let started = Instant::now();
+    for _ in 0..n {
+        world.execute(&flow, (), WorkflowOptions::default()).await?;
+    }
+    // Wait until every run has started and is parked on its timer: nothing queued, nobody busy.
+    loop {
+        let metrics = world.get_metrics();
+        if metrics.workflows.running as usize >= n
+            && metrics.workflows.queued == 0
+            && metrics.workers.busy == 0
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let wall = started.elapsed();
+    let rss = super::report::peak_rss_mb();
+    super::stop_world(world).await?;
+
+    let mut report = Report::new(settings.backend.name(), "W4", n, 0, wall.as_secs_f64());
+    report.peak_rss_mb = rss;
+    report.steps_per_s = None;
+    report.notes = format!(
+        "{n} runs started and waiting on a 1 h durable timer; wall_s = time to get all of them there; peak_rss_mb = VmHWM of the whole process; {} workers",
+        settings.workers
+    );
+    Ok(report)
+}

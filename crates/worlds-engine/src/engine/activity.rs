@@ -192,7 +192,7 @@ impl Engine {
             self.record_failure(&task, error, false).await;
             return;
         };
-        let token = self.run_token(&run_id).child_token();
+        let token = self.run_token(&run_id);
         if token.is_cancelled() {
             return;
         }

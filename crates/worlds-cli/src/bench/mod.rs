@@ -228,7 +228,6 @@ mod tests {
     /// Every workload runs end to end at a tiny size, quickly.
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn every_workload_runs_small() {
-        let started = std::time::Instant::now();
         let settings = tiny();
         for (workload, name) in [
             (WorkloadArg::W1, "W1"),
@@ -263,7 +262,6 @@ mod tests {
         let flat = w6.flat.unwrap();
         assert!(flat.early_ms.unwrap() > 0.0 && flat.late_ms.unwrap() > 0.0);
         assert!(flat.late_over_early.is_some());
-        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[test]

@@ -4,134 +4,17 @@
 mod common;
 
 use std::io::Write;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
+use common::store_events::{completed, log_of, populate, snapshot, Maker};
 use common::{add_one, Counter};
 use serde_json::json;
-use worlds_engine::clock::{Clock, Millis, VirtualClock};
-use worlds_engine::ids::IdGenerator;
-use worlds_engine::model::EVENT_FORMAT_VERSION;
+use worlds_engine::clock::Millis;
 use worlds_engine::prelude::*;
 use worlds_engine::store::{FileStore, RunStore, Store};
 use worlds_engine::testing::{TestWorld, TestWorldOptions, DEFAULT_START};
-use worlds_engine::{
-    ErrorKind, Event, EventKind, Payload, ResolveData, RunStatus, WorkflowQueryFilter,
-};
-
-struct Maker {
-    clock: VirtualClock,
-    ids: IdGenerator,
-}
-
-impl Maker {
-    fn new() -> Self {
-        let clock = VirtualClock::new(DEFAULT_START);
-        let ids = IdGenerator::new(Arc::new(clock.clone()));
-        Self { clock, ids }
-    }
-
-    fn now(&self) -> Millis {
-        self.clock.now_ms()
-    }
-
-    fn event(&self, run_id: &str, kind: EventKind) -> Event {
-        Event {
-            id: self.ids.event_id(),
-            run_id: run_id.to_owned(),
-            seq: 0,
-            timestamp: self.now(),
-            version: EVENT_FORMAT_VERSION,
-            kind,
-        }
-    }
-
-    async fn create(&self, store: &dyn Store, name: &str, workflow_id: &str) -> String {
-        let id = self.ids.run_id();
-        let queued = EventKind::WorkflowQueued {
-            name: name.to_owned(),
-            workflow_id: workflow_id.to_owned(),
-            input: Payload::from(json!({ "n": 1 })),
-            parent_id: None,
-            parent_position: None,
-            task_queue: None,
-            priority: 0,
-            timeout_ms: None,
-            failure_strategy: None,
-            max_retries: None,
-        };
-        store.create_run(self.event(&id, queued)).await.unwrap();
-        id
-    }
-
-    async fn append(&self, store: &dyn Store, run_id: &str, kinds: Vec<EventKind>) {
-        let events = kinds.into_iter().map(|k| self.event(run_id, k)).collect();
-        store.append(run_id, events).await.unwrap();
-    }
-}
-
-fn started() -> EventKind {
-    EventKind::WorkflowStarted {
-        attempt: 1,
-        first_position: 0,
-    }
-}
-
-fn step(position: u32) -> Vec<EventKind> {
-    vec![
-        EventKind::ActivityScheduled {
-            position,
-            activity_id: format!("step_{position:026}"),
-            name: "s".to_owned(),
-            input: Payload::from(json!(position)),
-            options: None,
-        },
-        EventKind::ActivityStarted {
-            position,
-            attempt: 1,
-        },
-        EventKind::ActivityCompleted {
-            position,
-            attempt: 1,
-            output: Payload::from(json!({ "out": position })),
-        },
-    ]
-}
-
-fn completed() -> EventKind {
-    EventKind::WorkflowCompleted {
-        output: Payload::from(json!("done")),
-    }
-}
-
-fn log_of(dir: &Path, run_id: &str) -> PathBuf {
-    dir.join("workflows")
-        .join(format!("{run_id}.events.ndjson"))
-}
-
-/// Three runs: one pending, one running with a step, one completed.
-async fn populate(store: &dyn Store, m: &Maker) -> (String, String, String) {
-    let pending = m.create(store, "w", "wf-pending").await;
-    let running = m.create(store, "w", "wf-running").await;
-    m.append(store, &running, vec![started()]).await;
-    m.append(store, &running, step(0)).await;
-    let done = m.create(store, "other", "wf-done").await;
-    let mut kinds = vec![started()];
-    kinds.extend(step(0));
-    kinds.push(completed());
-    m.append(store, &done, kinds).await;
-    (pending, running, done)
-}
-
-async fn snapshot(store: &dyn Store, ids: &[&String]) -> Vec<(WorkflowState, Vec<Arc<Event>>)> {
-    let mut out = Vec::new();
-    for id in ids {
-        let state = store.get_run(id, ResolveData::All).await.unwrap();
-        let history = store.history(id, 0).await.unwrap();
-        out.push((state, history));
-    }
-    out
-}
+use worlds_engine::{ErrorKind, ResolveData, RunStatus, WorkflowQueryFilter};
 
 #[tokio::test]
 async fn everything_comes_back_after_a_reopen() {

@@ -1,83 +1,20 @@
 //! The file store's read-only mode: it loads what `open` loads, writes nothing, reports a torn
 //! last line instead of cutting it off, and refuses writes.
 
+mod common;
+
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 
-use serde_json::json;
-use worlds_engine::clock::{Clock, VirtualClock};
-use worlds_engine::ids::IdGenerator;
-use worlds_engine::model::EVENT_FORMAT_VERSION;
+use common::store_events::{log_of, started, Maker};
 use worlds_engine::store::{FileStore, RunStore};
-use worlds_engine::testing::DEFAULT_START;
-use worlds_engine::{
-    ErrorKind, Event, EventKind, Payload, ResolveData, RunStatus, WorkflowQueryFilter,
-};
+use worlds_engine::{ErrorKind, EventKind, ResolveData, RunStatus, WorkflowQueryFilter};
 
-struct Maker {
-    clock: VirtualClock,
-    ids: IdGenerator,
-}
-
-impl Maker {
-    fn new() -> Self {
-        let clock = VirtualClock::new(DEFAULT_START);
-        let ids = IdGenerator::new(Arc::new(clock.clone()));
-        Self { clock, ids }
-    }
-
-    fn event(&self, run_id: &str, kind: EventKind) -> Event {
-        Event {
-            id: self.ids.event_id(),
-            run_id: run_id.to_owned(),
-            seq: 0,
-            timestamp: self.clock.now_ms(),
-            version: EVENT_FORMAT_VERSION,
-            kind,
-        }
-    }
-
-    fn queued(&self, run_id: &str, workflow_id: &str) -> Event {
-        self.event(
-            run_id,
-            EventKind::WorkflowQueued {
-                name: "w".to_owned(),
-                workflow_id: workflow_id.to_owned(),
-                input: Payload::from(json!(1)),
-                parent_id: None,
-                parent_position: None,
-                task_queue: None,
-                priority: 0,
-                timeout_ms: None,
-                failure_strategy: None,
-                max_retries: None,
-            },
-        )
-    }
-
-    /// A run that has started.
-    async fn create(&self, store: &FileStore, workflow_id: &str) -> String {
-        let id = self.ids.run_id();
-        store
-            .create_run(self.queued(&id, workflow_id))
-            .await
-            .unwrap();
-        let started = self.event(
-            &id,
-            EventKind::WorkflowStarted {
-                attempt: 1,
-                first_position: 0,
-            },
-        );
-        store.append(&id, vec![started]).await.unwrap();
-        id
-    }
-}
-
-fn log_of(dir: &Path, run_id: &str) -> PathBuf {
-    dir.join("workflows")
-        .join(format!("{run_id}.events.ndjson"))
+/// A run that has started.
+async fn create_started(store: &FileStore, m: &Maker, workflow_id: &str) -> String {
+    let id = m.create(store, "w", workflow_id).await;
+    m.append(store, &id, vec![started()]).await;
+    id
 }
 
 /// Every file under `dir` with its contents.
@@ -105,7 +42,7 @@ async fn a_read_only_store_sees_every_run_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let m = Maker::new();
     let store = FileStore::open(dir.path()).unwrap();
-    let run = m.create(&store, "wf-1").await;
+    let run = create_started(&store, &m, "wf-1").await;
     let before = store.get_run(&run, ResolveData::All).await.unwrap();
     // The writer stays open: inspection works beside a running world.
     let files = tree(dir.path());
@@ -133,7 +70,7 @@ async fn a_read_only_store_sees_every_run_and_writes_nothing() {
     assert!(err.to_string().contains("read-only"), "{err}");
     let other = m.ids.run_id();
     let err = reader
-        .create_run(m.queued(&other, "wf-2"))
+        .create_run(m.queued(&other, "w", "wf-2"))
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unsupported);
@@ -163,7 +100,7 @@ async fn a_torn_tail_is_reported_and_left_in_place() {
     let dir = tempfile::tempdir().unwrap();
     let m = Maker::new();
     let store = FileStore::open(dir.path()).unwrap();
-    let run = m.create(&store, "wf-1").await;
+    let run = create_started(&store, &m, "wf-1").await;
     drop(store);
     let path = log_of(dir.path(), &run);
     let good_len = std::fs::metadata(&path).unwrap().len();
@@ -200,7 +137,7 @@ async fn corruption_is_refused_with_file_and_offset() {
     let dir = tempfile::tempdir().unwrap();
     let m = Maker::new();
     let store = FileStore::open(dir.path()).unwrap();
-    let run = m.create(&store, "wf-1").await;
+    let run = create_started(&store, &m, "wf-1").await;
     drop(store);
     let path = log_of(dir.path(), &run);
     let text = std::fs::read_to_string(&path).unwrap();
@@ -223,7 +160,7 @@ async fn a_missing_format_file_is_a_warning_and_a_newer_format_an_error() {
     let dir = tempfile::tempdir().unwrap();
     let m = Maker::new();
     let store = FileStore::open(dir.path()).unwrap();
-    m.create(&store, "wf-1").await;
+    create_started(&store, &m, "wf-1").await;
     drop(store);
     let format = dir.path().join("state/format.json");
 

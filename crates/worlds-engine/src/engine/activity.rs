@@ -189,7 +189,7 @@ impl Engine {
                 task.name
             ))
             .with_code(codes::NOT_REGISTERED);
-            self.record_failure(&task, error, false).await;
+            self.record_failure(&task, error).await;
             return;
         };
         let token = self.run_token(&run_id);
@@ -293,7 +293,7 @@ impl Engine {
                     Err(e) => {
                         let error =
                             StructuredError::new(e.to_string()).with_code(codes::PAYLOAD_TOO_LARGE);
-                        self.record_failure(&task, error, false).await;
+                        self.record_failure(&task, error).await;
                     }
                 }
             }
@@ -344,14 +344,14 @@ impl Engine {
     ) {
         let policy = options.retry.clone().unwrap_or_default();
         let Some(own_delay) = retry_after else {
-            self.record_failure(task, error, false).await;
+            self.record_failure(task, error).await;
             return;
         };
         if !policy.should_attempt(task.attempt) {
             if error.code.is_none() {
                 error.code = Some(codes::RETRIES_EXHAUSTED.to_owned());
             }
-            self.record_failure(task, error, false).await;
+            self.record_failure(task, error).await;
             return;
         }
         let delay = own_delay.unwrap_or_else(|| policy.delay(task.attempt));
@@ -392,7 +392,7 @@ impl Engine {
     }
 
     /// Records the final failure of a step and wakes its workflow.
-    async fn record_failure(&self, task: &ActivityTask, error: StructuredError, _retrying: bool) {
+    async fn record_failure(&self, task: &ActivityTask, error: StructuredError) {
         let done = self
             .append(
                 &task.run_id,

@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests.
 #![allow(dead_code, unreachable_pub)]
 
+pub mod store_events;
+
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 

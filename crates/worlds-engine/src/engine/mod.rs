@@ -20,6 +20,7 @@ pub(crate) mod errors;
 mod executor;
 pub(crate) mod machine;
 mod recovery;
+mod sharing;
 mod timers;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -400,7 +401,16 @@ impl Engine {
                 return self.store.get_run(&state.id, ResolveData::All).await;
             }
             run_id = state.id;
-            let _ = rx.await;
+            if self.store.is_shared() {
+                // Another process may drive the run: its finish is seen by reading the store.
+                let poll = self.clock.sleep(self.config.shared_poll_interval.0);
+                tokio::select! {
+                    _ = rx => {}
+                    _ = poll => {}
+                }
+            } else {
+                let _ = rx.await;
+            }
         }
     }
 
@@ -418,8 +428,16 @@ impl Engine {
         }
     }
 
-    /// Everything that follows a run reaching a terminal status.
+    /// Everything that follows a run reaching a terminal status: this process lets go of it,
+    /// and its parent hears of the result.
     pub(crate) async fn on_terminal(&self, state: &WorkflowState) {
+        self.let_go(state).await;
+        self.notify_parent(state).await;
+    }
+
+    /// Drops everything this process holds for a finished run (timers, queued tasks, running
+    /// steps, the cached machine) and wakes whoever waits on it.
+    pub(crate) async fn let_go(&self, state: &WorkflowState) {
         let run_id = state.id.as_str();
         let _ = self.store.remove_run_timers(run_id).await;
         // The timer service may be asleep until one of the removed timers.
@@ -453,6 +471,10 @@ impl Engine {
             }
         }
         self.progress.changed.notify_waiters();
+    }
+
+    /// Records a finished child's result in its parent's history and wakes the parent.
+    async fn notify_parent(&self, state: &WorkflowState) {
         if let (Some(parent), Some(position)) = (&state.parent_id, state.parent_position) {
             let kind = match state.status {
                 RunStatus::Completed => EventKind::ChildWorkflowCompleted {

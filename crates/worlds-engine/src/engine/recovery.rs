@@ -25,10 +25,19 @@ pub(crate) struct Recovered {
 }
 
 impl Engine {
-    /// Puts every unfinished run in the store back in motion.
+    /// Puts every unfinished run in the store that this world should drive back in motion:
+    /// all of them, or on a store shared by several processes, those no live process drives.
     pub(crate) async fn recover(&self) -> Result<Recovered, WorldError> {
+        let registry = &self.registry;
+        let can_run = |name: &str| registry.workflow(name).is_some();
+        let runs = self.store.claim_runs(&can_run).await?;
+        self.recover_runs(runs).await
+    }
+
+    /// Puts these unfinished runs (now driven by this world) in motion.
+    pub(crate) async fn recover_runs(&self, runs: Vec<String>) -> Result<Recovered, WorldError> {
         let mut found = Recovered::default();
-        for run_id in self.store.unfinished_runs().await? {
+        for run_id in runs {
             let state = self.store.get_run(&run_id, ResolveData::All).await?;
             found.runs += 1;
             self.adopt(&state);

@@ -67,6 +67,32 @@ pub trait RunStore: Send + Sync {
 
     /// Ids of runs that have not finished (pending, running or compensating).
     async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError>;
+
+    /// True if other processes may use the same storage at the same time (the file store):
+    /// the engine then polls [`claim_runs`](Self::claim_runs) and
+    /// [`external_changes`](Self::external_changes).
+    fn is_shared(&self) -> bool {
+        false
+    }
+
+    /// The unfinished runs this process should start driving, now leased to it: on a shared
+    /// store, those no live process drives and whose workflow `can_run` (given its name) says
+    /// this process can run; each is returned once, when its lease is taken. A store of one
+    /// process returns every unfinished run.
+    async fn claim_runs(
+        &self,
+        can_run: &(dyn for<'n> Fn(&'n str) -> bool + Send + Sync),
+    ) -> Result<Vec<String>, WorldError> {
+        let _ = can_run;
+        self.unfinished_runs().await
+    }
+
+    /// Runs leased to this process that another process wrote to since the last call (a
+    /// cancellation, a child's result), already read back from disk. Always empty for a store of
+    /// one process.
+    async fn external_changes(&self) -> Result<Vec<String>, WorldError> {
+        Ok(Vec::new())
+    }
 }
 
 /// What a durable timer does when it fires.

@@ -77,6 +77,10 @@ pub struct WorldConfig {
     /// `max_attempts` is ignored: `max_retries` of the workflow counts restarts). Default
     /// exponential from 1 s, doubling, at most 60 s, with 0–10 % jitter.
     pub workflow_retry: RetryConfig,
+    /// With file storage shared by several processes: how often this world looks for runs whose
+    /// process has exited (and takes them over) and for runs other processes wrote to (a
+    /// cancellation, a child's result). Default 1 s.
+    pub shared_poll_interval: Dur,
 }
 
 impl Default for WorldConfig {
@@ -103,6 +107,7 @@ impl Default for WorldConfig {
                 .initial_interval(Duration::from_secs(1))
                 .multiplier(2.0)
                 .max_interval(Duration::from_secs(60)),
+            shared_poll_interval: Dur(Duration::from_secs(1)),
         }
     }
 }
@@ -138,6 +143,9 @@ impl WorldConfig {
         }
         if self.max_payload_bytes == 0 {
             return bad("max_payload_bytes", "must be positive");
+        }
+        if self.shared_poll_interval.0.is_zero() {
+            return bad("shared_poll_interval", "must be positive");
         }
         Ok(())
     }

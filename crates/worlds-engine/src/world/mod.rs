@@ -103,8 +103,24 @@ impl World {
 
     /// Registers a workflow or an activity. Names must be unique: registering a second
     /// definition with a taken name is a conflict error.
+    ///
+    /// On a store shared with other processes, a started world takes over only runs of the
+    /// workflows it has registered; registering one after `start` looks for such runs at once.
     pub fn register(&self, definition: impl Into<Definition>) -> Result<&Self, WorldError> {
-        self.engine.registry.register(definition.into())?;
+        let definition = definition.into();
+        let is_workflow = matches!(definition, Definition::Workflow(_));
+        self.engine.registry.register(definition)?;
+        let started = self.lifecycle.lock().started;
+        if is_workflow && started && self.engine.store.is_shared() {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let engine = self.engine.clone();
+                runtime.spawn(async move {
+                    if let Err(e) = engine.recover().await {
+                        tracing::warn!(error = %e, "could not look for runs to take over");
+                    }
+                });
+            }
+        }
         Ok(self)
     }
 
@@ -120,6 +136,10 @@ impl World {
             let stop = CancellationToken::new();
             life.background
                 .push(tokio::spawn(self.engine.clone().timer_loop(stop.clone())));
+            if self.engine.store.is_shared() {
+                life.background
+                    .push(tokio::spawn(self.engine.clone().share_loop(stop.clone())));
+            }
             life.stop = Some(stop);
             life.background.extend(self.workers.start(&self.engine));
             self.engine.metrics.mark_started(self.engine.clock.now_ms());

@@ -1,0 +1,63 @@
+//! Working beside other processes on one shared store (the file store in a directory several
+//! processes open).
+//!
+//! Each run is driven by one process at a time (see `store::FileStore`). Every
+//! [`shared_poll_interval`](crate::WorldConfig::shared_poll_interval) a world on a shared store
+//! reads back the runs it drives that another process wrote to, and takes over the runs whose
+//! process has exited, resuming them from their history like a restart does.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::error::WorldError;
+use crate::model::ResolveData;
+
+use super::Engine;
+
+impl Engine {
+    /// Polls the shared store until `stop` is cancelled.
+    pub(crate) async fn share_loop(self: Arc<Self>, stop: CancellationToken) {
+        loop {
+            let every = self.config.shared_poll_interval.0.as_millis() as i64;
+            let tick = self
+                .clock
+                .sleep_until_background(self.clock.now_ms().saturating_add(every));
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick => {}
+            }
+            if let Err(e) = self.share_tick().await {
+                tracing::warn!(error = %e, "could not poll the shared store");
+            }
+        }
+    }
+
+    /// One poll: external changes first, then takeovers.
+    pub(crate) async fn share_tick(&self) -> Result<(), WorldError> {
+        for run_id in self.store.external_changes().await? {
+            self.on_external_change(&run_id).await;
+        }
+        if self.accepting.load(Ordering::Acquire) {
+            self.recover().await?;
+        }
+        Ok(())
+    }
+
+    /// Another process wrote to a run this one drives.
+    async fn on_external_change(&self, run_id: &str) {
+        match self.store.get_run(run_id, ResolveData::All).await {
+            // Finished elsewhere (cancelled from another process): the writer of the final
+            // event told the parent; here only this process's hold on the run goes.
+            Ok(state) if state.status.is_terminal() => self.let_go(&state).await,
+            Ok(_) => {
+                self.progress.epoch.fetch_add(1, Ordering::Relaxed);
+                self.schedule_workflow(run_id);
+            }
+            Err(e) => {
+                tracing::warn!(run_id, error = %e, "could not read a run another process changed")
+            }
+        }
+    }
+}

@@ -1,0 +1,326 @@
+//! The on-disk form of run histories: one ndjson log per run under `workflows/`, and the
+//! helpers that write, scan, repair and load such logs (the hybrid store's WAL uses them too).
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::error::WorldError;
+use crate::model::{Event, EVENT_FORMAT_VERSION};
+use crate::store::{MemoryStore, RunStore};
+
+/// Extension of a run's event log.
+pub(in crate::store) const LOG_SUFFIX: &str = ".events.ndjson";
+/// Extension of a file being created (renamed into place once complete).
+pub(in crate::store) const TMP_SUFFIX: &str = ".tmp";
+/// Longest run id accepted as a file name.
+const MAX_RUN_ID_LEN: usize = 200;
+
+pub(in crate::store) fn io_error(what: &str, path: &Path, err: std::io::Error) -> WorldError {
+    WorldError::Internal(format!("file store: {what} {}: {err}", path.display()))
+}
+
+/// Makes a rename or a new file in `dir` durable. Directories cannot be opened for syncing on
+/// every platform; where they cannot, this is a no-op.
+pub(in crate::store) fn sync_dir(dir: &Path) -> Result<(), WorldError> {
+    #[cfg(unix)]
+    {
+        File::open(dir)
+            .and_then(|d| d.sync_all())
+            .map_err(|e| io_error("could not sync directory", dir, e))?;
+    }
+    #[cfg(not(unix))]
+    let _ = dir;
+    Ok(())
+}
+
+/// Run ids become file names, so only plain ones are accepted (the engine's are ULIDs).
+pub(in crate::store) fn check_run_id(run_id: &str) -> Result<(), WorldError> {
+    let plain = !run_id.is_empty()
+        && run_id.len() <= MAX_RUN_ID_LEN
+        && run_id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if plain {
+        Ok(())
+    } else {
+        Err(WorldError::invalid(
+            "run_id",
+            format!(
+                "the file store needs run ids of 1 to {MAX_RUN_ID_LEN} ASCII letters, digits, '_' or '-' (they name files); got {run_id:?}"
+            ),
+        ))
+    }
+}
+
+/// Serializes events, one JSON object and a newline each.
+pub(in crate::store) fn encode(events: &[Arc<Event>]) -> Result<Vec<u8>, WorldError> {
+    let mut buf = Vec::new();
+    for event in events {
+        serde_json::to_writer(&mut buf, &**event).map_err(|e| WorldError::serde("event", e))?;
+        buf.push(b'\n');
+    }
+    Ok(buf)
+}
+
+/// Runs a [`MemoryStore`] future to completion from synchronous code. The memory store never
+/// waits on I/O or on the runtime, so its futures finish on first poll.
+pub(in crate::store) fn now<F: std::future::Future>(future: F) -> F::Output {
+    futures::executor::block_on(future)
+}
+
+/// The path of a run's log under `workflows/`.
+pub(in crate::store) fn log_path(workflows: &Path, run_id: &str) -> PathBuf {
+    workflows.join(format!("{run_id}{LOG_SUFFIX}"))
+}
+
+/// The error for a corrupt file: names the file and the byte offset.
+pub(in crate::store) fn corrupt(
+    path: &Path,
+    offset: usize,
+    why: impl std::fmt::Display,
+) -> WorldError {
+    WorldError::Internal(format!(
+        "file store: {} is corrupt at byte offset {offset}: {why}; the file was left untouched",
+        path.display()
+    ))
+}
+
+/// What [`scan_events`] found.
+pub(in crate::store) struct Scan {
+    /// Byte offset just past the last complete, accepted event.
+    pub(in crate::store) good_end: usize,
+    /// The last line is incomplete (a crash mid-write, or a write in progress).
+    pub(in crate::store) torn: bool,
+    /// How many events were accepted.
+    pub(in crate::store) count: u64,
+}
+
+/// Reads ndjson events from `bytes` (the contents of `path`), handing each complete one with its
+/// byte offset to `each`, which may refuse it with a reason. An incomplete last line stops the
+/// scan and is reported as torn; an unreadable line anywhere else, an event of a newer format,
+/// or a refused event is a corruption error naming the file and offset.
+pub(in crate::store) fn scan_events(
+    path: &Path,
+    bytes: &[u8],
+    each: impl FnMut(usize, Event) -> Result<(), String>,
+) -> Result<Scan, WorldError> {
+    scan_events_at(path, bytes, 0, each)
+}
+
+/// [`scan_events`] over a part of a file that starts at byte `base`: offsets handed to `each`
+/// and named in errors are offsets in the file; `good_end` is relative to `bytes`.
+pub(in crate::store) fn scan_events_at(
+    path: &Path,
+    bytes: &[u8],
+    base: usize,
+    mut each: impl FnMut(usize, Event) -> Result<(), String>,
+) -> Result<Scan, WorldError> {
+    let mut offset = 0;
+    let mut scan = Scan {
+        good_end: 0,
+        torn: false,
+        count: 0,
+    };
+    while offset < bytes.len() {
+        let rest = &bytes[offset..];
+        let (line, next, complete) = match rest.iter().position(|&b| b == b'\n') {
+            Some(i) => (&rest[..i], offset + i + 1, true),
+            None => (rest, bytes.len(), false),
+        };
+        let last = next >= bytes.len();
+        let event = match serde_json::from_slice::<Event>(line) {
+            Ok(event) if complete => event,
+            // A whole event whose newline never made it, or a cut-off last line: the write was
+            // not finished, so it was never acknowledged.
+            Ok(_) => {
+                scan.torn = true;
+                break;
+            }
+            Err(_) if last => {
+                scan.torn = true;
+                break;
+            }
+            Err(e) => {
+                return Err(corrupt(
+                    path,
+                    base + offset,
+                    format!("not a valid event ({e})"),
+                ))
+            }
+        };
+        if event.version > EVENT_FORMAT_VERSION {
+            return Err(corrupt(
+                path,
+                base + offset,
+                format!(
+                    "event format version {} is newer than this build's {EVENT_FORMAT_VERSION}",
+                    event.version
+                ),
+            ));
+        }
+        each(base + offset, event).map_err(|why| corrupt(path, base + offset, why))?;
+        scan.count += 1;
+        offset = next;
+        scan.good_end = next;
+    }
+    Ok(scan)
+}
+
+/// Cuts off an incomplete last line at `good_end` (of `len` bytes) and syncs the file.
+pub(in crate::store) fn truncate_torn(
+    path: &Path,
+    good_end: usize,
+    len: usize,
+) -> Result<(), WorldError> {
+    tracing::warn!(
+        file = %path.display(),
+        offset = good_end,
+        dropped_bytes = len - good_end,
+        "file store: truncating an incomplete last line left by a crash mid-write"
+    );
+    let file = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .map_err(|e| io_error("could not open", path, e))?;
+    file.set_len(good_end as u64)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| io_error("could not truncate", path, e))
+}
+
+/// The run ids that have a log in `workflows/`, sorted. Unless `read_only`, leftover temporary
+/// files (runs whose creation never finished, so never acknowledged) are removed.
+pub(in crate::store) fn list_run_logs(
+    workflows: &Path,
+    read_only: bool,
+) -> Result<Vec<String>, WorldError> {
+    list_run_logs_removing(workflows, |_| !read_only)
+}
+
+/// [`list_run_logs`], removing the leftover temporary files for which `remove` (given the file
+/// name) says yes.
+pub(in crate::store) fn list_run_logs_removing(
+    workflows: &Path,
+    remove: impl Fn(&str) -> bool,
+) -> Result<Vec<String>, WorldError> {
+    let entries = fs::read_dir(workflows).map_err(|e| io_error("could not list", workflows, e))?;
+    let mut run_ids = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error("could not list", workflows, e))?;
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if name.ends_with(TMP_SUFFIX) {
+            if !remove(name) {
+                // Unfinished (a crash), or a creation in progress: not a run yet.
+                continue;
+            }
+            let path = entry.path();
+            tracing::warn!(file = %path.display(), "file store: removing an unfinished run file left by a crash");
+            fs::remove_file(&path).map_err(|e| io_error("could not remove", &path, e))?;
+        } else if let Some(run_id) = name.strip_suffix(LOG_SUFFIX) {
+            run_ids.push(run_id.to_owned());
+        }
+    }
+    run_ids.sort();
+    Ok(run_ids)
+}
+
+/// What [`load_run_log`] loaded.
+pub(in crate::store) struct LoadedRun {
+    /// Events in the log (and now in memory).
+    pub(in crate::store) count: u64,
+    /// A torn last line left in place (read-only loads only).
+    pub(in crate::store) warning: Option<String>,
+}
+
+/// Loads one run log into `memory`, checking every event (run id, dense `seq`, the history's
+/// rules). A torn last line is truncated, or, read-only, reported as a warning.
+pub(in crate::store) fn load_run_log(
+    path: &Path,
+    run_id: &str,
+    memory: &MemoryStore,
+    read_only: bool,
+) -> Result<LoadedRun, WorldError> {
+    let bytes = fs::read(path).map_err(|e| io_error("could not read", path, e))?;
+    let scan = apply_events(path, run_id, &bytes, 0, 0, memory)?;
+    if scan.count == 0 {
+        return Err(corrupt(path, 0, "the log holds no complete event"));
+    }
+    let mut warning = None;
+    if scan.torn && read_only {
+        warning = Some(format!(
+            "{}: incomplete last line at byte offset {} ({} bytes), left by a crash mid-write or a write in progress; opening the store for writing cuts it off",
+            path.display(),
+            scan.good_end,
+            bytes.len() - scan.good_end
+        ));
+    } else if scan.torn {
+        truncate_torn(path, scan.good_end, bytes.len())?;
+    }
+    Ok(LoadedRun {
+        count: scan.count,
+        warning,
+    })
+}
+
+/// Applies the complete events in `bytes` — run `run_id`'s log from byte `base` on, where the
+/// event with `seq == first_seq` must start — to `memory`, checking each (run id, dense `seq`,
+/// the history's rules). The first event of a log creates the run.
+pub(in crate::store) fn apply_events(
+    path: &Path,
+    run_id: &str,
+    bytes: &[u8],
+    base: usize,
+    first_seq: u64,
+    memory: &MemoryStore,
+) -> Result<Scan, WorldError> {
+    let mut count = first_seq;
+    scan_events_at(path, bytes, base, |_, event| {
+        if event.run_id != run_id {
+            return Err(format!(
+                "event of run {} in the log of run {run_id}",
+                event.run_id
+            ));
+        }
+        if event.seq != count {
+            return Err(format!(
+                "event seq {} where seq {count} was expected",
+                event.seq
+            ));
+        }
+        let stored = if count == 0 {
+            now(memory.create_run(event))
+        } else {
+            now(memory.append(run_id, vec![event])).map(|_| ())
+        };
+        stored.map_err(|e| format!("the history refuses this event: {e}"))?;
+        count += 1;
+        Ok(())
+    })
+}
+
+/// Creates a run's log holding its first lines: written to a temporary file, synced, then
+/// renamed into place, so a crash never leaves half a run. The caller syncs the directory (once
+/// for several files).
+pub(in crate::store) fn create_log_unsynced_dir(
+    path: &Path,
+    lines: &[u8],
+) -> Result<File, WorldError> {
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(TMP_SUFFIX);
+    let tmp = PathBuf::from(tmp);
+    let _ = fs::remove_file(&tmp);
+    let mut file = OpenOptions::new()
+        .append(true)
+        .create_new(true)
+        .open(&tmp)
+        .map_err(|e| io_error("could not create", &tmp, e))?;
+    file.write_all(lines)
+        .and_then(|()| file.sync_all())
+        .map_err(|e| io_error("could not write", &tmp, e))?;
+    fs::rename(&tmp, path).map_err(|e| io_error("could not rename", &tmp, e))?;
+    Ok(file)
+}

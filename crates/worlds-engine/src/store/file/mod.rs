@@ -1,0 +1,790 @@
+//! The file store: a [`MemoryStore`] for every read, in front of a write-ahead, append-only
+//! event log per run on disk, which several processes on one host may share.
+//!
+//! Layout under the root directory (format 2, see [`format`]):
+//!
+//! ```text
+//! root/
+//!   state/format.json                 {"format": 2}
+//!   state/lock                        held shared by every file store (a hybrid store takes it exclusive)
+//!   state/owners/{member}.lock        held exclusive by one open store: its liveness
+//!   state/inbox/{member}/{run_id}     "run_id changed": a note for the member driving it
+//!   leases/{run_id}                   the member driving the run
+//!   ids/{hex of workflow id}          reserves a workflow id across processes
+//!   workflows/{run_id}.events.ndjson  one JSON event per line, in seq order
+//! ```
+//!
+//! Every acknowledged `create_run` and `append` is on disk (`sync_data`) before it returns.
+//! On [`FileStore::open`] each log is read back and replayed through the memory store, which
+//! checks every event with the same rules it applies to live writes. A torn last line (a crash
+//! mid-write, never acknowledged) is cut off with a warning; corruption anywhere else makes
+//! `open` fail with the file and byte offset, so no data is ever dropped silently.
+//!
+//! **Several processes.** Each write to a run happens under an exclusive advisory lock on the
+//! run's log (`flock`); before writing, the store reads whatever other processes appended since
+//! it last looked, so the history's rules are checked against the whole history. Each run is
+//! driven by one process at a time, its lease holder ([`lease`]); the engine asks
+//! [`RunStore::claim_runs`] for runs whose holder is gone and [`RunStore::external_changes`]
+//! for runs another process wrote to. Reads of runs another process drives catch up from disk
+//! first, so queries see every process's work.
+//!
+//! [`FileStore::open_read_only`] loads the same way for inspection (the `worlds` CLI) but never
+//! writes: it creates nothing, reports a torn last line in [`FileStore::warnings`] instead of
+//! cutting it off, and refuses every write.
+//!
+//! Timers are kept in memory only, by the process driving the run: whoever starts driving a run
+//! re-arms its timers from history (see `engine::recovery`), so they need no file of their own.
+
+mod format;
+mod lease;
+mod log;
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+
+use crate::clock::Millis;
+use crate::error::WorldError;
+use crate::model::{ActivityState, Event, Page, ResolveData, WorkflowQueryFilter, WorkflowState};
+
+use super::{Appended, MemoryStore, RunStore, Timer, TimerStore};
+
+use lease::Membership;
+use log::{apply_events, list_run_logs_removing, LOG_SUFFIX, TMP_SUFFIX};
+pub(in crate::store) use log::{
+    check_run_id, create_log_unsynced_dir, encode, io_error, list_run_logs, load_run_log, log_path,
+    now, scan_events, sync_dir, truncate_torn,
+};
+
+/// The open log of one run.
+struct RunLog {
+    path: PathBuf,
+    /// Open for reading and appending; `None` while the run is being created (or if its
+    /// creation was refused), and in a read-only store.
+    file: Option<File>,
+    /// A write failed after memory accepted events: memory and disk disagree.
+    broken: bool,
+    /// Bytes of the log applied to memory.
+    len: u64,
+    /// Events applied to memory.
+    count: u64,
+    /// The run reached a terminal status: its log will not grow again.
+    finished: bool,
+    /// The member driving the run, as last read from its lease.
+    holder: Option<String>,
+}
+
+/// Per-run log behind an async mutex: it is held across the memory append and the disk write,
+/// so two appends to one run from this process reach the file in `seq` order.
+type Slot = Arc<tokio::sync::Mutex<RunLog>>;
+
+/// Durable storage: a [`MemoryStore`] answers every read and query, and each run's history is
+/// also written to an append-only, fsynced log file (`Persistence::File`). Several processes
+/// may open one directory at once (see the module docs).
+///
+/// ```
+/// use worlds_engine::store::FileStore;
+/// let dir = std::env::temp_dir().join(format!("worlds-doc-{}", std::process::id()));
+/// let store = FileStore::open(&dir)?;
+/// assert!(dir.join("state/format.json").exists());
+/// # drop(store);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok::<(), worlds_engine::WorldError>(())
+/// ```
+pub struct FileStore {
+    root: PathBuf,
+    workflows: PathBuf,
+    memory: MemoryStore,
+    logs: Mutex<HashMap<String, Slot>>,
+    /// This store's membership of the directory; `None` when opened read-only.
+    member: Option<Membership>,
+    /// What loading found but left alone (read-only mode only).
+    warnings: Vec<String>,
+}
+
+impl std::fmt::Debug for FileStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FileStore")
+            .field("root", &self.root)
+            .field("runs", &self.logs.lock().len())
+            .field("member", &self.member)
+            .finish()
+    }
+}
+
+/// Runs `f` while holding the exclusive advisory lock on `file`, releasing it afterwards.
+fn locked<T>(
+    file: &File,
+    path: &Path,
+    f: impl FnOnce() -> Result<T, WorldError>,
+) -> Result<T, WorldError> {
+    file.lock()
+        .map_err(|e| io_error("could not lock", path, e))?;
+    let result = f();
+    let unlocked = file
+        .unlock()
+        .map_err(|e| io_error("could not unlock", path, e));
+    let value = result?;
+    unlocked?;
+    Ok(value)
+}
+
+impl FileStore {
+    /// Opens (creating if needed) the store under `root`, and loads every run log into memory.
+    ///
+    /// Fails if `state/format.json` names a newer format than this build knows (an older one is
+    /// migrated), if a hybrid world holds the directory, or if a log is corrupt anywhere but its
+    /// last line (the error names the file and byte offset). A torn last line, left by a crash
+    /// mid-write, is truncated with a warning.
+    pub fn open(root: impl AsRef<Path>) -> Result<FileStore, WorldError> {
+        let root = root.as_ref().to_path_buf();
+        let workflows = root.join("workflows");
+        let state = root.join("state");
+        for dir in [&workflows, &state] {
+            fs::create_dir_all(dir).map_err(|e| io_error("could not create", dir, e))?;
+        }
+        sync_dir(&root)?;
+        format::check_format(&root, false)?;
+        let member = Membership::join(&root)?;
+        member.sweep_dead_members();
+
+        let store = FileStore {
+            root,
+            workflows,
+            memory: MemoryStore::new(),
+            logs: Mutex::new(HashMap::new()),
+            member: Some(member),
+            warnings: Vec::new(),
+        };
+        store.load_new_runs()?;
+        Ok(store)
+    }
+
+    /// Opens the store under `root` for inspection, loading every run log into memory like
+    /// [`open`](Self::open) but without writing anything, so it is safe to use while worlds run
+    /// on the same directory.
+    ///
+    /// Fails if `root` holds no store (no `workflows/` directory), with the same errors as `open`
+    /// for a newer format or a corrupt log. A torn last line is left in place and reported in
+    /// [`warnings`](Self::warnings) (with a world running, it may also be a write in progress).
+    /// A missing `state/format.json` or an older format is reported there too. Every write
+    /// (`create_run`, `append`) fails with an unsupported error.
+    pub fn open_read_only(root: impl AsRef<Path>) -> Result<FileStore, WorldError> {
+        let root = root.as_ref().to_path_buf();
+        let workflows = root.join("workflows");
+        if !workflows.is_dir() {
+            return Err(WorldError::invalid(
+                "directory",
+                format!(
+                    "no worlds-engine data in {} (it has no workflows/ directory)",
+                    root.display()
+                ),
+            ));
+        }
+        let mut warnings = format::check_format(&root, true)?;
+        let mut store = FileStore {
+            root,
+            workflows,
+            memory: MemoryStore::new(),
+            logs: Mutex::new(HashMap::new()),
+            member: None,
+            warnings: Vec::new(),
+        };
+        for run_id in list_run_logs(&store.workflows, true)? {
+            let path = log_path(&store.workflows, &run_id);
+            let loaded = load_run_log(&path, &run_id, &store.memory, true)?;
+            warnings.extend(loaded.warning);
+            let log = RunLog {
+                path,
+                file: None,
+                broken: false,
+                len: 0,
+                count: loaded.count,
+                finished: true,
+                holder: None,
+            };
+            store
+                .logs
+                .lock()
+                .insert(run_id, Arc::new(tokio::sync::Mutex::new(log)));
+        }
+        store.warnings = warnings;
+        Ok(store)
+    }
+
+    /// True if the store was opened with [`open_read_only`](Self::open_read_only).
+    pub fn is_read_only(&self) -> bool {
+        self.member.is_none()
+    }
+
+    /// What a read-only open found and left alone: a torn last line (naming the file and the byte
+    /// offset where it starts), a missing format file or an older format. Always empty for
+    /// [`open`](Self::open), which repairs what it finds.
+    pub fn warnings(&self) -> &[String] {
+        &self.warnings
+    }
+
+    /// This store's member id in its directory (`None` if read-only): the name leases carry.
+    pub fn member_id(&self) -> Option<&str> {
+        self.member.as_ref().map(|m| m.id.as_str())
+    }
+
+    /// The membership, or the error for a write to a read-only store.
+    fn writable(&self) -> Result<&Membership, WorldError> {
+        self.member.as_ref().ok_or_else(|| {
+            WorldError::Unsupported(format!(
+                "file store: {} was opened read-only; writes are refused",
+                self.root.display()
+            ))
+        })
+    }
+
+    /// Reads `state/format.json` under the store root `state`'s parent, migrating an older
+    /// format or writing it for a new store (see [`format`]). Read-only, problems are returned
+    /// as warnings instead.
+    pub(super) fn check_format(state: &Path, read_only: bool) -> Result<Vec<String>, WorldError> {
+        let root = state.parent().unwrap_or(state);
+        format::check_format(root, read_only)
+    }
+
+    fn log_path(&self, run_id: &str) -> PathBuf {
+        log_path(&self.workflows, run_id)
+    }
+
+    fn slot(&self, run_id: &str) -> Option<Slot> {
+        self.logs.lock().get(run_id).cloned()
+    }
+
+    /// The slot of a run, loading the run first if another process created it since.
+    fn slot_or_load(&self, run_id: &str) -> Result<Slot, WorldError> {
+        if let Some(slot) = self.slot(run_id) {
+            return Ok(slot);
+        }
+        if self.member.is_some() && check_run_id(run_id).is_ok() {
+            self.load_run(run_id)?;
+        }
+        self.slot(run_id)
+            .ok_or_else(|| WorldError::not_found("run", run_id))
+    }
+
+    /// Loads the logs in `workflows/` this store does not know yet: all of them on open, the
+    /// runs other processes created since on later calls.
+    fn load_new_runs(&self) -> Result<(), WorldError> {
+        let Some(member) = &self.member else {
+            return Ok(());
+        };
+        // A temporary file is a creation in progress, or one a crash cut short: remove it only
+        // if the member that was writing it is gone.
+        let names = list_run_logs_removing(&self.workflows, |name| {
+            let base = name.strip_suffix(TMP_SUFFIX).unwrap_or(name);
+            if base.ends_with(LOG_SUFFIX) {
+                // Written by an older build, which never shared the directory.
+                return true;
+            }
+            base.rsplit_once('.')
+                .is_none_or(|(_, writer)| !member.is_alive(writer))
+        })?;
+        for run_id in names {
+            if self.slot(&run_id).is_none() {
+                self.load_run(&run_id)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Loads one run's log into memory. A torn last line is cut off if no process is writing
+    /// to the log (its lock is free); otherwise it is a write in progress and left for later.
+    fn load_run(&self, run_id: &str) -> Result<(), WorldError> {
+        let path = self.log_path(run_id);
+        let file = match OpenOptions::new().read(true).append(true).open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_error("could not open", &path, e)),
+        };
+        let mut log = RunLog {
+            path,
+            file: Some(file),
+            broken: false,
+            len: 0,
+            count: 0,
+            finished: false,
+            holder: None,
+        };
+        let exclusive = log.file.as_ref().is_some_and(|f| f.try_lock().is_ok());
+        let caught_up = catch_up(&self.memory, run_id, &mut log, exclusive);
+        if exclusive {
+            let _ = log.file.as_ref().map(File::unlock);
+        }
+        caught_up?;
+        if log.count == 0 {
+            return Err(log::corrupt(
+                &log.path,
+                0,
+                "the log holds no complete event",
+            ));
+        }
+        if !log.finished {
+            log.holder = self.member.as_ref().and_then(|m| m.lease_of(run_id));
+        }
+        let mut logs = self.logs.lock();
+        logs.entry(run_id.to_owned())
+            .or_insert_with(|| Arc::new(tokio::sync::Mutex::new(log)));
+        Ok(())
+    }
+
+    /// Brings a run another process drives up to date with its log on disk.
+    async fn refresh(&self, run_id: &str) -> Result<(), WorldError> {
+        let Some(member) = &self.member else {
+            return Ok(());
+        };
+        let Some(slot) = self.slot(run_id) else {
+            return Ok(());
+        };
+        let mut log = slot.lock().await;
+        if log.finished || log.broken || log.holder.as_deref() == Some(member.id.as_str()) {
+            return Ok(());
+        }
+        catch_up(&self.memory, run_id, &mut log, false)
+    }
+
+    /// Brings every run up to date (for queries over all runs).
+    async fn refresh_all(&self) -> Result<(), WorldError> {
+        if self.member.is_none() {
+            return Ok(());
+        }
+        self.load_new_runs()?;
+        let ids: Vec<String> = self.logs.lock().keys().cloned().collect();
+        for run_id in ids {
+            self.refresh(&run_id).await?;
+        }
+        Ok(())
+    }
+
+    /// Resolves a run id or workflow id to a run, loading it from disk if another process
+    /// created it since this store last looked.
+    async fn resolve(&self, id: &str) -> Result<String, WorldError> {
+        match self.memory.get_run(id, ResolveData::None).await {
+            Ok(state) => Ok(state.id),
+            Err(WorldError::NotFound { .. }) if self.member.is_some() => {
+                self.load_new_runs()?;
+                Ok(self.memory.get_run(id, ResolveData::None).await?.id)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn inconsistent(run_id: &str, path: &Path, err: &WorldError) -> WorldError {
+        WorldError::Internal(format!(
+            "file store is now inconsistent: run {run_id}'s events were accepted in memory but not written to {} ({err}); reopen the store (restart the world) to recover from disk",
+            path.display()
+        ))
+    }
+
+    /// Writes a new run's log: a temporary file named for this member, synced, then linked into
+    /// place (failing if the run exists) and the directory synced, so a crash never leaves half a
+    /// run and two processes cannot both create one.
+    fn create_log(
+        &self,
+        member: &Membership,
+        path: &Path,
+        line: &[u8],
+    ) -> Result<File, WorldError> {
+        let mut tmp = path.as_os_str().to_owned();
+        tmp.push(format!(".{}{TMP_SUFFIX}", member.id));
+        let tmp = PathBuf::from(tmp);
+        let _ = fs::remove_file(&tmp);
+        let mut file = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .create_new(true)
+            .open(&tmp)
+            .map_err(|e| io_error("could not create", &tmp, e))?;
+        file.write_all(line)
+            .and_then(|()| file.sync_all())
+            .map_err(|e| io_error("could not write", &tmp, e))?;
+        let linked = fs::hard_link(&tmp, path);
+        let _ = fs::remove_file(&tmp);
+        match linked {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+                return Err(WorldError::conflict(format!(
+                    "a run with id {} already exists",
+                    path.file_name()
+                        .and_then(|n| n.to_str())
+                        .and_then(|n| n.strip_suffix(LOG_SUFFIX))
+                        .unwrap_or("?")
+                )))
+            }
+            Err(e) => return Err(io_error("could not link", path, e)),
+        }
+        sync_dir(&self.workflows)?;
+        Ok(file)
+    }
+}
+
+/// Applies what the run's log holds beyond `log.len` to memory. With `exclusive` (the caller
+/// holds the log's lock, so no write is in progress) a torn last line is cut off; without, it
+/// is a write in progress and left alone.
+fn catch_up(
+    memory: &MemoryStore,
+    run_id: &str,
+    log: &mut RunLog,
+    exclusive: bool,
+) -> Result<(), WorldError> {
+    let Some(file) = log.file.as_mut() else {
+        return Ok(());
+    };
+    let size = file
+        .metadata()
+        .map_err(|e| io_error("could not read", &log.path, e))?
+        .len();
+    if size == log.len {
+        return Ok(());
+    }
+    if size < log.len {
+        return Err(log::corrupt(
+            &log.path,
+            size as usize,
+            format!("the log shrank from {} to {size} bytes", log.len),
+        ));
+    }
+    let mut bytes = Vec::with_capacity((size - log.len) as usize);
+    file.seek(SeekFrom::Start(log.len))
+        .and_then(|_| {
+            Read::by_ref(file)
+                .take(size - log.len)
+                .read_to_end(&mut bytes)
+        })
+        .map_err(|e| io_error("could not read", &log.path, e))?;
+    let scan = apply_events(
+        &log.path,
+        run_id,
+        &bytes,
+        log.len as usize,
+        log.count,
+        memory,
+    )?;
+    log.len += scan.good_end as u64;
+    log.count += scan.count;
+    if scan.torn && exclusive {
+        truncate_torn(&log.path, log.len as usize, size as usize)?;
+    }
+    if scan.count > 0 {
+        log.finished = now(memory.get_run(run_id, ResolveData::None))?
+            .status
+            .is_terminal();
+    }
+    Ok(())
+}
+
+// Ordering: each write goes to the memory store first (which checks the events and assigns
+// `seq`), then to disk, then returns. A concurrent reader in this process may therefore briefly
+// see an event that is not yet durable; no caller is told it was stored before it is on disk.
+// Other processes read only the disk.
+//
+// The locks and fsyncs are blocking calls made on the async task; the work per call is small.
+#[async_trait]
+impl RunStore for FileStore {
+    async fn create_run(&self, mut first: Event) -> Result<(), WorldError> {
+        let member = self.writable()?;
+        let run_id = first.run_id.clone();
+        check_run_id(&run_id)?;
+        let path = self.log_path(&run_id);
+        let slot: Slot = Arc::new(tokio::sync::Mutex::new(RunLog {
+            path: path.clone(),
+            file: None,
+            broken: false,
+            len: 0,
+            count: 0,
+            finished: false,
+            holder: Some(member.id.clone()),
+        }));
+        // Reserve the run id (appends to it wait on the slot until the file exists).
+        let mut log = slot.clone().lock_owned().await;
+        {
+            let mut logs = self.logs.lock();
+            if logs.contains_key(&run_id) {
+                return Err(WorldError::conflict(format!(
+                    "a run with id {run_id} already exists"
+                )));
+            }
+            logs.insert(run_id.clone(), slot);
+        }
+        let workflow_id = match &first.kind {
+            crate::model::EventKind::WorkflowQueued { workflow_id, .. }
+                if *workflow_id != run_id =>
+            {
+                Some(workflow_id.clone())
+            }
+            _ => None,
+        };
+        if let Some(workflow_id) = &workflow_id {
+            let workflows = &self.workflows;
+            let reserved = member.reserve_workflow_id(workflow_id, &run_id, |held| {
+                log_path(workflows, held).exists()
+            });
+            if let Err(refused) = reserved {
+                self.logs.lock().remove(&run_id);
+                return Err(refused);
+            }
+        }
+        if let Err(refused) = self.memory.create_run(first.clone()).await {
+            self.logs.lock().remove(&run_id);
+            if let Some(workflow_id) = &workflow_id {
+                member.release_workflow_id(workflow_id);
+            }
+            return Err(refused);
+        }
+        first.seq = 0;
+        let written = member.take_lease(&run_id).and_then(|()| {
+            encode(&[Arc::new(first)]).and_then(|line| {
+                let file = self.create_log(member, &path, &line)?;
+                Ok((file, line.len() as u64))
+            })
+        });
+        match written {
+            Ok((file, len)) => {
+                log.file = Some(file);
+                log.len = len;
+                log.count = 1;
+                Ok(())
+            }
+            Err(e) => {
+                log.broken = true;
+                Err(Self::inconsistent(&run_id, &path, &e))
+            }
+        }
+    }
+
+    async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
+        let member = self.writable()?;
+        if let Some(other) = events.iter().find(|e| e.run_id != run_id) {
+            return Err(WorldError::invalid(
+                "events",
+                format!(
+                    "event {} belongs to run {}, not to run {run_id}",
+                    other.id, other.run_id
+                ),
+            ));
+        }
+        let slot = self.slot_or_load(run_id)?;
+        let mut guard = slot.lock().await;
+        let log = &mut *guard;
+        if log.broken {
+            let err = WorldError::Internal("an earlier write failed".into());
+            return Err(Self::inconsistent(run_id, &log.path, &err));
+        }
+        let Some(file) = log.file.as_ref() else {
+            // Its creation was refused.
+            return Err(WorldError::not_found("run", run_id));
+        };
+        let file = file
+            .try_clone()
+            .map_err(|e| io_error("could not open", &log.path, e))?;
+        let path = log.path.clone();
+        locked(&file, &path, || {
+            catch_up(&self.memory, run_id, log, true)?;
+            let appended = self.memory.append(run_id, events).await_now()?;
+            if appended.events.is_empty() {
+                return Ok(appended);
+            }
+            // Another live process drives the run: tell it, before the events land (it takes the
+            // note under this lock, so it reads them after they are written).
+            if log.holder.as_deref() != Some(member.id.as_str()) {
+                log.holder = member.lease_of(run_id);
+                if let Some(holder) = &log.holder {
+                    if holder != &member.id && member.is_alive(holder) {
+                        member.notify(holder, run_id)?;
+                    }
+                }
+            }
+            let written = encode(&appended.events).and_then(|buf| {
+                let mut out = &file;
+                out.write_all(&buf)
+                    .and_then(|()| file.sync_data())
+                    .map_err(|e| io_error("could not write", &path, e))?;
+                Ok(buf.len() as u64)
+            });
+            match written {
+                Ok(len) => {
+                    log.len += len;
+                    log.count += appended.events.len() as u64;
+                    log.finished = appended.status.is_terminal();
+                    Ok(appended)
+                }
+                Err(e) => {
+                    log.broken = true;
+                    Err(Self::inconsistent(run_id, &path, &e))
+                }
+            }
+        })
+    }
+
+    async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
+        let run_id = self.resolve(id).await?;
+        self.refresh(&run_id).await?;
+        self.memory.get_run(&run_id, resolve).await
+    }
+
+    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
+        let run_id = self.resolve(run_id).await?;
+        self.refresh(&run_id).await?;
+        self.memory.get_activity(&run_id, position).await
+    }
+
+    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
+        let run_id = self.resolve(run_id).await?;
+        self.refresh(&run_id).await?;
+        self.memory.history(&run_id, from_seq).await
+    }
+
+    async fn list_runs(
+        &self,
+        filter: &WorkflowQueryFilter,
+    ) -> Result<Page<WorkflowState>, WorldError> {
+        self.refresh_all().await?;
+        self.memory.list_runs(filter).await
+    }
+
+    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {
+        self.refresh_all().await?;
+        self.memory.unfinished_runs().await
+    }
+
+    fn is_shared(&self) -> bool {
+        self.member.is_some()
+    }
+
+    async fn claim_runs(
+        &self,
+        can_run: &(dyn for<'n> Fn(&'n str) -> bool + Send + Sync),
+    ) -> Result<Vec<String>, WorldError> {
+        let member = self.writable()?;
+        self.load_new_runs()?;
+        let slots: Vec<(String, Slot)> = self
+            .logs
+            .lock()
+            .iter()
+            .map(|(id, slot)| (id.clone(), slot.clone()))
+            .collect();
+        let mut alive: HashMap<String, bool> = HashMap::new();
+        let mut is_alive = |holder: &str| {
+            *alive
+                .entry(holder.to_owned())
+                .or_insert_with(|| member.is_alive(holder))
+        };
+        let mut claimed = Vec::new();
+        for (run_id, slot) in slots {
+            let mut guard = slot.lock().await;
+            let log = &mut *guard;
+            if log.finished || log.broken {
+                continue;
+            }
+            match log.holder.as_deref() {
+                Some(holder) if holder == member.id => continue,
+                Some(holder) if is_alive(holder) => continue,
+                _ => {}
+            }
+            let Some(file) = log.file.as_ref() else {
+                continue;
+            };
+            let file = file
+                .try_clone()
+                .map_err(|e| io_error("could not open", &log.path, e))?;
+            let path = log.path.clone();
+            let took = locked(&file, &path, || {
+                // Read again under the lock: another process may have claimed it meanwhile.
+                log.holder = member.lease_of(&run_id);
+                if let Some(holder) = log.holder.as_deref() {
+                    if holder == member.id || member.is_alive(holder) {
+                        return Ok(false);
+                    }
+                }
+                catch_up(&self.memory, &run_id, log, true)?;
+                if log.finished {
+                    return Ok(false);
+                }
+                let state = now(self.memory.get_run(&run_id, ResolveData::None))?;
+                if !can_run(&state.name) {
+                    return Ok(false);
+                }
+                member.take_lease(&run_id)?;
+                log.holder = Some(member.id.clone());
+                Ok(true)
+            })?;
+            if took {
+                claimed.push(run_id);
+            }
+        }
+        if !claimed.is_empty() {
+            member.sweep_dead_members();
+        }
+        Ok(claimed)
+    }
+
+    async fn external_changes(&self) -> Result<Vec<String>, WorldError> {
+        let Some(member) = &self.member else {
+            return Ok(Vec::new());
+        };
+        let mut changed = Vec::new();
+        for run_id in member.notes()? {
+            let slot = match self.slot_or_load(&run_id) {
+                Ok(slot) => slot,
+                Err(WorldError::NotFound { .. }) => {
+                    member.clear_note(&run_id)?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let mut guard = slot.lock().await;
+            let log = &mut *guard;
+            let Some(file) = log.file.as_ref() else {
+                continue;
+            };
+            let file = file
+                .try_clone()
+                .map_err(|e| io_error("could not open", &log.path, e))?;
+            let path = log.path.clone();
+            locked(&file, &path, || {
+                member.clear_note(&run_id)?;
+                catch_up(&self.memory, &run_id, log, true)
+            })?;
+            changed.push(run_id);
+        }
+        Ok(changed)
+    }
+}
+
+/// Completes a memory-store future from synchronous code (see [`now`]).
+trait AwaitNow: std::future::Future + Sized {
+    fn await_now(self) -> Self::Output {
+        now(self)
+    }
+}
+
+impl<F: std::future::Future> AwaitNow for F {}
+
+/// Timers live in memory only: the engine re-arms them from run history on start.
+#[async_trait]
+impl TimerStore for FileStore {
+    async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
+        self.memory.add_timer(timer).await
+    }
+
+    async fn take_due_timers(&self, now: Millis, limit: usize) -> Result<Vec<Timer>, WorldError> {
+        self.memory.take_due_timers(now, limit).await
+    }
+
+    async fn next_timer_at(&self) -> Result<Option<Millis>, WorldError> {
+        self.memory.next_timer_at().await
+    }
+
+    async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
+        self.memory.remove_run_timers(run_id).await
+    }
+}

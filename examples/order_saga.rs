@@ -1,119 +1,33 @@
 //! Order saga: charge the card, reserve inventory, create the shipment — and when shipping
 //! fails, undo what was done, newest first: release the inventory, then refund the card.
 //!
-//! The workflow registers a compensation after each step that needs undoing and runs under the
-//! `compensate` failure strategy. When it fails, the engine runs the compensations in reverse
-//! order, records each one in the run's history and ends the run `compensated`.
+//! The workflow, defined in `crates/worlds-demo/src/saga.rs`, registers a compensation after
+//! each step that needs undoing and runs under the `compensate` failure strategy. When it
+//! fails, the engine runs the compensations in reverse order, records each one in the run's
+//! history and ends the run `compensated`. `worlds dev` runs the same definitions on a durable
+//! world.
 //!
 //! Run it with `cargo run --example order_saga`.
 
 use std::collections::HashMap;
-use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use worlds_demo::shop::Order;
+use worlds_demo::{Demo, DemoOptions};
 use worlds_engine::prelude::*;
 use worlds_engine::{Event, EventKind};
 
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Order {
-    id: String,
-    cents: u64,
-    sku: String,
-    quantity: u32,
-}
-
 #[tokio::main]
 async fn main() -> Result<(), WorldError> {
-    // The forward steps.
-    let charge = activity(
-        "charge-card",
-        |_ctx: ActivityContext, order: Order| async move {
-            println!(
-                "  → charge-card        {} cents for {}",
-                order.cents, order.id
-            );
-            Ok::<_, StepError>(format!("pay-{}", order.id))
-        },
+    // The steps print what they do. The warehouse takes 300 ms, and the failing shipment is
+    // tried again 300 ms after its first attempt.
+    let demo = Demo::new(
+        &DemoOptions::new()
+            .pause(std::time::Duration::from_millis(300))
+            .narrate(true),
     );
-    let reserve = activity(
-        "reserve-inventory",
-        |_ctx: ActivityContext, order: Order| async move {
-            println!("  → reserve-inventory  {} × {}", order.quantity, order.sku);
-            Ok::<_, StepError>(format!("res-{}", order.id))
-        },
-    );
-    // The carrier is down. Two quick attempts, then the step fails for good.
-    let ship = activity(
-        "create-shipment",
-        |ctx: ActivityContext, order: Order| async move {
-            println!(
-                "  → create-shipment    {} (attempt {}): carrier unavailable",
-                order.id,
-                ctx.attempt()
-            );
-            Err::<String, _>(StepError::msg("carrier unavailable"))
-        },
-    )
-    .with_options(
-        ActivityOptions::new().retry(
-            RetryConfig::new()
-                .max_attempts(2)
-                .initial_interval(Duration::from_millis(300))
-                .max_interval(Duration::from_millis(300)),
-        ),
-    );
-
-    // The undo steps.
-    let refund = activity(
-        "refund-card",
-        |_ctx: ActivityContext, payment: String| async move {
-            println!("  ↩ refund-card        {payment}");
-            Ok::<_, StepError>(())
-        },
-    );
-    let release = activity(
-        "release-inventory",
-        |_ctx: ActivityContext, reservation: String| async move {
-            println!("  ↩ release-inventory  {reservation}");
-            Ok::<_, StepError>(())
-        },
-    );
-
-    let steps = (
-        charge.clone(),
-        reserve.clone(),
-        ship.clone(),
-        refund.clone(),
-        release.clone(),
-    );
-    let order_saga = workflow("order-saga", move |ctx: WorkflowContext, order: Order| {
-        let (charge, reserve, ship, refund, release) = steps.clone();
-        async move {
-            let payment = ctx.run(&charge, order.clone()).await?;
-            // A compensation is workflow code: here, a closure that runs the refund step…
-            ctx.add_compensation(move |ctx| async move {
-                ctx.run(&refund, payment).await?;
-                Ok(())
-            });
-
-            let reservation = ctx.run(&reserve, order.clone()).await?;
-            // …or, for the common case, just "run this step with this input".
-            ctx.add_compensation_step(&release, reservation);
-
-            let parcel = ctx.run(&ship, order).await?;
-            Ok::<_, WorkflowError>(parcel)
-        }
-    })
-    .with_options(WorkflowOptions::new().failure_strategy(FailureStrategy::Compensate));
 
     let world = World::new(WorldConfig::memory())?;
-    world
-        .register(&charge)?
-        .register(&reserve)?
-        .register(&ship)?
-        .register(&refund)?
-        .register(&release)?
-        .register(&order_saga)?;
+    demo.register(&world)?;
     world.start().await?;
 
     let order = Order {
@@ -125,7 +39,7 @@ async fn main() -> Result<(), WorldError> {
     println!("order saga for {} — shipping will fail\n", order.id);
     let run = world
         .execute(
-            &order_saga,
+            &demo.order_saga,
             order,
             WorkflowOptions::new().workflow_id("order-A-1001"),
         )

@@ -1,65 +1,35 @@
-//! Quickstart: define two steps and a workflow, run it on an in-memory world, and print the
-//! run's history.
+//! Quickstart: run the `checkout` workflow on an in-memory world and print the run's history.
+//!
+//! The workflow and its steps are defined in `crates/worlds-demo/src/checkout.rs` and
+//! `crates/worlds-demo/src/shop.rs` — two steps and a workflow that runs them with a durable
+//! timer in between. `worlds dev` runs the same definitions on a durable world.
 //!
 //! Run it with `cargo run --example quickstart`.
 
-use serde::{Deserialize, Serialize};
+use worlds_demo::shop::Order;
+use worlds_demo::{Demo, DemoOptions};
 use worlds_engine::prelude::*;
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-struct Order {
-    id: String,
-    cents: u64,
-}
 
 #[tokio::main]
 async fn main() -> Result<(), WorldError> {
-    // Steps do the real work. They are retried on failure and their results are recorded.
-    let charge = activity(
-        "charge-card",
-        |ctx: ActivityContext, order: Order| async move {
-            println!(
-                "  charging {} cents for {} (attempt {})",
-                order.cents,
-                order.id,
-                ctx.attempt()
-            );
-            Ok::<_, StepError>(format!("payment-{}", order.id))
-        },
-    )
-    .with_options(ActivityOptions::new().retry(retry_patterns::api()));
-
-    let ship = activity("ship", |_ctx: ActivityContext, order: Order| async move {
-        Ok::<_, StepError>(format!("parcel-{}", order.id))
-    });
-
-    // The workflow orchestrates steps. After a crash it is replayed against its history, so
-    // recorded steps are not run again.
-    let (charge_step, ship_step) = (charge.clone(), ship.clone());
-    let checkout = workflow("checkout", move |ctx: WorkflowContext, order: Order| {
-        let (charge, ship) = (charge_step.clone(), ship_step.clone());
-        async move {
-            let payment = ctx.run(&charge, order.clone()).await?;
-            ctx.sleep("250ms").await?; // a durable timer
-            let parcel = ctx.run(&ship, order).await?;
-            Ok::<_, WorkflowError>(format!("{payment} / {parcel}"))
-        }
-    });
+    // Steps do the real work: they are retried on failure and their results are recorded. The
+    // workflow orchestrates them: after a crash it is replayed against its history, so recorded
+    // steps are not run again.
+    let demo = Demo::new(&DemoOptions::new().narrate(true));
 
     let world = World::new(WorldConfig::memory())?;
-    world
-        .register(&charge)?
-        .register(&ship)?
-        .register(&checkout)?;
+    demo.register(&world)?;
     world.start().await?;
 
     let order = Order {
         id: "A-1001".into(),
         cents: 4200,
+        sku: "SKU-42".into(),
+        quantity: 2,
     };
     let run = world
         .execute(
-            &checkout,
+            &demo.checkout,
             order,
             WorkflowOptions::new().workflow_id("order-A-1001"),
         )

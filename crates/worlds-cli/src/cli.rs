@@ -24,10 +24,25 @@ pub(crate) enum Command {
     Runs(RunsCommand),
     /// Check a world's directory: format, runs by status, torn or corrupt event logs.
     Doctor(DoctorArgs),
+    /// Run the bundled demo workflows on a durable world and show their progress live.
+    ///
+    /// Opens a world on the directory (hybrid storage by default), registers the demo workflows
+    /// (the quickstart's checkout and the order saga, whose shipment fails and whose
+    /// compensations undo the rest), and starts new runs of them, taking turns. While they run,
+    /// it shows runs by status and progress per workflow (plain lines when stderr is not a
+    /// terminal). When every run has finished it prints a summary and exits 0.
+    ///
+    /// Ctrl-C stops gracefully: no new runs are started, the steps in progress finish, and the
+    /// runs still in flight stay in the directory. It then says how many there are and exits 0
+    /// (a second Ctrl-C stops at once, exit 1; the runs are safe either way).
+    ///
+    /// Started on a directory that holds unfinished runs, `worlds dev` resumes them and, unless
+    /// `--runs` is given, starts no new ones.
+    Dev(DevArgs),
 }
 
-/// The world directory given by `--dir`, as written by `Persistence::File`.
-const DEFAULT_DIR: &str = "./.worlds-engine";
+/// The default `--dir`: where a world on file or hybrid storage keeps its state by default.
+pub(crate) const DEFAULT_DIR: &str = "./.worlds-engine";
 
 /// The subcommands of `worlds runs`.
 #[derive(Debug, Subcommand)]
@@ -36,6 +51,31 @@ pub(crate) enum RunsCommand {
     List(ListArgs),
     /// Show one run (by run id or workflow id) and its history.
     Show(ShowArgs),
+    /// Cancel a run (by run id or workflow id) and its unfinished children.
+    ///
+    /// Works with or without a world running on the directory in file mode: the world driving
+    /// the run stops its steps within its poll interval. A directory held by a running hybrid
+    /// world cannot be written from outside; cancel from that program instead.
+    Cancel(CancelArgs),
+}
+
+/// Options of `worlds runs cancel`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct CancelArgs {
+    /// Run id or workflow id.
+    pub(crate) id: String,
+
+    /// The world's data directory.
+    #[arg(long, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
+
+    /// Why, recorded in the `workflow_cancelled` event.
+    #[arg(long)]
+    pub(crate) reason: Option<String>,
+
+    /// Print the outcome as one JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// Options of `worlds runs list`.
@@ -83,6 +123,57 @@ pub(crate) struct DoctorArgs {
     /// The world's data directory.
     #[arg(long, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
+}
+
+/// Options of `worlds dev`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct DevArgs {
+    /// The world's data directory (file and hybrid storage).
+    #[arg(long, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
+
+    /// New runs to start. Default: 20, or none if the directory holds runs in flight (those are
+    /// resumed either way).
+    #[arg(long, value_name = "N")]
+    pub(crate) runs: Option<usize>,
+
+    /// Where the world keeps its state.
+    #[arg(long, value_enum, default_value_t = PersistenceArg::Hybrid)]
+    pub(crate) persistence: PersistenceArg,
+
+    /// Divide every demo duration (pauses, step times, the gap between starts) by this factor.
+    #[arg(long, hide = true, default_value_t = 1.0, value_parser = positive_factor)]
+    pub(crate) speed: f64,
+}
+
+/// Storage a `worlds dev` world can use.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum PersistenceArg {
+    /// Memory for reads, a write-ahead log on disk for durability.
+    Hybrid,
+    /// One fsynced event log per run on disk.
+    File,
+    /// In process memory only: nothing survives the process.
+    Memory,
+}
+
+impl From<PersistenceArg> for worlds_engine::Persistence {
+    fn from(arg: PersistenceArg) -> Self {
+        match arg {
+            PersistenceArg::Hybrid => worlds_engine::Persistence::Hybrid,
+            PersistenceArg::File => worlds_engine::Persistence::File,
+            PersistenceArg::Memory => worlds_engine::Persistence::Memory,
+        }
+    }
+}
+
+/// Parses a finite factor above zero.
+fn positive_factor(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(x) if x.is_finite() && x > 0.0 => Ok(x),
+        Ok(_) => Err("must be a number above 0".to_owned()),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// Options of `worlds bench`.
@@ -139,9 +230,11 @@ pub(crate) enum WorkloadArg {
     W3,
     /// Waiting is cheap: N (100 000) workflows that sleep an hour; peak memory once all wait.
     W4,
+    /// Recovery: N workflows of K steps, SIGKILLed halfway, restarted and finished (file or hybrid).
+    W5,
     /// Flat per-step cost: one workflow of many sequential steps.
     W6,
-    /// W1, W2, W3 and W6, in that order.
+    /// W1, W2, W3, W5 (file and hybrid only) and W6, in that order.
     All,
 }
 
@@ -229,5 +322,40 @@ mod tests {
 
         let cli = Cli::try_parse_from(["worlds", "doctor"]).unwrap();
         assert!(matches!(cli.command, Command::Doctor(_)));
+    }
+
+    #[test]
+    fn parses_dev_options() {
+        let cli = Cli::try_parse_from(["worlds", "dev"]).unwrap();
+        let Command::Dev(args) = cli.command else {
+            panic!("not dev: {:?}", cli.command);
+        };
+        assert_eq!(args.dir, PathBuf::from(DEFAULT_DIR));
+        assert_eq!(args.runs, None);
+        assert_eq!(args.persistence, PersistenceArg::Hybrid);
+        assert_eq!(args.speed, 1.0);
+
+        let cli = Cli::try_parse_from([
+            "worlds",
+            "dev",
+            "--dir",
+            "d",
+            "--runs",
+            "0",
+            "--persistence",
+            "memory",
+            "--speed",
+            "10",
+        ])
+        .unwrap();
+        let Command::Dev(args) = cli.command else {
+            panic!("not dev: {:?}", cli.command);
+        };
+        assert_eq!(args.dir, PathBuf::from("d"));
+        assert_eq!(args.runs, Some(0));
+        assert_eq!(args.persistence, PersistenceArg::Memory);
+        assert_eq!(args.speed, 10.0);
+        assert!(Cli::try_parse_from(["worlds", "dev", "--speed", "0"]).is_err());
+        assert!(Cli::try_parse_from(["worlds", "dev", "--persistence", "postgres"]).is_err());
     }
 }

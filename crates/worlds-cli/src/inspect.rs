@@ -734,7 +734,7 @@ mod tests {
         let (result, text) = doctor_output(f.dir());
         result.unwrap();
         for expected in [
-            "format: 1",
+            "format: 2",
             "runs: 3 (16 events)",
             "  pending: 1",
             "  completed: 1",

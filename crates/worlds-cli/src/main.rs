@@ -4,7 +4,9 @@
 //! stdout, progress and diagnostics to stderr.
 
 mod bench;
+mod cancel;
 mod cli;
+mod dev;
 mod inspect;
 
 use std::process::ExitCode;
@@ -35,6 +37,8 @@ fn run() -> anyhow::Result<()> {
         Command::Bench(args) => bench::run(&args),
         Command::Runs(RunsCommand::List(args)) => inspect::list(&args, &mut std::io::stdout()),
         Command::Runs(RunsCommand::Show(args)) => inspect::show(&args, &mut std::io::stdout()),
+        Command::Runs(RunsCommand::Cancel(args)) => cancel::cancel(&args, &mut std::io::stdout()),
         Command::Doctor(args) => inspect::doctor(&args, &mut std::io::stdout()),
+        Command::Dev(args) => dev::run(&args),
     }
 }

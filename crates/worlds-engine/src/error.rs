@@ -32,6 +32,8 @@ pub enum ErrorKind {
     Unavailable,
     /// The feature or mode is not available in this build (501).
     Unsupported,
+    /// The thing existed but is gone for good: an expired hook (410).
+    Gone,
     /// A fault inside the engine or its storage (500).
     Internal,
 }
@@ -47,6 +49,7 @@ impl ErrorKind {
             ErrorKind::Timeout => 504,
             ErrorKind::Unavailable => 503,
             ErrorKind::Unsupported => 501,
+            ErrorKind::Gone => 410,
             ErrorKind::RunFailed | ErrorKind::Internal => 500,
         }
     }
@@ -140,6 +143,9 @@ pub enum WorldError {
     /// The feature or mode is not available in this build.
     #[error("{0}")]
     Unsupported(String),
+    /// The thing asked for existed but is gone for good (an expired hook).
+    #[error("{0}")]
+    Gone(String),
     /// A value could not be serialized or deserialized.
     #[error("could not convert {what}: {source}")]
     Serialization {
@@ -172,6 +178,7 @@ impl WorldError {
             WorldError::Timeout { .. } => ErrorKind::Timeout,
             WorldError::Unavailable(_) => ErrorKind::Unavailable,
             WorldError::Unsupported(_) => ErrorKind::Unsupported,
+            WorldError::Gone(_) => ErrorKind::Gone,
             WorldError::Internal(_) => ErrorKind::Internal,
         }
     }
@@ -235,6 +242,10 @@ pub mod codes {
     pub const WORKER_LOST: &str = "WORKER_LOST";
     /// The workflow awaited a future that is not a workflow command.
     pub const NOT_A_COMMAND: &str = "NOT_A_COMMAND";
+    /// A hook's token was held by another live hook, so the hook was not created.
+    pub const HOOK_CONFLICT: &str = "HOOK_CONFLICT";
+    /// A hook expired before it was resumed.
+    pub const HOOK_EXPIRED: &str = "HOOK_EXPIRED";
 }
 
 /// A failure as it is stored in history: a message, optionally a stack trace and a code.

@@ -73,6 +73,11 @@ impl IdGenerator {
         self.next(STEP_PREFIX)
     }
 
+    /// A fresh hook id (`hook_…`).
+    pub fn hook_id(&self) -> String {
+        self.next(HOOK_PREFIX)
+    }
+
     /// A fresh event id (`evnt_…`).
     pub fn event_id(&self) -> String {
         self.next(EVENT_PREFIX)

@@ -46,6 +46,7 @@ pub mod clock;
 pub mod duration;
 mod engine;
 pub mod error;
+pub mod hooks;
 pub mod ids;
 pub mod model;
 mod payload;
@@ -62,24 +63,28 @@ pub use engine::context::{CommandFuture, WorkflowContext, WorkflowMetadata};
 pub use engine::definitions::{activity, workflow, Activity, Definition, Workflow};
 pub use engine::errors::{ContextError, StepError, WorkflowError};
 pub use error::{ErrorKind, NonDeterminism, StructuredError, WorldError};
+pub use hooks::{
+    define_hook, Hook, HookDefinition, HookOptions, HookResumed, HookTicket, Webhook,
+    WebhookRequest,
+};
 pub use model::{
     ActivityOptions, ActivityState, ActivityStatus, CompensationState, Event, EventKind,
-    FailureStrategy, Page, ResolveData, RunStatus, StatusFilter, WorkflowOptions,
-    WorkflowQueryFilter, WorkflowState,
+    FailureStrategy, HookState, HookStatus, Page, ResolveData, RunStatus, StatusFilter,
+    WorkflowOptions, WorkflowQueryFilter, WorkflowState,
 };
 pub use payload::Payload;
 pub use telemetry::{HeartbeatEntry, HeartbeatKind, WorldMetrics};
 pub use worker::{WorkerInfo, WorkerStatus};
-pub use world::{Persistence, WorkflowHandle, World, WorldConfig};
+pub use world::{HookSecret, Persistence, WorkflowHandle, World, WorldConfig};
 
 /// Everything the common path needs: `use worlds_engine::prelude::*;`.
 pub mod prelude {
     pub use crate::retry::{retry_patterns, Backoff, FatalError, RetryConfig, RetryableError};
     pub use crate::{
-        activity, workflow, Activity, ActivityContext, ActivityOptions, ContextError,
-        FailureStrategy, Persistence, RunStatus, StepError, Workflow, WorkflowContext,
-        WorkflowError, WorkflowHandle, WorkflowOptions, WorkflowQueryFilter, WorkflowState, World,
-        WorldConfig, WorldError,
+        activity, define_hook, workflow, Activity, ActivityContext, ActivityOptions, ContextError,
+        FailureStrategy, Hook, HookDefinition, HookOptions, Persistence, RunStatus, StepError,
+        WebhookRequest, Workflow, WorkflowContext, WorkflowError, WorkflowHandle, WorkflowOptions,
+        WorkflowQueryFilter, WorkflowState, World, WorldConfig, WorldError,
     };
 }
 

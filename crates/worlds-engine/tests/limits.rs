@@ -225,6 +225,12 @@ impl RunStore for CountingStore {
     async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
         self.inner.get_run(id, resolve).await
     }
+    async fn find_hook(
+        &self,
+        token_digest: &str,
+    ) -> Result<Option<worlds_engine::store::HookRef>, WorldError> {
+        self.inner.find_hook(token_digest).await
+    }
     async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
         self.inner.get_activity(run_id, position).await
     }

@@ -295,7 +295,12 @@ async fn a_killed_process_runs_are_taken_over() {
         .unwrap();
 
     let mut child = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "shared_child_entry", "--nocapture", "--include-ignored"])
+        .args([
+            "--exact",
+            "shared_child_entry",
+            "--nocapture",
+            "--include-ignored",
+        ])
         .env(DIR_VAR, dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -320,7 +325,12 @@ async fn a_killed_process_runs_are_taken_over() {
             state.status.is_terminal().then_some(state)
         })
         .await;
-        assert_eq!(state.status, RunStatus::Completed, "{id}: {:?}", state.error);
+        assert_eq!(
+            state.status,
+            RunStatus::Completed,
+            "{id}: {:?}",
+            state.error
+        );
         assert_eq!(state.output.unwrap().decode::<u64>().unwrap(), n * 16);
     }
     assert_eq!(own.result().await.unwrap(), 1600);

@@ -845,6 +845,46 @@ pub async fn unfinished_runs_lists_pending_and_running_only(store: Arc<dyn Store
     assert_eq!(store.unfinished_runs().await.unwrap(), vec![pending]);
 }
 
+/// `append_nowait` is checked and numbered like `append` (and before any later write), and
+/// once `wait_durable` returns, its events are readable like any others.
+pub async fn append_nowait_is_checked_ordered_and_readable_once_durable(store: Arc<dyn Store>) {
+    let m = Maker::new();
+    let id = m.create(store.as_ref(), "nowait").await;
+    let events = vec![m.event(&id, started()), m.event(&id, scheduled(0, "a"))];
+    let appended = store.append_nowait(&id, events).await.unwrap();
+    let seqs: Vec<u64> = appended.events.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![1, 2]);
+    assert_eq!(appended.status, RunStatus::Running);
+    // Checked against the unwaited events: a second schedule of position 0 is refused.
+    let again = vec![m.event(&id, scheduled(0, "a"))];
+    assert!(store.append_nowait(&id, again).await.is_err());
+    // A waited append after it is numbered after it, and makes it durable too.
+    let done = m
+        .append(store.as_ref(), &id, vec![step_started(0)])
+        .await
+        .unwrap();
+    assert_eq!(done.events[0].seq, 3);
+    let history = store.history(&id, 0).await.unwrap();
+    assert_eq!(history.len(), 4);
+    assert_eq!(
+        store.get_activity(&id, 0).await.unwrap().status,
+        ActivityStatus::Running
+    );
+
+    let more = vec![m.event(&id, step_completed(0, json!(1)))];
+    store.append_nowait(&id, more).await.unwrap();
+    store.wait_durable(&id).await.unwrap();
+    let history = store.history(&id, 0).await.unwrap();
+    let seqs: Vec<u64> = history.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![0, 1, 2, 3, 4]);
+    let state = store.get_run(&id, ResolveData::All).await.unwrap();
+    assert_eq!(state.status, RunStatus::Running);
+    assert_eq!(state.activities[0].status, ActivityStatus::Completed);
+    // Waiting on a run with nothing pending, or on an unknown one, returns at once.
+    store.wait_durable(&id).await.unwrap();
+    store.wait_durable("wrun_unknown").await.unwrap();
+}
+
 /// Generates one `#[tokio::test]` per check for a backend: `conformance!(name, make_store)`,
 /// where `make_store` is a closure returning a fresh, empty `Arc<dyn Store>`.
 macro_rules! conformance {
@@ -863,6 +903,7 @@ macro_rules! conformance {
             list_runs_filters_pages_and_strips,
             timers_fire_in_order_once_and_are_removable,
             unfinished_runs_lists_pending_and_running_only,
+            append_nowait_is_checked_ordered_and_readable_once_durable,
         );
     };
     (@checks $backend:ident, $make:expr, $($check:ident),+ $(,)?) => {

@@ -9,6 +9,7 @@ mod w1;
 mod w2;
 mod w3;
 mod w4;
+mod w5;
 mod w6;
 
 use std::time::Duration;
@@ -60,19 +61,31 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
     };
     // Refuse an unavailable backend before spending time on a runtime.
     check_backend(settings.backend)?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("could not start the tokio runtime")?;
+    if let (WorkloadArg::W5, Some(dir)) = (args.workload, w5::child_dir()) {
+        // The process W5 starts and kills: it prints no result.
+        return runtime.block_on(w5::child(&settings, &dir));
+    }
     let workloads = match args.workload {
-        WorkloadArg::All => vec![
+        // W5 needs a disk to recover from; W4 (100 000 runs) is run on its own.
+        WorkloadArg::All if settings.backend == Backend::Memory => vec![
             WorkloadArg::W1,
             WorkloadArg::W2,
             WorkloadArg::W3,
             WorkloadArg::W6,
         ],
+        WorkloadArg::All => vec![
+            WorkloadArg::W1,
+            WorkloadArg::W2,
+            WorkloadArg::W3,
+            WorkloadArg::W5,
+            WorkloadArg::W6,
+        ],
         one => vec![one],
     };
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .context("could not start the tokio runtime")?;
     for workload in workloads {
         let report = runtime.block_on(run_workload(workload, &settings))?;
         if args.json {
@@ -94,26 +107,33 @@ pub(crate) async fn run_workload(
         WorkloadArg::W2 => w2::run(settings).await,
         WorkloadArg::W3 => w3::run(settings).await,
         WorkloadArg::W4 => w4::run(settings).await,
+        WorkloadArg::W5 => w5::run(settings).await,
         WorkloadArg::W6 => w6::run(settings).await,
         WorkloadArg::All => bail!("`all` is not a single workload"),
     }
 }
 
 /// The world configuration for a benchmark: the backend, `settings.workers` workers, and room
-/// for `live_runs` runs in the cache so that none is evicted mid-benchmark.
-fn config(settings: &Settings, live_runs: usize) -> anyhow::Result<WorldConfig> {
+/// for `live_runs` runs in the cache so that none is evicted mid-benchmark. A durable backend
+/// uses `dir`, or else a fresh directory.
+fn config(
+    settings: &Settings,
+    live_runs: usize,
+    dir: Option<std::path::PathBuf>,
+) -> anyhow::Result<WorldConfig> {
     check_backend(settings.backend)?;
     let mut config = WorldConfig::memory();
-    match settings.backend {
-        Backend::File => {
-            config.persistence = Persistence::File;
-            config.persistence_path = fresh_data_dir()?;
-        }
-        Backend::Hybrid => {
-            config.persistence = Persistence::Hybrid;
-            config.persistence_path = fresh_data_dir()?;
-        }
-        _ => {}
+    let persistence = match settings.backend {
+        Backend::File => Some(Persistence::File),
+        Backend::Hybrid => Some(Persistence::Hybrid),
+        _ => None,
+    };
+    if let Some(persistence) = persistence {
+        config.persistence = persistence;
+        config.persistence_path = match dir {
+            Some(dir) => dir,
+            None => fresh_data_dir()?,
+        };
     }
     config.min_workers = settings.workers;
     config.max_workers = config.max_workers.max(settings.workers);
@@ -150,7 +170,8 @@ async fn start_world(
     live_runs: usize,
     definitions: Vec<worlds_engine::Definition>,
 ) -> anyhow::Result<World> {
-    let world = World::new(config(settings, live_runs)?).context("could not create the world")?;
+    let world =
+        World::new(config(settings, live_runs, None)?).context("could not create the world")?;
     for definition in definitions {
         world.register(definition)?;
     }
@@ -269,7 +290,7 @@ mod tests {
         let error = check_backend(Backend::Postgres).unwrap_err().to_string();
         assert!(error.contains("not available yet"), "{error}");
         assert!(error.contains("postgres"), "{error}");
-        assert!(config(&tiny(), 10).is_ok());
+        assert!(config(&tiny(), 10, None).is_ok());
         assert!(check_backend(Backend::File).is_ok());
         assert!(check_backend(Backend::Hybrid).is_ok());
     }

@@ -11,7 +11,7 @@ pub(crate) const VERSION: &str = env!("CARGO_PKG_VERSION");
 /// One workload's result, serialized as one JSON object per line.
 ///
 /// Field names and order follow the contract; fields that do not apply are `null`. W6's extra
-/// fields are present only on W6 results.
+/// fields are present only on W6 results, `reexecuted_steps` only on W5's.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub(crate) struct Report {
     /// Always [`SYSTEM`].
@@ -20,7 +20,7 @@ pub(crate) struct Report {
     pub(crate) version: &'static str,
     /// The backend: `memory`, …
     pub(crate) storage: &'static str,
-    /// `W1`, `W2`, `W3` or `W6`.
+    /// `W1` … `W6`.
     pub(crate) workload: &'static str,
     /// Workflows run.
     pub(crate) n: usize,
@@ -40,6 +40,9 @@ pub(crate) struct Report {
     pub(crate) peak_rss_mb: Option<f64>,
     /// Free-form remarks on how the number was measured.
     pub(crate) notes: String,
+    /// W5 only: executions after the restart of steps whose completion was already recorded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) reexecuted_steps: Option<u64>,
     /// W6 only.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub(crate) flat: Option<FlatSteps>,
@@ -80,6 +83,7 @@ impl Report {
             p99_ms: None,
             peak_rss_mb: peak_rss_mb(),
             notes: String::new(),
+            reexecuted_steps: None,
             flat: None,
         }
     }
@@ -108,6 +112,9 @@ impl Report {
             opt(self.p99_ms, " ms"),
             opt(self.peak_rss_mb, " MiB"),
         );
+        if let Some(count) = self.reexecuted_steps {
+            line.push_str(&format!("  reexecuted_steps {count}"));
+        }
         if let Some(flat) = &self.flat {
             line.push_str(&format!(
                 "  early {}  late {}  late/early {}",

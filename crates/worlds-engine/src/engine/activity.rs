@@ -50,6 +50,8 @@ struct ActivityInner {
     beat: Mutex<Beat>,
     record: Option<Arc<dyn Fn(Option<String>) + Send + Sync>>,
     record_every: Millis,
+    /// The token key, for [`ActivityContext::hook_token`].
+    hooks: Option<Arc<crate::hooks::HookKit>>,
 }
 
 struct Beat {
@@ -91,6 +93,27 @@ impl ActivityContext {
     /// This attempt's number, from 1.
     pub fn attempt(&self) -> u32 {
         self.inner.attempt
+    }
+
+    /// The token of a hook, from its [`HookTicket`](crate::hooks::HookTicket). Pass a step the
+    /// ticket rather than the token, and the token never enters history: the step derives it
+    /// here, sends it on (an email, a chat message), and only the ticket is recorded.
+    ///
+    /// Fails for a ticket of a hook with a caller-chosen token (its ticket carries the token)
+    /// when called outside a world.
+    pub fn hook_token(
+        &self,
+        ticket: &crate::hooks::HookTicket,
+    ) -> Result<String, crate::WorldError> {
+        if let Some(token) = &ticket.token {
+            return Ok(token.clone());
+        }
+        let kit = self.inner.hooks.as_ref().ok_or_else(|| {
+            crate::WorldError::Unavailable(
+                "hook tokens can only be derived in a step run by a world".into(),
+            )
+        })?;
+        Ok(kit.key.token(&ticket.run_id, ticket.position))
     }
 
     /// True once the run was cancelled (or the world is stopping this attempt). The result of
@@ -167,6 +190,7 @@ impl ActivityContext {
                 }),
                 record: None,
                 record_every: i64::MAX,
+                hooks: None,
             }),
         }
     }
@@ -196,6 +220,9 @@ impl Engine {
         if token.is_cancelled() {
             return;
         }
+        // Waited for before the activity runs: an attempt that may have run is on record, so a
+        // crash during it counts against the retry policy (`WORKER_LOST`) instead of going
+        // unnoticed. It also makes the `activity_scheduled` before it durable.
         let started = self
             .append(
                 &run_id,
@@ -475,6 +502,7 @@ impl Engine {
                 }),
                 record: Some(record),
                 record_every: crate::clock::duration_ms(self.config.heartbeat_interval.0),
+                hooks: Some(self.hook_kit.clone()),
             }),
         }
     }

@@ -14,6 +14,8 @@ use crate::duration::IntoDuration;
 use crate::model::{ActivityOptions, ValueKind, WorkflowOptions};
 use crate::payload::Payload;
 
+use crate::hooks::{validator_of, Hook, HookOptions, NewHook, Webhook, WebhookRequest};
+
 use super::definitions::{Activity, Workflow};
 use super::errors::{ContextError, WorkflowError};
 use super::machine::{CommandDesc, NewCommand, Resolution, RunCore};
@@ -205,6 +207,97 @@ impl WorkflowContext {
         CommandFuture::new(self.core.clone(), position)
     }
 
+    /// Creates a hook with a random token and no expiry; see [`crate::hooks`].
+    pub fn create_hook<T: DeserializeOwned>(&self) -> Hook<T> {
+        self.create_hook_with(HookOptions::new())
+    }
+
+    /// Creates a hook with options (a token of your own, an expiry); see [`crate::hooks`].
+    pub fn create_hook_with<T: DeserializeOwned>(&self, options: HookOptions) -> Hook<T> {
+        let kind = std::any::type_name::<T>().to_owned();
+        self.create_hook_typed(options, Some(kind), false, validator_of::<T>)
+    }
+
+    /// Creates a webhook: a URL (`webhook_base_url/TOKEN`) that resumes the run with the HTTP
+    /// request sent to it.
+    pub fn create_webhook(&self) -> Webhook {
+        self.create_webhook_with(HookOptions::new())
+    }
+
+    /// [`create_webhook`](Self::create_webhook) with options.
+    pub fn create_webhook_with(&self, options: HookOptions) -> Webhook {
+        let hook = self.create_hook_typed(options, None, true, validator_of::<WebhookRequest>);
+        let base = self.core.hooks.webhook_base_url.trim_end_matches('/');
+        let url = format!("{base}/{}", hook.token);
+        Webhook { hook, url }
+    }
+
+    pub(crate) fn create_hook_typed<T>(
+        &self,
+        options: HookOptions,
+        hook_type: Option<String>,
+        webhook: bool,
+        validator: fn() -> crate::hooks::HookValidator,
+    ) -> Hook<T> {
+        if let Some(kind) = &hook_type {
+            // So that `resume_hook` can refuse a payload of the wrong shape with a 400.
+            self.core.hooks.add_validator(kind, validator);
+        }
+        let invalid = match (&options.expires_in, &options.token) {
+            (Some(Err(message)), _) => Some(message.clone()),
+            (_, Some(token)) => crate::hooks::check_token(token).err(),
+            _ => None,
+        };
+        if let Some(message) = invalid {
+            let position = self.core.issue_unrecorded(CommandDesc::Hook);
+            let error = ContextError::InvalidArgument {
+                call: "ctx.create_hook",
+                message,
+            };
+            self.core.resolve_now(position, Resolution::Error(error));
+            return Hook {
+                id: String::new(),
+                token: String::new(),
+                run_id: self.core.info.run_id.clone(),
+                position,
+                chosen: false,
+                wait: CommandFuture::new(self.core.clone(), position),
+            };
+        }
+        let expires_in = options.expires_in.and_then(Result::ok);
+        let chosen = options.token;
+        let core = &self.core;
+        let token_at = |position: u32| {
+            chosen
+                .clone()
+                .unwrap_or_else(|| core.hooks.key.token(&core.info.run_id, position))
+        };
+        let (position, id) = core.issue_hook(
+            || core.ids.hook_id(),
+            |position, id| NewHook {
+                position,
+                hook_id: id.to_owned(),
+                token_digest: crate::hooks::token_digest(&token_at(position)),
+                expires_at: expires_in.map(|d| {
+                    core.clock
+                        .now_ms()
+                        .saturating_add(crate::clock::duration_ms(d))
+                }),
+                webhook,
+                hook_type,
+                chosen: chosen.is_some(),
+            },
+        );
+        Hook {
+            id,
+            token: token_at(position),
+            run_id: core.info.run_id.clone(),
+            position,
+            chosen: chosen.is_some(),
+            wait: CommandFuture::new(self.core.clone(), position),
+        }
+    }
+
     /// Starts a child workflow and waits for its result. The child's `parent_id` is this run.
     pub fn execute_child<I, O>(
         &self,
@@ -356,8 +449,16 @@ pub struct CommandFuture<T> {
     _type: PhantomData<fn() -> T>,
 }
 
+impl<T> std::fmt::Debug for CommandFuture<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommandFuture")
+            .field("position", &self.position)
+            .finish()
+    }
+}
+
 impl<T> CommandFuture<T> {
-    fn new(core: Arc<RunCore>, position: u32) -> Self {
+    pub(crate) fn new(core: Arc<RunCore>, position: u32) -> Self {
         Self {
             core,
             position,

@@ -230,6 +230,25 @@ pub enum Definition {
     /// An activity.
     #[doc(hidden)]
     Activity(ActivityDefHandle),
+    /// A typed hook factory: registering it lets `resume_hook` check payloads.
+    #[doc(hidden)]
+    Hook {
+        /// The definition's name.
+        name: String,
+        /// Its payload check.
+        validator: crate::hooks::HookValidator,
+    },
+}
+
+impl<T: serde::Serialize + serde::de::DeserializeOwned + 'static>
+    From<&crate::hooks::HookDefinition<T>> for Definition
+{
+    fn from(hook: &crate::hooks::HookDefinition<T>) -> Self {
+        Definition::Hook {
+            name: hook.name().to_owned(),
+            validator: hook.validator(),
+        }
+    }
 }
 
 /// Opaque carrier of a workflow definition.
@@ -294,6 +313,8 @@ impl Registry {
                 }
                 map.insert(def.name.clone(), def);
             }
+            // Hook definitions are kept by the engine's hook kit (see `World::register`).
+            Definition::Hook { .. } => {}
         }
         Ok(())
     }

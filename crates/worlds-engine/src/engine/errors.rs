@@ -171,6 +171,18 @@ pub enum ContextError {
         /// Why.
         message: String,
     },
+    /// The hook's token is held by another live hook, so this hook was never created.
+    #[error("hook {hook_id} was not created: another live hook holds its token")]
+    HookConflict {
+        /// Hook id.
+        hook_id: String,
+    },
+    /// The hook's expiry passed before anyone resumed it.
+    #[error("hook {hook_id} expired before it was resumed")]
+    HookExpired {
+        /// Hook id.
+        hook_id: String,
+    },
     /// A recorded result could not be converted to the type the code asked for.
     #[error("the recorded result of command #{position} does not deserialize into the requested type: {message}")]
     Decode {
@@ -216,6 +228,12 @@ impl ContextError {
             },
             ContextError::Cancelled => {
                 StructuredError::new(self.to_string()).with_code(crate::error::codes::CANCELLED)
+            }
+            ContextError::HookConflict { .. } => {
+                StructuredError::new(self.to_string()).with_code(crate::error::codes::HOOK_CONFLICT)
+            }
+            ContextError::HookExpired { .. } => {
+                StructuredError::new(self.to_string()).with_code(crate::error::codes::HOOK_EXPIRED)
             }
             _ => StructuredError::new(self.to_string()),
         }

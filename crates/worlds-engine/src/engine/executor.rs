@@ -166,6 +166,8 @@ impl Engine {
 
     /// Rebuilds a run from its history (cold start or after eviction).
     async fn load(&self, run_id: &str) -> Result<Loaded, WorldError> {
+        // Records of this run not yet durable (written without waiting) are not readable yet.
+        self.store.wait_durable(run_id).await?;
         let history = self.store.history(run_id, 0).await?;
         let mut state = WorkflowState::from_history(&history)?;
         if state.status.is_terminal() {
@@ -190,7 +192,8 @@ impl Engine {
                 attempt: 1,
                 first_position: 0,
             };
-            let appended = self.append(run_id, vec![started]).await?;
+            // Not waited for: a start lost in a crash is recorded again by the next load.
+            let appended = self.append_nowait(run_id, vec![started]).await?;
             for event in &appended.events {
                 state.apply(event);
             }
@@ -223,6 +226,7 @@ impl Engine {
             info,
             self.clock.clone(),
             self.ids.clone(),
+            self.hook_kit.clone(),
             base,
         ));
         let input = state.input.clone().unwrap_or_else(Payload::null);
@@ -335,6 +339,8 @@ impl Engine {
             }
             Ok(true)
         } else {
+            // Our own records were not waited for: make them readable first.
+            self.store.wait_durable(&live.core.info.run_id).await?;
             self.catch_up(live).await
         }
     }
@@ -352,8 +358,13 @@ impl Engine {
         let mut steps = Vec::new();
         let mut timers = Vec::new();
         let mut children = Vec::new();
+        let mut recorded_hooks = Vec::new();
         for command in commands {
             match command {
+                NewCommand::Hook(hook) => match self.record_hook(run_id, hook).await? {
+                    Some(events) => recorded_hooks.extend(events),
+                    None => return Ok(None),
+                },
                 NewCommand::Activity {
                     position,
                     name,
@@ -461,8 +472,14 @@ impl Engine {
                 }),
             }
         }
-        let recorded = match self.append(run_id, events).await {
-            Ok(appended) => appended.events,
+        // Not waited for: a command lost in a crash is issued again when the code replays, and
+        // whatever it leads to (a step's result, a timer firing) is recorded after it, durably.
+        let recorded = match self.append_nowait(run_id, events).await {
+            Ok(appended) if recorded_hooks.is_empty() => appended.events,
+            Ok(appended) => {
+                recorded_hooks.extend(appended.events);
+                recorded_hooks
+            }
             Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
                 // The run finished (was cancelled) under us.
                 return Ok(None);

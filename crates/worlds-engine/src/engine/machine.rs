@@ -43,6 +43,7 @@ pub(crate) enum CommandDesc {
     Value(ValueKind),
     Compensation,
     CompensationOutcome,
+    Hook,
 }
 
 impl fmt::Display for CommandDesc {
@@ -56,6 +57,7 @@ impl fmt::Display for CommandDesc {
             CommandDesc::Value(ValueKind::Uuid) => f.write_str("ctx.uuid()"),
             CommandDesc::Compensation => f.write_str("ctx.add_compensation(..)"),
             CommandDesc::CompensationOutcome => f.write_str("the outcome of a compensation"),
+            CommandDesc::Hook => f.write_str("a hook"),
         }
     }
 }
@@ -114,6 +116,7 @@ pub(crate) enum NewCommand {
         compensation_id: String,
         error: Option<StructuredError>,
     },
+    Hook(crate::hooks::NewHook),
 }
 
 /// A registered compensation: workflow code to run if the workflow fails.
@@ -218,6 +221,7 @@ pub(crate) struct RunCore {
     pub(crate) info: RunInfo,
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) ids: Arc<IdGenerator>,
+    pub(crate) hooks: Arc<crate::hooks::HookKit>,
     cancelled: AtomicBool,
     machine: Mutex<Machine>,
 }
@@ -228,12 +232,14 @@ impl RunCore {
         info: RunInfo,
         clock: Arc<dyn Clock>,
         ids: Arc<IdGenerator>,
+        hooks: Arc<crate::hooks::HookKit>,
         base: u32,
     ) -> Self {
         Self {
             info,
             clock,
             ids,
+            hooks,
             cancelled: AtomicBool::new(false),
             machine: Mutex::new(Machine {
                 next_position: base,
@@ -339,6 +345,46 @@ impl RunCore {
         }
     }
 
+    /// Issues a hook: resolves when its payload arrives. Returns its position and hook id, the
+    /// recorded id on replay, `fresh_id()` the first time; `new` builds the command to record.
+    pub(crate) fn issue_hook(
+        &self,
+        fresh_id: impl FnOnce() -> String,
+        new: impl FnOnce(u32, &str) -> crate::hooks::NewHook,
+    ) -> (u32, String) {
+        let desc = CommandDesc::Hook;
+        let mut m = self.machine.lock();
+        let position = m.next_position;
+        m.next_position += 1;
+        m.open += 1;
+        m.slots.push(Slot {
+            desc: desc.clone(),
+            result: None,
+            waker: None,
+        });
+        match m.recorded(position).cloned() {
+            Some(Recorded {
+                desc: CommandDesc::Hook,
+                value,
+            }) => {
+                let id = value
+                    .and_then(|v| v.decode::<String>().ok())
+                    .unwrap_or_default();
+                (position, id)
+            }
+            Some(other) => {
+                m.diverged(position, other.desc.to_string(), desc.to_string());
+                (position, fresh_id())
+            }
+            None => {
+                let id = fresh_id();
+                let command = new(position, &id);
+                m.new_commands.push(NewCommand::Hook(command));
+                (position, id)
+            }
+        }
+    }
+
     /// Resolves a command without history (an argument was rejected before recording).
     pub(crate) fn resolve_now(&self, position: u32, resolution: Resolution) {
         let mut m = self.machine.lock();
@@ -412,6 +458,39 @@ impl RunCore {
                     value: None,
                 },
             ),
+            EventKind::HookCreated {
+                position, hook_id, ..
+            }
+            | EventKind::HookConflict {
+                position, hook_id, ..
+            } => {
+                m.record(
+                    *position,
+                    Recorded {
+                        desc: CommandDesc::Hook,
+                        value: Payload::encode(hook_id).ok(),
+                    },
+                );
+                if let EventKind::HookConflict { hook_id, .. } = &event.kind {
+                    let failure = ContextError::HookConflict {
+                        hook_id: hook_id.clone(),
+                    };
+                    m.deliveries
+                        .push_back((*position, Resolution::Error(failure)));
+                }
+            }
+            EventKind::HookReceived {
+                position, payload, ..
+            } => m
+                .deliveries
+                .push_back((*position, Resolution::Value(payload.clone()))),
+            EventKind::HookExpired { position, hook_id } => {
+                let failure = ContextError::HookExpired {
+                    hook_id: hook_id.clone(),
+                };
+                m.deliveries
+                    .push_back((*position, Resolution::Error(failure)));
+            }
             EventKind::ValueRecorded {
                 position,
                 kind,

@@ -18,6 +18,7 @@ pub(crate) mod context;
 pub(crate) mod definitions;
 pub(crate) mod errors;
 mod executor;
+mod hooks;
 pub(crate) mod machine;
 mod recovery;
 mod sharing;
@@ -125,11 +126,15 @@ pub(crate) struct Engine {
     cancels: Mutex<FxHashMap<String, CancellationToken>>,
     /// Run counts for `World::get_metrics()`, kept from the recorded events.
     pub(crate) metrics: crate::telemetry::metrics::MetricsRecorder,
+    /// The hook token key and webhook base URL.
+    pub(crate) hook_kit: Arc<crate::hooks::HookKit>,
 }
 
 impl Engine {
     pub(crate) fn new(config: WorldConfig, clock: Arc<dyn Clock>, store: Arc<dyn Store>) -> Self {
+        let hook_kit = Arc::new(crate::hooks::HookKit::for_config(&config));
         Self {
+            hook_kit,
             ids: Arc::new(IdGenerator::new(clock.clone())),
             config,
             clock,
@@ -160,14 +165,38 @@ impl Engine {
         }
     }
 
-    /// Appends events to a run and tells waiters that something happened.
+    /// Appends events to a run durably and tells waiters that something happened.
     pub(crate) async fn append(
         &self,
         run_id: &str,
         kinds: Vec<EventKind>,
     ) -> Result<crate::store::Appended, WorldError> {
+        self.append_with(run_id, kinds, true).await
+    }
+
+    /// Appends events whose loss in a crash a restart repairs by itself (a step's start, the
+    /// commands workflow code issues again on replay): the store may return before they are
+    /// durable (see [`RunStore::append_nowait`](crate::store::RunStore::append_nowait)).
+    pub(crate) async fn append_nowait(
+        &self,
+        run_id: &str,
+        kinds: Vec<EventKind>,
+    ) -> Result<crate::store::Appended, WorldError> {
+        self.append_with(run_id, kinds, false).await
+    }
+
+    async fn append_with(
+        &self,
+        run_id: &str,
+        kinds: Vec<EventKind>,
+        wait: bool,
+    ) -> Result<crate::store::Appended, WorldError> {
         let events = kinds.into_iter().map(|k| self.event(run_id, k)).collect();
-        let appended = self.store.append(run_id, events).await?;
+        let appended = if wait {
+            self.store.append(run_id, events).await?
+        } else {
+            self.store.append_nowait(run_id, events).await?
+        };
         self.metrics.record(run_id, &appended.events);
         self.progress.epoch.fetch_add(1, Ordering::Relaxed);
         self.progress.changed.notify_waiters();
@@ -432,6 +461,7 @@ impl Engine {
     /// and its parent hears of the result.
     pub(crate) async fn on_terminal(&self, state: &WorkflowState) {
         self.let_go(state).await;
+        self.dispose_hooks(state).await;
         self.notify_parent(state).await;
     }
 

@@ -68,6 +68,7 @@ impl Engine {
                     .await?;
                 found.timers_rearmed += 1;
             }
+            found.timers_rearmed += self.rearm_hook_timers(&state).await?;
             if let Some(retry) = state.retry_pending() {
                 self.store
                     .add_timer(Timer {

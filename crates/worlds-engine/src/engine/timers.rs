@@ -45,6 +45,7 @@ impl Engine {
             TimerKind::WorkflowRetry { attempt } => {
                 self.start_workflow_retry(run_id, attempt).await
             }
+            TimerKind::HookExpiry { position } => self.expire_hook(run_id, position).await,
             TimerKind::RunTimeout => {
                 let error =
                     StructuredError::new(format!("run {run_id} did not finish within its timeout"))

@@ -273,6 +273,58 @@ pub enum EventKind {
         /// The value.
         value: Payload,
     },
+    /// The workflow created a hook (or a webhook) that the outside world resumes with a
+    /// payload. Only the SHA-256 digest of its token is kept.
+    HookCreated {
+        /// Command position.
+        position: u32,
+        /// Hook id (`hook_…`).
+        hook_id: String,
+        /// Hex SHA-256 digest of the token.
+        token_digest: String,
+        /// When it stops accepting payloads (ms since the Unix epoch), if ever.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        expires_at: Option<Millis>,
+        /// True for a webhook (its payload is an HTTP request).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        webhook: bool,
+        /// The payload type's name, for hooks made by a registered `define_hook` factory.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        hook_type: Option<String>,
+    },
+    /// The hook was resumed with a payload; this resolves the command.
+    HookReceived {
+        /// Command position.
+        position: u32,
+        /// Hook id.
+        hook_id: String,
+        /// The payload.
+        payload: Payload,
+    },
+    /// The hook's token is held by another live hook: the hook was never created. This
+    /// resolves the command with a conflict error.
+    HookConflict {
+        /// Command position.
+        position: u32,
+        /// Hook id.
+        hook_id: String,
+        /// Hex SHA-256 digest of the token.
+        token_digest: String,
+    },
+    /// The hook's expiry passed before a payload came; this resolves the command with an error.
+    HookExpired {
+        /// Command position.
+        position: u32,
+        /// Hook id.
+        hook_id: String,
+    },
+    /// The run finished and the hook's token was released.
+    HookDisposed {
+        /// Command position.
+        position: u32,
+        /// Hook id.
+        hook_id: String,
+    },
 }
 
 impl EventKind {
@@ -298,6 +350,11 @@ impl EventKind {
             EventKind::ActivityRetry { .. } => "activity_retry",
             EventKind::ActivityHeartbeat { .. } => "activity_heartbeat",
             EventKind::TimerScheduled { .. } => "timer_scheduled",
+            EventKind::HookCreated { .. } => "hook_created",
+            EventKind::HookReceived { .. } => "hook_received",
+            EventKind::HookConflict { .. } => "hook_conflict",
+            EventKind::HookExpired { .. } => "hook_expired",
+            EventKind::HookDisposed { .. } => "hook_disposed",
             EventKind::TimerFired { .. } => "timer_fired",
             EventKind::ChildWorkflowStarted { .. } => "child_workflow_started",
             EventKind::ChildWorkflowCompleted { .. } => "child_workflow_completed",
@@ -323,7 +380,12 @@ impl EventKind {
             | EventKind::ValueRecorded { position, .. }
             | EventKind::CompensationAdded { position, .. }
             | EventKind::CompensationExecuted { position, .. }
-            | EventKind::CompensationFailed { position, .. } => Some(*position),
+            | EventKind::CompensationFailed { position, .. }
+            | EventKind::HookCreated { position, .. }
+            | EventKind::HookReceived { position, .. }
+            | EventKind::HookConflict { position, .. }
+            | EventKind::HookExpired { position, .. }
+            | EventKind::HookDisposed { position, .. } => Some(*position),
             _ => None,
         }
     }
@@ -340,6 +402,9 @@ impl EventKind {
                 | EventKind::TimerFired { .. }
                 | EventKind::ChildWorkflowCompleted { .. }
                 | EventKind::ChildWorkflowFailed { .. }
+                | EventKind::HookReceived { .. }
+                | EventKind::HookConflict { .. }
+                | EventKind::HookExpired { .. }
         )
     }
 

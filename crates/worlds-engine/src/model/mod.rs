@@ -5,12 +5,14 @@
 //! materializes a history the same way.
 
 mod event;
+mod hook;
 mod options;
 mod query;
 mod state;
 mod status;
 
 pub use event::{Event, EventKind, ValueKind, EVENT_FORMAT_VERSION};
+pub use hook::{HookState, HookStatus};
 pub use options::{ActivityOptions, FailureStrategy, WorkflowOptions};
 pub use query::{Page, ResolveData, StatusFilter, WorkflowQueryFilter};
 pub use state::{ActivityState, ActivityStatus, CompensationState, PendingRetry, WorkflowState};

@@ -8,7 +8,11 @@ use crate::clock::Millis;
 use crate::error::{StructuredError, WorldError};
 use crate::payload::Payload;
 
-use super::{ActivityOptions, Event, EventKind, FailureStrategy, ResolveData, RunStatus};
+use super::hook::check_hook_change;
+use super::{
+    ActivityOptions, Event, EventKind, FailureStrategy, HookState, HookStatus, ResolveData,
+    RunStatus,
+};
 
 /// Where an activity (step) is in its life.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -151,6 +155,9 @@ pub struct WorkflowState {
     pub children: Vec<String>,
     /// Its saga compensations.
     pub compensations: Vec<CompensationState>,
+    /// Its hooks and webhooks, in command order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hooks: Vec<HookState>,
     /// The full history (left out of list queries and with `ResolveData::None`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub history: Vec<Event>,
@@ -213,6 +220,7 @@ impl WorkflowState {
             activities: Vec::new(),
             children: Vec::new(),
             compensations: Vec::new(),
+            hooks: Vec::new(),
             history: Vec::new(),
             event_count: 1,
             activity_index: FxHashMap::default(),
@@ -458,8 +466,53 @@ impl WorkflowState {
             EventKind::ChildWorkflowStarted { .. }
             | EventKind::ChildWorkflowCompleted { .. }
             | EventKind::ChildWorkflowFailed { .. }
-            | EventKind::ValueRecorded { .. } => running(),
+            | EventKind::ValueRecorded { .. }
+            | EventKind::HookConflict { .. } => running(),
+            EventKind::HookCreated { position, .. } => {
+                running()?;
+                match self.hook(*position) {
+                    Some(_) => Err(WorldError::conflict(format!(
+                        "run {} already has a hook at position {position}",
+                        self.id
+                    ))),
+                    None => Ok(()),
+                }
+            }
+            EventKind::HookReceived { position, .. } => {
+                running()?;
+                check_hook_change(
+                    &self.id,
+                    *position,
+                    self.hook(*position),
+                    HookStatus::Received,
+                )
+            }
+            EventKind::HookExpired { position, .. } => {
+                running()?;
+                check_hook_change(
+                    &self.id,
+                    *position,
+                    self.hook(*position),
+                    HookStatus::Expired,
+                )
+            }
+            // Written once the run has finished, to release the token.
+            EventKind::HookDisposed { position, .. } => check_hook_change(
+                &self.id,
+                *position,
+                self.hook(*position),
+                HookStatus::Disposed,
+            ),
         }
+    }
+
+    /// The hook created at command `position`, if any.
+    pub fn hook(&self, position: u32) -> Option<&HookState> {
+        self.hooks.iter().find(|h| h.position == position)
+    }
+
+    fn hook_mut(&mut self, position: u32) -> Option<&mut HookState> {
+        self.hooks.iter_mut().find(|h| h.position == position)
     }
 
     /// Applies an event that [`check`](Self::check) accepted.
@@ -623,6 +676,55 @@ impl WorkflowState {
             EventKind::ChildWorkflowCompleted { .. }
             | EventKind::ChildWorkflowFailed { .. }
             | EventKind::ValueRecorded { .. } => {}
+            EventKind::HookCreated {
+                position,
+                hook_id,
+                token_digest,
+                expires_at,
+                webhook,
+                hook_type,
+            } => self.hooks.push(HookState {
+                id: hook_id.clone(),
+                position: *position,
+                token_digest: token_digest.clone(),
+                status: HookStatus::Waiting,
+                webhook: *webhook,
+                hook_type: hook_type.clone(),
+                created_at: at,
+                expires_at: *expires_at,
+                received_at: None,
+            }),
+            EventKind::HookConflict {
+                position,
+                hook_id,
+                token_digest,
+            } => self.hooks.push(HookState {
+                id: hook_id.clone(),
+                position: *position,
+                token_digest: token_digest.clone(),
+                status: HookStatus::Conflict,
+                webhook: false,
+                hook_type: None,
+                created_at: at,
+                expires_at: None,
+                received_at: None,
+            }),
+            EventKind::HookReceived { position, .. } => {
+                if let Some(h) = self.hook_mut(*position) {
+                    h.status = HookStatus::Received;
+                    h.received_at = Some(at);
+                }
+            }
+            EventKind::HookExpired { position, .. } => {
+                if let Some(h) = self.hook_mut(*position) {
+                    h.status = HookStatus::Expired;
+                }
+            }
+            EventKind::HookDisposed { position, .. } => {
+                if let Some(h) = self.hook_mut(*position) {
+                    h.status = HookStatus::Disposed;
+                }
+            }
         }
     }
 

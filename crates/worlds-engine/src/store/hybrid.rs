@@ -11,11 +11,13 @@
 //!   workflows/{run_id}.events.ndjson  one JSON event per line, in seq order
 //! ```
 //!
-//! Every `create_run` and `append` is checked and applied in memory, its lines go to a shared
-//! pending buffer, and it returns only once a `sync_data` of the WAL covered them. Concurrent
-//! writers share fsyncs: whoever finds no write in progress becomes the leader, writes the whole
-//! buffer and syncs once; everyone whose lines that covered is woken ([`HybridStore::stats`]
-//! counts both). Compaction ([`HybridStore::compact`], every 5 s on a Tokio runtime, and on
+//! Every `create_run` and `append` is checked and applied to the memory store's tip (so the next
+//! write to the run is checked against it and gets the next `seq`), but stays invisible to
+//! readers; its lines go to a shared pending buffer. One flusher thread writes whatever the
+//! buffer holds, syncs the WAL once, then publishes the writes it covered (readers see them from
+//! then on) and wakes their writers: concurrent writers share fsyncs ([`HybridStore::stats`]
+//! counts both). `append` returns once its write is durable; `append_nowait` returns at once,
+//! its write being durable with the next sync. Compaction ([`HybridStore::compact`], every 5 s on a Tokio runtime, and on
 //! [`close`](HybridStore::close) or drop) appends the WAL's events to the per-run logs, syncs them,
 //! then truncates the WAL.
 //!
@@ -35,7 +37,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use parking_lot::Mutex;
+use parking_lot::{Condvar, Mutex};
 
 use crate::clock::Millis;
 use crate::error::WorldError;
@@ -45,24 +47,35 @@ use super::file::{
     check_run_id, create_log_unsynced_dir, encode, io_error, list_run_logs, load_run_log, log_path,
     now, scan_events, sync_dir, truncate_torn, FileStore,
 };
+use super::memory::RunHandle;
 use super::{Appended, MemoryStore, RunStore, Timer, TimerStore};
 
 /// How often the background job compacts the WAL.
 const COMPACT_EVERY: Duration = Duration::from_secs(5);
 
+/// The longest writes made without waiting stay in the buffer when no waiting write comes to
+/// take them along in its sync.
+const NOWAIT_DELAY: Duration = Duration::from_millis(2);
+
 /// Lines waiting for the WAL, and how far the WAL is durable.
 #[derive(Default)]
 struct Pending {
-    /// Serialized lines not yet handed to a writer.
+    /// Serialized lines not yet handed to the flusher.
     buf: Vec<u8>,
+    /// The writes in `buf`: each run and its length once the write is published.
+    writes: Vec<(RunHandle, u64)>,
     /// Ticket of the last write put into `buf` (tickets count from 1).
     enqueued: u64,
-    /// Every write with a ticket up to this one is durable.
+    /// Every write with a ticket up to this one is durable and published.
     durable: u64,
-    /// A leader is writing and syncing.
-    writing: bool,
+    /// Someone waits for the buffer to be durable: sync it now. Writes made without waiting
+    /// only leave it for up to [`NOWAIT_DELAY`], so that they share the sync of the next write
+    /// that waits.
+    urgent: bool,
     /// A WAL write failed: memory holds events the disk may not; every later write is refused.
     failed: Option<String>,
+    /// The store is closing: the flusher empties the buffer and stops.
+    closing: bool,
 }
 
 /// The files compaction works on, behind one mutex that also serializes WAL writes.
@@ -82,6 +95,9 @@ struct Inner {
     wal_path: PathBuf,
     memory: MemoryStore,
     pending: Mutex<Pending>,
+    /// Wakes the flusher when the buffer gets lines (or the store closes).
+    work: Condvar,
+    /// Wakes writers waiting for durability after each sync.
     notify: tokio::sync::Notify,
     disk: Mutex<Disk>,
     appends: AtomicU64,
@@ -109,6 +125,7 @@ struct Inner {
 pub struct HybridStore {
     inner: Arc<Inner>,
     compactor: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl std::fmt::Debug for HybridStore {
@@ -161,6 +178,7 @@ impl HybridStore {
             wal_path,
             memory,
             pending: Mutex::new(Pending::default()),
+            work: Condvar::new(),
             notify: tokio::sync::Notify::new(),
             disk: Mutex::new(Disk {
                 wal,
@@ -175,9 +193,17 @@ impl HybridStore {
         let compactor = tokio::runtime::Handle::try_current()
             .ok()
             .map(|handle| handle.spawn(compact_loop(Arc::downgrade(&inner))));
+        let flusher = {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name("worlds-wal".into())
+                .spawn(move || inner.flush_loop())
+                .map_err(|e| WorldError::Internal(format!("could not start the WAL thread: {e}")))?
+        };
         Ok(HybridStore {
             inner,
             compactor: Mutex::new(compactor),
+            flusher: Mutex::new(Some(flusher)),
         })
     }
 
@@ -266,10 +292,20 @@ impl HybridStore {
         self.inner.compact()
     }
 
-    /// Stops the background compaction and compacts one last time.
+    /// Makes every write so far durable, stops the background compaction and compacts one last
+    /// time.
     pub fn close(&self) -> Result<(), WorldError> {
         if let Some(task) = self.compactor.lock().take() {
             task.abort();
+        }
+        if let Some(flusher) = self.flusher.lock().take() {
+            self.inner.pending.lock().closing = true;
+            self.inner.work.notify_all();
+            if flusher.join().is_err() {
+                return Err(WorldError::Internal(
+                    "hybrid store: the WAL thread panicked".into(),
+                ));
+            }
         }
         self.inner.compact().map(|_| ())
     }
@@ -282,53 +318,64 @@ impl HybridStore {
         ))
     }
 
-    /// Checks and applies a write in memory, queues its lines for the WAL, and waits until they
-    /// are durable. The memory write and the queueing happen under one lock, so the WAL holds
-    /// each run's events in `seq` order.
+    /// Checks a write and applies it to the memory store's tip (unpublished), queues its lines
+    /// for the WAL, and (if `wait`) waits until the flusher made them durable and published
+    /// them. Applying and queueing happen under one lock, so the WAL holds each run's events in
+    /// `seq` order.
     async fn write<T>(
         &self,
-        apply: impl FnOnce(&MemoryStore) -> Result<(T, Vec<u8>), WorldError>,
+        wait: bool,
+        apply: impl FnOnce(&MemoryStore) -> Result<(T, Vec<u8>, Option<(RunHandle, u64)>), WorldError>,
     ) -> Result<T, WorldError> {
-        let (value, ticket) = {
+        let ticket = {
             let mut pending = self.inner.pending.lock();
             if let Some(why) = &pending.failed {
                 return Err(self.failed(why));
             }
-            let (value, lines) = apply(&self.inner.memory)?;
-            if lines.is_empty() {
+            if pending.closing {
+                return Err(WorldError::Unavailable("hybrid store: closed".into()));
+            }
+            let (value, lines, write) = apply(&self.inner.memory)?;
+            let Some(write) = write else {
                 return Ok(value);
+            };
+            if wait || pending.buf.is_empty() {
+                pending.urgent |= wait;
+                self.inner.work.notify_one();
             }
             pending.buf.extend_from_slice(&lines);
+            pending.writes.push(write);
             pending.enqueued += 1;
+            self.inner.appends.fetch_add(1, Ordering::Relaxed);
+            if !wait {
+                return Ok(value);
+            }
             (value, pending.enqueued)
         };
-        self.inner.appends.fetch_add(1, Ordering::Relaxed);
+        let (value, ticket) = ticket;
+        self.wait_for(ticket).await?;
+        Ok(value)
+    }
+
+    /// Waits until every write up to `ticket` is durable and published.
+    async fn wait_for(&self, ticket: u64) -> Result<(), WorldError> {
         loop {
             let notified = self.inner.notify.notified();
             tokio::pin!(notified);
             {
                 let mut pending = self.inner.pending.lock();
+                if pending.durable >= ticket {
+                    return Ok(());
+                }
                 if let Some(why) = &pending.failed {
                     return Err(self.failed(why));
                 }
-                if pending.durable >= ticket {
-                    return Ok(value);
+                if !pending.urgent && !pending.buf.is_empty() {
+                    pending.urgent = true;
+                    self.inner.work.notify_one();
                 }
                 // Registered before the lock is released, so the wake-up cannot be missed.
                 notified.as_mut().enable();
-                if !pending.writing {
-                    // Lead: write everything queued so far with one sync.
-                    pending.writing = true;
-                    let buf = std::mem::take(&mut pending.buf);
-                    let upto = pending.enqueued;
-                    drop(pending);
-                    let inner = self.inner.clone();
-                    match tokio::runtime::Handle::try_current() {
-                        // The flush finishes even if this future is dropped.
-                        Ok(handle) => drop(handle.spawn_blocking(move || inner.flush(&buf, upto))),
-                        Err(_) => inner.flush(&buf, upto),
-                    }
-                }
             }
             notified.await;
         }
@@ -336,25 +383,57 @@ impl HybridStore {
 }
 
 impl Inner {
-    /// Writes `buf` to the WAL and syncs it once, then wakes every writer up to ticket `upto`.
-    fn flush(&self, buf: &[u8], upto: u64) {
-        let result = {
-            let mut disk = self.disk.lock();
-            disk.wal.write_all(buf).and_then(|()| disk.wal.sync_data())
-        };
-        self.fsyncs.fetch_add(1, Ordering::Relaxed);
-        {
-            let mut pending = self.pending.lock();
-            pending.writing = false;
-            match result {
-                Ok(()) => pending.durable = upto,
-                Err(e) => {
-                    tracing::error!(file = %self.wal_path.display(), error = %e, "hybrid store: WAL write failed");
-                    pending.failed = Some(e.to_string());
+    /// The flusher thread: writes whatever is queued, syncs once, publishes the writes covered
+    /// and wakes their writers; until the store closes and the buffer is empty.
+    fn flush_loop(&self) {
+        loop {
+            let (buf, writes, upto) = {
+                let mut pending = self.pending.lock();
+                while pending.buf.is_empty() && !pending.closing {
+                    self.work.wait(&mut pending);
+                }
+                if !pending.urgent && !pending.closing {
+                    // Only writes that nobody waits for: give a waiting one the chance to come
+                    // and share the sync.
+                    self.work.wait_for(&mut pending, NOWAIT_DELAY);
+                }
+                if pending.buf.is_empty() || pending.failed.is_some() {
+                    return;
+                }
+                pending.urgent = false;
+                (
+                    std::mem::take(&mut pending.buf),
+                    std::mem::take(&mut pending.writes),
+                    pending.enqueued,
+                )
+            };
+            let result = {
+                let mut disk = self.disk.lock();
+                disk.wal.write_all(&buf).and_then(|()| disk.wal.sync_data())
+            };
+            self.fsyncs.fetch_add(1, Ordering::Relaxed);
+            let ok = result.is_ok();
+            if ok {
+                // Readers see the writes only now that they are durable.
+                for (run, len) in &writes {
+                    self.memory.publish(run, *len);
                 }
             }
+            {
+                let mut pending = self.pending.lock();
+                match result {
+                    Ok(()) => pending.durable = upto,
+                    Err(e) => {
+                        tracing::error!(file = %self.wal_path.display(), error = %e, "hybrid store: WAL write failed");
+                        pending.failed = Some(e.to_string());
+                    }
+                }
+            }
+            self.notify.notify_waiters();
+            if !ok {
+                return;
+            }
         }
-        self.notify.notify_waiters();
     }
 
     fn compact(&self) -> Result<usize, WorldError> {
@@ -454,6 +533,26 @@ async fn compact_loop(inner: std::sync::Weak<Inner>) {
     }
 }
 
+impl HybridStore {
+    async fn append_with(
+        &self,
+        run_id: &str,
+        events: Vec<Event>,
+        wait: bool,
+    ) -> Result<Appended, WorldError> {
+        self.write(wait, |memory| {
+            let (appended, run) = memory.append_unpublished(run_id, events)?;
+            let Some(last) = appended.events.last() else {
+                return Ok((appended, Vec::new(), None));
+            };
+            let len = last.seq + 1;
+            let lines = encode(&appended.events)?;
+            Ok((appended, lines, Some((run, len))))
+        })
+        .await
+    }
+}
+
 impl Drop for HybridStore {
     fn drop(&mut self) {
         if let Err(e) = self.close() {
@@ -466,25 +565,40 @@ impl Drop for HybridStore {
 impl RunStore for HybridStore {
     async fn create_run(&self, mut first: Event) -> Result<(), WorldError> {
         check_run_id(&first.run_id)?;
-        self.write(|memory| {
-            now(memory.create_run(first.clone()))?;
+        self.write(true, |memory| {
+            let run = memory.create_unpublished(first.clone())?;
             first.seq = 0;
-            Ok(((), encode(&[Arc::new(first)])?))
+            Ok(((), encode(&[Arc::new(first)])?, Some((run, 1))))
         })
         .await
     }
 
     async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
-        self.write(|memory| {
-            let appended = now(memory.append(run_id, events))?;
-            let lines = encode(&appended.events)?;
-            Ok((appended, lines))
-        })
-        .await
+        self.append_with(run_id, events, true).await
+    }
+
+    async fn append_nowait(
+        &self,
+        run_id: &str,
+        events: Vec<Event>,
+    ) -> Result<Appended, WorldError> {
+        self.append_with(run_id, events, false).await
+    }
+
+    async fn wait_durable(&self, run_id: &str) -> Result<(), WorldError> {
+        if self.inner.memory.is_published(run_id) {
+            return Ok(());
+        }
+        let ticket = self.inner.pending.lock().enqueued;
+        self.wait_for(ticket).await
     }
 
     async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
         self.inner.memory.get_run(id, resolve).await
+    }
+
+    async fn find_hook(&self, token_digest: &str) -> Result<Option<super::HookRef>, WorldError> {
+        self.inner.memory.find_hook(token_digest).await
     }
 
     async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {

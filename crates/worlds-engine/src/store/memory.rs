@@ -13,17 +13,49 @@ use crate::model::{
     ActivityState, Event, Page, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState,
 };
 
+use super::hook_index::{touches_hooks, HookIndex, HookRef};
 use super::{Appended, RunStore, Timer, TimerStore};
 
 /// Default page size of [`RunStore::list_runs`] when the filter sets no limit.
 const DEFAULT_PAGE: usize = 100;
 
+/// One run. `state` and `history` are the tip: every accepted event. Readers see only the
+/// first `visible` events (all of them, unless a durable store has not yet published the rest:
+/// see [`MemoryStore::append_unpublished`]).
 struct Entry {
     state: WorkflowState,
     history: Vec<Arc<Event>>,
+    /// Events readers may see; 0 for a run whose creation is not published yet.
+    visible: usize,
+    /// The status after the visible events (what the status index files the run under).
+    visible_status: RunStatus,
+}
+
+impl Entry {
+    /// The state readers see: the tip when everything is published, else rebuilt from the
+    /// published events (a rare path: a read racing a durable write). `None` if the run's
+    /// creation is not published.
+    fn visible_state(&self) -> Option<std::borrow::Cow<'_, WorkflowState>> {
+        if self.visible == self.history.len() {
+            return Some(std::borrow::Cow::Borrowed(&self.state));
+        }
+        if self.visible == 0 {
+            return None;
+        }
+        WorkflowState::from_history(&self.history[..self.visible])
+            .ok()
+            .map(std::borrow::Cow::Owned)
+    }
 }
 
 type Shared = Arc<Mutex<Entry>>;
+
+/// A run of a [`MemoryStore`], as returned by its unpublished writes, to publish them later.
+#[derive(Clone)]
+pub(crate) struct RunHandle {
+    run_id: Arc<str>,
+    entry: Shared,
+}
 
 /// The indexes over all runs. Kept apart from the runs themselves so that appending to one run
 /// (the hot path) locks only that run; the indexes are touched when a run is created or changes
@@ -68,6 +100,8 @@ pub struct MemoryStore {
     runs: RwLock<FxHashMap<String, Shared>>,
     index: Mutex<Index>,
     timers: Mutex<Timers>,
+    /// Taken after a run's lock, never before one.
+    hooks: Mutex<HookIndex>,
 }
 
 impl MemoryStore {
@@ -88,19 +122,11 @@ impl MemoryStore {
         let run_id = self.index.lock().by_workflow_id.get(id).cloned()?;
         self.entry(&run_id)
     }
-}
 
-impl std::fmt::Debug for MemoryStore {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("MemoryStore")
-            .field("runs", &self.runs.read().len())
-            .finish()
-    }
-}
-
-#[async_trait]
-impl RunStore for MemoryStore {
-    async fn create_run(&self, mut first: Event) -> Result<(), WorldError> {
+    /// Creates a run from its first event, checked (conflicts included) like
+    /// [`RunStore::create_run`], but invisible to readers until [`publish`](Self::publish)ed.
+    /// The workflow id is taken at once.
+    pub(crate) fn create_unpublished(&self, mut first: Event) -> Result<RunHandle, WorldError> {
         first.seq = 0;
         let state = WorkflowState::from_first_event(&first)?;
         let id = state.id.clone();
@@ -123,11 +149,6 @@ impl RunStore for MemoryStore {
             .by_workflow_id
             .insert(state.workflow_id.clone(), id.clone());
         index
-            .by_status
-            .entry(state.status)
-            .or_default()
-            .insert(id.clone());
-        index
             .by_name
             .entry(state.name.clone())
             .or_default()
@@ -139,21 +160,39 @@ impl RunStore for MemoryStore {
                 .or_default()
                 .insert(id.clone());
         }
+        let visible_status = state.status;
         let entry = Entry {
             state,
             history: vec![Arc::new(first)],
+            visible: 0,
+            visible_status,
         };
-        self.runs.write().insert(id, Arc::new(Mutex::new(entry)));
-        Ok(())
+        let entry = Arc::new(Mutex::new(entry));
+        self.runs.write().insert(id.clone(), entry.clone());
+        Ok(RunHandle {
+            run_id: id.into(),
+            entry,
+        })
     }
 
-    async fn append(&self, run_id: &str, mut events: Vec<Event>) -> Result<Appended, WorldError> {
+    /// Appends events like [`RunStore::append`] — checked against every event accepted so far,
+    /// published or not, and given the next `seq` — but invisible to readers until
+    /// [`publish`](Self::publish)ed.
+    pub(crate) fn append_unpublished(
+        &self,
+        run_id: &str,
+        mut events: Vec<Event>,
+    ) -> Result<(Appended, RunHandle), WorldError> {
         let shared = self
             .entry(run_id)
             .ok_or_else(|| WorldError::not_found("run", run_id))?;
-        let (before, after, events) = {
+        let (status, events) = {
             let mut entry = shared.lock();
-            let before = entry.state.status;
+            // Held from the check to the update, so two runs cannot both take one token.
+            let mut hooks = touches_hooks(&events).then(|| self.hooks.lock());
+            if let Some(hooks) = &hooks {
+                hooks.check(run_id, &events)?;
+            }
             // All or nothing. Each event is checked against the state the earlier ones left,
             // and applied. If one is refused after others were applied, the state is rebuilt
             // from the untouched history: O(history), but only on that rare path.
@@ -168,21 +207,86 @@ impl RunStore for MemoryStore {
                 event.seq = first_seq + i as u64;
                 entry.state.apply(event);
             }
+            if let Some(hooks) = &mut hooks {
+                hooks.apply(run_id, &events, &entry.state);
+            }
+            drop(hooks);
             let events: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
             entry.history.extend(events.iter().cloned());
-            (before, entry.state.status, events)
+            (entry.state.status, events)
         };
-        if before != after {
+        let run = RunHandle {
+            run_id: run_id.into(),
+            entry: shared,
+        };
+        Ok((Appended { events, status }, run))
+    }
+
+    /// Makes the run's first `upto` events visible to readers (no-op for those already are),
+    /// and files it under its visible status.
+    pub(crate) fn publish(&self, run: &RunHandle, upto: u64) {
+        let (was, now) = {
+            let mut entry = run.entry.lock();
+            let upto = (upto as usize).min(entry.history.len());
+            if upto <= entry.visible {
+                return;
+            }
+            let was = (entry.visible > 0).then_some(entry.visible_status);
+            let mut status = entry.visible_status;
+            for event in &entry.history[entry.visible..upto] {
+                if let Some(changed) = event.kind.status_change() {
+                    status = changed;
+                }
+            }
+            if upto == entry.history.len() {
+                status = entry.state.status;
+            }
+            entry.visible = upto;
+            entry.visible_status = status;
+            (was, status)
+        };
+        if was != Some(now) {
             // Index first, then the run: the order `list_runs` takes them in. The status is
-            // read again under both locks, so concurrent appends cannot leave the index stale.
+            // read again under both locks, so concurrent publishes cannot leave the index stale.
             let mut index = self.index.lock();
-            let now = shared.lock().state.status;
-            index.set_status(run_id, &[before, after], now);
+            let current = run.entry.lock().visible_status;
+            let mut filed: Vec<RunStatus> = was.into_iter().collect();
+            filed.push(now);
+            index.set_status(&run.run_id, &filed, current);
         }
-        Ok(Appended {
-            events,
-            status: after,
+    }
+
+    /// True if every event of the run is visible (or the run does not exist).
+    pub(crate) fn is_published(&self, run_id: &str) -> bool {
+        self.entry(run_id).is_none_or(|shared| {
+            let entry = shared.lock();
+            entry.visible == entry.history.len()
         })
+    }
+}
+
+impl std::fmt::Debug for MemoryStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("MemoryStore")
+            .field("runs", &self.runs.read().len())
+            .finish()
+    }
+}
+
+#[async_trait]
+impl RunStore for MemoryStore {
+    async fn create_run(&self, first: Event) -> Result<(), WorldError> {
+        let run = self.create_unpublished(first)?;
+        self.publish(&run, 1);
+        Ok(())
+    }
+
+    async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
+        let (appended, run) = self.append_unpublished(run_id, events)?;
+        if let Some(last) = appended.events.last() {
+            self.publish(&run, last.seq + 1);
+        }
+        Ok(appended)
     }
 
     async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
@@ -190,12 +294,22 @@ impl RunStore for MemoryStore {
             .resolve(id)
             .ok_or_else(|| WorldError::not_found("run", id))?;
         let entry = shared.lock();
-        Ok(entry.state.view(resolve))
+        entry
+            .visible_state()
+            .map(|state| state.view(resolve))
+            .ok_or_else(|| WorldError::not_found("run", id))
+    }
+
+    async fn find_hook(&self, token_digest: &str) -> Result<Option<HookRef>, WorldError> {
+        Ok(self.hooks.lock().find(token_digest))
     }
 
     async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
         self.entry(run_id)
-            .and_then(|shared| shared.lock().state.activity(position).cloned())
+            .and_then(|shared| {
+                let entry = shared.lock();
+                entry.visible_state()?.activity(position).cloned()
+            })
             .ok_or_else(|| WorldError::not_found("activity", format!("{run_id}#{position}")))
     }
 
@@ -204,8 +318,11 @@ impl RunStore for MemoryStore {
             .entry(run_id)
             .ok_or_else(|| WorldError::not_found("run", run_id))?;
         let entry = shared.lock();
-        let from = (from_seq as usize).min(entry.history.len());
-        Ok(entry.history[from..].to_vec())
+        if entry.visible == 0 {
+            return Err(WorldError::not_found("run", run_id));
+        }
+        let from = (from_seq as usize).min(entry.visible);
+        Ok(entry.history[from..entry.visible].to_vec())
     }
 
     async fn list_runs(
@@ -268,7 +385,8 @@ impl RunStore for MemoryStore {
             .filter_map(|id| runs.get(id))
             .filter_map(|shared| {
                 let entry = shared.lock();
-                matches(&entry.state).then(|| entry.state.view(filter.resolve_data))
+                let state = entry.visible_state()?;
+                matches(&state).then(|| state.view(filter.resolve_data))
             })
             .skip(offset)
             .take(limit.saturating_add(1))

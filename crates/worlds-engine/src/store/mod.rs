@@ -7,6 +7,7 @@
 //! what a history means; one conformance suite (`tests/store_conformance.rs`) runs against each.
 
 mod file;
+mod hook_index;
 mod hybrid;
 mod memory;
 
@@ -22,6 +23,7 @@ use crate::model::{
 };
 
 pub use file::FileStore;
+pub use hook_index::HookRef;
 pub use hybrid::HybridStore;
 pub use memory::MemoryStore;
 
@@ -46,9 +48,33 @@ pub trait RunStore: Send + Sync {
     /// a second completion of a step, anything after the run finished.
     async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError>;
 
+    /// Appends like [`append`](Self::append) — checked, given their `seq`, ordered before any
+    /// later write — but may return before the events are durable. Until they are, readers do
+    /// not see them; a crash before then loses them, together with every write after them.
+    ///
+    /// For records whose loss a restart repairs by itself (a step's start, a command the
+    /// workflow code issues again on replay). A store without a cheaper path appends durably.
+    async fn append_nowait(
+        &self,
+        run_id: &str,
+        events: Vec<Event>,
+    ) -> Result<Appended, WorldError> {
+        self.append(run_id, events).await
+    }
+
+    /// Resolves once every event appended to the run so far is durable and visible to readers.
+    async fn wait_durable(&self, run_id: &str) -> Result<(), WorldError> {
+        let _ = run_id;
+        Ok(())
+    }
+
     /// The run with this run id or workflow id (404 if none), without its history (read that
     /// with [`history`](Self::history)).
     async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError>;
+
+    /// The hook holding a token, by the token's SHA-256 digest: a waiting hook, or one that
+    /// took its payload or expired in a run that has not finished. `None` once the run is over.
+    async fn find_hook(&self, token_digest: &str) -> Result<Option<HookRef>, WorldError>;
 
     /// One activity of a run, by command position (404 if none).
     async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError>;
@@ -117,6 +143,11 @@ pub enum TimerKind {
     WorkflowRetry {
         /// The attempt to start.
         attempt: u32,
+    },
+    /// A hook's expiry passes.
+    HookExpiry {
+        /// Command position of the hook.
+        position: u32,
     },
 }
 

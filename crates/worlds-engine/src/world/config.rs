@@ -81,6 +81,25 @@ pub struct WorldConfig {
     /// process has exited (and takes them over) and for runs other processes wrote to (a
     /// cancellation, a child's result). Default 1 s.
     pub shared_poll_interval: Dur,
+    /// The secret random hook tokens are derived from (see [`crate::hooks`]). Set it — from an
+    /// environment variable or a secrets manager, the same in every process on a directory — so
+    /// that no copy of the data directory can recreate a token. Unset, a durable world keeps a
+    /// generated key in `state/hook-key` (owner-only), and a memory world draws a new one.
+    #[serde(skip)]
+    pub hook_secret: Option<HookSecret>,
+    /// The start of every webhook URL: a webhook's URL is this, `/`, and its token. Default
+    /// `http://localhost:3000/webhooks`.
+    pub webhook_base_url: String,
+}
+
+/// A secret that never shows in `Debug` output.
+#[derive(Clone, PartialEq, Eq)]
+pub struct HookSecret(pub String);
+
+impl std::fmt::Debug for HookSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("HookSecret(..)")
+    }
 }
 
 impl Default for WorldConfig {
@@ -108,6 +127,8 @@ impl Default for WorldConfig {
                 .multiplier(2.0)
                 .max_interval(Duration::from_secs(60)),
             shared_poll_interval: Dur(Duration::from_secs(1)),
+            hook_secret: None,
+            webhook_base_url: "http://localhost:3000/webhooks".to_owned(),
         }
     }
 }

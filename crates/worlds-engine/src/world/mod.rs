@@ -21,7 +21,7 @@ use crate::payload::Payload;
 use crate::store::{FileStore, HybridStore, MemoryStore, Store};
 use crate::worker::{WorkerInfo, WorkerPool};
 
-pub use config::{Persistence, WorldConfig};
+pub use config::{HookSecret, Persistence, WorldConfig};
 pub use handle::WorkflowHandle;
 
 #[derive(Default)]
@@ -108,6 +108,10 @@ impl World {
     /// workflows it has registered; registering one after `start` looks for such runs at once.
     pub fn register(&self, definition: impl Into<Definition>) -> Result<&Self, WorldError> {
         let definition = definition.into();
+        if let Definition::Hook { name, validator } = definition {
+            self.engine.hook_kit.add_validator(&name, || validator);
+            return Ok(self);
+        }
         let is_workflow = matches!(definition, Definition::Workflow(_));
         self.engine.registry.register(definition)?;
         let started = self.lifecycle.lock().started;
@@ -274,6 +278,44 @@ impl World {
     /// Cancels a run (by run id or workflow id) and its unfinished children.
     pub async fn cancel(&self, id: &str) -> Result<(), WorldError> {
         self.engine.cancel_run(id, None).await
+    }
+
+    /// Resumes the hook holding `token` with a payload; its run continues from `hook.wait()`.
+    ///
+    /// Errors: no waiting hook has the token (404: it never existed, or its run finished);
+    /// the hook was already resumed (409); it expired (410); the payload does not have the
+    /// hook's type, when this process knows it (400); the payload is over the size limit (413).
+    /// Works from any process on a shared file directory.
+    pub async fn resume_hook<P: Serialize + ?Sized>(
+        &self,
+        token: &str,
+        payload: &P,
+    ) -> Result<crate::HookResumed, WorldError> {
+        let payload =
+            Payload::encode(payload).map_err(|e| WorldError::serde("payload of the hook", e))?;
+        self.engine.resume_hook(token, payload).await
+    }
+
+    /// Resumes the webhook holding `token` with an HTTP request (what the world's webhook
+    /// endpoint does for a real request).
+    pub async fn resume_webhook(
+        &self,
+        token: &str,
+        request: &crate::WebhookRequest,
+    ) -> Result<crate::HookResumed, WorldError> {
+        self.resume_hook(token, request).await
+    }
+
+    /// [`cancel`](Self::cancel), recording why in the `workflow_cancelled` event.
+    ///
+    /// Needs no [`start`](Self::start): on a shared file directory, a world opened only for this
+    /// records the cancellation, and the process driving the run stops its steps.
+    pub async fn cancel_with_reason(
+        &self,
+        id: &str,
+        reason: impl Into<String>,
+    ) -> Result<(), WorldError> {
+        self.engine.cancel_run(id, Some(reason.into())).await
     }
 
     /// Snapshots of the workers: the running ones (grown and shrunk by the autoscaler), and

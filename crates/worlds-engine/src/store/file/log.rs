@@ -65,9 +65,19 @@ pub(in crate::store) fn encode(events: &[Arc<Event>]) -> Result<Vec<u8>, WorldEr
 }
 
 /// Runs a [`MemoryStore`] future to completion from synchronous code. The memory store never
-/// waits on I/O or on the runtime, so its futures finish on first poll.
+/// waits on I/O or on the runtime, so its futures finish on first poll; polling them directly
+/// (rather than through an executor) also works inside any executor, including a
+/// `futures::executor::block_on` further up the stack.
 pub(in crate::store) fn now<F: std::future::Future>(future: F) -> F::Output {
-    futures::executor::block_on(future)
+    let mut future = std::pin::pin!(future);
+    let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+    loop {
+        if let std::task::Poll::Ready(value) = future.as_mut().poll(&mut cx) {
+            return value;
+        }
+        // Not expected from the memory store; wait politely rather than fail.
+        std::thread::yield_now();
+    }
 }
 
 /// The path of a run's log under `workflows/`.

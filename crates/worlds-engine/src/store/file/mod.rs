@@ -52,7 +52,7 @@ use crate::clock::Millis;
 use crate::error::WorldError;
 use crate::model::{ActivityState, Event, Page, ResolveData, WorkflowQueryFilter, WorkflowState};
 
-use super::{Appended, MemoryStore, RunStore, Timer, TimerStore};
+use super::{Appended, HookRef, MemoryStore, RunStore, Timer, TimerStore};
 
 use lease::Membership;
 use log::{apply_events, list_run_logs_removing, LOG_SUFFIX, TMP_SUFFIX};
@@ -629,6 +629,16 @@ impl RunStore for FileStore {
         let run_id = self.resolve(id).await?;
         self.refresh(&run_id).await?;
         self.memory.get_run(&run_id, resolve).await
+    }
+
+    async fn find_hook(&self, token_digest: &str) -> Result<Option<HookRef>, WorldError> {
+        if let Some(found) = self.memory.find_hook(token_digest).await? {
+            self.refresh(&found.run_id).await?;
+            return self.memory.find_hook(token_digest).await;
+        }
+        // Another process may have created it.
+        self.refresh_all().await?;
+        self.memory.find_hook(token_digest).await
     }
 
     async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {

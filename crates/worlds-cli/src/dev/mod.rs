@@ -1,0 +1,227 @@
+//! `worlds dev`: run the bundled demo workflows on a durable world and show their progress.
+//!
+//! A session opens a world on the directory, registers [`Demo`]'s definitions, notes the runs
+//! the directory holds in flight (the world resumes them when it starts), starts new runs a
+//! little apart, and redraws the [`Tally`](tally::Tally) of all those runs until every one has finished — or
+//! until Ctrl-C, which shuts the world down gracefully and leaves the unfinished runs for the
+//! next session.
+//!
+//! Progress goes to stderr; the closing summary to stdout.
+
+mod display;
+mod report;
+mod tally;
+mod tracker;
+
+use std::io::IsTerminal;
+use std::sync::Arc;
+use std::task::Poll;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use futures::FutureExt as _;
+use tokio::sync::{mpsc, watch};
+use worlds_demo::{Demo, DemoOptions, DemoRun};
+use worlds_engine::duration::Dur;
+use worlds_engine::{Persistence, World, WorldConfig, WorldError};
+
+use self::display::Display;
+use self::tracker::Tracker;
+use crate::cli::DevArgs;
+
+/// New runs started when `--runs` is not given and nothing is in flight.
+const DEFAULT_RUNS: usize = 20;
+/// Each durable pause of a demo workflow, at speed 1.
+const PAUSE: Duration = Duration::from_secs(3);
+/// How long each demo step works, at speed 1.
+const WORK: Duration = Duration::from_millis(300);
+/// The gap between two new runs, at speed 1.
+const START_EVERY: Duration = Duration::from_millis(250);
+/// How often the runs are counted and the display redrawn.
+const TICK: Duration = Duration::from_millis(100);
+/// Workers kept running: enough that the steps of the default runs seldom wait for one.
+const MIN_WORKERS: usize = 8;
+/// Most workers the pool grows to.
+const MAX_WORKERS: usize = 16;
+/// How long Ctrl-C waits for the steps in progress (each takes [`WORK`]).
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(5);
+
+/// Runs `worlds dev`.
+pub(crate) fn run(args: &DevArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("could not start the tokio runtime")?;
+    let result = runtime.block_on(session(args));
+    // Dropping the runtime drops the world's last tasks and so its store; hybrid storage then
+    // compacts its write-ahead log into the run logs that `worlds runs …` reads.
+    drop(runtime);
+    result
+}
+
+/// How a session's loop ended.
+enum Outcome {
+    /// Every run finished.
+    Finished,
+    /// Ctrl-C.
+    Interrupted,
+    /// A new run could not be started.
+    Failed(anyhow::Error),
+}
+
+/// One `worlds dev`, inside the runtime.
+async fn session(args: &DevArgs) -> anyhow::Result<()> {
+    // Listen for Ctrl-C before anything else: the first poll installs the handler, so from here
+    // on an interrupt is never lost, even while the world is starting.
+    let mut interrupt = Box::pin(tokio::signal::ctrl_c().fuse());
+    match futures::poll!(interrupt.as_mut()) {
+        Poll::Ready(Err(e)) => return Err(e).context("could not listen for Ctrl-C"),
+        Poll::Ready(Ok(())) => return Ok(()),
+        Poll::Pending => {}
+    }
+
+    let persistence = Persistence::from(args.persistence);
+    let demo = Demo::new(&demo_options(args.speed));
+    let world = Arc::new(
+        World::new(world_config(args))
+            .with_context(|| format!("could not open a world in {}", args.dir.display()))?,
+    );
+    demo.register(&world)?;
+    let mut tracker = Tracker::new(&world).await?;
+    tracker.to_start = args.runs.unwrap_or(if tracker.resumed == 0 {
+        DEFAULT_RUNS
+    } else {
+        0
+    });
+    report::announce(args, persistence, &demo, &tracker);
+    if tracker.resumed == 0 && tracker.to_start == 0 {
+        println!("nothing to do: no runs in flight and --runs 0");
+        return Ok(());
+    }
+
+    world.start().await?;
+    let began = Instant::now();
+    let (stop, stopped) = watch::channel(false);
+    let (started_tx, mut started) = mpsc::unbounded_channel();
+    let starter = tokio::spawn(start_runs(
+        world.clone(),
+        demo,
+        tracker.to_start,
+        START_EVERY.div_f64(args.speed),
+        stopped,
+        started_tx,
+    ));
+
+    let mut display = Display::new(std::io::stderr().is_terminal());
+    let mut tick = tokio::time::interval(TICK);
+    let outcome = loop {
+        tokio::select! {
+            _ = &mut interrupt => break Outcome::Interrupted,
+            _ = tick.tick() => {
+                if let Err(e) = tracker.receive(&mut started) {
+                    break Outcome::Failed(e.into());
+                }
+                let tally = tracker.tally(&world).await?;
+                display.update(&tally);
+                if tally.is_done() {
+                    break Outcome::Finished;
+                }
+            }
+        }
+    };
+
+    match outcome {
+        Outcome::Interrupted => display.freeze(),
+        _ => display.finish(),
+    }
+    // No new runs from here on; the one being started, if any, is let finish.
+    let _ = stop.send(true);
+    let _ = starter.await;
+    let late = tracker.receive(&mut started);
+    match outcome {
+        Outcome::Finished => {
+            world.shutdown().await?;
+            let tally = tracker.tally(&world).await?;
+            report::summary(args, persistence, &tally, &tracker, began.elapsed());
+            Ok(())
+        }
+        Outcome::Interrupted => {
+            eprintln!("stopping: no new runs; waiting for the steps in progress to finish…");
+            tokio::select! {
+                stopped = world.shutdown() => stopped?,
+                _ = tokio::signal::ctrl_c() => bail!(
+                    "interrupted again: stopped without waiting for the steps in progress \
+                     (they are retried when `worlds dev` resumes their runs)"
+                ),
+            }
+            late?;
+            let tally = tracker.tally(&world).await?;
+            report::stopped(args, persistence, &tally, began.elapsed());
+            Ok(())
+        }
+        Outcome::Failed(error) => {
+            world.shutdown().await?;
+            Err(error)
+        }
+    }
+}
+
+/// The demo's pacing at `speed`: every duration divided by it.
+fn demo_options(speed: f64) -> DemoOptions {
+    DemoOptions::new()
+        .pause(PAUSE.div_f64(speed))
+        .work(WORK.div_f64(speed))
+}
+
+/// The world of a session: the chosen storage in the chosen directory, with workers for many
+/// concurrent steps and a short shutdown grace.
+fn world_config(args: &DevArgs) -> WorldConfig {
+    let mut config = WorldConfig::default();
+    config.persistence = args.persistence.into();
+    config.persistence_path = args.dir.clone();
+    config.min_workers = MIN_WORKERS;
+    config.max_workers = MAX_WORKERS;
+    config.shutdown_grace = Dur(SHUTDOWN_GRACE);
+    config
+}
+
+/// Starts `count` demo runs, `every` apart, until told to stop; reports each on `started` and
+/// gives up at the first that cannot be started.
+async fn start_runs(
+    world: Arc<World>,
+    demo: Demo,
+    count: usize,
+    every: Duration,
+    mut stop: watch::Receiver<bool>,
+    started: mpsc::UnboundedSender<Result<DemoRun, WorldError>>,
+) {
+    for n in 0..count {
+        if n > 0 {
+            tokio::select! {
+                _ = tokio::time::sleep(every) => {}
+                _ = stop.changed() => return,
+            }
+        }
+        if *stop.borrow() {
+            return;
+        }
+        let run = demo.start(&world, n).await;
+        let failed = run.is_err();
+        if started.send(run).is_err() || failed {
+            return;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speed_divides_every_duration() {
+        let options = demo_options(10.0);
+        assert_eq!(options.pause, Duration::from_millis(300));
+        assert_eq!(options.work, Duration::from_millis(30));
+        assert!(!options.narrate);
+    }
+}

@@ -1,0 +1,134 @@
+//! What `worlds dev` says besides its progress: what it is about to do (stderr), and how the
+//! session ended (stdout).
+
+use std::path::Path;
+use std::time::Duration;
+
+use worlds_demo::Demo;
+use worlds_engine::Persistence;
+
+use super::tally::Tally;
+use super::tracker::Tracker;
+use crate::cli::{DevArgs, DEFAULT_DIR};
+
+/// What the session is about to do, on stderr.
+pub(crate) fn announce(args: &DevArgs, persistence: Persistence, demo: &Demo, tracker: &Tracker) {
+    eprintln!("worlds dev: {}", storage(args, persistence));
+    if tracker.resumed > 0 {
+        eprintln!(
+            "resuming {} {} left in flight",
+            tracker.resumed,
+            runs(tracker.resumed)
+        );
+    }
+    if tracker.to_start > 0 {
+        eprintln!(
+            "starting {} new {} of {}",
+            tracker.to_start,
+            runs(tracker.to_start),
+            demo.workflow_names().join(", ")
+        );
+    }
+    if tracker.resumed == 0 && tracker.to_start == 0 {
+        return;
+    }
+    if persistence == Persistence::Memory {
+        eprintln!("Ctrl-C stops");
+    } else {
+        eprintln!("Ctrl-C stops; `worlds dev` again resumes what is in flight");
+    }
+}
+
+/// `hybrid storage in ./.worlds-engine`.
+fn storage(args: &DevArgs, persistence: Persistence) -> String {
+    match persistence {
+        Persistence::Memory => "memory storage (nothing is kept)".to_owned(),
+        Persistence::File => format!("file storage in {}", args.dir.display()),
+        Persistence::Hybrid => format!("hybrid storage in {}", args.dir.display()),
+    }
+}
+
+/// "run" or "runs".
+fn runs(n: usize) -> &'static str {
+    if n == 1 {
+        "run"
+    } else {
+        "runs"
+    }
+}
+
+/// ` --dir PATH`, unless `dir` is the default.
+fn dir_flag(dir: &Path) -> String {
+    if dir == Path::new(DEFAULT_DIR) {
+        String::new()
+    } else {
+        format!(" --dir {}", dir.display())
+    }
+}
+
+/// The closing summary once every run has finished, on stdout.
+pub(crate) fn summary(
+    args: &DevArgs,
+    persistence: Persistence,
+    tally: &Tally,
+    tracker: &Tracker,
+    took: Duration,
+) {
+    println!(
+        "{} {} finished in {:.1}s: {}",
+        tally.total(),
+        runs(tally.total()),
+        took.as_secs_f64(),
+        tally.outcome_line()
+    );
+    if persistence == Persistence::Memory {
+        println!("(memory storage: the runs end with this process)");
+        return;
+    }
+    let dir = dir_flag(&args.dir);
+    println!("inspect them:");
+    println!("  worlds runs list{dir}");
+    let id = tracker.last.as_deref().unwrap_or("<run id>");
+    println!("  worlds runs show {id}{dir}");
+}
+
+/// What a Ctrl-C left behind, on stdout.
+pub(crate) fn stopped(args: &DevArgs, persistence: Persistence, tally: &Tally, took: Duration) {
+    println!(
+        "stopped after {:.1}s: {}",
+        took.as_secs_f64(),
+        tally.outcome_line()
+    );
+    let left = tally.in_flight();
+    if left == 0 {
+        println!("no runs in flight");
+    } else if persistence == Persistence::Memory {
+        println!(
+            "{left} {} still in flight, lost with this process (memory storage)",
+            runs(left)
+        );
+    } else {
+        println!(
+            "{left} {} still in flight, kept in {}: `worlds dev{}` again resumes {}",
+            runs(left),
+            args.dir.display(),
+            dir_flag(&args.dir),
+            if left == 1 { "it" } else { "them" }
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::PathBuf;
+
+    use super::*;
+
+    #[test]
+    fn dir_flag_only_when_not_the_default() {
+        assert_eq!(dir_flag(Path::new(DEFAULT_DIR)), "");
+        assert_eq!(dir_flag(&PathBuf::from("/tmp/w")), " --dir /tmp/w");
+        assert_eq!(runs(1), "run");
+        assert_eq!(runs(2), "runs");
+    }
+}

@@ -1,0 +1,227 @@
+//! The engine's side of hooks: recording new hooks, resuming them from outside, expiring them,
+//! and releasing their tokens when the run ends.
+
+use std::sync::Arc;
+
+use crate::error::WorldError;
+use crate::hooks::{token_digest, HookResumed, NewHook};
+use crate::model::{Event, EventKind, HookStatus, ResolveData, WorkflowState};
+use crate::payload::Payload;
+use crate::store::{Timer, TimerKind};
+
+use super::Engine;
+
+impl Engine {
+    /// Records a hook the workflow created: `hook_created`, or `hook_conflict` if a live hook
+    /// holds its (caller-chosen) token. Returns the recorded events, or `None` if the run
+    /// finished meanwhile.
+    pub(crate) async fn record_hook(
+        &self,
+        run_id: &str,
+        hook: NewHook,
+    ) -> Result<Option<Vec<Arc<Event>>>, WorldError> {
+        let conflict = EventKind::HookConflict {
+            position: hook.position,
+            hook_id: hook.hook_id.clone(),
+            token_digest: hook.token_digest.clone(),
+        };
+        let held = hook.chosen
+            && self
+                .store
+                .find_hook(&hook.token_digest)
+                .await?
+                .is_some_and(|h| !(h.run_id == run_id && h.position == hook.position));
+        let held = held && self.hook_is_live(&hook.token_digest).await?;
+        let created = EventKind::HookCreated {
+            position: hook.position,
+            hook_id: hook.hook_id.clone(),
+            token_digest: hook.token_digest.clone(),
+            expires_at: hook.expires_at,
+            webhook: hook.webhook,
+            hook_type: hook.hook_type.clone(),
+        };
+        let first = if held { conflict.clone() } else { created };
+        let appended = match self.append(run_id, vec![first]).await {
+            Ok(appended) => appended,
+            // Taken between the look-up and the append.
+            Err(WorldError::Conflict { .. }) if !held && self.run_is_active(run_id).await? => {
+                self.append(run_id, vec![conflict]).await?
+            }
+            Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
+                return Ok(None)
+            }
+            Err(e) => return Err(e),
+        };
+        let was_created = appended
+            .events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::HookCreated { .. }));
+        if let (true, Some(fire_at)) = (was_created, hook.expires_at) {
+            self.add_timer(Timer {
+                fire_at,
+                run_id: run_id.to_owned(),
+                kind: TimerKind::HookExpiry {
+                    position: hook.position,
+                },
+            })
+            .await?;
+        }
+        Ok(Some(appended.events))
+    }
+
+    async fn run_is_active(&self, run_id: &str) -> Result<bool, WorldError> {
+        let state = self.store.get_run(run_id, ResolveData::None).await?;
+        Ok(!state.status.is_terminal())
+    }
+
+    /// True if the hook holding this token digest is waiting for its payload.
+    async fn hook_is_live(&self, digest: &str) -> Result<bool, WorldError> {
+        let Some(found) = self.store.find_hook(digest).await? else {
+            return Ok(false);
+        };
+        let state = self.store.get_run(&found.run_id, ResolveData::None).await?;
+        Ok(state.hook(found.position).is_some_and(|h| h.is_live()))
+    }
+
+    /// Delivers a payload to the hook holding `token`.
+    pub(crate) async fn resume_hook(
+        &self,
+        token: &str,
+        payload: Payload,
+    ) -> Result<HookResumed, WorldError> {
+        let digest = token_digest(token);
+        let unknown = || {
+            WorldError::NotFound {
+            what: "hook",
+            id: format!(
+                "no waiting hook has this token (digest {}…); it never existed, or its run has finished",
+                &digest[..12]
+            ),
+        }
+        };
+        let found = self.store.find_hook(&digest).await?.ok_or_else(unknown)?;
+        let state = self.store.get_run(&found.run_id, ResolveData::None).await?;
+        let hook = state
+            .hook(found.position)
+            .filter(|h| h.token_digest == digest)
+            .ok_or_else(unknown)?;
+        let hook_id = hook.id.clone();
+        match hook.status {
+            HookStatus::Waiting => {}
+            HookStatus::Received => {
+                return Err(WorldError::conflict(format!(
+                    "hook {hook_id} of run {} has already been resumed; a hook takes one payload",
+                    state.id
+                )))
+            }
+            HookStatus::Expired => return Err(Self::expired(&hook_id, &state)),
+            HookStatus::Conflict | HookStatus::Disposed => return Err(unknown()),
+        }
+        if hook.expires_at.is_some_and(|at| self.clock.now_ms() >= at) {
+            return Err(Self::expired(&hook_id, &state));
+        }
+        self.check_payload(|| format!("payload of hook {hook_id}"), &payload)?;
+        if let Some(kind) = &hook.hook_type {
+            if let Some(validate) = self.hook_kit.validator(kind) {
+                validate(&payload).map_err(|e| {
+                    WorldError::invalid(
+                        "payload",
+                        format!("does not match the payload type of hook {hook_id} ({kind}): {e}"),
+                    )
+                })?;
+            }
+        }
+        let received = EventKind::HookReceived {
+            position: found.position,
+            hook_id: hook_id.clone(),
+            payload,
+        };
+        match self.append(&state.id, vec![received]).await {
+            Ok(_) => {
+                self.schedule_workflow(&state.id);
+                Ok(HookResumed {
+                    run_id: state.id,
+                    hook_id,
+                })
+            }
+            // Resumed, expired or finished in the meantime: say which.
+            Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
+                let now = self.store.get_run(&state.id, ResolveData::None).await?;
+                match now.hook(found.position).map(|h| h.status) {
+                    Some(HookStatus::Expired) => Err(Self::expired(&hook_id, &now)),
+                    Some(HookStatus::Received) => Err(WorldError::conflict(format!(
+                        "hook {hook_id} of run {} has already been resumed; a hook takes one payload",
+                        now.id
+                    ))),
+                    _ => Err(unknown()),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn expired(hook_id: &str, state: &WorkflowState) -> WorldError {
+        WorldError::Gone(format!(
+            "hook {hook_id} of run {} expired; it no longer accepts payloads",
+            state.id
+        ))
+    }
+
+    /// A hook's expiry timer fired.
+    pub(crate) async fn expire_hook(&self, run_id: &str, position: u32) -> Result<(), WorldError> {
+        let state = self.store.get_run(run_id, ResolveData::None).await?;
+        let Some(hook) = state.hook(position).filter(|h| h.is_live()) else {
+            return Ok(());
+        };
+        let expired = EventKind::HookExpired {
+            position,
+            hook_id: hook.id.clone(),
+        };
+        self.append(run_id, vec![expired]).await?;
+        self.schedule_workflow(run_id);
+        Ok(())
+    }
+
+    /// Records `hook_disposed` for every hook of a finished run still waiting. (The store
+    /// releases their tokens with the run's final event; this writes it into history.)
+    pub(crate) async fn dispose_hooks(&self, state: &WorkflowState) {
+        let disposed: Vec<EventKind> = state
+            .hooks
+            .iter()
+            .filter(|h| h.is_live())
+            .map(|h| EventKind::HookDisposed {
+                position: h.position,
+                hook_id: h.id.clone(),
+            })
+            .collect();
+        if disposed.is_empty() {
+            return;
+        }
+        if let Err(e) = self.append(&state.id, disposed).await {
+            tracing::debug!(run_id = %state.id, error = %e, "could not record disposed hooks");
+        }
+    }
+
+    /// Re-arms the expiry timers of a run's waiting hooks (on restart or takeover).
+    pub(crate) async fn rearm_hook_timers(
+        &self,
+        state: &WorkflowState,
+    ) -> Result<usize, WorldError> {
+        let mut armed = 0;
+        for hook in state.hooks.iter().filter(|h| h.is_live()) {
+            if let Some(fire_at) = hook.expires_at {
+                self.store
+                    .add_timer(Timer {
+                        fire_at,
+                        run_id: state.id.clone(),
+                        kind: TimerKind::HookExpiry {
+                            position: hook.position,
+                        },
+                    })
+                    .await?;
+                armed += 1;
+            }
+        }
+        Ok(armed)
+    }
+}

@@ -1,0 +1,397 @@
+//! Hooks and webhooks: a workflow pauses until the outside world sends it a payload.
+//!
+//! Inside a workflow, [`WorkflowContext::create_hook`](crate::WorkflowContext::create_hook)
+//! returns a [`Hook`] at once, with a token to hand out (in an email, a chat message, a URL).
+//! `hook.wait().await` suspends the run — holding no worker, surviving restarts — until someone
+//! calls [`World::resume_hook`](crate::World::resume_hook) with that token and a payload. A
+//! [`Webhook`] is a hook whose payload is an HTTP request, with a URL to call.
+//!
+//! ```
+//! use worlds_engine::prelude::*;
+//!
+//! #[derive(serde::Serialize, serde::Deserialize)]
+//! struct Approval { approved: bool, by: String }
+//!
+//! let approve = workflow("approve-expense", |ctx: WorkflowContext, amount: u64| async move {
+//!     let hook = ctx.create_hook_with::<Approval>(HookOptions::new().expires_in("7d"));
+//!     // Hand `hook.token()` to a person, e.g. through a notification step.
+//!     let decision = hook.wait().await?;
+//!     Ok::<_, WorkflowError>(decision.approved && amount < 10_000)
+//! });
+//! # let _ = approve;
+//! ```
+//!
+//! Tokens are never stored: history keeps only their SHA-256 digest (see [`token_digest`]), and
+//! random tokens are derived from a secret so that replay can hand the workflow the same token
+//! again (see [`WorldConfig::hook_secret`](crate::WorldConfig::hook_secret)). A hook takes one
+//! payload. When its run finishes, every hook still waiting is disposed and its token released.
+
+mod token;
+
+use std::collections::BTreeMap;
+use std::marker::PhantomData;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::duration::IntoDuration;
+use crate::engine::context::{CommandFuture, WorkflowContext};
+
+pub use token::token_digest;
+pub(crate) use token::HookKey;
+
+/// Options of a hook: a token of your own, an expiry.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HookOptions {
+    pub(crate) token: Option<String>,
+    pub(crate) expires_in: Option<Result<std::time::Duration, String>>,
+}
+
+impl HookOptions {
+    /// Defaults: a random token, no expiry.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Uses this token instead of a random one (for example `order-42-approval`, so the sender
+    /// needs no message from the workflow). It must be deterministic: replay uses it again. While
+    /// a hook with this token is waiting in any run, another hook cannot take it: that one gets a
+    /// `hook_conflict` event and its `wait()` fails with a conflict.
+    pub fn token(mut self, token: impl Into<String>) -> Self {
+        self.token = Some(token.into());
+        self
+    }
+
+    /// The hook stops accepting payloads this long after it is created (`"15m"`, `"7d"`, or
+    /// milliseconds). Resuming it later is refused (410), and its `wait()` fails.
+    pub fn expires_in(mut self, duration: impl IntoDuration) -> Self {
+        self.expires_in = Some(duration.into_duration().map_err(|e| e.to_string()));
+        self
+    }
+}
+
+/// What runs need to make hooks: the token key and where webhook URLs point.
+pub(crate) struct HookKit {
+    pub(crate) key: HookKey,
+    pub(crate) webhook_base_url: String,
+    /// Payload checks by hook type: the names of registered definitions, and the type names
+    /// of hooks this process created.
+    validators: parking_lot::RwLock<rustc_hash::FxHashMap<String, HookValidator>>,
+}
+
+impl std::fmt::Debug for HookKit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookKit")
+            .field("webhook_base_url", &self.webhook_base_url)
+            .finish()
+    }
+}
+
+impl HookKit {
+    /// The key the configuration calls for: its secret, else a durable world's key file, else
+    /// a random key.
+    pub(crate) fn for_config(config: &crate::WorldConfig) -> Self {
+        let key = match (&config.hook_secret, config.persistence) {
+            (Some(secret), _) => HookKey::from_secret(&secret.0),
+            (None, crate::Persistence::Memory) => HookKey::random(),
+            (None, _) => HookKey::load_or_create(&config.persistence_path).unwrap_or_else(|e| {
+                tracing::warn!(error = %e, "could not read or create the hook key; hook tokens will change after a restart (set WorldConfig::hook_secret)");
+                HookKey::random()
+            }),
+        };
+        HookKit {
+            key,
+            webhook_base_url: config.webhook_base_url.clone(),
+            validators: Default::default(),
+        }
+    }
+
+    /// Registers the payload check of a hook type (the first registration of a name stays).
+    pub(crate) fn add_validator(&self, kind: &str, validator: impl FnOnce() -> HookValidator) {
+        if self.validators.read().contains_key(kind) {
+            return;
+        }
+        self.validators
+            .write()
+            .entry(kind.to_owned())
+            .or_insert_with(validator);
+    }
+
+    /// The payload check of a hook type, if this process knows it.
+    pub(crate) fn validator(&self, kind: &str) -> Option<HookValidator> {
+        self.validators.read().get(kind).cloned()
+    }
+}
+
+/// Longest caller-chosen token.
+const MAX_TOKEN_LEN: usize = 200;
+
+/// Checks a caller-chosen token: 1 to 200 characters that need no escaping in a URL path.
+pub(crate) fn check_token(token: &str) -> Result<(), String> {
+    let ok = !token.is_empty()
+        && token.len() <= MAX_TOKEN_LEN
+        && token
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "a hook token must be 1 to {MAX_TOKEN_LEN} ASCII letters, digits, '-', '_', '.' or '~'; got {token:?}"
+        ))
+    }
+}
+
+/// What the executor records for a new hook.
+#[derive(Debug)]
+pub(crate) struct NewHook {
+    pub(crate) position: u32,
+    pub(crate) hook_id: String,
+    pub(crate) token_digest: String,
+    pub(crate) expires_at: Option<Millis>,
+    pub(crate) webhook: bool,
+    pub(crate) hook_type: Option<String>,
+    /// The caller chose the token, so it may clash with another live hook's.
+    pub(crate) chosen: bool,
+}
+
+/// A hook created by a workflow: a token, and a payload to wait for.
+///
+/// Created with [`WorkflowContext::create_hook`](crate::WorkflowContext::create_hook) or a
+/// [`HookDefinition`].
+#[derive(Debug)]
+pub struct Hook<T> {
+    pub(crate) id: String,
+    pub(crate) token: String,
+    pub(crate) run_id: String,
+    pub(crate) position: u32,
+    pub(crate) chosen: bool,
+    pub(crate) wait: CommandFuture<T>,
+}
+
+/// What a step needs to recover a hook's token: the run, the hook's position and id (and the
+/// token itself only when the caller chose it, since it cannot be derived). See
+/// [`Hook::ticket`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookTicket {
+    /// The run that created the hook.
+    pub run_id: String,
+    /// The hook's command position.
+    pub position: u32,
+    /// The hook id.
+    pub hook_id: String,
+    /// The token, for a caller-chosen one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token: Option<String>,
+}
+
+impl<T: DeserializeOwned> Hook<T> {
+    /// The hook id (`hook_…`), stable across replays.
+    pub fn id(&self) -> &str {
+        &self.id
+    }
+
+    /// The token that resumes the hook. Hand it to whoever should send the payload.
+    pub fn token(&self) -> &str {
+        &self.token
+    }
+
+    /// A ticket for the hook that a step can turn back into its token
+    /// ([`ActivityContext::hook_token`](crate::ActivityContext::hook_token)). Handing steps the
+    /// ticket instead of the token keeps random tokens out of history.
+    pub fn ticket(&self) -> HookTicket {
+        HookTicket {
+            run_id: self.run_id.clone(),
+            position: self.position,
+            hook_id: self.id.clone(),
+            token: self.chosen.then(|| self.token.clone()),
+        }
+    }
+
+    /// Waits for the payload. Fails if the hook expired first, if its token was taken by
+    /// another live hook, or if the payload does not deserialize into `T`.
+    pub fn wait(self) -> CommandFuture<T> {
+        self.wait
+    }
+}
+
+/// An HTTP request delivered to a webhook.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WebhookRequest {
+    /// `GET`, `POST`, …
+    pub method: String,
+    /// Header names (lower case) and values; repeated headers are joined with `, `.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// The query string, without the `?`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub query: Option<String>,
+    /// The body, as text (bytes that are not UTF-8 are replaced).
+    #[serde(default)]
+    pub body: String,
+}
+
+impl WebhookRequest {
+    /// A request with this method and body and no headers.
+    pub fn new(method: impl Into<String>, body: impl Into<String>) -> Self {
+        WebhookRequest {
+            method: method.into(),
+            body: body.into(),
+            ..Self::default()
+        }
+    }
+
+    /// Adds a header.
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers
+            .insert(name.into().to_ascii_lowercase(), value.into());
+        self
+    }
+
+    /// The body parsed as JSON.
+    pub fn json<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
+        serde_json::from_str(&self.body)
+    }
+}
+
+/// A webhook created by a workflow: a URL to call, and the request to wait for.
+#[derive(Debug)]
+pub struct Webhook {
+    pub(crate) hook: Hook<WebhookRequest>,
+    pub(crate) url: String,
+}
+
+impl Webhook {
+    /// The URL that resumes the webhook: `webhook_base_url` followed by `/` and the token.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// The token at the end of the URL.
+    pub fn token(&self) -> &str {
+        self.hook.token()
+    }
+
+    /// A ticket a step can turn back into the token (see [`Hook::ticket`]); the URL is
+    /// `webhook_base_url/` followed by the token.
+    pub fn ticket(&self) -> HookTicket {
+        self.hook.ticket()
+    }
+
+    /// The hook id (`hook_…`).
+    pub fn id(&self) -> &str {
+        self.hook.id()
+    }
+
+    /// Waits for the request.
+    pub fn wait(self) -> CommandFuture<WebhookRequest> {
+        self.hook.wait()
+    }
+}
+
+/// Where a resumed hook belongs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookResumed {
+    /// The run that waits on the hook.
+    pub run_id: String,
+    /// The hook id.
+    pub hook_id: String,
+}
+
+/// A typed hook factory: the payload type is fixed once, for creating and for resuming.
+///
+/// Registered on a world (`world.register(&approval)`), it also lets
+/// [`World::resume_hook`](crate::World::resume_hook) refuse a payload of the wrong shape with a
+/// 400 before the run sees it.
+///
+/// ```
+/// use worlds_engine::prelude::*;
+///
+/// #[derive(serde::Serialize, serde::Deserialize)]
+/// struct Approval { approved: bool }
+///
+/// let approval = define_hook::<Approval>("approval");
+/// let hooks = approval.clone();
+/// let flow = workflow("needs-approval", move |ctx: WorkflowContext, _: ()| {
+///     let hooks = hooks.clone();
+///     async move {
+///         let hook = hooks.create(&ctx, HookOptions::new());
+///         Ok::<_, WorkflowError>(hook.wait().await?.approved)
+///     }
+/// });
+/// # let _ = flow;
+/// ```
+pub struct HookDefinition<T> {
+    pub(crate) name: Arc<str>,
+    _type: PhantomData<fn() -> T>,
+}
+
+impl<T> Clone for HookDefinition<T> {
+    fn clone(&self) -> Self {
+        HookDefinition {
+            name: self.name.clone(),
+            _type: PhantomData,
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for HookDefinition<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("HookDefinition")
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+/// A typed hook factory named `name` (unique among the hook definitions of a world).
+pub fn define_hook<T: Serialize + DeserializeOwned>(name: impl Into<String>) -> HookDefinition<T> {
+    HookDefinition {
+        name: Arc::from(name.into()),
+        _type: PhantomData,
+    }
+}
+
+impl<T: Serialize + DeserializeOwned + 'static> HookDefinition<T> {
+    /// The definition's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Creates a hook of this type in a workflow.
+    pub fn create(&self, ctx: &WorkflowContext, options: HookOptions) -> Hook<T> {
+        ctx.create_hook_typed(
+            options,
+            Some(self.name.to_string()),
+            false,
+            validator_of::<T>,
+        )
+    }
+
+    /// Resumes a hook of this type (see [`World::resume_hook`](crate::World::resume_hook)).
+    pub async fn resume(
+        &self,
+        world: &crate::World,
+        token: &str,
+        payload: &T,
+    ) -> Result<HookResumed, crate::WorldError> {
+        world.resume_hook(token, payload).await
+    }
+
+    /// Checks that a JSON payload has this definition's type.
+    pub(crate) fn validator(&self) -> HookValidator {
+        validator_of::<T>()
+    }
+}
+
+/// Checks a payload's shape.
+pub(crate) type HookValidator =
+    Arc<dyn Fn(&crate::payload::Payload) -> Result<(), String> + Send + Sync>;
+
+/// The payload check for type `T`.
+pub(crate) fn validator_of<T: DeserializeOwned>() -> HookValidator {
+    Arc::new(|payload: &crate::payload::Payload| {
+        payload.decode::<T>().map(|_| ()).map_err(|e| e.to_string())
+    })
+}

@@ -1,0 +1,83 @@
+//! Hooks as the run state sees them: created by the workflow, resumed from outside with a
+//! payload, expired, or disposed when the run ends.
+
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::error::WorldError;
+
+/// Where a hook is in its life.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HookStatus {
+    /// Waiting for its payload; its token resumes it.
+    Waiting,
+    /// Resumed: its payload is recorded.
+    Received,
+    /// Its expiry passed first.
+    Expired,
+    /// Never created: another live hook held its token.
+    Conflict,
+    /// Released when the run finished, before a payload came.
+    Disposed,
+}
+
+/// A hook of a run, as `world.query(id)` shows it. Its token is not kept, only its digest.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HookState {
+    /// Hook id (`hook_…`).
+    pub id: String,
+    /// Command position.
+    pub position: u32,
+    /// Hex SHA-256 digest of the token.
+    pub token_digest: String,
+    /// Where it is in its life.
+    pub status: HookStatus,
+    /// True for a webhook.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub webhook: bool,
+    /// The payload type's name, for hooks of a registered `define_hook` factory.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hook_type: Option<String>,
+    /// When it was created.
+    pub created_at: Millis,
+    /// When it stops accepting payloads, if ever.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_at: Option<Millis>,
+    /// When its payload came.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub received_at: Option<Millis>,
+}
+
+impl HookState {
+    /// True while its token can resume it (and nobody else may take the token).
+    pub fn is_live(&self) -> bool {
+        self.status == HookStatus::Waiting
+    }
+}
+
+/// Checks that a hook at `position` of run `run_id` may move from `hook`'s status to `to`.
+pub(crate) fn check_hook_change(
+    run_id: &str,
+    position: u32,
+    hook: Option<&HookState>,
+    to: HookStatus,
+) -> Result<(), WorldError> {
+    let Some(hook) = hook else {
+        return Err(WorldError::conflict(format!(
+            "run {run_id} has no hook at position {position}"
+        )));
+    };
+    match (hook.status, to) {
+        (HookStatus::Waiting, _) => Ok(()),
+        (HookStatus::Expired | HookStatus::Received, HookStatus::Disposed) => Ok(()),
+        (HookStatus::Received, HookStatus::Received) => Err(WorldError::conflict(format!(
+            "hook {} of run {run_id} has already been resumed; a hook takes one payload",
+            hook.id
+        ))),
+        (from, to) => Err(WorldError::conflict(format!(
+            "hook {} of run {run_id} is {from:?} and cannot become {to:?}",
+            hook.id
+        ))),
+    }
+}

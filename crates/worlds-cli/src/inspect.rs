@@ -460,6 +460,7 @@ mod tests {
                 timeout_ms: None,
                 failure_strategy: None,
                 max_retries: None,
+                idempotency_key: None,
             };
             futures::executor::block_on(async {
                 self.store
@@ -493,6 +494,7 @@ mod tests {
             name: name.to_owned(),
             input: Payload::from(json!(1)),
             options: None,
+            inline: false,
         }
     }
 

@@ -35,6 +35,7 @@ fn populate(dir: &Path) -> (String, String) {
         timeout_ms: None,
         failure_strategy: None,
         max_retries: None,
+        idempotency_key: None,
     };
     let store = FileStore::open(dir).unwrap();
     futures::executor::block_on(async {

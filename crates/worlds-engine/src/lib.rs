@@ -43,16 +43,22 @@
 #![forbid(unsafe_code)]
 
 pub mod clock;
+pub mod current;
 pub mod duration;
 mod engine;
 pub mod error;
+pub mod fetch;
 pub mod hooks;
+pub mod http;
 pub mod ids;
 pub mod model;
 mod payload;
 pub mod queue;
+pub mod resources;
 pub mod retry;
+pub mod runtime;
 pub mod store;
+pub mod streams;
 pub mod telemetry;
 pub mod testing;
 mod worker;
@@ -69,10 +75,12 @@ pub use hooks::{
 };
 pub use model::{
     ActivityOptions, ActivityState, ActivityStatus, CompensationState, Event, EventKind,
-    FailureStrategy, HookState, HookStatus, Page, ResolveData, RunStatus, StatusFilter,
+    FailureStrategy, HookState, HookStatus, OnConflict, Page, ResolveData, RunStatus, StatusFilter,
     WorkflowOptions, WorkflowQueryFilter, WorkflowState,
 };
 pub use payload::Payload;
+pub use runtime::initialize_runtime;
+pub use streams::{StepStream, StreamChunk, StreamInfo, WorkflowStream, DEFAULT_STREAM};
 pub use telemetry::{HeartbeatEntry, HeartbeatKind, WorldMetrics};
 pub use worker::{WorkerInfo, WorkerStatus};
 pub use world::{HookSecret, Persistence, WorkflowHandle, World, WorldConfig};
@@ -82,9 +90,9 @@ pub mod prelude {
     pub use crate::retry::{retry_patterns, Backoff, FatalError, RetryConfig, RetryableError};
     pub use crate::{
         activity, define_hook, workflow, Activity, ActivityContext, ActivityOptions, ContextError,
-        FailureStrategy, Hook, HookDefinition, HookOptions, Persistence, RunStatus, StepError,
-        WebhookRequest, Workflow, WorkflowContext, WorkflowError, WorkflowHandle, WorkflowOptions,
-        WorkflowQueryFilter, WorkflowState, World, WorldConfig, WorldError,
+        FailureStrategy, Hook, HookDefinition, HookOptions, OnConflict, Persistence, RunStatus,
+        StepError, WebhookRequest, Workflow, WorkflowContext, WorkflowError, WorkflowHandle,
+        WorkflowOptions, WorkflowQueryFilter, WorkflowState, World, WorldConfig, WorldError,
     };
 }
 

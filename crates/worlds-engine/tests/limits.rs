@@ -12,10 +12,13 @@ use common::{event_types, test_world_with, Counter, Mode};
 use worlds_engine::clock::{Millis, VirtualClock};
 use worlds_engine::error::codes;
 use worlds_engine::prelude::*;
-use worlds_engine::store::{Appended, MemoryStore, RunStore, Timer, TimerStore};
+use worlds_engine::store::{
+    Appended, MemoryStore, NewChunk, RunStore, StreamSignal, StreamStore, Timer, TimerStore,
+};
 use worlds_engine::testing::DEFAULT_START;
 use worlds_engine::{
-    ActivityState, ActivityStatus, Event, Page, ResolveData, RunStatus, WorkflowQueryFilter,
+    ActivityState, ActivityStatus, Event, Page, ResolveData, RunStatus, StreamChunk, StreamInfo,
+    WorkflowQueryFilter,
 };
 
 const LIMIT: usize = 1024;
@@ -267,6 +270,39 @@ impl TimerStore for CountingStore {
     }
     async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
         self.inner.remove_run_timers(run_id).await
+    }
+}
+
+#[async_trait]
+impl StreamStore for CountingStore {
+    async fn write_chunk(
+        &self,
+        run_id: &str,
+        name: &str,
+        chunk: NewChunk,
+    ) -> Result<StreamChunk, WorldError> {
+        self.inner.write_chunk(run_id, name, chunk).await
+    }
+    async fn close_stream(&self, run_id: &str, name: &str) -> Result<(), WorldError> {
+        self.inner.close_stream(run_id, name).await
+    }
+    async fn close_run_streams(&self, run_id: &str) -> Result<(), WorldError> {
+        self.inner.close_run_streams(run_id).await
+    }
+    async fn stream_chunks(
+        &self,
+        run_id: &str,
+        name: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<(Vec<StreamChunk>, StreamInfo), WorldError> {
+        self.inner.stream_chunks(run_id, name, from, limit).await
+    }
+    async fn list_streams(&self, run_id: &str) -> Result<Vec<String>, WorldError> {
+        self.inner.list_streams(run_id).await
+    }
+    fn watch_streams(&self, run_id: &str) -> StreamSignal {
+        self.inner.watch_streams(run_id)
     }
 }
 

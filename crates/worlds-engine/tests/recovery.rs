@@ -199,6 +199,7 @@ async fn a_child_recorded_but_never_created_is_created_on_restart() {
                 timeout_ms: None,
                 failure_strategy: None,
                 max_retries: None,
+                idempotency_key: None,
             },
         ))
         .await

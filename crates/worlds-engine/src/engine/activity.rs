@@ -52,6 +52,10 @@ struct ActivityInner {
     record_every: Millis,
     /// The token key, for [`ActivityContext::hook_token`].
     hooks: Option<Arc<crate::hooks::HookKit>>,
+    /// Where the step's stream writers write; `None` outside a world.
+    streams: Option<crate::streams::StreamSink>,
+    /// The world's shared state, for [`ActivityContext::resource`].
+    resources: Option<Arc<crate::resources::Resources>>,
 }
 
 struct Beat {
@@ -95,6 +99,18 @@ impl ActivityContext {
         self.inner.attempt
     }
 
+    /// The value of type `T` the world was given with
+    /// [`World::provide`](crate::World::provide): a database pool, an HTTP client. See
+    /// [`crate::resources`].
+    pub fn resource<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, crate::WorldError> {
+        match &self.inner.resources {
+            Some(resources) => resources.get::<T>(),
+            None => Err(crate::WorldError::Unavailable(
+                "resources are only available to steps run by a world".into(),
+            )),
+        }
+    }
+
     /// The token of a hook, from its [`HookTicket`](crate::hooks::HookTicket). Pass a step the
     /// ticket rather than the token, and the token never enters history: the step derives it
     /// here, sends it on (an email, a chat message), and only the ticket is recorded.
@@ -114,6 +130,18 @@ impl ActivityContext {
             )
         })?;
         Ok(kit.key.token(&ticket.run_id, ticket.position))
+    }
+
+    /// A writer for the run's default stream (see [`crate::streams`]). Each attempt writes its
+    /// own chunks: after a retry, readers see the chunks of both attempts. Outside a world
+    /// ([`detached`](Self::detached)) writes fail as unavailable.
+    pub fn get_writable(&self) -> crate::streams::StepStream {
+        self.get_writable_named(crate::streams::DEFAULT_STREAM)
+    }
+
+    /// A writer for the run's stream `name`.
+    pub fn get_writable_named(&self, name: &str) -> crate::streams::StepStream {
+        crate::streams::StepStream::new(self.inner.streams.clone(), name)
     }
 
     /// True once the run was cancelled (or the world is stopping this attempt). The result of
@@ -191,6 +219,8 @@ impl ActivityContext {
                 record: None,
                 record_every: i64::MAX,
                 hooks: None,
+                resources: None,
+                streams: None,
             }),
         }
     }
@@ -207,13 +237,7 @@ impl Engine {
     /// Runs one attempt of an activity and records what came of it.
     pub(crate) async fn run_activity(self: &Arc<Self>, task: ActivityTask) {
         let run_id = task.run_id.clone();
-        let Some(def) = self.registry.activity(&task.name) else {
-            let error = StructuredError::new(format!(
-                "activity '{}' is not registered in this process",
-                task.name
-            ))
-            .with_code(codes::NOT_REGISTERED);
-            self.record_failure(&task, error).await;
+        let Some((handler, task)) = self.step_handler(task).await else {
             return;
         };
         let token = self.run_token(&run_id);
@@ -242,7 +266,11 @@ impl Engine {
         self.progress
             .running_activities
             .fetch_add(1, Ordering::AcqRel);
-        let work = AssertUnwindSafe((def.handler)(ctx.clone(), task.input.clone())).catch_unwind();
+        let work = AssertUnwindSafe(crate::current::in_step(
+            ctx.clone(),
+            handler(ctx.clone(), task.input.clone()),
+        ))
+        .catch_unwind();
         let timeout = async {
             match options.timeout {
                 Some(d) => {
@@ -314,6 +342,7 @@ impl Engine {
                             )
                             .await;
                         if done.is_ok() {
+                            self.local_steps.forget(&run_id, task.position);
                             self.schedule_workflow(&run_id);
                         }
                     }
@@ -418,6 +447,46 @@ impl Engine {
         }
     }
 
+    /// The code to run for an attempt: a named step's closure, or a registered activity's
+    /// handler. A named step whose closure is not here yet (its workflow has not replayed to it
+    /// since a restart) is parked until the replay registers it; an unknown activity fails.
+    async fn step_handler(
+        self: &Arc<Self>,
+        task: ActivityTask,
+    ) -> Option<(super::definitions::ActivityFn, ActivityTask)> {
+        if let Some(step) = self.local_steps.get(&task.run_id, task.position) {
+            return Some((step, task));
+        }
+        if let Some(def) = self.registry.activity(&task.name) {
+            return Some((def.handler, task));
+        }
+        let inline = self
+            .store
+            .get_activity(&task.run_id, task.position)
+            .await
+            .is_ok_and(|a| a.inline);
+        if inline {
+            let run_id = task.run_id.clone();
+            match self.local_steps.park(task) {
+                None => {
+                    self.schedule_workflow(&run_id);
+                    return None;
+                }
+                Some(task) => {
+                    let step = self.local_steps.get(&task.run_id, task.position)?;
+                    return Some((step, task));
+                }
+            }
+        }
+        let error = StructuredError::new(format!(
+            "activity '{}' is not registered in this process",
+            task.name
+        ))
+        .with_code(codes::NOT_REGISTERED);
+        self.record_failure(&task, error).await;
+        None
+    }
+
     /// Records the final failure of a step and wakes its workflow.
     async fn record_failure(&self, task: &ActivityTask, error: StructuredError) {
         let done = self
@@ -432,6 +501,7 @@ impl Engine {
             )
             .await;
         if done.is_ok() {
+            self.local_steps.forget(&task.run_id, task.position);
             self.schedule_workflow(&task.run_id);
         }
     }
@@ -503,6 +573,8 @@ impl Engine {
                 record: Some(record),
                 record_every: crate::clock::duration_ms(self.config.heartbeat_interval.0),
                 hooks: Some(self.hook_kit.clone()),
+                resources: Some(self.resources.clone()),
+                streams: Some(self.stream_sink(&task.run_id)),
             }),
         }
     }

@@ -17,7 +17,7 @@ use crate::payload::Payload;
 use crate::hooks::{validator_of, Hook, HookOptions, NewHook, Webhook, WebhookRequest};
 
 use super::definitions::{Activity, Workflow};
-use super::errors::{ContextError, WorkflowError};
+use super::errors::{ContextError, StepError, WorkflowError};
 use super::machine::{CommandDesc, NewCommand, Resolution, RunCore};
 
 /// What a workflow knows about its own run.
@@ -168,6 +168,7 @@ impl WorkflowContext {
                     name: name.to_owned(),
                     input,
                     options,
+                    inline: false,
                 });
                 CommandFuture::new(self.core.clone(), position)
             }
@@ -204,6 +205,93 @@ impl WorkflowContext {
                 position,
                 fire_at: at,
             });
+        CommandFuture::new(self.core.clone(), position)
+    }
+
+    /// Runs a named step: `f` is the step's code, written in place instead of registered as an
+    /// activity. It runs on a worker with the default activity options (no retries unless
+    /// given), its result is recorded under `name`, and on replay the recorded result is
+    /// returned without calling `f`.
+    ///
+    /// The name labels the step in history and is checked on replay: the step at this
+    /// position must carry the same name every time, or the run fails as non-deterministic.
+    /// So build names only from deterministic data (constants, the workflow input, earlier
+    /// step results) — `format!("charge-{i}")` in a loop, never a time or a random value. Two
+    /// calls with the same name are two steps.
+    ///
+    /// ```
+    /// use worlds_engine::prelude::*;
+    /// let flow = workflow("greet", |ctx: WorkflowContext, name: String| async move {
+    ///     let greeting = ctx
+    ///         .step("make-greeting", move || {
+    ///             let name = name.clone();
+    ///             async move { Ok::<_, StepError>(format!("hello, {name}")) }
+    ///         })
+    ///         .await?;
+    ///     Ok::<_, WorkflowError>(greeting)
+    /// });
+    /// # let _ = flow;
+    /// ```
+    pub fn step<T, F, Fut>(&self, name: impl Into<String>, f: F) -> CommandFuture<T>
+    where
+        T: Serialize + DeserializeOwned + Send + 'static,
+        F: Fn() -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, StepError>> + Send + 'static,
+    {
+        self.step_inline(name.into(), None, move |_ctx| f())
+    }
+
+    /// [`step`](Self::step) with options (retry policy, timeouts, task queue), and the step's
+    /// [`ActivityContext`](crate::ActivityContext) (attempt number, heartbeats, cancellation).
+    pub fn step_with<T, F, Fut>(
+        &self,
+        name: impl Into<String>,
+        options: ActivityOptions,
+        f: F,
+    ) -> CommandFuture<T>
+    where
+        T: Serialize + DeserializeOwned + Send + 'static,
+        F: Fn(crate::ActivityContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, StepError>> + Send + 'static,
+    {
+        self.step_inline(name.into(), Some(options), f)
+    }
+
+    fn step_inline<T, F, Fut>(
+        &self,
+        name: String,
+        options: Option<ActivityOptions>,
+        f: F,
+    ) -> CommandFuture<T>
+    where
+        T: Serialize + DeserializeOwned + Send + 'static,
+        F: Fn(crate::ActivityContext) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<T, StepError>> + Send + 'static,
+    {
+        let desc = CommandDesc::Activity { name: name.clone() };
+        if name.is_empty() {
+            return self.rejected(desc, "ctx.step", "a step name must not be empty".to_owned());
+        }
+        let handler: super::definitions::ActivityFn = Arc::new(move |ctx, _input| {
+            let work = f(ctx);
+            Box::pin(async move {
+                let output = work.await?;
+                Payload::encode(&output).map_err(StepError::from)
+            })
+        });
+        let position = self.core.issue(desc, |position| NewCommand::Activity {
+            position,
+            name,
+            input: Payload::null(),
+            options,
+            inline: true,
+        });
+        // Kept until the result is recorded; not needed if history already holds it.
+        if !self.core.has_result(position) {
+            self.core
+                .steps
+                .register(&self.core.info.run_id, position, handler);
+        }
         CommandFuture::new(self.core.clone(), position)
     }
 
@@ -438,6 +526,20 @@ impl WorkflowContext {
         let error = ContextError::InvalidArgument { call, message };
         self.core.resolve_now(position, Resolution::Error(error));
         CommandFuture::new(self.core.clone(), position)
+    }
+}
+
+/// Streams (see [`crate::streams`]).
+impl WorkflowContext {
+    /// A writer for the run's default stream. Writes do not wait and are never duplicated by
+    /// replay.
+    pub fn get_writable(&self) -> crate::streams::WorkflowStream {
+        self.get_writable_named(crate::streams::DEFAULT_STREAM)
+    }
+
+    /// A writer for the run's stream `name`.
+    pub fn get_writable_named(&self, name: &str) -> crate::streams::WorkflowStream {
+        crate::streams::WorkflowStream::new(self.core.clone(), name)
     }
 }
 

@@ -171,6 +171,18 @@ pub enum ContextError {
         /// Why.
         message: String,
     },
+    /// A `current::` function was called outside a workflow.
+    #[error("{call} was called outside a workflow; call it from workflow code (or pass the WorkflowContext)")]
+    OutsideWorkflow {
+        /// The function.
+        call: &'static str,
+    },
+    /// A `current::` step function was called outside a step.
+    #[error("{call} was called outside a step; call it from an activity or a named step")]
+    OutsideStep {
+        /// The function.
+        call: &'static str,
+    },
     /// The hook's token is held by another live hook, so this hook was never created.
     #[error("hook {hook_id} was not created: another live hook holds its token")]
     HookConflict {

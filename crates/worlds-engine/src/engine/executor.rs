@@ -227,10 +227,16 @@ impl Engine {
             self.clock.clone(),
             self.ids.clone(),
             self.hook_kit.clone(),
+            self.local_steps.clone(),
             base,
         ));
+        core.set_stream_limit(self.config.max_payload_bytes);
         let input = state.input.clone().unwrap_or_else(Payload::null);
-        let future = (def.handler)(WorkflowContext::new(core.clone()), input);
+        let ctx = WorkflowContext::new(core.clone());
+        let future: super::definitions::WorkflowFuture = Box::pin(crate::current::in_workflow(
+            ctx.clone(),
+            (def.handler)(ctx, input),
+        ));
         // The history just read is the replay; only later events need reading again.
         for event in &history[attempt_start..] {
             core.ingest(event);
@@ -323,6 +329,12 @@ impl Engine {
     /// Records the commands issued since the last call and reads them into the machine.
     /// Returns false if the run finished meanwhile.
     async fn record_new_commands(&self, live: &mut LiveRun) -> Result<bool, WorldError> {
+        // Stream writes first: a step started below must not write before the workflow did.
+        self.flush_stream_ops(&live.core).await;
+        // Named steps parked until this replay registered their code can run now.
+        for task in self.local_steps.take_released() {
+            self.enqueue_activity(task);
+        }
         let commands = live.core.take_new_commands();
         if commands.is_empty() {
             return Ok(true);
@@ -370,9 +382,10 @@ impl Engine {
                     name,
                     input,
                     options,
+                    inline,
                 } => {
                     let activity_id = self.ids.step_id();
-                    let refusal = if !self.registry.has_activity(&name) {
+                    let refusal = if !inline && !self.registry.has_activity(&name) {
                         Some(
                             StructuredError::new(format!(
                                 "activity '{name}' is not registered; register it with world.register(...)"
@@ -393,6 +406,7 @@ impl Engine {
                         name: name.clone(),
                         input: input.clone(),
                         options: options.clone(),
+                        inline,
                     });
                     match refusal {
                         Some(error) => events.push(EventKind::ActivityFailed {
@@ -803,7 +817,8 @@ fn compensation_future(core: &Arc<RunCore>) -> WorkflowFuture {
     let stack = core.take_compensations();
     let ctx = WorkflowContext::new(core.clone());
     let core = core.clone();
-    Box::pin(async move {
+    let scope = ctx.clone();
+    Box::pin(crate::current::in_workflow(scope, async move {
         for (id, compensate) in stack.into_iter().rev() {
             let ctx = ctx.clone();
             // The call itself is inside the guard too: a closure may panic before it returns
@@ -825,7 +840,7 @@ fn compensation_future(core: &Arc<RunCore>) -> WorkflowFuture {
             core.record_compensation_outcome(id, error);
         }
         Ok(Payload::null())
-    })
+    }))
 }
 
 /// Polls the workflow future once. A panic in workflow code fails the run instead of the worker.

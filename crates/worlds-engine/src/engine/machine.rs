@@ -91,6 +91,7 @@ pub(crate) enum NewCommand {
         name: String,
         input: Payload,
         options: Option<ActivityOptions>,
+        inline: bool,
     },
     Timer {
         position: u32,
@@ -143,6 +144,12 @@ struct Machine {
     compensations: Vec<(String, CompensationFn)>,
     /// History says compensation has begun.
     compensating: bool,
+    /// Stream writes and closes issued since the executor last took them.
+    stream_ops: Vec<crate::streams::StreamOp>,
+    /// Stream writes issued in this attempt: the rank that keys the next one.
+    stream_writes: u64,
+    /// Largest stream chunk, once the executor has set it.
+    stream_limit: Option<usize>,
 }
 
 impl Machine {
@@ -164,6 +171,11 @@ impl Machine {
     fn recorded(&self, position: u32) -> Option<&Recorded> {
         let i = self.index(position)?;
         self.recorded.get(i).and_then(Option::as_ref)
+    }
+
+    fn slot_mut_ref(&self, position: u32) -> Option<&Slot> {
+        let i = self.index(position)?;
+        self.slots.get(i)
     }
 
     fn slot_mut(&mut self, position: u32) -> Option<&mut Slot> {
@@ -222,6 +234,7 @@ pub(crate) struct RunCore {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) ids: Arc<IdGenerator>,
     pub(crate) hooks: Arc<crate::hooks::HookKit>,
+    pub(crate) steps: Arc<super::steps::LocalSteps>,
     cancelled: AtomicBool,
     machine: Mutex<Machine>,
 }
@@ -233,6 +246,7 @@ impl RunCore {
         clock: Arc<dyn Clock>,
         ids: Arc<IdGenerator>,
         hooks: Arc<crate::hooks::HookKit>,
+        steps: Arc<super::steps::LocalSteps>,
         base: u32,
     ) -> Self {
         Self {
@@ -240,6 +254,7 @@ impl RunCore {
             clock,
             ids,
             hooks,
+            steps,
             cancelled: AtomicBool::new(false),
             machine: Mutex::new(Machine {
                 next_position: base,
@@ -383,6 +398,14 @@ impl RunCore {
                 (position, id)
             }
         }
+    }
+
+    /// True if history holds the result of the command at `position` (it is queued for
+    /// delivery or already delivered).
+    pub(crate) fn has_result(&self, position: u32) -> bool {
+        let m = self.machine.lock();
+        m.deliveries.iter().any(|(p, _)| *p == position)
+            || m.slot_mut_ref(position).is_some_and(|s| s.result.is_some())
     }
 
     /// Resolves a command without history (an argument was rejected before recording).
@@ -693,5 +716,46 @@ impl RunCore {
             }));
         }
         Ok(())
+    }
+}
+
+/// Stream writes from workflow code: not commands (they take no position), but queued here in
+/// program order for the executor, each keyed by its rank in the attempt so the store can drop
+/// the copies replay makes.
+impl RunCore {
+    /// Sets the largest chunk a workflow may write.
+    pub(crate) fn set_stream_limit(&self, limit: usize) {
+        self.machine.lock().stream_limit = Some(limit);
+    }
+
+    /// Queues a chunk, keyed `w{attempt}.{rank}`. Refuses one over the limit.
+    pub(crate) fn push_stream_write(
+        &self,
+        name: Arc<str>,
+        data: bytes::Bytes,
+    ) -> Result<(), String> {
+        let mut m = self.machine.lock();
+        if let Some(limit) = m.stream_limit.filter(|limit| data.len() > *limit) {
+            return Err(format!(
+                "a chunk of {} bytes is over the payload limit of {limit} bytes",
+                data.len()
+            ));
+        }
+        let key = format!("w{}.{}", self.info.attempt, m.stream_writes);
+        m.stream_writes += 1;
+        m.stream_ops
+            .push(crate::streams::StreamOp::Write { name, key, data });
+        Ok(())
+    }
+
+    /// Queues a close.
+    pub(crate) fn push_stream_close(&self, name: Arc<str>) {
+        let mut m = self.machine.lock();
+        m.stream_ops.push(crate::streams::StreamOp::Close { name });
+    }
+
+    /// Takes the stream operations queued since the last call, in program order.
+    pub(crate) fn take_stream_ops(&self) -> Vec<crate::streams::StreamOp> {
+        std::mem::take(&mut self.machine.lock().stream_ops)
     }
 }

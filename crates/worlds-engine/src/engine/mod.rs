@@ -19,9 +19,13 @@ pub(crate) mod definitions;
 pub(crate) mod errors;
 mod executor;
 mod hooks;
+mod idempotency;
 pub(crate) mod machine;
 mod recovery;
 mod sharing;
+mod start;
+pub(crate) mod steps;
+mod streams;
 mod timers;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
@@ -36,12 +40,11 @@ use crate::clock::Clock;
 use crate::error::{codes, StructuredError, WorldError};
 use crate::ids::IdGenerator;
 use crate::model::{
-    ActivityOptions, Event, EventKind, ResolveData, RunStatus, WorkflowOptions, WorkflowState,
-    EVENT_FORMAT_VERSION,
+    ActivityOptions, Event, EventKind, ResolveData, RunStatus, WorkflowState, EVENT_FORMAT_VERSION,
 };
 use crate::payload::Payload;
 use crate::queue::{QueueEntry, TaskQueue};
-use crate::store::{Store, Timer, TimerKind};
+use crate::store::{Store, Timer};
 use crate::world::WorldConfig;
 
 use definitions::Registry;
@@ -128,6 +131,12 @@ pub(crate) struct Engine {
     pub(crate) metrics: crate::telemetry::metrics::MetricsRecorder,
     /// The hook token key and webhook base URL.
     pub(crate) hook_kit: Arc<crate::hooks::HookKit>,
+    /// Idempotency keys being started, and recently started, by this process.
+    keys: idempotency::IdempotencyKeys,
+    /// Closures of named steps (`ctx.step`) waiting to run or running.
+    pub(crate) local_steps: Arc<steps::LocalSteps>,
+    /// Application state for steps (`world.provide`, `ctx.resource`).
+    pub(crate) resources: Arc<crate::resources::Resources>,
 }
 
 impl Engine {
@@ -135,6 +144,8 @@ impl Engine {
         let hook_kit = Arc::new(crate::hooks::HookKit::for_config(&config));
         Self {
             hook_kit,
+            local_steps: Arc::default(),
+            resources: Arc::default(),
             ids: Arc::new(IdGenerator::new(clock.clone())),
             config,
             clock,
@@ -150,6 +161,7 @@ impl Engine {
             waiters: Mutex::new(FxHashMap::default()),
             cancels: Mutex::new(FxHashMap::default()),
             metrics: Default::default(),
+            keys: Default::default(),
         }
     }
 
@@ -217,92 +229,6 @@ impl Engine {
             });
         }
         Ok(())
-    }
-
-    /// Accepts a new run: validates it, records `workflow_queued`, queues its first task.
-    pub(crate) async fn create_run(
-        &self,
-        name: &str,
-        input: Payload,
-        options: WorkflowOptions,
-        parent: Option<(String, u32)>,
-        run_id: Option<String>,
-    ) -> Result<(String, String), WorldError> {
-        if !self.accepting.load(Ordering::Acquire) {
-            return Err(WorldError::Unavailable(
-                "the world is shutting down and accepts no new runs".into(),
-            ));
-        }
-        let def = self
-            .registry
-            .workflow(name)
-            .ok_or_else(|| WorldError::UnknownWorkflow { name: name.into() })?;
-        let options = options.or(&def.options);
-        self.check_payload(|| format!("input of workflow '{name}'"), &input)?;
-        (def.validate)(&input).map_err(|e| {
-            WorldError::invalid(
-                "input",
-                format!("does not match the input type of workflow '{name}': {e}"),
-            )
-        })?;
-        if let Some(id) = &options.workflow_id {
-            if id.is_empty() {
-                return Err(WorldError::invalid("workflow_id", "must not be empty"));
-            }
-        }
-        let run_id = run_id.unwrap_or_else(|| self.ids.run_id());
-        let workflow_id = options
-            .workflow_id
-            .clone()
-            .unwrap_or_else(|| run_id.clone());
-        let priority = options.priority.unwrap_or(0);
-        let timeout_ms = options.timeout.map(|d| d.as_millis());
-        let (parent_id, parent_position) = match parent {
-            Some((id, position)) => (Some(id), Some(position)),
-            None => (None, None),
-        };
-        let first = self.event(
-            &run_id,
-            EventKind::WorkflowQueued {
-                name: name.to_owned(),
-                workflow_id: workflow_id.clone(),
-                input,
-                parent_id,
-                parent_position,
-                task_queue: options.task_queue.clone(),
-                priority,
-                timeout_ms,
-                failure_strategy: Some(
-                    options
-                        .failure_strategy
-                        .unwrap_or(self.config.failure_strategy),
-                ),
-                max_retries: Some(options.max_retries.unwrap_or(DEFAULT_MAX_RETRIES)),
-            },
-        );
-        let created_at = first.timestamp;
-        self.store.create_run(first).await?;
-        self.metrics.run_created(&run_id, created_at);
-        if let Some(ms) = timeout_ms {
-            self.add_timer(Timer {
-                fire_at: created_at.saturating_add(ms as i64),
-                run_id: run_id.clone(),
-                kind: TimerKind::RunTimeout,
-            })
-            .await?;
-        }
-        let run: Arc<str> = run_id.as_str().into();
-        {
-            let mut runs = self.runs.lock();
-            let slot = runs.entry(run.clone()).or_default();
-            slot.route = Route {
-                priority,
-                task_queue: options.task_queue.as_deref().map(Arc::from),
-                workflow_id: workflow_id.clone(),
-            };
-        }
-        self.schedule_workflow(&run);
-        Ok((run_id, workflow_id))
     }
 
     /// Gives an existing run (read back from the store) a scheduling slot.
@@ -461,6 +387,7 @@ impl Engine {
     /// and its parent hears of the result.
     pub(crate) async fn on_terminal(&self, state: &WorkflowState) {
         self.let_go(state).await;
+        self.close_run_streams(&state.id).await;
         self.dispose_hooks(state).await;
         self.notify_parent(state).await;
     }
@@ -469,6 +396,7 @@ impl Engine {
     /// steps, the cached machine) and wakes whoever waits on it.
     pub(crate) async fn let_go(&self, state: &WorkflowState) {
         let run_id = state.id.as_str();
+        self.local_steps.forget_run(run_id);
         let _ = self.store.remove_run_timers(run_id).await;
         // The timer service may be asleep until one of the removed timers.
         self.timer_wake.notify_one();

@@ -86,6 +86,10 @@ pub enum EventKind {
         /// How many restarts the `retry` strategy allows.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         max_retries: Option<u32>,
+        /// The caller's idempotency key, if any: a second start with the same key soon after
+        /// returns this run (see `WorkflowOptions::idempotency_key`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        idempotency_key: Option<String>,
     },
     /// A worker began executing the workflow function (again, for a retried workflow).
     WorkflowStarted {
@@ -170,6 +174,10 @@ pub enum EventKind {
         /// Options the workflow set for this call, over the activity's defaults.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         options: Option<ActivityOptions>,
+        /// A named step (`ctx.step`): its code is a closure in the workflow, not a registered
+        /// activity.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        inline: bool,
     },
     /// A worker began an attempt of the activity.
     ActivityStarted {
@@ -328,6 +336,16 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// The idempotency key of a `workflow_queued` event, if it carries one.
+    pub fn idempotency_key(&self) -> Option<&str> {
+        match self {
+            EventKind::WorkflowQueued {
+                idempotency_key, ..
+            } => idempotency_key.as_deref(),
+            _ => None,
+        }
+    }
+
     /// The event's type name as written in history (`activity_completed`, …).
     pub fn type_name(&self) -> &'static str {
         match self {

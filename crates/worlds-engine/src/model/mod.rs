@@ -13,7 +13,7 @@ mod status;
 
 pub use event::{Event, EventKind, ValueKind, EVENT_FORMAT_VERSION};
 pub use hook::{HookState, HookStatus};
-pub use options::{ActivityOptions, FailureStrategy, WorkflowOptions};
+pub use options::{ActivityOptions, FailureStrategy, OnConflict, WorkflowOptions};
 pub use query::{Page, ResolveData, StatusFilter, WorkflowQueryFilter};
 pub use state::{ActivityState, ActivityStatus, CompensationState, PendingRetry, WorkflowState};
 pub use status::RunStatus;

@@ -24,6 +24,26 @@ pub enum FailureStrategy {
     Quarantine,
 }
 
+/// What starting a run does when its workflow id is already taken by another run.
+///
+/// ```
+/// use worlds_engine::{OnConflict, WorkflowOptions};
+/// let opts = WorkflowOptions::new()
+///     .workflow_id("order-42")
+///     .on_conflict(OnConflict::UseExisting);
+/// assert_eq!(opts.on_conflict, Some(OnConflict::UseExisting));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum OnConflict {
+    /// Refuse with a conflict error (409). The default.
+    #[default]
+    Fail,
+    /// Return a handle to the run that holds the id, whatever its status, if it is a run of
+    /// the same workflow (a run of another workflow is still a conflict).
+    UseExisting,
+}
+
 /// Options for one workflow, set on its definition and/or per `execute` call (the call wins).
 ///
 /// ```
@@ -51,6 +71,13 @@ pub struct WorkflowOptions {
     pub max_retries: Option<u32>,
     /// The run fails if it has not finished this long after it was queued.
     pub timeout: Option<Dur>,
+    /// A key naming this request to start a run: starting again with the same key within the
+    /// world's `idempotency_ttl` (5 s by default) of the first start returns the first run
+    /// instead of starting another. Meant for retries of one request (a client resending, a
+    /// load balancer duplicating), not as a lasting id: use `workflow_id` for that.
+    pub idempotency_key: Option<String>,
+    /// What to do when `workflow_id` is taken. Default [`OnConflict::Fail`].
+    pub on_conflict: Option<OnConflict>,
 }
 
 impl WorkflowOptions {
@@ -95,9 +122,32 @@ impl WorkflowOptions {
         self
     }
 
+    /// Sets the idempotency key: a start repeated with this key within the world's
+    /// `idempotency_ttl` returns the run the first one started.
+    ///
+    /// ```
+    /// use worlds_engine::WorkflowOptions;
+    /// let opts = WorkflowOptions::new().idempotency_key("req-7f3a");
+    /// assert_eq!(opts.idempotency_key.as_deref(), Some("req-7f3a"));
+    /// ```
+    pub fn idempotency_key(mut self, key: impl Into<String>) -> Self {
+        self.idempotency_key = Some(key.into());
+        self
+    }
+
+    /// Sets what to do when the workflow id is taken.
+    pub fn on_conflict(mut self, policy: OnConflict) -> Self {
+        self.on_conflict = Some(policy);
+        self
+    }
+
     /// These options, with every unset field taken from `defaults`.
     pub fn or(self, defaults: &WorkflowOptions) -> WorkflowOptions {
         WorkflowOptions {
+            idempotency_key: self
+                .idempotency_key
+                .or_else(|| defaults.idempotency_key.clone()),
+            on_conflict: self.on_conflict.or(defaults.on_conflict),
             workflow_id: self.workflow_id.or_else(|| defaults.workflow_id.clone()),
             task_queue: self.task_queue.or_else(|| defaults.task_queue.clone()),
             priority: self.priority.or(defaults.priority),

@@ -49,6 +49,9 @@ pub struct ActivityState {
     /// Options the workflow set for this call, over the activity's defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<ActivityOptions>,
+    /// A named step (`ctx.step`), whose code lives in the workflow.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub inline: bool,
     /// Result, once completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Payload>,
@@ -146,6 +149,9 @@ pub struct WorkflowState {
     /// Restarts the `retry` strategy allows (`None`: the default, 3).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_retries: Option<u32>,
+    /// The idempotency key it was started with, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
     /// Set when the run is quarantined: why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quarantine: Option<String>,
@@ -188,6 +194,7 @@ impl WorkflowState {
             timeout_ms,
             failure_strategy,
             max_retries,
+            idempotency_key,
         } = &event.kind
         else {
             return Err(WorldError::Internal(format!(
@@ -216,6 +223,7 @@ impl WorkflowState {
             attempt: 0,
             failure_strategy: *failure_strategy,
             max_retries: *max_retries,
+            idempotency_key: idempotency_key.clone(),
             quarantine: None,
             activities: Vec::new(),
             children: Vec::new(),
@@ -601,6 +609,7 @@ impl WorkflowState {
                 name,
                 input,
                 options,
+                inline,
             } => {
                 self.activity_index.insert(*position, self.activities.len());
                 self.activities.push(ActivityState {
@@ -611,6 +620,7 @@ impl WorkflowState {
                     attempt: 0,
                     input: Some(input.clone()),
                     options: options.clone(),
+                    inline: *inline,
                     output: None,
                     error: None,
                     scheduled_at: at,
@@ -795,6 +805,7 @@ mod tests {
                 timeout_ms: None,
                 failure_strategy: None,
                 max_retries: None,
+                idempotency_key: None,
             },
         )
     }
@@ -813,6 +824,7 @@ mod tests {
                 name: "a".into(),
                 input: Payload::null(),
                 options: None,
+                inline: false,
             },
             EventKind::ActivityStarted {
                 position: 0,

@@ -9,6 +9,7 @@
 //!   state/lock                        held (exclusive) while a HybridStore has the directory open
 //!   state/wal.ndjson                  every acknowledged write not yet compacted, in order
 //!   workflows/{run_id}.events.ndjson  one JSON event per line, in seq order
+//!   streams/{run_id}/{name}.ndjson    stream chunks, outside the WAL (see `store/streams/files.rs`)
 //! ```
 //!
 //! Every `create_run` and `append` is checked and applied to the memory store's tip (so the next
@@ -124,6 +125,8 @@ struct Inner {
 /// ```
 pub struct HybridStore {
     inner: Arc<Inner>,
+    /// The runs' streams, under `streams/` (see `store/streams/files.rs`).
+    pub(in crate::store) streams: super::streams::FileStreams,
     compactor: Mutex<Option<tokio::task::JoinHandle<()>>>,
     flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -201,6 +204,7 @@ impl HybridStore {
                 .map_err(|e| WorldError::Internal(format!("could not start the WAL thread: {e}")))?
         };
         Ok(HybridStore {
+            streams: super::streams::FileStreams::new(&inner.root, false, false),
             inner,
             compactor: Mutex::new(compactor),
             flusher: Mutex::new(Some(flusher)),
@@ -571,6 +575,14 @@ impl RunStore for HybridStore {
             Ok(((), encode(&[Arc::new(first)])?, Some((run, 1))))
         })
         .await
+    }
+
+    async fn find_by_idempotency_key(
+        &self,
+        key: &str,
+        since: Millis,
+    ) -> Result<Option<String>, WorldError> {
+        self.inner.memory.find_by_idempotency_key(key, since).await
     }
 
     async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {

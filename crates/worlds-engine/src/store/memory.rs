@@ -68,9 +68,52 @@ struct Index {
     by_status: HashMap<RunStatus, BTreeSet<String>>,
     by_name: HashMap<String, BTreeSet<String>>,
     by_parent: HashMap<String, BTreeSet<String>>,
+    /// Idempotency key → the newest run started with it, and when.
+    by_idempotency_key: HashMap<String, (String, Millis)>,
 }
 
 impl Index {
+    /// Files a new run under its id, workflow id, name, parent and idempotency key, refusing
+    /// a taken run id or workflow id. Not under a status: the caller files it.
+    fn add_run(&mut self, state: &WorkflowState) -> Result<(), WorldError> {
+        let id = &state.id;
+        if self.ids.contains(id) {
+            return Err(WorldError::conflict(format!(
+                "a run with id {id} already exists"
+            )));
+        }
+        if let Some(existing) = self.by_workflow_id.get(&state.workflow_id) {
+            return Err(WorldError::conflict(format!(
+                "workflow id '{}' is already used by run {existing}; workflow ids must be unique",
+                state.workflow_id
+            )));
+        }
+        self.ids.insert(id.clone());
+        self.by_workflow_id
+            .insert(state.workflow_id.clone(), id.clone());
+        self.by_name
+            .entry(state.name.clone())
+            .or_default()
+            .insert(id.clone());
+        if let Some(parent) = &state.parent_id {
+            self.by_parent
+                .entry(parent.clone())
+                .or_default()
+                .insert(id.clone());
+        }
+        if let Some(key) = &state.idempotency_key {
+            let newer = self
+                .by_idempotency_key
+                .get(key)
+                .is_none_or(|(_, at)| *at <= state.created_at);
+            if newer {
+                self.by_idempotency_key
+                    .insert(key.clone(), (id.clone(), state.created_at));
+            }
+        }
+        Ok(())
+    }
+
     /// Files the run under `now`, removing it from the statuses it may have been filed under.
     fn set_status(&mut self, run_id: &str, was: &[RunStatus], now: RunStatus) {
         for status in was {
@@ -102,6 +145,8 @@ pub struct MemoryStore {
     timers: Mutex<Timers>,
     /// Taken after a run's lock, never before one.
     hooks: Mutex<HookIndex>,
+    /// The runs' streams (see `store/streams/memory.rs`).
+    pub(in crate::store) streams: super::streams::MemoryStreams,
 }
 
 impl MemoryStore {
@@ -133,33 +178,7 @@ impl MemoryStore {
         // The index lock is taken first and held while the run is inserted, so two creations
         // of one workflow id cannot both pass the uniqueness check.
         let mut index = self.index.lock();
-        if index.ids.contains(&id) {
-            return Err(WorldError::conflict(format!(
-                "a run with id {id} already exists"
-            )));
-        }
-        if let Some(existing) = index.by_workflow_id.get(&state.workflow_id) {
-            return Err(WorldError::conflict(format!(
-                "workflow id '{}' is already used by run {existing}; workflow ids must be unique",
-                state.workflow_id
-            )));
-        }
-        index.ids.insert(id.clone());
-        index
-            .by_workflow_id
-            .insert(state.workflow_id.clone(), id.clone());
-        index
-            .by_name
-            .entry(state.name.clone())
-            .or_default()
-            .insert(id.clone());
-        if let Some(parent) = &state.parent_id {
-            index
-                .by_parent
-                .entry(parent.clone())
-                .or_default()
-                .insert(id.clone());
-        }
+        index.add_run(&state)?;
         let visible_status = state.status;
         let entry = Entry {
             state,
@@ -279,6 +298,50 @@ impl RunStore for MemoryStore {
         let run = self.create_unpublished(first)?;
         self.publish(&run, 1);
         Ok(())
+    }
+
+    /// Takes the index lock once for the whole batch.
+    async fn create_runs(&self, firsts: Vec<Event>) -> Vec<Result<(), WorldError>> {
+        let mut results = Vec::with_capacity(firsts.len());
+        let mut created = Vec::with_capacity(firsts.len());
+        let mut index = self.index.lock();
+        for mut first in firsts {
+            first.seq = 0;
+            let added = WorkflowState::from_first_event(&first)
+                .and_then(|state| index.add_run(&state).map(|()| state));
+            match added {
+                Ok(state) => {
+                    index.set_status(&state.id, &[], state.status);
+                    let entry = Entry {
+                        visible_status: state.status,
+                        state,
+                        history: vec![Arc::new(first)],
+                        visible: 1,
+                    };
+                    created.push(entry);
+                    results.push(Ok(()));
+                }
+                Err(refused) => results.push(Err(refused)),
+            }
+        }
+        let mut runs = self.runs.write();
+        for entry in created {
+            runs.insert(entry.state.id.clone(), Arc::new(Mutex::new(entry)));
+        }
+        results
+    }
+
+    async fn find_by_idempotency_key(
+        &self,
+        key: &str,
+        since: Millis,
+    ) -> Result<Option<String>, WorldError> {
+        let index = self.index.lock();
+        Ok(index
+            .by_idempotency_key
+            .get(key)
+            .filter(|(_, at)| *at >= since)
+            .map(|(run_id, _)| run_id.clone()))
     }
 
     async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {

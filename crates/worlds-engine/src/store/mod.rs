@@ -1,15 +1,17 @@
 //! Storage: the [`Store`] contract and its implementations (memory, file, hybrid).
 //!
-//! A store keeps each run's history (append-only), the run state materialized from it, and the
-//! durable timers. The contract is split by duty — [`RunStore`] for runs and their events,
-//! [`TimerStore`] for timers — and [`Store`] is their sum. Every backend materializes state with
-//! the same rules ([`WorkflowState::check`] and [`WorkflowState::apply`]), so they agree on
-//! what a history means; one conformance suite (`tests/store_conformance.rs`) runs against each.
+//! A store keeps each run's history (append-only), the run state materialized from it, the
+//! durable timers and the runs' streams. The contract is split by duty — [`RunStore`] for runs
+//! and their events, [`TimerStore`] for timers, [`StreamStore`] for streams — and [`Store`] is
+//! their sum. Every backend materializes state with the same rules ([`WorkflowState::check`]
+//! and [`WorkflowState::apply`]), so they agree on what a history means; one conformance suite
+//! (`tests/store_conformance.rs`) runs against each.
 
 mod file;
 mod hook_index;
 mod hybrid;
 mod memory;
+mod streams;
 
 use std::sync::Arc;
 
@@ -26,6 +28,7 @@ pub use file::FileStore;
 pub use hook_index::HookRef;
 pub use hybrid::HybridStore;
 pub use memory::MemoryStore;
+pub use streams::{NewChunk, StreamSignal, StreamStore};
 
 /// The result of an append.
 #[derive(Debug, Clone, PartialEq)]
@@ -42,6 +45,49 @@ pub trait RunStore: Send + Sync {
     /// Creates a run from its first event (`workflow_queued`). Fails with a conflict (409) if the
     /// run id or its workflow id is taken.
     async fn create_run(&self, first: Event) -> Result<(), WorldError>;
+
+    /// Creates many runs, each from its first event as [`create_run`](Self::create_run) would;
+    /// result `i` is that of `firsts[i]`, so some may be refused while the rest are created. Of
+    /// two that share a workflow id, one is refused.
+    ///
+    /// The default starts every creation at once and waits for all, which lets a store that
+    /// groups concurrent writes into one commit (the hybrid store) do so; the memory store
+    /// takes its index lock once, the file store syncs its directory once.
+    async fn create_runs(&self, firsts: Vec<Event>) -> Vec<Result<(), WorldError>> {
+        futures::future::join_all(firsts.into_iter().map(|first| self.create_run(first))).await
+    }
+
+    /// The id of the newest run whose `workflow_queued` carries this idempotency key and was
+    /// created at or after `since` (ms since the Unix epoch), if any. The default knows none:
+    /// a store without this index leaves de-duplication to the engine's memory.
+    async fn find_by_idempotency_key(
+        &self,
+        key: &str,
+        since: Millis,
+    ) -> Result<Option<String>, WorldError> {
+        let _ = (key, since);
+        Ok(None)
+    }
+
+    /// Creates a run like [`create_run`](Self::create_run), unless its `workflow_queued`
+    /// carries an idempotency key that a run created at or after `since` already has: then it
+    /// creates nothing and returns `Some` of that run's id.
+    ///
+    /// The default looks up, then creates; the engine runs one start per key at a time within
+    /// a process, so only a store shared between processes (the file store) must make the two
+    /// one atomic step.
+    async fn create_run_once(
+        &self,
+        first: Event,
+        since: Millis,
+    ) -> Result<Option<String>, WorldError> {
+        if let Some(key) = first.kind.idempotency_key() {
+            if let Some(existing) = self.find_by_idempotency_key(key, since).await? {
+                return Ok(Some(existing));
+            }
+        }
+        self.create_run(first).await.map(|()| None)
+    }
 
     /// Appends events to a run's history atomically: all are stored or none. The store assigns
     /// `seq` and refuses events the run's state does not accept (see [`WorkflowState::check`]):
@@ -179,6 +225,6 @@ pub trait TimerStore: Send + Sync {
 }
 
 /// A complete storage backend.
-pub trait Store: RunStore + TimerStore {}
+pub trait Store: RunStore + TimerStore + StreamStore {}
 
-impl<T: RunStore + TimerStore> Store for T {}
+impl<T: RunStore + TimerStore + StreamStore> Store for T {}

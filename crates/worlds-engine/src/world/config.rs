@@ -87,6 +87,10 @@ pub struct WorldConfig {
     /// generated key in `state/hook-key` (owner-only), and a memory world draws a new one.
     #[serde(skip)]
     pub hook_secret: Option<HookSecret>,
+    /// How long an idempotency key keeps returning the run it started: a start with the same
+    /// key within this time of the first returns that run; after it, a new run starts.
+    /// Default 5 s.
+    pub idempotency_ttl: Dur,
     /// The start of every webhook URL: a webhook's URL is this, `/`, and its token. Default
     /// `http://localhost:3000/webhooks`.
     pub webhook_base_url: String,
@@ -129,6 +133,7 @@ impl Default for WorldConfig {
             shared_poll_interval: Dur(Duration::from_secs(1)),
             hook_secret: None,
             webhook_base_url: "http://localhost:3000/webhooks".to_owned(),
+            idempotency_ttl: Dur(Duration::from_secs(5)),
         }
     }
 }

@@ -1,7 +1,9 @@
 //! The world: the object a program creates, registers definitions on, and starts runs with.
 
+mod batch;
 mod config;
 mod handle;
+mod streams;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -187,8 +189,14 @@ impl World {
 
     /// Starts a run of a workflow and returns a handle to it.
     ///
-    /// Errors: the workflow is not registered (404), the workflow id is taken (409), the input is
-    /// over the payload limit (413) or does not match the workflow's input type (400).
+    /// Errors: the workflow is not registered (404), the workflow id is taken (409, unless the
+    /// options say [`OnConflict::UseExisting`](crate::OnConflict)), the input is over the
+    /// payload limit (413) or does not match the workflow's input type (400).
+    ///
+    /// With an [`idempotency_key`](WorkflowOptions::idempotency_key) used within the world's
+    /// `idempotency_ttl` before, no run starts: the handle is that of the run the key started.
+    /// A start waits only while another start with the same key is being created, never while
+    /// a run executes.
     pub async fn execute<I, O>(
         &self,
         workflow: &Workflow<I, O>,
@@ -280,6 +288,14 @@ impl World {
         self.engine.cancel_run(id, None).await
     }
 
+    /// Gives steps a value of type `T` (a database pool, an HTTP client), read with
+    /// [`ActivityContext::resource`](crate::ActivityContext::resource); a second value of the
+    /// same type replaces the first. See [`crate::resources`].
+    pub fn provide<T: Send + Sync + 'static>(&self, value: T) -> &Self {
+        self.engine.resources.provide(value);
+        self
+    }
+
     /// Resumes the hook holding `token` with a payload; its run continues from `hook.wait()`.
     ///
     /// Errors: no waiting hook has the token (404: it never existed, or its run finished);
@@ -304,6 +320,29 @@ impl World {
         request: &crate::WebhookRequest,
     ) -> Result<crate::HookResumed, WorldError> {
         self.resume_hook(token, request).await
+    }
+
+    /// An axum [`Router`](axum::Router) that resumes webhooks: any request to
+    /// `{path of webhook_base_url}/{token}` resumes the webhook holding `token` and is answered
+    /// `202`. Merge it into your own server, or use [`serve_webhooks`](Self::serve_webhooks).
+    pub fn webhook_router(&self) -> axum::Router {
+        crate::http::webhooks_router(self.engine.clone())
+    }
+
+    /// Serves [`webhook_router`](Self::webhook_router) on `addr` until the returned server is
+    /// shut down or dropped.
+    ///
+    /// ```no_run
+    /// # async fn demo(world: &worlds_engine::World) -> Result<(), worlds_engine::WorldError> {
+    /// let server = world.serve_webhooks("127.0.0.1:3000").await?;
+    /// println!("webhooks at http://{}/webhooks/TOKEN", server.local_addr());
+    /// # Ok(()) }
+    /// ```
+    pub async fn serve_webhooks(
+        &self,
+        addr: impl tokio::net::ToSocketAddrs,
+    ) -> Result<crate::http::WebhookServer, WorldError> {
+        crate::http::WebhookServer::start(self.engine.clone(), addr).await
     }
 
     /// [`cancel`](Self::cancel), recording why in the `workflow_cancelled` event.

@@ -54,6 +54,7 @@ impl Maker {
                 timeout_ms: None,
                 failure_strategy: None,
                 max_retries: None,
+                idempotency_key: None,
             },
         )
     }
@@ -89,6 +90,7 @@ pub fn step(position: u32) -> Vec<EventKind> {
             name: "s".to_owned(),
             input: Payload::from(json!(position)),
             options: None,
+            inline: false,
         },
         EventKind::ActivityStarted {
             position,

@@ -11,7 +11,9 @@
 //!   state/inbox/{member}/{run_id}     "run_id changed": a note for the member driving it
 //!   leases/{run_id}                   the member driving the run
 //!   ids/{hex of workflow id}          reserves a workflow id across processes
+//!   ids/key-{hex of key}              the run an idempotency key last started, and when
 //!   workflows/{run_id}.events.ndjson  one JSON event per line, in seq order
+//!   streams/{run_id}/{name}.ndjson    one stream chunk per line (see `store/streams/files.rs`)
 //! ```
 //!
 //! Every acknowledged `create_run` and `append` is on disk (`sync_data`) before it returns.
@@ -35,7 +37,9 @@
 //! Timers are kept in memory only, by the process driving the run: whoever starts driving a run
 //! re-arms its timers from history (see `engine::recovery`), so they need no file of their own.
 
+mod create;
 mod format;
+mod keys;
 mod lease;
 mod log;
 
@@ -105,6 +109,8 @@ pub struct FileStore {
     member: Option<Membership>,
     /// What loading found but left alone (read-only mode only).
     warnings: Vec<String>,
+    /// The runs' streams, under `streams/` (see `store/streams/files.rs`).
+    pub(in crate::store) streams: super::streams::FileStreams,
 }
 
 impl std::fmt::Debug for FileStore {
@@ -154,6 +160,7 @@ impl FileStore {
         member.sweep_dead_members();
 
         let store = FileStore {
+            streams: super::streams::FileStreams::new(&root, true, false),
             root,
             workflows,
             memory: MemoryStore::new(),
@@ -188,6 +195,7 @@ impl FileStore {
         }
         let mut warnings = format::check_format(&root, true)?;
         let mut store = FileStore {
+            streams: super::streams::FileStreams::new(&root, true, true),
             root,
             workflows,
             memory: MemoryStore::new(),
@@ -384,47 +392,6 @@ impl FileStore {
             path.display()
         ))
     }
-
-    /// Writes a new run's log: a temporary file named for this member, synced, then linked into
-    /// place (failing if the run exists) and the directory synced, so a crash never leaves half a
-    /// run and two processes cannot both create one.
-    fn create_log(
-        &self,
-        member: &Membership,
-        path: &Path,
-        line: &[u8],
-    ) -> Result<File, WorldError> {
-        let mut tmp = path.as_os_str().to_owned();
-        tmp.push(format!(".{}{TMP_SUFFIX}", member.id));
-        let tmp = PathBuf::from(tmp);
-        let _ = fs::remove_file(&tmp);
-        let mut file = OpenOptions::new()
-            .read(true)
-            .append(true)
-            .create_new(true)
-            .open(&tmp)
-            .map_err(|e| io_error("could not create", &tmp, e))?;
-        file.write_all(line)
-            .and_then(|()| file.sync_all())
-            .map_err(|e| io_error("could not write", &tmp, e))?;
-        let linked = fs::hard_link(&tmp, path);
-        let _ = fs::remove_file(&tmp);
-        match linked {
-            Ok(()) => {}
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                return Err(WorldError::conflict(format!(
-                    "a run with id {} already exists",
-                    path.file_name()
-                        .and_then(|n| n.to_str())
-                        .and_then(|n| n.strip_suffix(LOG_SUFFIX))
-                        .unwrap_or("?")
-                )))
-            }
-            Err(e) => return Err(io_error("could not link", path, e)),
-        }
-        sync_dir(&self.workflows)?;
-        Ok(file)
-    }
 }
 
 /// Applies what the run's log holds beyond `log.len` to memory. With `exclusive` (the caller
@@ -490,75 +457,28 @@ fn catch_up(
 // The locks and fsyncs are blocking calls made on the async task; the work per call is small.
 #[async_trait]
 impl RunStore for FileStore {
-    async fn create_run(&self, mut first: Event) -> Result<(), WorldError> {
-        let member = self.writable()?;
-        let run_id = first.run_id.clone();
-        check_run_id(&run_id)?;
-        let path = self.log_path(&run_id);
-        let slot: Slot = Arc::new(tokio::sync::Mutex::new(RunLog {
-            path: path.clone(),
-            file: None,
-            broken: false,
-            len: 0,
-            count: 0,
-            finished: false,
-            holder: Some(member.id.clone()),
-        }));
-        // Reserve the run id (appends to it wait on the slot until the file exists).
-        let mut log = slot.clone().lock_owned().await;
-        {
-            let mut logs = self.logs.lock();
-            if logs.contains_key(&run_id) {
-                return Err(WorldError::conflict(format!(
-                    "a run with id {run_id} already exists"
-                )));
-            }
-            logs.insert(run_id.clone(), slot);
-        }
-        let workflow_id = match &first.kind {
-            crate::model::EventKind::WorkflowQueued { workflow_id, .. }
-                if *workflow_id != run_id =>
-            {
-                Some(workflow_id.clone())
-            }
-            _ => None,
-        };
-        if let Some(workflow_id) = &workflow_id {
-            let workflows = &self.workflows;
-            let reserved = member.reserve_workflow_id(workflow_id, &run_id, |held| {
-                log_path(workflows, held).exists()
-            });
-            if let Err(refused) = reserved {
-                self.logs.lock().remove(&run_id);
-                return Err(refused);
-            }
-        }
-        if let Err(refused) = self.memory.create_run(first.clone()).await {
-            self.logs.lock().remove(&run_id);
-            if let Some(workflow_id) = &workflow_id {
-                member.release_workflow_id(workflow_id);
-            }
-            return Err(refused);
-        }
-        first.seq = 0;
-        let written = member.take_lease(&run_id).and_then(|()| {
-            encode(&[Arc::new(first)]).and_then(|line| {
-                let file = self.create_log(member, &path, &line)?;
-                Ok((file, line.len() as u64))
-            })
-        });
-        match written {
-            Ok((file, len)) => {
-                log.file = Some(file);
-                log.len = len;
-                log.count = 1;
-                Ok(())
-            }
-            Err(e) => {
-                log.broken = true;
-                Err(Self::inconsistent(&run_id, &path, &e))
-            }
-        }
+    async fn create_run(&self, first: Event) -> Result<(), WorldError> {
+        self.create_one(first, true).await
+    }
+
+    async fn create_runs(&self, firsts: Vec<Event>) -> Vec<Result<(), WorldError>> {
+        self.create_many(firsts).await
+    }
+
+    async fn find_by_idempotency_key(
+        &self,
+        key: &str,
+        since: Millis,
+    ) -> Result<Option<String>, WorldError> {
+        self.find_key(key, since).await
+    }
+
+    async fn create_run_once(
+        &self,
+        first: Event,
+        since: Millis,
+    ) -> Result<Option<String>, WorldError> {
+        self.create_once(first, since).await
     }
 
     async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {

@@ -1,0 +1,171 @@
+//! Free functions that act on the workflow (or step) the calling code runs in, without passing
+//! its context around: `current::sleep("1h")` inside a workflow is `ctx.sleep("1h")`.
+//!
+//! The engine makes the context available to everything the workflow (or step) future polls,
+//! including helper functions several calls deep. Called anywhere else these return
+//! [`ContextError::OutsideWorkflow`] (or `OutsideStep`) — an error, never a panic.
+//!
+//! ```
+//! use worlds_engine::prelude::*;
+//! use worlds_engine::current;
+//!
+//! /// A helper that needs no context parameter.
+//! async fn wait_a_day() -> Result<(), ContextError> {
+//!     current::sleep("1d").await
+//! }
+//!
+//! let flow = workflow("patient", |_ctx: WorkflowContext, _: ()| async move {
+//!     let meta = current::get_workflow_metadata()?;
+//!     wait_a_day().await?;
+//!     Ok::<_, WorkflowError>(meta.run_id)
+//! });
+//! # let _ = flow;
+//! # let err = futures::executor::block_on(current::sleep("1s")).unwrap_err();
+//! # assert!(matches!(err, ContextError::OutsideWorkflow { .. }));
+//! ```
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+use crate::clock::Millis;
+use crate::duration::IntoDuration;
+use crate::engine::context::{CommandFuture, WorkflowContext, WorkflowMetadata};
+use crate::engine::errors::ContextError;
+use crate::hooks::{Hook, HookOptions, Webhook};
+use crate::ActivityContext;
+
+tokio::task_local! {
+    static WORKFLOW: WorkflowContext;
+    static STEP: ActivityContext;
+}
+
+/// Runs `future` with `ctx` as the current workflow.
+pub(crate) fn in_workflow<F: Future>(
+    ctx: WorkflowContext,
+    future: F,
+) -> impl Future<Output = F::Output> {
+    WORKFLOW.scope(ctx, future)
+}
+
+/// Runs `future` with `ctx` as the current step.
+pub(crate) fn in_step<F: Future>(
+    ctx: ActivityContext,
+    future: F,
+) -> impl Future<Output = F::Output> {
+    STEP.scope(ctx, future)
+}
+
+/// The context of the workflow this code runs in.
+pub fn workflow_context(call: &'static str) -> Result<WorkflowContext, ContextError> {
+    WORKFLOW
+        .try_with(WorkflowContext::clone)
+        .map_err(|_| ContextError::OutsideWorkflow { call })
+}
+
+/// The context of the step this code runs in.
+pub fn step_context(call: &'static str) -> Result<ActivityContext, ContextError> {
+    STEP.try_with(ActivityContext::clone)
+        .map_err(|_| ContextError::OutsideStep { call })
+}
+
+/// A command of the current workflow, or the error of a call made outside one.
+#[must_use = "futures do nothing unless awaited"]
+#[derive(Debug)]
+pub struct Current<T> {
+    inner: Result<CommandFuture<T>, Option<ContextError>>,
+}
+
+impl<T> Current<T> {
+    fn from(result: Result<CommandFuture<T>, ContextError>) -> Self {
+        Current {
+            inner: result.map_err(Some),
+        }
+    }
+}
+
+impl<T: DeserializeOwned> Future for Current<T> {
+    type Output = Result<T, ContextError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Neither variant is structurally pinned: `CommandFuture` is `Unpin`.
+        let this = self.get_mut();
+        match &mut this.inner {
+            Ok(command) => Pin::new(command).poll(cx),
+            Err(error) => Poll::Ready(Err(error.take().unwrap_or(ContextError::OutsideWorkflow {
+                call: "a workflow function polled after it finished",
+            }))),
+        }
+    }
+}
+
+/// Durable sleep of the current workflow ([`WorkflowContext::sleep`]).
+pub fn sleep(duration: impl IntoDuration) -> Current<()> {
+    Current::from(workflow_context("sleep").map(|ctx| ctx.sleep(duration)))
+}
+
+/// Durable sleep of the current workflow until a time in ms since the Unix epoch
+/// ([`WorkflowContext::sleep_until`]).
+pub fn sleep_until(at: Millis) -> Current<()> {
+    Current::from(workflow_context("sleep_until").map(|ctx| ctx.sleep_until(at)))
+}
+
+/// A durable HTTP request of the current workflow ([`WorkflowContext::fetch`]).
+pub fn fetch(
+    url: &str,
+    request: crate::fetch::FetchRequest,
+) -> Current<crate::fetch::FetchResponse> {
+    Current::from(workflow_context("fetch").map(|ctx| ctx.fetch(url, request)))
+}
+
+/// A hook of the current workflow ([`WorkflowContext::create_hook`]).
+pub fn create_hook<T: DeserializeOwned>() -> Result<Hook<T>, ContextError> {
+    Ok(workflow_context("create_hook")?.create_hook())
+}
+
+/// A hook of the current workflow, with options ([`WorkflowContext::create_hook_with`]).
+pub fn create_hook_with<T: DeserializeOwned>(
+    options: HookOptions,
+) -> Result<Hook<T>, ContextError> {
+    Ok(workflow_context("create_hook_with")?.create_hook_with(options))
+}
+
+/// A webhook of the current workflow ([`WorkflowContext::create_webhook`]).
+pub fn create_webhook() -> Result<Webhook, ContextError> {
+    Ok(workflow_context("create_webhook")?.create_webhook())
+}
+
+/// Facts about the current workflow run: workflow id, run id, name, start time, attempt.
+pub fn get_workflow_metadata() -> Result<WorkflowMetadata, ContextError> {
+    Ok(workflow_context("get_workflow_metadata")?.get_metadata())
+}
+
+/// Facts about the step (activity attempt) this code runs in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StepMetadata {
+    /// The step id (`step_…`).
+    pub step_id: String,
+    /// The step's name (its activity's, or a named step's).
+    pub name: String,
+    /// The attempt, from 1.
+    pub attempt: u32,
+    /// The run the step belongs to.
+    pub run_id: String,
+    /// That run's workflow id.
+    pub workflow_id: String,
+}
+
+/// Facts about the current step: its id, name and attempt, and its run.
+pub fn get_step_metadata() -> Result<StepMetadata, ContextError> {
+    let ctx = step_context("get_step_metadata")?;
+    Ok(StepMetadata {
+        step_id: ctx.activity_id().to_owned(),
+        name: ctx.name().to_owned(),
+        attempt: ctx.attempt(),
+        run_id: ctx.run_id().to_owned(),
+        workflow_id: ctx.workflow_id().to_owned(),
+    })
+}

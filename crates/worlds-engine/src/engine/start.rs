@@ -1,0 +1,351 @@
+//! Accepting new runs: one at a time, many in one store call, and at most once per
+//! idempotency key within the key's time to live.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::error::WorldError;
+use crate::model::{Event, EventKind, OnConflict, ResolveData, WorkflowOptions};
+use crate::payload::Payload;
+use crate::queue::QueueEntry;
+use crate::store::{Timer, TimerKind};
+
+use super::definitions::WorkflowDef;
+use super::idempotency::{Claim, KeyedRun};
+use super::{Engine, Route, Task, DEFAULT_MAX_RETRIES};
+
+/// The run a start refers to: `(run id, workflow id)`.
+pub(crate) type Started = (String, String);
+
+/// A run checked and ready to be created: its first event and how its tasks are routed.
+struct NewRun {
+    name: Arc<str>,
+    first: Event,
+    route: Route,
+    timeout_ms: Option<u64>,
+    key: Option<String>,
+    on_conflict: OnConflict,
+}
+
+impl NewRun {
+    fn started(&self) -> Started {
+        (self.first.run_id.clone(), self.route.workflow_id.clone())
+    }
+}
+
+impl Engine {
+    fn check_accepting(&self) -> Result<(), WorldError> {
+        if self.accepting.load(Ordering::Acquire) {
+            Ok(())
+        } else {
+            Err(WorldError::Unavailable(
+                "the world is shutting down and accepts no new runs".into(),
+            ))
+        }
+    }
+
+    fn workflow_def(&self, name: &str) -> Result<WorkflowDef, WorldError> {
+        self.registry
+            .workflow(name)
+            .ok_or_else(|| WorldError::UnknownWorkflow { name: name.into() })
+    }
+
+    /// Accepts a new run: validates it, records `workflow_queued`, queues its first task.
+    ///
+    /// A start with an idempotency key seen within `idempotency_ttl` returns the run that key
+    /// started; one whose workflow id is taken returns that id's run if its options say
+    /// [`OnConflict::UseExisting`]. Child runs (`parent` set) do neither: their ids come from
+    /// their parent's history.
+    pub(crate) async fn create_run(
+        &self,
+        name: &str,
+        input: Payload,
+        options: WorkflowOptions,
+        parent: Option<(String, u32)>,
+        run_id: Option<String>,
+    ) -> Result<Started, WorldError> {
+        self.check_accepting()?;
+        let def = self.workflow_def(name)?;
+        let new = self.prepare(&def, input, options, parent, run_id)?;
+        self.create_prepared(new).await
+    }
+
+    /// Accepts many runs of one workflow. The outer error is for the whole batch (the world is
+    /// shutting down, the workflow is not registered); result `i` is that of `items[i]`, and a
+    /// refused item does not stop the others.
+    ///
+    /// Items without an idempotency key or the [`OnConflict::UseExisting`] policy are created
+    /// with one [`RunStore::create_runs`](crate::store::RunStore::create_runs) call and queued
+    /// together; the others go one by one afterwards, so they see the batch's own runs.
+    pub(crate) async fn create_runs(
+        &self,
+        name: &str,
+        items: Vec<Result<(Payload, WorkflowOptions), WorldError>>,
+    ) -> Result<Vec<Result<Started, WorldError>>, WorldError> {
+        self.check_accepting()?;
+        let def = self.workflow_def(name)?;
+        let mut results: Vec<Option<Result<Started, WorldError>>> = Vec::new();
+        let mut bulk = Vec::new();
+        let mut single = Vec::new();
+        for (i, item) in items.into_iter().enumerate() {
+            let new =
+                item.and_then(|(input, options)| self.prepare(&def, input, options, None, None));
+            match new {
+                Ok(new) if new.key.is_none() && new.on_conflict == OnConflict::Fail => {
+                    bulk.push((i, new));
+                    results.push(None);
+                }
+                Ok(new) => {
+                    single.push((i, new));
+                    results.push(None);
+                }
+                Err(refused) => results.push(Some(Err(refused))),
+            }
+        }
+        let firsts = bulk.iter().map(|(_, new)| new.first.clone()).collect();
+        let created = self.store.create_runs(firsts).await;
+        let mut admitted = Vec::with_capacity(bulk.len());
+        for ((i, new), outcome) in bulk.into_iter().zip(created) {
+            results[i] = Some(outcome.map(|()| new.started()));
+            if results[i].as_ref().is_some_and(Result::is_ok) {
+                admitted.push(new);
+            }
+        }
+        self.admit_many(&admitted).await;
+        for (i, new) in single {
+            results[i] = Some(self.create_prepared(new).await);
+        }
+        Ok(results
+            .into_iter()
+            .map(|r| r.unwrap_or_else(|| Err(WorldError::Internal("batch item lost".into()))))
+            .collect())
+    }
+
+    /// Checks a start and builds its `workflow_queued` event.
+    fn prepare(
+        &self,
+        def: &WorkflowDef,
+        input: Payload,
+        options: WorkflowOptions,
+        parent: Option<(String, u32)>,
+        run_id: Option<String>,
+    ) -> Result<NewRun, WorldError> {
+        let name = &*def.name;
+        let mut options = options.or(&def.options);
+        self.check_payload(|| format!("input of workflow '{name}'"), &input)?;
+        (def.validate)(&input).map_err(|e| {
+            WorldError::invalid(
+                "input",
+                format!("does not match the input type of workflow '{name}': {e}"),
+            )
+        })?;
+        if let Some(id) = &options.workflow_id {
+            if id.is_empty() {
+                return Err(WorldError::invalid("workflow_id", "must not be empty"));
+            }
+        }
+        if let Some(key) = &options.idempotency_key {
+            if key.is_empty() {
+                return Err(WorldError::invalid("idempotency_key", "must not be empty"));
+            }
+        }
+        if parent.is_some() {
+            options.idempotency_key = None;
+            options.on_conflict = None;
+        }
+        let run_id = run_id.unwrap_or_else(|| self.ids.run_id());
+        let workflow_id = options
+            .workflow_id
+            .clone()
+            .unwrap_or_else(|| run_id.clone());
+        let priority = options.priority.unwrap_or(0);
+        let timeout_ms = options.timeout.map(|d| d.as_millis());
+        let (parent_id, parent_position) = match parent {
+            Some((id, position)) => (Some(id), Some(position)),
+            None => (None, None),
+        };
+        let first = self.event(
+            &run_id,
+            EventKind::WorkflowQueued {
+                name: name.to_owned(),
+                workflow_id: workflow_id.clone(),
+                input,
+                parent_id,
+                parent_position,
+                task_queue: options.task_queue.clone(),
+                priority,
+                timeout_ms,
+                failure_strategy: Some(
+                    options
+                        .failure_strategy
+                        .unwrap_or(self.config.failure_strategy),
+                ),
+                max_retries: Some(options.max_retries.unwrap_or(DEFAULT_MAX_RETRIES)),
+                idempotency_key: options.idempotency_key.clone(),
+            },
+        );
+        Ok(NewRun {
+            name: def.name.clone(),
+            first,
+            route: Route {
+                priority,
+                task_queue: options.task_queue.as_deref().map(Arc::from),
+                workflow_id,
+            },
+            timeout_ms,
+            key: options.idempotency_key,
+            on_conflict: options.on_conflict.unwrap_or_default(),
+        })
+    }
+
+    /// Creates one prepared run, honouring its idempotency key and conflict policy.
+    async fn create_prepared(&self, new: NewRun) -> Result<Started, WorldError> {
+        let Some(key) = new.key.clone() else {
+            return self.create_checked(new, None).await;
+        };
+        let name = new.name.clone();
+        let ttl_ms = self.config.idempotency_ttl.as_millis() as i64;
+        loop {
+            let now = self.clock.now_ms();
+            match self.keys.claim(&key, now, ttl_ms) {
+                Claim::Started(run) => return same_workflow(&key, &name, run),
+                Claim::Wait(mut done) => {
+                    let _ = done.changed().await;
+                }
+                Claim::Mine(guard) => {
+                    let since = now.saturating_sub(ttl_ms).saturating_add(1);
+                    let at = new.first.timestamp;
+                    let started = self.create_checked(new, Some(since)).await?;
+                    let state = self.store.get_run(&started.0, ResolveData::None).await?;
+                    let run = KeyedRun {
+                        run_id: state.id,
+                        workflow_id: state.workflow_id,
+                        name: state.name,
+                        at: if state.idempotency_key.as_deref() == Some(&key) {
+                            state.created_at
+                        } else {
+                            at
+                        },
+                    };
+                    guard.finish(run.clone());
+                    return same_workflow(&key, &name, run);
+                }
+            }
+        }
+    }
+
+    /// Creates the run in the store (once per key since `since`, if given), and either admits
+    /// it or, for a run found instead, returns that one.
+    async fn create_checked(
+        &self,
+        new: NewRun,
+        since: Option<crate::clock::Millis>,
+    ) -> Result<Started, WorldError> {
+        let created = match since {
+            Some(since) => self.store.create_run_once(new.first.clone(), since).await,
+            None => self
+                .store
+                .create_run(new.first.clone())
+                .await
+                .map(|()| None),
+        };
+        match created {
+            Ok(None) => {
+                self.admit_many(std::slice::from_ref(&new)).await;
+                Ok(new.started())
+            }
+            Ok(Some(existing)) => {
+                let state = self.store.get_run(&existing, ResolveData::None).await?;
+                Ok((state.id, state.workflow_id))
+            }
+            Err(WorldError::Conflict { message }) if new.on_conflict == OnConflict::UseExisting => {
+                let name = &*new.name;
+                let holder = self
+                    .store
+                    .get_run(&new.route.workflow_id, ResolveData::None)
+                    .await;
+                match holder {
+                    Ok(state)
+                        if state.workflow_id == new.route.workflow_id && state.name == name =>
+                    {
+                        Ok((state.id, state.workflow_id))
+                    }
+                    Ok(state) if state.workflow_id == new.route.workflow_id => {
+                        Err(WorldError::conflict(format!(
+                            "workflow id '{}' is used by run {} of workflow '{}', not '{name}'",
+                            state.workflow_id, state.id, state.name
+                        )))
+                    }
+                    _ => Err(WorldError::Conflict { message }),
+                }
+            }
+            Err(refused) => Err(refused),
+        }
+    }
+
+    /// Puts created runs in motion: metrics, their run timeouts, a scheduling slot each (under
+    /// one lock) and their first workflow tasks (queued together).
+    async fn admit_many(&self, runs: &[NewRun]) {
+        if runs.is_empty() {
+            return;
+        }
+        for new in runs {
+            let created_at = new.first.timestamp;
+            self.metrics.run_created(&new.first.run_id, created_at);
+            if let Some(ms) = new.timeout_ms {
+                let timer = Timer {
+                    fire_at: created_at.saturating_add(ms as i64),
+                    run_id: new.first.run_id.clone(),
+                    kind: TimerKind::RunTimeout,
+                };
+                if let Err(e) = self.add_timer(timer).await {
+                    // Re-armed from history by the next start; the run itself is created.
+                    tracing::warn!(run_id = %new.first.run_id, error = %e, "could not arm the run timeout");
+                }
+            }
+        }
+        let now = self.clock.now_ms();
+        let mut entries = Vec::with_capacity(runs.len());
+        {
+            let mut slots = self.runs.lock();
+            for new in runs {
+                let run: Arc<str> = new.first.run_id.as_str().into();
+                let slot = slots.entry(run.clone()).or_default();
+                slot.route = new.route.clone();
+                if slot.executing {
+                    slot.dirty = true;
+                    continue;
+                }
+                if slot.queued {
+                    continue;
+                }
+                slot.queued = true;
+                entries.push(QueueEntry {
+                    task: Task::Workflow {
+                        run_id: run.clone(),
+                    },
+                    run_id: run,
+                    priority: new.route.priority,
+                    scheduled_at: now,
+                    task_queue: new.route.task_queue.clone(),
+                });
+            }
+        }
+        self.progress
+            .pending_tasks
+            .fetch_add(entries.len(), Ordering::AcqRel);
+        self.queue.push_many(entries);
+    }
+}
+
+/// The run a key started, if it is a run of the workflow asked for.
+fn same_workflow(key: &str, name: &str, run: KeyedRun) -> Result<Started, WorldError> {
+    if run.name == name {
+        Ok((run.run_id, run.workflow_id))
+    } else {
+        Err(WorldError::conflict(format!(
+            "idempotency key '{key}' started run {} of workflow '{}', not '{name}'",
+            run.run_id, run.name
+        )))
+    }
+}

@@ -1,0 +1,147 @@
+//! The live reader behind [`World::read_from_stream`](crate::World::read_from_stream).
+//!
+//! The reader subscribes to the store's change signal for the run *before* its first read, then
+//! reads by index: a page of stored chunks from the next index it expects; when that is empty,
+//! it waits for the signal (a change made after the read fires it, even if it came before the
+//! wait began). Every chunk comes from the store at the index the reader asked for, so none is
+//! skipped or seen twice, however writes and reads interleave. It ends once the stream is done,
+//! or once its run has finished and one last read found nothing more.
+
+use std::collections::VecDeque;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+
+use crate::engine::Engine;
+use crate::error::WorldError;
+use crate::model::ResolveData;
+use crate::store::StreamSignal;
+
+use super::StreamChunk;
+
+/// Chunks read from the store at a time.
+const PAGE: usize = 256;
+
+/// How often a reader of a store shared between processes looks for chunks written elsewhere.
+const SHARED_POLL: Duration = Duration::from_millis(100);
+
+/// The chunks of a stream, stored then live, until the stream is done. A
+/// [`futures::Stream`]: `while let Some(chunk) = chunks.next().await { … }`.
+pub struct ChunkStream {
+    inner: BoxStream<'static, Result<StreamChunk, WorldError>>,
+}
+
+impl std::fmt::Debug for ChunkStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ChunkStream").finish_non_exhaustive()
+    }
+}
+
+impl Stream for ChunkStream {
+    type Item = Result<StreamChunk, WorldError>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.inner.poll_next_unpin(cx)
+    }
+}
+
+struct Reader {
+    engine: Arc<Engine>,
+    run_id: String,
+    name: String,
+    next: u64,
+    signal: StreamSignal,
+    buffer: VecDeque<StreamChunk>,
+    /// The run has finished: one more read, then the end.
+    last_read: bool,
+    ended: bool,
+}
+
+/// Opens a reader of a run's stream from `start` (negative: that many chunks back from the
+/// tail, clamped to the first chunk).
+pub(crate) async fn open(
+    engine: Arc<Engine>,
+    run_id: String,
+    name: String,
+    start: i64,
+) -> Result<ChunkStream, WorldError> {
+    let signal = engine.store.watch_streams(&run_id);
+    let next = if start < 0 {
+        let len = engine.store.stream_info(&run_id, &name).await?.len();
+        len.saturating_sub(start.unsigned_abs())
+    } else {
+        start as u64
+    };
+    let reader = Reader {
+        engine,
+        run_id,
+        name,
+        next,
+        signal,
+        buffer: VecDeque::new(),
+        last_read: false,
+        ended: false,
+    };
+    let inner = futures::stream::unfold(reader, |mut reader| async move {
+        loop {
+            if let Some(chunk) = reader.buffer.pop_front() {
+                return Some((Ok(chunk), reader));
+            }
+            if reader.ended {
+                return None;
+            }
+            if let Err(e) = reader.fill().await {
+                reader.ended = true;
+                return Some((Err(e), reader));
+            }
+        }
+    });
+    Ok(ChunkStream {
+        inner: inner.boxed(),
+    })
+}
+
+impl Reader {
+    /// Reads the next chunks into the buffer, waiting for some if there are none yet; or marks
+    /// the end.
+    async fn fill(&mut self) -> Result<(), WorldError> {
+        let store = self.engine.store.clone();
+        loop {
+            let (chunks, info) = store
+                .stream_chunks(&self.run_id, &self.name, self.next, PAGE)
+                .await?;
+            if let Some(last) = chunks.last() {
+                self.next = last.index + 1;
+                self.buffer.extend(chunks);
+                return Ok(());
+            }
+            if info.done || self.last_read {
+                self.ended = true;
+                return Ok(());
+            }
+            let run = store.get_run(&self.run_id, ResolveData::None).await?;
+            if run.status.is_terminal() {
+                self.last_read = true;
+                continue;
+            }
+            if store.is_shared() {
+                let clock = &self.engine.clock;
+                let poll = clock.sleep_until_background(
+                    clock
+                        .now_ms()
+                        .saturating_add(crate::clock::duration_ms(SHARED_POLL)),
+                );
+                tokio::select! {
+                    _ = self.signal.changed() => {}
+                    _ = poll => {}
+                }
+            } else {
+                self.signal.changed().await;
+            }
+        }
+    }
+}

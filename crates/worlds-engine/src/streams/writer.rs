@@ -1,0 +1,168 @@
+//! The two writers: one for workflow code (buffered, replay-safe), one for step code (awaited).
+
+use std::sync::{Arc, Weak};
+
+use bytes::Bytes;
+use serde::Serialize;
+
+use crate::engine::errors::ContextError;
+use crate::engine::machine::RunCore;
+use crate::engine::Engine;
+use crate::error::WorldError;
+
+use super::StreamChunk;
+
+/// A stream operation issued by workflow code, handed to the store after the workflow yields.
+#[derive(Debug)]
+pub(crate) enum StreamOp {
+    /// Append a chunk, once per key.
+    Write {
+        name: Arc<str>,
+        key: String,
+        data: Bytes,
+    },
+    /// Close the stream.
+    Close { name: Arc<str> },
+}
+
+/// A stream of the run, written from workflow code ([`WorkflowContext::get_writable`]).
+///
+/// `write` only queues the chunk: the engine stores it as soon as the workflow yields. Replay
+/// makes the same writes again and the store keeps one chunk for each (see [`crate::streams`]).
+///
+/// [`WorkflowContext::get_writable`]: crate::WorkflowContext::get_writable
+#[derive(Clone)]
+pub struct WorkflowStream {
+    core: Arc<RunCore>,
+    name: Arc<str>,
+}
+
+impl std::fmt::Debug for WorkflowStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkflowStream")
+            .field("run_id", &self.core.info.run_id)
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl WorkflowStream {
+    pub(crate) fn new(core: Arc<RunCore>, name: &str) -> Self {
+        WorkflowStream {
+            core,
+            name: Arc::from(name),
+        }
+    }
+
+    /// The stream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Queues a chunk of bytes or text. Fails at once for an invalid stream name or a chunk over
+    /// the payload limit; nothing is queued then.
+    pub fn write(&self, data: impl Into<Bytes>) -> Result<(), ContextError> {
+        let data = data.into();
+        let invalid = |message: String| ContextError::InvalidArgument {
+            call: "stream.write",
+            message,
+        };
+        super::check_name(&self.name).map_err(|e| invalid(e.to_string()))?;
+        self.core
+            .push_stream_write(self.name.clone(), data)
+            .map_err(invalid)
+    }
+
+    /// Queues a value as a JSON chunk (read it back with [`StreamChunk::json`]).
+    pub fn write_json<T: Serialize + ?Sized>(&self, value: &T) -> Result<(), ContextError> {
+        let data = serde_json::to_vec(value).map_err(|e| ContextError::InvalidArgument {
+            call: "stream.write_json",
+            message: e.to_string(),
+        })?;
+        self.write(data)
+    }
+
+    /// Closes the stream once the chunks queued before are stored: readers end after them.
+    pub fn close(&self) {
+        self.core.push_stream_close(self.name.clone());
+    }
+}
+
+/// What a step's writers reach the store through.
+#[derive(Clone)]
+pub(crate) struct StreamSink {
+    pub(crate) engine: Weak<Engine>,
+    pub(crate) run_id: Arc<str>,
+}
+
+/// A stream of the run, written from step code ([`ActivityContext::get_writable`]).
+///
+/// Each call returns once the store holds the chunk. Chunks written by an attempt stay when
+/// the attempt fails: a retried step writes again (see [`crate::streams`]).
+///
+/// [`ActivityContext::get_writable`]: crate::ActivityContext::get_writable
+#[derive(Clone)]
+pub struct StepStream {
+    sink: Option<StreamSink>,
+    name: Arc<str>,
+}
+
+impl std::fmt::Debug for StepStream {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StepStream")
+            .field("run_id", &self.sink.as_ref().map(|s| &s.run_id))
+            .field("name", &self.name)
+            .finish()
+    }
+}
+
+impl StepStream {
+    pub(crate) fn new(sink: Option<StreamSink>, name: &str) -> Self {
+        StepStream {
+            sink,
+            name: Arc::from(name),
+        }
+    }
+
+    /// The stream's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn engine(&self) -> Result<(Arc<Engine>, &str), WorldError> {
+        let unavailable = || {
+            WorldError::Unavailable(
+                "streams can only be written by a step run by a started world".into(),
+            )
+        };
+        let sink = self.sink.as_ref().ok_or_else(unavailable)?;
+        let engine = sink.engine.upgrade().ok_or_else(unavailable)?;
+        Ok((engine, &sink.run_id))
+    }
+
+    /// Writes a chunk of bytes or text and returns it as stored, with its index.
+    ///
+    /// Errors: the stream is closed (409), the chunk is over the payload limit (413), the name
+    /// is invalid (400).
+    pub async fn write(&self, data: impl Into<Bytes>) -> Result<StreamChunk, WorldError> {
+        let (engine, run_id) = self.engine()?;
+        engine
+            .write_chunk(run_id, &self.name, None, data.into())
+            .await
+    }
+
+    /// Writes a value as a JSON chunk.
+    pub async fn write_json<T: Serialize + ?Sized>(
+        &self,
+        value: &T,
+    ) -> Result<StreamChunk, WorldError> {
+        let data = serde_json::to_vec(value).map_err(|e| WorldError::serde("stream chunk", e))?;
+        self.write(data).await
+    }
+
+    /// Closes the stream. Closing a closed stream does nothing.
+    pub async fn close(&self) -> Result<(), WorldError> {
+        let (engine, run_id) = self.engine()?;
+        engine.close_stream(run_id, &self.name).await
+    }
+}

@@ -1,0 +1,270 @@
+//! Real HTTP on loopback: the webhook endpoint answering a real client, and durable fetch
+//! against a local server (retries on 5xx and 429, 4xx returned, replay does not call again).
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::IntoResponse;
+use axum::routing::get;
+use axum::Router;
+use parking_lot::Mutex;
+use worlds_engine::fetch::{FetchRequest, FetchResponse};
+use worlds_engine::prelude::*;
+
+fn world_config() -> WorldConfig {
+    let mut config = WorldConfig::memory();
+    config.failure_strategy = FailureStrategy::Ignore;
+    config.webhook_base_url = "http://localhost:3000/webhooks".into();
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_webhook_is_resumed_by_a_real_http_request() {
+    let world = World::new(world_config()).unwrap();
+    let urls = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = urls.clone();
+    let publish = activity("publish-url", move |_ctx: ActivityContext, url: String| {
+        let sink = sink.clone();
+        async move {
+            sink.lock().push(url);
+            Ok::<_, StepError>(())
+        }
+    });
+    let step = publish.clone();
+    let flow = workflow("paid", move |ctx: WorkflowContext, _: ()| {
+        let step = step.clone();
+        async move {
+            let hook = ctx.create_webhook();
+            ctx.run(&step, hook.url().to_owned()).await?;
+            let request = hook.wait().await?;
+            let paid: serde_json::Value = request.json()?;
+            Ok::<_, WorkflowError>((
+                request.method,
+                request.headers.get("x-signature").cloned(),
+                paid,
+            ))
+        }
+    });
+    world.register(&publish).unwrap().register(&flow).unwrap();
+    world.start().await.unwrap();
+    let server = world.serve_webhooks("127.0.0.1:0").await.unwrap();
+    let run = world
+        .execute(&flow, (), WorkflowOptions::default())
+        .await
+        .unwrap();
+
+    let url = loop {
+        if let Some(url) = urls.lock().first().cloned() {
+            break url;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+    let path = url
+        .strip_prefix("http://localhost:3000")
+        .unwrap()
+        .to_owned();
+    let endpoint = format!("http://{}{path}", server.local_addr());
+    let client = reqwest::Client::new();
+
+    let unknown = client
+        .post(format!("http://{}/webhooks/nope", server.local_addr()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unknown.status().as_u16(), 404);
+
+    let accepted = client
+        .post(&endpoint)
+        .header("x-signature", "abc")
+        .body(r#"{"amount":42}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(accepted.status().as_u16(), 202);
+    let body: serde_json::Value = serde_json::from_slice(&accepted.bytes().await.unwrap()).unwrap();
+    assert_eq!(body["run_id"], run.id.as_str());
+
+    let again = client.post(&endpoint).body("{}").send().await.unwrap();
+    assert!(
+        matches!(again.status().as_u16(), 404 | 409),
+        "{}",
+        again.status()
+    );
+
+    let result: (String, Option<String>, serde_json::Value) =
+        tokio::time::timeout(Duration::from_secs(10), run.result())
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(result.0, "POST");
+    assert_eq!(result.1.as_deref(), Some("abc"));
+    assert_eq!(result.2["amount"], 42);
+    server.shutdown().await;
+    world.shutdown().await.unwrap();
+}
+
+#[derive(Default)]
+struct Hits {
+    ok: AtomicUsize,
+    flaky: AtomicUsize,
+    limited: AtomicUsize,
+    missing: AtomicUsize,
+}
+
+async fn serve(hits: Arc<Hits>) -> std::net::SocketAddr {
+    async fn ok(State(h): State<Arc<Hits>>) -> impl IntoResponse {
+        h.ok.fetch_add(1, Ordering::SeqCst);
+        ([("content-type", "application/json")], r#"{"price":7}"#)
+    }
+    async fn flaky(State(h): State<Arc<Hits>>) -> impl IntoResponse {
+        if h.flaky.fetch_add(1, Ordering::SeqCst) < 2 {
+            (StatusCode::SERVICE_UNAVAILABLE, "busy").into_response()
+        } else {
+            "fine".into_response()
+        }
+    }
+    async fn limited(State(h): State<Arc<Hits>>) -> impl IntoResponse {
+        if h.limited.fetch_add(1, Ordering::SeqCst) == 0 {
+            (
+                StatusCode::TOO_MANY_REQUESTS,
+                [("retry-after", "0")],
+                "slow down",
+            )
+                .into_response()
+        } else {
+            "ok now".into_response()
+        }
+    }
+    async fn missing(State(h): State<Arc<Hits>>) -> impl IntoResponse {
+        h.missing.fetch_add(1, Ordering::SeqCst);
+        (StatusCode::NOT_FOUND, "no such thing")
+    }
+    let app = Router::new()
+        .route("/ok", get(ok))
+        .route("/flaky", get(flaky))
+        .route("/limited", get(limited))
+        .route("/missing", get(missing))
+        .with_state(hits);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    addr
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_is_a_durable_step_with_retries() {
+    let hits = Arc::new(Hits::default());
+    let addr = serve(hits.clone()).await;
+    let mut config = world_config();
+    // Every await replays: a recorded response must not call the server again.
+    config.evict_after_every_task = true;
+    let world = World::new(config).unwrap();
+    let flow = workflow(
+        "fetcher",
+        move |ctx: WorkflowContext, base: String| async move {
+            let quick = || {
+                FetchRequest::get().retry(
+                    RetryConfig::new()
+                        .max_attempts(4)
+                        .initial_interval(Duration::from_millis(5)),
+                )
+            };
+            let ok: FetchResponse = ctx.fetch(&format!("{base}/ok"), quick()).await?;
+            let price: serde_json::Value = ok.json()?;
+            let flaky = ctx.fetch(&format!("{base}/flaky"), quick()).await?;
+            let limited = ctx.fetch(&format!("{base}/limited"), quick()).await?;
+            let missing = ctx.fetch(&format!("{base}/missing"), quick()).await?;
+            ctx.sleep(Duration::from_millis(20)).await?;
+            Ok::<_, WorkflowError>((
+                price["price"].clone(),
+                flaky.body,
+                limited.body,
+                missing.status,
+            ))
+        },
+    );
+    world.register(&flow).unwrap();
+    world.start().await.unwrap();
+    let run = world
+        .execute(&flow, format!("http://{addr}"), WorkflowOptions::default())
+        .await
+        .unwrap();
+    let (price, flaky, limited, missing): (serde_json::Value, String, String, u16) =
+        tokio::time::timeout(Duration::from_secs(20), run.result())
+            .await
+            .unwrap()
+            .unwrap();
+    assert_eq!(price, 7);
+    assert_eq!(flaky, "fine");
+    assert_eq!(limited, "ok now");
+    assert_eq!(missing, 404, "4xx is returned, not retried");
+    assert_eq!(
+        hits.ok.load(Ordering::SeqCst),
+        1,
+        "replays do not fetch again"
+    );
+    assert_eq!(hits.flaky.load(Ordering::SeqCst), 3);
+    assert_eq!(hits.limited.load(Ordering::SeqCst), 2);
+    assert_eq!(hits.missing.load(Ordering::SeqCst), 1);
+
+    let state = world.query(&run.id).await.unwrap();
+    assert_eq!(
+        state.activities[0].name,
+        format!("fetch GET http://{addr}/ok")
+    );
+    assert_eq!(state.activities[1].attempt, 3);
+    world.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fetch_gives_up_after_its_retries_and_refuses_https() {
+    let hits = Arc::new(Hits::default());
+    let addr = serve(hits.clone()).await;
+    let world = World::new(world_config()).unwrap();
+    let flow = workflow(
+        "giving-up",
+        move |ctx: WorkflowContext, url: String| async move {
+            let request = FetchRequest::get().retry(
+                RetryConfig::new()
+                    .max_attempts(2)
+                    .initial_interval(Duration::from_millis(5)),
+            );
+            let response = ctx.fetch(&url, request).await?;
+            Ok::<_, WorkflowError>(response.status)
+        },
+    );
+    world.register(&flow).unwrap();
+    world.start().await.unwrap();
+    let run = world
+        .execute(
+            &flow,
+            format!("http://{addr}/flaky"),
+            WorkflowOptions::default(),
+        )
+        .await
+        .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(10), run.result())
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(err.to_string().contains("503"), "{err}");
+    assert_eq!(hits.flaky.load(Ordering::SeqCst), 2);
+
+    let secure = world
+        .execute(
+            &flow,
+            "https://example.invalid/".to_owned(),
+            WorkflowOptions::default(),
+        )
+        .await
+        .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(10), secure.result())
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(err.to_string().contains("plain HTTP"), "{err}");
+    world.shutdown().await.unwrap();
+}

@@ -7,6 +7,8 @@
 //! * [`shop`] — the order every demo works on and the steps (activities) of a small shop.
 //! * [`checkout`] — the quickstart workflow: charge the card, wait, ship.
 //! * [`saga`] — the order saga: its shipment fails and its compensations undo the rest.
+//! * [`approval`] — an expense that waits for a person's decision through a webhook and
+//!   streams its progress (`cargo run --example approval`).
 //!
 //! [`Demo`] builds all of them with one [`DemoOptions`] (how long they pause and work, and
 //! whether their steps narrate on stdout), registers them on a world, and starts the demo's
@@ -31,6 +33,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod approval;
 pub mod checkout;
 pub mod saga;
 pub mod shop;

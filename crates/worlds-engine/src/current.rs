@@ -11,7 +11,7 @@
 //!
 //! /// A helper that needs no context parameter.
 //! async fn wait_a_day() -> Result<(), ContextError> {
-//!     current::sleep("1d").await
+//!     current::sleep("24h").await
 //! }
 //!
 //! let flow = workflow("patient", |_ctx: WorkflowContext, _: ()| async move {
@@ -80,7 +80,7 @@ pub struct Current<T> {
 }
 
 impl<T> Current<T> {
-    fn from(result: Result<CommandFuture<T>, ContextError>) -> Self {
+    pub(crate) fn from(result: Result<CommandFuture<T>, ContextError>) -> Self {
         Current {
             inner: result.map_err(Some),
         }
@@ -119,6 +119,66 @@ pub fn fetch(
     request: crate::fetch::FetchRequest,
 ) -> Current<crate::fetch::FetchResponse> {
     Current::from(workflow_context("fetch").map(|ctx| ctx.fetch(url, request)))
+}
+
+/// A writer for the current run's default stream: the workflow's, or inside a step, the
+/// step's ([`crate::streams`]).
+pub fn get_writable() -> Result<Writable, ContextError> {
+    get_writable_named(crate::streams::DEFAULT_STREAM)
+}
+
+/// A writer for the current run's stream `name`; see [`get_writable`].
+pub fn get_writable_named(name: &str) -> Result<Writable, ContextError> {
+    if let Ok(step) = STEP.try_with(ActivityContext::clone) {
+        return Ok(Writable::Step(step.get_writable_named(name)));
+    }
+    let ctx = workflow_context("get_writable")?;
+    Ok(Writable::Workflow(ctx.get_writable_named(name)))
+}
+
+/// A stream writer of the current workflow or step, from [`get_writable`].
+#[derive(Debug)]
+pub enum Writable {
+    /// Written by workflow code: writes do not wait, and replay never duplicates them.
+    Workflow(crate::streams::WorkflowStream),
+    /// Written by a step: each write is stored before it returns.
+    Step(crate::streams::StepStream),
+}
+
+impl Writable {
+    /// Writes a chunk.
+    pub async fn write(&self, data: impl Into<bytes::Bytes>) -> Result<(), crate::WorldError> {
+        match self {
+            Writable::Workflow(stream) => stream
+                .write(data)
+                .map_err(|e| crate::WorldError::invalid("chunk", e.to_string())),
+            Writable::Step(stream) => stream.write(data).await.map(|_| ()),
+        }
+    }
+
+    /// Writes a value as a JSON chunk.
+    pub async fn write_json<T: Serialize + ?Sized>(
+        &self,
+        value: &T,
+    ) -> Result<(), crate::WorldError> {
+        match self {
+            Writable::Workflow(stream) => stream
+                .write_json(value)
+                .map_err(|e| crate::WorldError::invalid("chunk", e.to_string())),
+            Writable::Step(stream) => stream.write_json(value).await.map(|_| ()),
+        }
+    }
+
+    /// Closes the stream: readers end after its last chunk.
+    pub async fn close(&self) -> Result<(), crate::WorldError> {
+        match self {
+            Writable::Workflow(stream) => {
+                stream.close();
+                Ok(())
+            }
+            Writable::Step(stream) => stream.close().await,
+        }
+    }
 }
 
 /// A hook of the current workflow ([`WorkflowContext::create_hook`]).

@@ -52,8 +52,6 @@ async fn workflow_code_reaches_its_context_through_free_functions(mode: Mode) {
     world.shutdown().await.unwrap();
 }
 
-in_both_modes!(workflow_code_reaches_its_context_through_free_functions);
-
 #[tokio::test]
 async fn outside_a_workflow_or_step_they_return_errors() {
     let err = current::sleep("1s").await.unwrap_err();
@@ -96,3 +94,56 @@ async fn step_functions_are_not_workflow_functions() {
     assert!(state.error.unwrap().message.contains("outside a workflow"));
     world.shutdown().await.unwrap();
 }
+
+async fn get_writable_writes_from_workflow_and_step_code(mode: Mode) {
+    let world = test_world(mode).await;
+    let progress = activity("progress", |_ctx: ActivityContext, _: ()| async move {
+        let stream = current::get_writable()?;
+        stream.write("from the step").await?;
+        Ok::<_, StepError>(())
+    });
+    let step = progress.clone();
+    let flow = workflow("streaming", move |ctx: WorkflowContext, _: ()| {
+        let step = step.clone();
+        async move {
+            current::get_writable()?.write("from the workflow").await?;
+            ctx.run(&step, ()).await?;
+            ctx.sleep("1m").await?;
+            current::get_writable()?.close().await?;
+            Ok::<_, WorkflowError>(())
+        }
+    });
+    world.register(&progress).unwrap().register(&flow).unwrap();
+    let run = world
+        .execute(&flow, (), WorkflowOptions::default())
+        .await
+        .unwrap();
+    world.run_until_complete(&run.id, "1h").await.unwrap();
+    let page = world
+        .get_stream_chunks(&run.id, "default", None, 10)
+        .await
+        .unwrap();
+    let texts: Vec<String> = page
+        .data
+        .iter()
+        .map(|c| c.text().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        texts,
+        ["from the workflow", "from the step"],
+        "replay adds no chunk"
+    );
+    assert!(
+        world
+            .get_stream_info(&run.id, "default")
+            .await
+            .unwrap()
+            .done
+    );
+    world.shutdown().await.unwrap();
+}
+
+in_both_modes!(
+    workflow_code_reaches_its_context_through_free_functions,
+    get_writable_writes_from_workflow_and_step_code,
+);

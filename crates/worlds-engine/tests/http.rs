@@ -268,3 +268,77 @@ async fn fetch_gives_up_after_its_retries_and_refuses_https() {
     assert!(err.to_string().contains("plain HTTP"), "{err}");
     world.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_waiting_webhook_survives_a_restart_and_is_resumed_over_http() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = world_config();
+    config.persistence = Persistence::File;
+    config.persistence_path = dir.path().to_path_buf();
+    let urls = Arc::new(Mutex::new(Vec::<String>::new()));
+    let make = |urls: Arc<Mutex<Vec<String>>>| {
+        let publish = activity("publish-url", move |_ctx: ActivityContext, url: String| {
+            let urls = urls.clone();
+            async move {
+                urls.lock().push(url);
+                Ok::<_, StepError>(())
+            }
+        });
+        let step = publish.clone();
+        let flow = workflow("restartable", move |ctx: WorkflowContext, _: ()| {
+            let step = step.clone();
+            async move {
+                let hook = ctx.create_webhook();
+                ctx.run(&step, hook.url().to_owned()).await?;
+                Ok::<_, WorkflowError>(hook.wait().await?.body)
+            }
+        });
+        (publish, flow)
+    };
+
+    let run_id = {
+        let world = World::new(config.clone()).unwrap();
+        let (publish, flow) = make(urls.clone());
+        world.register(&publish).unwrap().register(&flow).unwrap();
+        world.start().await.unwrap();
+        let id = world
+            .execute(&flow, (), WorkflowOptions::default())
+            .await
+            .unwrap()
+            .id
+            .clone();
+        while urls.lock().is_empty() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        world.shutdown().await.unwrap();
+        id
+    };
+    let url = urls.lock()[0].clone();
+
+    let world = World::new(config).unwrap();
+    let (publish, flow) = make(urls.clone());
+    world.register(&publish).unwrap().register(&flow).unwrap();
+    world.start().await.unwrap();
+    let server = world.serve_webhooks("127.0.0.1:0").await.unwrap();
+    let path = url.strip_prefix("http://localhost:3000").unwrap();
+    let response = reqwest::Client::new()
+        .put(format!("http://{}{path}", server.local_addr()))
+        .body("after the restart")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 202);
+    let handle = world.handle::<String>(&run_id).await.unwrap();
+    let body = tokio::time::timeout(Duration::from_secs(10), handle.result())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(body, "after the restart");
+    assert_eq!(
+        urls.lock().len(),
+        1,
+        "the publishing step did not run again"
+    );
+    server.shutdown().await;
+    world.shutdown().await.unwrap();
+}

@@ -13,7 +13,7 @@
 //! struct Approval { approved: bool, by: String }
 //!
 //! let approve = workflow("approve-expense", |ctx: WorkflowContext, amount: u64| async move {
-//!     let hook = ctx.create_hook_with::<Approval>(HookOptions::new().expires_in("7d"));
+//!     let hook = ctx.create_hook_with::<Approval>(HookOptions::new().expires_in("168h"));
 //!     // Hand `hook.token()` to a person, e.g. through a notification step.
 //!     let decision = hook.wait().await?;
 //!     Ok::<_, WorkflowError>(decision.approved && amount < 10_000)
@@ -64,7 +64,7 @@ impl HookOptions {
         self
     }
 
-    /// The hook stops accepting payloads this long after it is created (`"15m"`, `"7d"`, or
+    /// The hook stops accepting payloads this long after it is created (`"15m"`, `"168h"`, or
     /// milliseconds). Resuming it later is refused (410), and its `wait()` fails.
     pub fn expires_in(mut self, duration: impl IntoDuration) -> Self {
         self.expires_in = Some(duration.into_duration().map_err(|e| e.to_string()));

@@ -71,6 +71,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     } else {
         tokio::time::sleep(Duration::from_millis(300)).await;
         println!("sending the approval to {url}");
+        // reqwest's TLS needs a process-wide rustls crypto provider (this build uses `ring`).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let response = reqwest::Client::new()
             .post(&url)
             .header("content-type", "application/json")

@@ -17,7 +17,7 @@ use worlds_engine::{ErrorKind, Persistence, World, WorldConfig, WorldError};
 use crate::cli::CancelArgs;
 
 /// How to open the directory for writing.
-fn persistence_for(dir: &Path) -> Persistence {
+pub(crate) fn persistence_for(dir: &Path) -> Persistence {
     let wal = dir.join("state").join("wal.ndjson");
     match std::fs::metadata(&wal) {
         // Acknowledged writes not yet compacted into the run logs: only the hybrid store reads

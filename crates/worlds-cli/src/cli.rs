@@ -22,6 +22,9 @@ pub(crate) enum Command {
     /// Inspect the runs stored in a world's directory (read-only: safe while the world runs).
     #[command(subcommand)]
     Runs(RunsCommand),
+    /// List, pause, resume or delete the schedules in a world's directory.
+    #[command(subcommand)]
+    Schedules(SchedulesCommand),
     /// Check a world's directory: format, runs by status, torn or corrupt event logs.
     Doctor(DoctorArgs),
     /// Run the bundled demo workflows on a durable world and show their progress live.
@@ -39,6 +42,10 @@ pub(crate) enum Command {
     /// Started on a directory that holds unfinished runs, `worlds dev` resumes them and, unless
     /// `--runs` is given, starts no new ones.
     Dev(DevArgs),
+    /// Show a world's log entries, oldest first (read-only: safe while the world runs).
+    ///
+    /// Reads the day files a world writes to logs/ in its data directory (or --log-dir).
+    Logs(LogsArgs),
 }
 
 /// The default `--dir`: where a world on file or hybrid storage keeps its state by default.
@@ -113,6 +120,50 @@ pub(crate) struct ShowArgs {
     pub(crate) dir: PathBuf,
 
     /// Print the run state with its history as one JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// The subcommands of `worlds schedules`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum SchedulesCommand {
+    /// List the schedules, by id (read-only: safe while a world runs).
+    List(SchedulesListArgs),
+    /// Pause a schedule: it starts no run until resumed.
+    ///
+    /// Like the other changes, works with or without a world running on the directory in file
+    /// mode (a running world sees the change within its poll interval). A directory held by a
+    /// running hybrid world cannot be written from outside; change it from that program.
+    Pause(ScheduleIdArgs),
+    /// Resume a paused schedule from its next time after now (missed times are not made up).
+    Resume(ScheduleIdArgs),
+    /// Delete a schedule; the runs it started are kept.
+    Delete(ScheduleIdArgs),
+}
+
+/// Options of `worlds schedules list`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct SchedulesListArgs {
+    /// The world's data directory.
+    #[arg(long, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
+
+    /// Print one JSON object per line (the stored schedule) instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Options of `worlds schedules pause|resume|delete`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ScheduleIdArgs {
+    /// The schedule's id.
+    pub(crate) id: String,
+
+    /// The world's data directory.
+    #[arg(long, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
+
+    /// Print the outcome as one JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
 }
@@ -325,6 +376,32 @@ mod tests {
     }
 
     #[test]
+    fn parses_schedules_options() {
+        let cli = Cli::try_parse_from(["worlds", "schedules", "list", "--json"]).unwrap();
+        let Command::Schedules(SchedulesCommand::List(args)) = cli.command else {
+            panic!("not schedules list: {:?}", cli.command);
+        };
+        assert!(args.json);
+        assert_eq!(args.dir, PathBuf::from(DEFAULT_DIR));
+        for verb in ["pause", "resume", "delete"] {
+            let cli = Cli::try_parse_from(["worlds", "schedules", verb, "daily-job", "--dir", "d"])
+                .unwrap();
+            let Command::Schedules(command) = cli.command else {
+                panic!("not schedules: {:?}", cli.command);
+            };
+            let args = match command {
+                SchedulesCommand::Pause(args)
+                | SchedulesCommand::Resume(args)
+                | SchedulesCommand::Delete(args) => args,
+                SchedulesCommand::List(_) => panic!("{verb} parsed as list"),
+            };
+            assert_eq!((args.id.as_str(), args.json), ("daily-job", false));
+            assert_eq!(args.dir, PathBuf::from("d"));
+        }
+        assert!(Cli::try_parse_from(["worlds", "schedules", "pause"]).is_err());
+    }
+
+    #[test]
     fn parses_dev_options() {
         let cli = Cli::try_parse_from(["worlds", "dev"]).unwrap();
         let Command::Dev(args) = cli.command else {
@@ -358,4 +435,36 @@ mod tests {
         assert!(Cli::try_parse_from(["worlds", "dev", "--speed", "0"]).is_err());
         assert!(Cli::try_parse_from(["worlds", "dev", "--persistence", "postgres"]).is_err());
     }
+}
+
+/// Options of `worlds logs`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct LogsArgs {
+    /// The world's data directory; its log files are in its logs/ folder.
+    #[arg(long, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
+
+    /// Read the log files in this directory instead (a memory world's configured log folder).
+    #[arg(long, value_name = "DIR")]
+    pub(crate) log_dir: Option<PathBuf>,
+
+    /// Only entries of this category: world, worker, workflow, activity or system.
+    #[arg(long, value_name = "CATEGORY")]
+    pub(crate) category: Option<worlds_engine::telemetry::logs::LogCategory>,
+
+    /// Only entries at this level or more severe: debug, info, warn or error.
+    #[arg(long, value_name = "LEVEL")]
+    pub(crate) level: Option<worlds_engine::telemetry::logs::LogLevel>,
+
+    /// Only entries since this long ago (1h, 30m, 2d) or this time (2026-01-31T08:00:00Z).
+    #[arg(long, value_name = "WHEN", value_parser = crate::logs::parse_since)]
+    pub(crate) since: Option<crate::logs::Since>,
+
+    /// At most this many entries, the most recent.
+    #[arg(long, default_value_t = 100, value_parser = at_least_one)]
+    pub(crate) limit: usize,
+
+    /// Print the entries as they are stored, one JSON object per line.
+    #[arg(long)]
+    pub(crate) json: bool,
 }

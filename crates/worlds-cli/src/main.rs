@@ -8,12 +8,14 @@ mod cancel;
 mod cli;
 mod dev;
 mod inspect;
+mod logs;
+mod schedules;
 
 use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::cli::{Cli, Command, RunsCommand};
+use crate::cli::{Cli, Command, RunsCommand, SchedulesCommand};
 
 // The engine allocates many small, short-lived values per step (events, ids, tasks); mimalloc
 // serves those markedly faster than the system allocator (see docs/BENCHMARKS.md).
@@ -38,7 +40,20 @@ fn run() -> anyhow::Result<()> {
         Command::Runs(RunsCommand::List(args)) => inspect::list(&args, &mut std::io::stdout()),
         Command::Runs(RunsCommand::Show(args)) => inspect::show(&args, &mut std::io::stdout()),
         Command::Runs(RunsCommand::Cancel(args)) => cancel::cancel(&args, &mut std::io::stdout()),
+        Command::Schedules(SchedulesCommand::List(args)) => {
+            schedules::list(&args, &mut std::io::stdout())
+        }
+        Command::Schedules(SchedulesCommand::Pause(args)) => {
+            schedules::change(&args, schedules::Action::Pause, &mut std::io::stdout())
+        }
+        Command::Schedules(SchedulesCommand::Resume(args)) => {
+            schedules::change(&args, schedules::Action::Resume, &mut std::io::stdout())
+        }
+        Command::Schedules(SchedulesCommand::Delete(args)) => {
+            schedules::change(&args, schedules::Action::Delete, &mut std::io::stdout())
+        }
         Command::Doctor(args) => inspect::doctor(&args, &mut std::io::stdout()),
         Command::Dev(args) => dev::run(&args),
+        Command::Logs(args) => logs::logs(&args, &mut std::io::stdout()),
     }
 }

@@ -9,9 +9,16 @@ use syn::Ident;
 use crate::options::Options;
 use crate::signature::{Function, Param, Resource, Role};
 
-/// A local name of the generated code, invisible to the user's code.
+/// A local variable of the generated code, invisible to the user's code.
 fn local(name: &str) -> Ident {
     Ident::new(name, Span::mixed_site())
+}
+
+/// An item of the generated code. Items resolve at the call site even with mixed-site spans, and
+/// the user's body is nested inside the generated blocks, so these names must not be ones the
+/// body could mean.
+fn item(name: &str) -> Ident {
+    Ident::new(name, Span::call_site())
 }
 
 /// The definition's name: the one given, else the function's path.
@@ -98,8 +105,9 @@ fn input(function: &Function, input: &Ident) -> (TokenStream, TokenStream) {
     }
 }
 
-/// The unit struct standing for a definition, with `Deref` to it and conversions into
-/// `Definition` for `world.register`.
+/// The unit struct standing for a definition, with `Deref` to it and a conversion into
+/// `Definition` for `world.register(&name)`. (Only from a reference: with a by-value conversion
+/// too, clippy would call the `&` in `world.register(&name)` needless.)
 fn definition_struct(
     function: &Function,
     target: TokenStream,
@@ -112,7 +120,7 @@ fn definition_struct(
     } else {
         quote!(#[doc = ""])
     };
-    let definition = local("DEFINITION");
+    let definition = item("__WORLDS_DEFINITION");
     quote! {
         #(#docs)*
         #separator
@@ -130,12 +138,6 @@ fn definition_struct(
             }
         }
 
-        impl ::core::convert::From<#ident> for ::worlds_engine::Definition {
-            fn from(definition: #ident) -> Self {
-                ::core::convert::From::from(&*definition)
-            }
-        }
-
         impl ::core::convert::From<&#ident> for ::worlds_engine::Definition {
             fn from(definition: &#ident) -> Self {
                 ::core::convert::From::from(&**definition)
@@ -144,8 +146,14 @@ fn definition_struct(
     }
 }
 
+/// The conversion of a step's result, spanned at the declared return type so a function that
+/// does not return a `Result` is reported there.
+fn step_finish(function: &Function) -> TokenStream {
+    quote_spanned!(function.output.span()=> ::worlds_engine::__private::StepOutput::into_step)
+}
+
 pub(crate) fn workflow(options: &Options, function: &Function) -> TokenStream {
-    let (ctx, value, run) = (local("ctx"), local("input"), local("run"));
+    let (ctx, value, run) = (local("ctx"), local("input"), item("__worlds_body"));
     let (input_type, unpack) = input(function, &value);
     let (_, args) = arguments(function, &ctx);
     let ok = &function.ok;
@@ -153,13 +161,16 @@ pub(crate) fn workflow(options: &Options, function: &Function) -> TokenStream {
     let body = body(function, &run);
     let name = name(options, function);
     let workflow_options = options.workflow_options();
+    let finish = quote_spanned!(function.output.span()=>
+        ::worlds_engine::__private::WorkflowOutput::into_workflow
+    );
     let make = quote! {{
         #body
         ::worlds_engine::workflow(
             #name,
             |#ctx: ::worlds_engine::WorkflowContext, #value: #input_type| async move {
                 #unpack
-                ::worlds_engine::__private::WorkflowOutput::into_workflow(#run(#(#args),*).await)
+                #finish(#run(#(#args),*).await)
             },
         )
         .with_options(#workflow_options)
@@ -174,7 +185,7 @@ pub(crate) fn workflow(options: &Options, function: &Function) -> TokenStream {
 }
 
 pub(crate) fn activity(options: &Options, function: &Function) -> TokenStream {
-    let (ctx, value, run) = (local("ctx"), local("input"), local("run"));
+    let (ctx, value, run) = (local("ctx"), local("input"), item("__worlds_body"));
     let (input_type, unpack) = input(function, &value);
     let (reads, args) = arguments(function, &ctx);
     let ok = &function.ok;
@@ -182,6 +193,7 @@ pub(crate) fn activity(options: &Options, function: &Function) -> TokenStream {
     let body = body(function, &run);
     let name = name(options, function);
     let activity_options = options.activity_options();
+    let finish = step_finish(function);
     let make = quote! {{
         #body
         ::worlds_engine::activity(
@@ -189,7 +201,7 @@ pub(crate) fn activity(options: &Options, function: &Function) -> TokenStream {
             |#ctx: ::worlds_engine::ActivityContext, #value: #input_type| async move {
                 #unpack
                 #reads
-                ::worlds_engine::__private::StepOutput::into_step(#run(#(#args),*).await)
+                #finish(#run(#(#args),*).await)
             },
         )
         .with_options(#activity_options)
@@ -204,14 +216,9 @@ pub(crate) fn activity(options: &Options, function: &Function) -> TokenStream {
 }
 
 pub(crate) fn step(options: &Options, function: &Function) -> TokenStream {
-    let (ctx, run) = (local("ctx"), local("run"));
+    let (ctx, run) = (local("ctx"), item("__worlds_body"));
     let (reads, args) = arguments(function, &ctx);
-    let (docs, vis, ident, ok) = (
-        &function.docs,
-        &function.vis,
-        &function.ident,
-        &function.ok,
-    );
+    let (docs, vis, ident, ok) = (&function.docs, &function.vis, &function.ident, &function.ok);
     let params = function.inputs().map(|param| {
         let (binding, ty) = (&param.binding, &param.ty);
         quote!(#binding: #ty)
@@ -227,6 +234,7 @@ pub(crate) fn step(options: &Options, function: &Function) -> TokenStream {
     let body = body(function, &run);
     let name = name(options, function);
     let step_options = options.activity_options();
+    let finish = step_finish(function);
     let separator = if docs.is_empty() {
         quote!()
     } else {
@@ -252,7 +260,7 @@ pub(crate) fn step(options: &Options, function: &Function) -> TokenStream {
                     #(#copies)*
                     async move {
                         #reads
-                        ::worlds_engine::__private::StepOutput::into_step(#run(#(#args),*).await)
+                        #finish(#run(#(#args),*).await)
                     }
                 },
             )

@@ -121,7 +121,11 @@ impl Options {
                 twice,
             ),
             "priority" => set(&mut self.priority, integer(&value, "priority")?, twice),
-            "max_retries" => set(&mut self.max_retries, integer(&value, "max_retries")?, twice),
+            "max_retries" => set(
+                &mut self.max_retries,
+                integer(&value, "max_retries")?,
+                twice,
+            ),
             "max_attempts" => {
                 let attempts: u32 = integer(&value, "max_attempts")?;
                 if attempts == 0 {
@@ -184,7 +188,9 @@ impl Options {
         };
         let policy = match (policy, self.max_attempts) {
             (Some(policy), Some(n)) => Some(quote!(#policy.max_attempts(#n))),
-            (None, Some(n)) => Some(quote!(::worlds_engine::retry::RetryConfig::new().max_attempts(#n))),
+            (None, Some(n)) => {
+                Some(quote!(::worlds_engine::retry::RetryConfig::new().max_attempts(#n)))
+            }
             (policy, None) => policy,
         };
         if let Some(policy) = policy {
@@ -350,9 +356,7 @@ fn retry(value: Expr) -> syn::Result<Retry> {
 
 fn plain_ident(value: &Expr) -> Option<&Ident> {
     match value {
-        Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => {
-            path.path.get_ident()
-        }
+        Expr::Path(path) if path.qself.is_none() && path.attrs.is_empty() => path.path.get_ident(),
         _ => None,
     }
 }
@@ -367,7 +371,17 @@ mod tests {
         assert_eq!(parse_millis("30s"), Some(30_000));
         assert_eq!(parse_millis("2m"), Some(120_000));
         assert_eq!(parse_millis("1h"), Some(3_600_000));
-        for bad in ["", "5", "ms", "1.5s", " 5s", "5 s", "5S", "-1s", "99999999999999999999h"] {
+        for bad in [
+            "",
+            "5",
+            "ms",
+            "1.5s",
+            " 5s",
+            "5 s",
+            "5S",
+            "-1s",
+            "99999999999999999999h",
+        ] {
             assert_eq!(parse_millis(bad), None, "{bad:?}");
         }
     }
@@ -376,7 +390,12 @@ mod tests {
     fn options_are_checked_per_kind() {
         let parsed = Options::parse(
             Kind::Step,
-            quote!(retry = api, max_attempts = 2, timeout = "30s", name = "charge"),
+            quote!(
+                retry = api,
+                max_attempts = 2,
+                timeout = "30s",
+                name = "charge"
+            ),
         )
         .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(parsed.max_attempts, Some(2));

@@ -2,7 +2,7 @@
 //! generated code needs (its parameters by role, its output type, its body).
 
 use proc_macro2::{Span, TokenStream};
-use quote::{quote, ToTokens};
+use quote::{quote, quote_spanned, ToTokens};
 use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{
@@ -83,8 +83,18 @@ impl Function {
         let (docs, attrs) = attrs.into_iter().partition(|a| a.path().is_ident("doc"));
         let output = match sig.output {
             ReturnType::Type(_, ty) => ty,
-            ReturnType::Default => return Err(missing_output(kind, &sig.paren_token.span.join())),
+            ReturnType::Default => {
+                return Err(not_a_result(
+                    kind,
+                    sig.paren_token.span.join(),
+                    "add a return type",
+                ));
+            }
         };
+        if !has_type_arguments(&output) {
+            let problem = format!("`{}` is not a `Result`", pretty(&output));
+            return Err(not_a_result(kind, output.span(), &problem));
+        }
         let ok = ok_type(kind, &output);
         let params = sig
             .inputs
@@ -141,7 +151,10 @@ fn check_signature(kind: Kind, item: &ItemFn) -> syn::Result<()> {
     if sig.asyncness.is_none() {
         return Err(syn::Error::new(
             sig.fn_token.span,
-            format!("{attribute} goes on an `async fn`: write `async fn {}`", sig.ident),
+            format!(
+                "{attribute} goes on an `async fn`: write `async fn {}`",
+                sig.ident
+            ),
         ));
     }
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
@@ -294,40 +307,76 @@ fn check_input(kind: Kind, ty: &Type) -> syn::Result<()> {
 /// `T` when the output is spelled `Result<T, E>`, else the output trait's `Ok` type.
 fn ok_type(kind: Kind, output: &Type) -> TokenStream {
     let spelled = match output {
-        Type::Path(path) if path.qself.is_none() => path.path.segments.last().and_then(|last| {
-            match (&last.arguments, last.ident == "Result") {
-                (PathArguments::AngleBracketed(args), true) => {
-                    args.args.iter().find_map(|arg| match arg {
-                        GenericArgument::Type(ty) => Some(ty),
-                        _ => None,
-                    })
+        Type::Path(path) if path.qself.is_none() => {
+            path.path.segments.last().and_then(|last| {
+                match (&last.arguments, last.ident == "Result") {
+                    (PathArguments::AngleBracketed(args), true) => {
+                        args.args.iter().find_map(|arg| match arg {
+                            GenericArgument::Type(ty) => Some(ty),
+                            _ => None,
+                        })
+                    }
+                    _ => None,
                 }
-                _ => None,
-            }
-        }),
+            })
+        }
         _ => None,
     };
     match (spelled, kind) {
         (Some(ty), _) => ty.to_token_stream(),
         (None, Kind::Workflow) => {
-            quote!(<#output as ::worlds_engine::__private::WorkflowOutput>::Ok)
+            quote_spanned!(output.span()=> <#output as ::worlds_engine::__private::WorkflowOutput>::Ok)
         }
         (None, Kind::Activity | Kind::Step) => {
-            quote!(<#output as ::worlds_engine::__private::StepOutput>::Ok)
+            quote_spanned!(output.span()=> <#output as ::worlds_engine::__private::StepOutput>::Ok)
         }
     }
 }
 
-fn missing_output(kind: Kind, span: &Span) -> syn::Error {
+/// True for a path type whose last segment has type arguments: `Result<T, E>`, `io::Result<T>`,
+/// an alias such as `StepResult<T>`. Anything else cannot be a `Result` worth the name.
+fn has_type_arguments(ty: &Type) -> bool {
+    match ty {
+        Type::Path(path) => path.path.segments.last().is_some_and(|last| {
+            matches!(&last.arguments, PathArguments::AngleBracketed(args)
+                if args.args.iter().any(|arg| matches!(arg, GenericArgument::Type(_))))
+        }),
+        _ => false,
+    }
+}
+
+/// A type as a person writes it (tokens print with spaces around every punctuation mark).
+fn pretty(ty: &Type) -> String {
+    let mut text = ty.to_token_stream().to_string();
+    for (spaced, tight) in [
+        (" :: ", "::"),
+        (":: ", "::"),
+        (" ,", ","),
+        (" ;", ";"),
+        ("< ", "<"),
+        (" <", "<"),
+        (" >", ">"),
+        ("( ", "("),
+        (" )", ")"),
+        ("[ ", "["),
+        (" ]", "]"),
+        ("& ", "&"),
+    ] {
+        text = text.replace(spaced, tight);
+    }
+    text
+}
+
+fn not_a_result(kind: Kind, span: Span, problem: &str) -> syn::Error {
     let error = match kind {
         Kind::Workflow => "WorkflowError",
         Kind::Activity | Kind::Step => "StepError",
     };
     syn::Error::new(
-        *span,
+        span,
         format!(
             "{} function returns `Result<T, E>`, where `E` converts into `{error}` \
-             (e.g. `-> Result<u64, {error}>`)",
+             (e.g. `-> Result<u64, {error}>`): {problem}",
             kind.attribute()
         ),
     )
@@ -377,5 +426,63 @@ fn item_kind(item: &Item) -> &'static str {
         Item::Type(_) => "a type alias",
         Item::Use(_) => "a use declaration",
         _ => "this item",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(kind: Kind, tokens: TokenStream) -> Function {
+        Function::parse(kind, tokens).unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    #[test]
+    fn parameters_are_sorted_by_role() {
+        let function = parse(
+            Kind::Step,
+            quote! {
+                async fn ship(ctx: ActivityContext, #[resource] db: &Db, (a, b): (u8, u8), n: u32)
+                    -> Result<Vec<u8>, StepError> { todo!() }
+            },
+        );
+        let roles: Vec<&str> = function
+            .params
+            .iter()
+            .map(|p| match p.role {
+                Role::Context => "context",
+                Role::Resource(Resource::Borrowed(_)) => "borrowed",
+                Role::Resource(Resource::Shared) => "shared",
+                Role::Input => "input",
+            })
+            .collect();
+        assert_eq!(roles, ["context", "borrowed", "input", "input"]);
+        let bindings: Vec<String> = function.inputs().map(|p| p.binding.to_string()).collect();
+        assert_eq!(bindings, ["arg2", "n"]);
+        assert_eq!(function.ok.to_string(), "Vec < u8 >");
+        assert_eq!(function.plain_name(), "ship");
+    }
+
+    #[test]
+    fn an_aliased_result_uses_the_output_trait() {
+        let function = parse(
+            Kind::Workflow,
+            quote!(
+                async fn r#flow() -> Outcome<u8> {
+                    todo!()
+                }
+            ),
+        );
+        assert!(function.ok.to_string().contains("WorkflowOutput"));
+        assert_eq!(function.plain_name(), "flow");
+    }
+
+    #[test]
+    fn types_print_as_written() {
+        let ty: Type = syn::parse_quote!(std::collections::HashMap<&'static str, (u8, [u8; 2])>);
+        assert_eq!(
+            pretty(&ty),
+            "std::collections::HashMap<&'static str, (u8, [u8; 2])>"
+        );
     }
 }

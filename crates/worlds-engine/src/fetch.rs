@@ -6,8 +6,8 @@
 //! including `4xx`, are returned as they are — deciding what a `404` means is the workflow's
 //! job. When retries run out the step fails and `fetch` returns the error.
 //!
-//! This build speaks plain HTTP (`http://`); an `https://` URL fails at once with a clear
-//! error.
+//! HTTPS uses rustls (with the `ring` crypto provider, installed as the process default if the
+//! program has not chosen one) and the operating system's certificate store.
 //!
 //! ```
 //! use worlds_engine::prelude::*;
@@ -134,10 +134,19 @@ impl FetchResponse {
     }
 }
 
-/// The HTTP client every fetch shares (connection pooling across steps).
-fn client() -> &'static reqwest::Client {
-    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
-    CLIENT.get_or_init(reqwest::Client::new)
+/// The HTTP client every fetch shares (connection pooling across steps), or why there is none.
+fn client() -> Result<&'static reqwest::Client, StepError> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            // TLS needs a process-wide crypto provider; keep the program's if it installed one.
+            let _ = rustls::crypto::ring::default_provider().install_default();
+            reqwest::Client::builder()
+                .build()
+                .map_err(|e| format!("could not build the HTTP client: {e}"))
+        })
+        .as_ref()
+        .map_err(|e| StepError::fatal(e.clone()))
 }
 
 impl WorkflowContext {
@@ -163,14 +172,9 @@ impl WorkflowContext {
 
 /// Sends one attempt.
 async fn send(url: &str, request: &FetchRequest) -> Result<FetchResponse, StepError> {
-    if url.starts_with("https://") {
-        return Err(StepError::fatal(format!(
-            "cannot fetch {url}: this build of worlds-engine speaks plain HTTP only"
-        )));
-    }
     let method = reqwest::Method::from_bytes(request.method.as_bytes())
         .map_err(|_| StepError::fatal(format!("'{}' is not an HTTP method", request.method)))?;
-    let mut builder = client().request(method, url);
+    let mut builder = client()?.request(method, url);
     for (name, value) in &request.headers {
         builder = builder.header(name, value);
     }

@@ -14,6 +14,13 @@ use parking_lot::Mutex;
 use worlds_engine::fetch::{FetchRequest, FetchResponse};
 use worlds_engine::prelude::*;
 
+/// An HTTP client for the tests. TLS in reqwest needs a process-wide rustls crypto provider;
+/// the engine installs `ring` when it builds its own client, and this does the same.
+fn http_client() -> reqwest::Client {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::new()
+}
+
 fn world_config() -> WorldConfig {
     let mut config = WorldConfig::memory();
     config.failure_strategy = FailureStrategy::Ignore;
@@ -67,7 +74,7 @@ async fn a_webhook_is_resumed_by_a_real_http_request() {
         .unwrap()
         .to_owned();
     let endpoint = format!("http://{}{path}", server.local_addr());
-    let client = reqwest::Client::new();
+    let client = http_client();
 
     let unknown = client
         .post(format!("http://{}/webhooks/nope", server.local_addr()))
@@ -220,7 +227,7 @@ async fn fetch_is_a_durable_step_with_retries() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn fetch_gives_up_after_its_retries_and_refuses_https() {
+async fn fetch_gives_up_after_its_retries_and_speaks_tls() {
     let hits = Arc::new(Hits::default());
     let addr = serve(hits.clone()).await;
     let world = World::new(world_config()).unwrap();
@@ -253,10 +260,12 @@ async fn fetch_gives_up_after_its_retries_and_refuses_https() {
     assert!(err.to_string().contains("503"), "{err}");
     assert_eq!(hits.flaky.load(Ordering::SeqCst), 2);
 
+    // HTTPS goes through rustls: against a server that speaks plain HTTP the handshake fails,
+    // which is a network error, retried, then reported.
     let secure = world
         .execute(
             &flow,
-            "https://example.invalid/".to_owned(),
+            format!("https://{addr}/ok"),
             WorkflowOptions::default(),
         )
         .await
@@ -265,7 +274,17 @@ async fn fetch_gives_up_after_its_retries_and_refuses_https() {
         .await
         .unwrap()
         .unwrap_err();
-    assert!(err.to_string().contains("plain HTTP"), "{err}");
+    assert!(
+        err.to_string()
+            .contains(&format!("fetch https://{addr}/ok failed")),
+        "{err}"
+    );
+    assert_eq!(hits.ok.load(Ordering::SeqCst), 0);
+    let state = world.query(&secure.id).await.unwrap();
+    assert_eq!(
+        state.activities[0].attempt, 2,
+        "a failed handshake is retried"
+    );
     world.shutdown().await.unwrap();
 }
 
@@ -321,7 +340,7 @@ async fn a_waiting_webhook_survives_a_restart_and_is_resumed_over_http() {
     world.start().await.unwrap();
     let server = world.serve_webhooks("127.0.0.1:0").await.unwrap();
     let path = url.strip_prefix("http://localhost:3000").unwrap();
-    let response = reqwest::Client::new()
+    let response = http_client()
         .put(format!("http://{}{path}", server.local_addr()))
         .body("after the restart")
         .send()

@@ -13,12 +13,13 @@ use worlds_engine::clock::{Millis, VirtualClock};
 use worlds_engine::error::codes;
 use worlds_engine::prelude::*;
 use worlds_engine::store::{
-    Appended, MemoryStore, NewChunk, RunStore, StreamSignal, StreamStore, Timer, TimerStore,
+    Appended, MemoryStore, NewChunk, RunStore, ScheduleStore, ScheduleUpdate, StreamSignal,
+    StreamStore, Timer, TimerStore,
 };
 use worlds_engine::testing::DEFAULT_START;
 use worlds_engine::{
-    ActivityState, ActivityStatus, Event, Page, ResolveData, RunStatus, StreamChunk, StreamInfo,
-    WorkflowQueryFilter,
+    ActivityState, ActivityStatus, Event, Page, ResolveData, RunStatus, ScheduleConfig,
+    StreamChunk, StreamInfo, WorkflowQueryFilter,
 };
 
 const LIMIT: usize = 1024;
@@ -303,6 +304,23 @@ impl StreamStore for CountingStore {
     }
     fn watch_streams(&self, run_id: &str) -> StreamSignal {
         self.inner.watch_streams(run_id)
+    }
+}
+
+#[async_trait]
+impl ScheduleStore for CountingStore {
+    async fn list_schedules(&self) -> Result<Vec<ScheduleConfig>, WorldError> {
+        self.inner.list_schedules().await
+    }
+    async fn get_schedule(&self, id: &str) -> Result<Option<ScheduleConfig>, WorldError> {
+        self.inner.get_schedule(id).await
+    }
+    async fn update_schedule(
+        &self,
+        id: &str,
+        change: &mut ScheduleUpdate<'_>,
+    ) -> Result<Option<ScheduleConfig>, WorldError> {
+        self.inner.update_schedule(id, change).await
     }
 }
 

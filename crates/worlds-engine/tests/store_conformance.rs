@@ -27,6 +27,10 @@ use worlds_engine::{
 
 const T0: Millis = 1_767_225_600_000;
 
+#[path = "store_conformance/schedules.rs"]
+mod schedule_checks;
+use schedule_checks::*;
+
 /// Makes ids and timestamps the way the engine does: ULIDs from a virtual clock.
 struct Maker {
     clock: VirtualClock,
@@ -1083,6 +1087,9 @@ macro_rules! conformance {
             stream_keys_dedupe_and_closed_streams_refuse_new_chunks,
             stream_data_and_names_round_trip,
             stream_signal_fires_after_each_change,
+            schedules_round_trip_and_list_by_id,
+            schedule_updates_read_the_current_record_and_keep_or_delete,
+            a_failed_schedule_update_changes_nothing,
         );
     };
     (@checks $backend:ident, $make:expr, $($check:ident),+ $(,)?) => {

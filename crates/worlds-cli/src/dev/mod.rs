@@ -86,6 +86,8 @@ async fn session(args: &DevArgs) -> anyhow::Result<()> {
         World::new(world_config(args))
             .with_context(|| format!("could not open a world in {}", args.dir.display()))?,
     );
+    // Log files for `worlds logs`; the console belongs to the live display.
+    worlds_engine::telemetry::init_logging(&world);
     demo.register(&world)?;
     let mut tracker = Tracker::new(&world).await?;
     tracker.to_start = args.runs.unwrap_or(if tracker.resumed == 0 {
@@ -182,6 +184,7 @@ fn world_config(args: &DevArgs) -> WorldConfig {
     config.min_workers = MIN_WORKERS;
     config.max_workers = MAX_WORKERS;
     config.shutdown_grace = Dur(SHUTDOWN_GRACE);
+    config.logs.console = false;
     config
 }
 

@@ -137,15 +137,22 @@ pub(crate) struct Engine {
     pub(crate) local_steps: Arc<steps::LocalSteps>,
     /// Application state for steps (`world.provide`, `ctx.resource`).
     pub(crate) resources: Arc<crate::resources::Resources>,
+    /// Schedule input functions and the schedule loop's wake-up (see `schedule::service`).
+    pub(crate) schedules: crate::schedule::ScheduleKit,
+    /// The world's logging: its span, its log layer's files.
+    pub(crate) logs: Arc<crate::telemetry::logs::Logs>,
 }
 
 impl Engine {
     pub(crate) fn new(config: WorldConfig, clock: Arc<dyn Clock>, store: Arc<dyn Store>) -> Self {
         let hook_kit = Arc::new(crate::hooks::HookKit::for_config(&config));
+        let logs = crate::telemetry::logs::Logs::new(&config, clock.clone());
         Self {
             hook_kit,
+            logs,
             local_steps: Arc::default(),
             resources: Arc::default(),
+            schedules: Default::default(),
             ids: Arc::new(IdGenerator::new(clock.clone())),
             config,
             clock,

@@ -26,9 +26,25 @@ impl Engine {
                 return Ok(fired);
             }
             fired += due.len();
+            // Runs fire concurrently, so that on a durable store their records share syncs
+            // instead of waiting for one each; a run's own timers fire in order.
+            let mut by_run: Vec<Vec<Timer>> = Vec::new();
+            let mut index: rustc_hash::FxHashMap<String, usize> = Default::default();
             for timer in due {
-                self.fire(timer).await;
+                match index.get(&timer.run_id) {
+                    Some(&i) => by_run[i].push(timer),
+                    None => {
+                        index.insert(timer.run_id.clone(), by_run.len());
+                        by_run.push(vec![timer]);
+                    }
+                }
             }
+            futures::future::join_all(by_run.into_iter().map(|timers| async move {
+                for timer in timers {
+                    self.fire(timer).await;
+                }
+            }))
+            .await;
         }
     }
 

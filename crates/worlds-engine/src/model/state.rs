@@ -85,6 +85,46 @@ pub struct PendingRetry {
     pub first_position: u32,
 }
 
+/// A run's timers not yet fired, as `(position, fire time)` sorted by position: a run waits on
+/// one timer or a few at a time, so a vector sized to them is smaller than a map (this state is
+/// kept in memory for every run, sleeping ones included).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct PendingTimers(Vec<(u32, Millis)>);
+
+impl PendingTimers {
+    fn find(&self, position: u32) -> Result<usize, usize> {
+        self.0.binary_search_by_key(&position, |(p, _)| *p)
+    }
+
+    fn contains(&self, position: u32) -> bool {
+        self.find(position).is_ok()
+    }
+
+    fn insert(&mut self, position: u32, fire_at: Millis) {
+        match self.find(position) {
+            Ok(i) => self.0[i].1 = fire_at,
+            Err(i) => {
+                if self.0.capacity() == 0 {
+                    // Most runs never hold more than one timer: no room for four.
+                    self.0.reserve_exact(1);
+                }
+                self.0.insert(i, (position, fire_at));
+            }
+        }
+    }
+
+    fn remove(&mut self, position: u32) {
+        if let Ok(i) = self.find(position) {
+            self.0.remove(i);
+        }
+    }
+
+    /// Forgets every timer, and frees the room they took.
+    fn clear(&mut self) {
+        self.0 = Vec::new();
+    }
+}
+
 /// A saga compensation registered by the run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompensationState {
@@ -174,7 +214,7 @@ pub struct WorkflowState {
     activity_index: FxHashMap<u32, usize>,
     /// Timers not yet fired: position → fire time.
     #[serde(skip)]
-    pending_timers: FxHashMap<u32, Millis>,
+    pending_timers: PendingTimers,
     /// A `workflow_retry` waiting for its attempt to start.
     #[serde(skip)]
     retry_pending: Option<PendingRetry>,
@@ -232,7 +272,7 @@ impl WorkflowState {
             history: Vec::new(),
             event_count: 1,
             activity_index: FxHashMap::default(),
-            pending_timers: FxHashMap::default(),
+            pending_timers: PendingTimers::default(),
             retry_pending: None,
         })
     }
@@ -260,7 +300,7 @@ impl WorkflowState {
 
     /// Timers scheduled and not yet fired, as (position, fire time).
     pub fn pending_timers(&self) -> impl Iterator<Item = (u32, Millis)> + '_ {
-        self.pending_timers.iter().map(|(p, t)| (*p, *t))
+        self.pending_timers.0.iter().copied()
     }
 
     /// The workflow retry waiting to start, if any.
@@ -451,7 +491,7 @@ impl WorkflowState {
             }
             EventKind::TimerScheduled { position, .. } => {
                 running()?;
-                if self.pending_timers.contains_key(position) {
+                if self.pending_timers.contains(*position) {
                     Err(WorldError::conflict(format!(
                         "run {} already has a timer at position {position}",
                         self.id
@@ -462,7 +502,7 @@ impl WorkflowState {
             }
             EventKind::TimerFired { position } => {
                 running()?;
-                if self.pending_timers.contains_key(position) {
+                if self.pending_timers.contains(*position) {
                     Ok(())
                 } else {
                     Err(WorldError::conflict(format!(
@@ -678,7 +718,7 @@ impl WorkflowState {
                 self.pending_timers.insert(*position, *fire_at);
             }
             EventKind::TimerFired { position } => {
-                self.pending_timers.remove(position);
+                self.pending_timers.remove(*position);
             }
             EventKind::ChildWorkflowStarted { child_id, .. } => {
                 self.children.push(child_id.clone());

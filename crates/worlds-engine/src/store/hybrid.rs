@@ -10,6 +10,7 @@
 //!   state/wal.ndjson                  every acknowledged write not yet compacted, in order
 //!   workflows/{run_id}.events.ndjson  one JSON event per line, in seq order
 //!   streams/{run_id}/{name}.ndjson    stream chunks, outside the WAL (see `store/streams/files.rs`)
+//!   schedules/{id}.json               one schedule each, outside the WAL (see `store/schedules/files.rs`)
 //! ```
 //!
 //! Every `create_run` and `append` is checked and applied to the memory store's tip (so the next
@@ -32,6 +33,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -45,8 +47,8 @@ use crate::error::WorldError;
 use crate::model::{ActivityState, Event, Page, ResolveData, WorkflowQueryFilter, WorkflowState};
 
 use super::file::{
-    check_run_id, create_log_unsynced_dir, encode, io_error, list_run_logs, load_run_log, log_path,
-    now, scan_events, sync_dir, truncate_torn, FileStore,
+    check_run_id, encode, io_error, list_run_logs, load_run_log, log_path, now, scan_events,
+    sync_dir, truncate_torn, write_logs_unsynced_dir, FileStore, LogWrite,
 };
 use super::memory::RunHandle;
 use super::{Appended, MemoryStore, RunStore, Timer, TimerStore};
@@ -127,6 +129,8 @@ pub struct HybridStore {
     inner: Arc<Inner>,
     /// The runs' streams, under `streams/` (see `store/streams/files.rs`).
     pub(in crate::store) streams: super::streams::FileStreams,
+    /// The schedules, under `schedules/` (see `store/schedules/files.rs`).
+    pub(in crate::store) schedules: super::schedules::FileSchedules,
     compactor: Mutex<Option<tokio::task::JoinHandle<()>>>,
     flusher: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
@@ -205,6 +209,7 @@ impl HybridStore {
         };
         Ok(HybridStore {
             streams: super::streams::FileStreams::new(&inner.root, false, false),
+            schedules: super::schedules::FileSchedules::new(&inner.root, false),
             inner,
             compactor: Mutex::new(compactor),
             flusher: Mutex::new(Some(flusher)),
@@ -460,13 +465,15 @@ impl Inner {
         if bytes.is_empty() {
             return Ok(0);
         }
-        // Events not yet in each run's log, in order.
-        let mut fresh: BTreeMap<String, Vec<Arc<Event>>> = BTreeMap::new();
+        // Lines of the events not yet in each run's log, in order, as byte ranges of the WAL:
+        // a WAL line is the run log's line byte for byte, so events are checked here but not
+        // kept (or encoded again).
+        let mut fresh: BTreeMap<String, Vec<Range<usize>>> = BTreeMap::new();
         let counts = &disk.counts;
-        let scan = scan_events(&self.wal_path, &bytes, |_, event| {
+        let scan = scan_events(&self.wal_path, &bytes, |offset, event| {
             let have = counts.get(&event.run_id).copied().unwrap_or(0);
-            let batch = fresh.entry(event.run_id.clone()).or_default();
-            let expected = have + batch.len() as u64;
+            let batched = fresh.get(&event.run_id).map_or(0, Vec::len);
+            let expected = have + batched as u64;
             if event.seq < expected {
                 return Ok(());
             }
@@ -476,7 +483,11 @@ impl Inner {
                     event.seq, event.run_id
                 ));
             }
-            batch.push(Arc::new(event));
+            let end = bytes[offset..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(bytes.len(), |i| offset + i + 1);
+            fresh.entry(event.run_id).or_default().push(offset..end);
             Ok(())
         })?;
         if scan.torn {
@@ -486,28 +497,31 @@ impl Inner {
                 scan.good_end
             )));
         }
+        // Every run's lines are written first, then synced together (see
+        // `write_logs_unsynced_dir`): one sync each, in sequence, made compaction of many new
+        // runs take minutes.
+        let workflows = &self.workflows;
+        let writes = fresh
+            .iter()
+            .filter(|(_, lines)| !lines.is_empty())
+            .map(|(run_id, ranges)| {
+                let mut lines = Vec::with_capacity(ranges.iter().map(Range::len).sum());
+                for range in ranges {
+                    lines.extend_from_slice(&bytes[range.clone()]);
+                }
+                Ok(LogWrite {
+                    path: log_path(workflows, run_id),
+                    lines,
+                    create: !counts.contains_key(run_id),
+                })
+            });
+        let created = write_logs_unsynced_dir(writes)?;
         let mut moved = 0;
-        let mut created = false;
-        for (run_id, events) in fresh {
-            if events.is_empty() {
-                continue;
+        for (run_id, ranges) in fresh {
+            if !ranges.is_empty() {
+                moved += ranges.len();
+                *disk.counts.entry(run_id).or_insert(0) += ranges.len() as u64;
             }
-            let path = log_path(&self.workflows, &run_id);
-            let lines = encode(&events)?;
-            if disk.counts.contains_key(&run_id) {
-                let mut file = OpenOptions::new()
-                    .append(true)
-                    .open(&path)
-                    .map_err(|e| io_error("could not open", &path, e))?;
-                file.write_all(&lines)
-                    .and_then(|()| file.sync_data())
-                    .map_err(|e| io_error("could not write", &path, e))?;
-            } else {
-                create_log_unsynced_dir(&path, &lines)?;
-                created = true;
-            }
-            moved += events.len();
-            *disk.counts.entry(run_id).or_insert(0) += events.len() as u64;
         }
         if created {
             sync_dir(&self.workflows)?;

@@ -14,7 +14,7 @@ use crate::model::{
 };
 
 use super::hook_index::{touches_hooks, HookIndex, HookRef};
-use super::{Appended, RunStore, Timer, TimerStore};
+use super::{Appended, RunStore, Timer, TimerKind, TimerStore};
 
 /// Default page size of [`RunStore::list_runs`] when the filter sets no limit.
 const DEFAULT_PAGE: usize = 100;
@@ -23,6 +23,8 @@ const DEFAULT_PAGE: usize = 100;
 /// first `visible` events (all of them, unless a durable store has not yet published the rest:
 /// see [`MemoryStore::append_unpublished`]).
 struct Entry {
+    /// The run id, shared with the indexes and the timers (one allocation per run).
+    run_id: Arc<str>,
     state: WorkflowState,
     history: Vec<Arc<Event>>,
     /// Events readers may see; 0 for a run whose creation is not published yet.
@@ -59,38 +61,43 @@ pub(crate) struct RunHandle {
 
 /// The indexes over all runs. Kept apart from the runs themselves so that appending to one run
 /// (the hot path) locks only that run; the indexes are touched when a run is created or changes
-/// status.
+/// status. Every entry shares the run's one `Arc<str>` id instead of holding a copy.
 #[derive(Default)]
 struct Index {
     /// Run ids; run ids are ULIDs, so this is also creation order.
-    ids: BTreeSet<String>,
-    by_workflow_id: HashMap<String, String>,
-    by_status: HashMap<RunStatus, BTreeSet<String>>,
-    by_name: HashMap<String, BTreeSet<String>>,
-    by_parent: HashMap<String, BTreeSet<String>>,
+    ids: BTreeSet<Arc<str>>,
+    by_workflow_id: FxHashMap<Arc<str>, Arc<str>>,
+    by_status: HashMap<RunStatus, BTreeSet<Arc<str>>>,
+    by_name: HashMap<String, BTreeSet<Arc<str>>>,
+    by_parent: HashMap<String, BTreeSet<Arc<str>>>,
     /// Idempotency key → the newest run started with it, and when.
-    by_idempotency_key: HashMap<String, (String, Millis)>,
+    by_idempotency_key: HashMap<String, (Arc<str>, Millis)>,
 }
 
 impl Index {
-    /// Files a new run under its id, workflow id, name, parent and idempotency key, refusing
-    /// a taken run id or workflow id. Not under a status: the caller files it.
-    fn add_run(&mut self, state: &WorkflowState) -> Result<(), WorldError> {
-        let id = &state.id;
+    /// Files a new run (whose id is `id`) under its id, workflow id, name, parent and
+    /// idempotency key, refusing a taken run id or workflow id. Not under a status: the caller
+    /// files it.
+    fn add_run(&mut self, id: &Arc<str>, state: &WorkflowState) -> Result<(), WorldError> {
         if self.ids.contains(id) {
             return Err(WorldError::conflict(format!(
                 "a run with id {id} already exists"
             )));
         }
-        if let Some(existing) = self.by_workflow_id.get(&state.workflow_id) {
+        if let Some(existing) = self.by_workflow_id.get(state.workflow_id.as_str()) {
             return Err(WorldError::conflict(format!(
                 "workflow id '{}' is already used by run {existing}; workflow ids must be unique",
                 state.workflow_id
             )));
         }
         self.ids.insert(id.clone());
-        self.by_workflow_id
-            .insert(state.workflow_id.clone(), id.clone());
+        // The workflow id defaults to the run id: then one allocation serves both.
+        let workflow_id = if state.workflow_id == **id {
+            id.clone()
+        } else {
+            Arc::from(state.workflow_id.as_str())
+        };
+        self.by_workflow_id.insert(workflow_id, id.clone());
         self.by_name
             .entry(state.name.clone())
             .or_default()
@@ -115,7 +122,7 @@ impl Index {
     }
 
     /// Files the run under `now`, removing it from the statuses it may have been filed under.
-    fn set_status(&mut self, run_id: &str, was: &[RunStatus], now: RunStatus) {
+    fn set_status(&mut self, run_id: &Arc<str>, was: &[RunStatus], now: RunStatus) {
         for status in was {
             if let Some(set) = self.by_status.get_mut(status) {
                 set.remove(run_id);
@@ -124,14 +131,21 @@ impl Index {
         self.by_status
             .entry(now)
             .or_default()
-            .insert(run_id.to_owned());
+            .insert(run_id.clone());
     }
 }
 
+/// A timer as kept in [`Timers::all`]: [`Timer`]'s fields in its order, the run id shared.
+type TimerKey = (Millis, Arc<str>, TimerKind);
+
+/// The durable timers. A run usually has one timer at a time (a sleep, a retry), so each run
+/// keeps a small vector, not a set.
 #[derive(Default)]
 struct Timers {
-    all: BTreeSet<Timer>,
-    by_run: HashMap<String, BTreeSet<Timer>>,
+    /// Every timer, earliest first (the order of [`Timer`]).
+    all: BTreeSet<TimerKey>,
+    /// Each run's timers, to remove them with the run.
+    by_run: FxHashMap<Arc<str>, Vec<(Millis, TimerKind)>>,
 }
 
 /// Keeps everything in process memory, with indexes by status, name and parent so queries do
@@ -140,13 +154,15 @@ struct Timers {
 /// Each run has its own lock, so steps of different runs record concurrently.
 #[derive(Default)]
 pub struct MemoryStore {
-    runs: RwLock<FxHashMap<String, Shared>>,
+    runs: RwLock<FxHashMap<Arc<str>, Shared>>,
     index: Mutex<Index>,
     timers: Mutex<Timers>,
     /// Taken after a run's lock, never before one.
     hooks: Mutex<HookIndex>,
     /// The runs' streams (see `store/streams/memory.rs`).
     pub(in crate::store) streams: super::streams::MemoryStreams,
+    /// The schedules (see `store/schedules/memory.rs`).
+    pub(in crate::store) schedules: super::schedules::MemorySchedules,
 }
 
 impl MemoryStore {
@@ -157,6 +173,14 @@ impl MemoryStore {
 
     fn entry(&self, run_id: &str) -> Option<Shared> {
         self.runs.read().get(run_id).cloned()
+    }
+
+    /// The run's shared id if the run exists, else a new one.
+    fn shared_id(&self, run_id: &str) -> Arc<str> {
+        match self.runs.read().get_key_value(run_id) {
+            Some((id, _)) => id.clone(),
+            None => Arc::from(run_id),
+        }
     }
 
     /// The run with this run id, or else this workflow id.
@@ -174,13 +198,14 @@ impl MemoryStore {
     pub(crate) fn create_unpublished(&self, mut first: Event) -> Result<RunHandle, WorldError> {
         first.seq = 0;
         let state = WorkflowState::from_first_event(&first)?;
-        let id = state.id.clone();
+        let id: Arc<str> = Arc::from(state.id.as_str());
         // The index lock is taken first and held while the run is inserted, so two creations
         // of one workflow id cannot both pass the uniqueness check.
         let mut index = self.index.lock();
-        index.add_run(&state)?;
+        index.add_run(&id, &state)?;
         let visible_status = state.status;
         let entry = Entry {
+            run_id: id.clone(),
             state,
             history: vec![Arc::new(first)],
             visible: 0,
@@ -188,10 +213,7 @@ impl MemoryStore {
         };
         let entry = Arc::new(Mutex::new(entry));
         self.runs.write().insert(id.clone(), entry.clone());
-        Ok(RunHandle {
-            run_id: id.into(),
-            entry,
-        })
+        Ok(RunHandle { run_id: id, entry })
     }
 
     /// Appends events like [`RunStore::append`] — checked against every event accepted so far,
@@ -205,7 +227,7 @@ impl MemoryStore {
         let shared = self
             .entry(run_id)
             .ok_or_else(|| WorldError::not_found("run", run_id))?;
-        let (status, events) = {
+        let (status, events, id) = {
             let mut entry = shared.lock();
             // Held from the check to the update, so two runs cannot both take one token.
             let mut hooks = touches_hooks(&events).then(|| self.hooks.lock());
@@ -232,10 +254,10 @@ impl MemoryStore {
             drop(hooks);
             let events: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
             entry.history.extend(events.iter().cloned());
-            (entry.state.status, events)
+            (entry.state.status, events, entry.run_id.clone())
         };
         let run = RunHandle {
-            run_id: run_id.into(),
+            run_id: id,
             entry: shared,
         };
         Ok((Appended { events, status }, run))
@@ -307,12 +329,15 @@ impl RunStore for MemoryStore {
         let mut index = self.index.lock();
         for mut first in firsts {
             first.seq = 0;
-            let added = WorkflowState::from_first_event(&first)
-                .and_then(|state| index.add_run(&state).map(|()| state));
+            let added = WorkflowState::from_first_event(&first).and_then(|state| {
+                let id: Arc<str> = Arc::from(state.id.as_str());
+                index.add_run(&id, &state).map(|()| (id, state))
+            });
             match added {
-                Ok(state) => {
-                    index.set_status(&state.id, &[], state.status);
+                Ok((id, state)) => {
+                    index.set_status(&id, &[], state.status);
                     let entry = Entry {
+                        run_id: id,
                         visible_status: state.status,
                         state,
                         history: vec![Arc::new(first)],
@@ -326,7 +351,7 @@ impl RunStore for MemoryStore {
         }
         let mut runs = self.runs.write();
         for entry in created {
-            runs.insert(entry.state.id.clone(), Arc::new(Mutex::new(entry)));
+            runs.insert(entry.run_id.clone(), Arc::new(Mutex::new(entry)));
         }
         results
     }
@@ -341,7 +366,7 @@ impl RunStore for MemoryStore {
             .by_idempotency_key
             .get(key)
             .filter(|(_, at)| *at >= since)
-            .map(|(run_id, _)| run_id.clone()))
+            .map(|(run_id, _)| run_id.to_string()))
     }
 
     async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
@@ -399,7 +424,7 @@ impl RunStore for MemoryStore {
         let empty = BTreeSet::new();
 
         // Start from the narrowest index the filter allows, then check the rest per run.
-        let mut candidates: Option<Vec<&BTreeSet<String>>> = None;
+        let mut candidates: Option<Vec<&BTreeSet<Arc<str>>>> = None;
         if let Some(parent) = &filter.parent_id {
             candidates = Some(vec![index.by_parent.get(parent).unwrap_or(&empty)]);
         } else if let Some(name) = &filter.workflow_name {
@@ -434,11 +459,11 @@ impl RunStore for MemoryStore {
         };
         let below_cursor = |id: &str| filter.cursor.as_deref().is_none_or(|c| id < c);
 
-        let ids: Box<dyn Iterator<Item = &String>> = match candidates {
+        let ids: Box<dyn Iterator<Item = &Arc<str>>> = match candidates {
             None => Box::new(index.ids.iter().rev()),
             Some(sets) if sets.len() == 1 => Box::new(sets[0].iter().rev()),
             Some(sets) => {
-                let mut merged: Vec<&String> = sets.into_iter().flatten().collect();
+                let mut merged: Vec<&Arc<str>> = sets.into_iter().flatten().collect();
                 merged.sort_unstable_by(|a, b| b.cmp(a));
                 Box::new(merged.into_iter())
             }
@@ -477,7 +502,7 @@ impl RunStore for MemoryStore {
             RunStatus::Compensating,
         ] {
             if let Some(set) = index.by_status.get(&status) {
-                ids.extend(set.iter().cloned());
+                ids.extend(set.iter().map(|id| id.to_string()));
             }
         }
         ids.sort();
@@ -488,13 +513,18 @@ impl RunStore for MemoryStore {
 #[async_trait]
 impl TimerStore for MemoryStore {
     async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
+        let run_id = self.shared_id(&timer.run_id);
         let mut timers = self.timers.lock();
-        timers
-            .by_run
-            .entry(timer.run_id.clone())
-            .or_default()
-            .insert(timer.clone());
-        timers.all.insert(timer);
+        if timers
+            .all
+            .insert((timer.fire_at, run_id.clone(), timer.kind.clone()))
+        {
+            timers
+                .by_run
+                .entry(run_id)
+                .or_default()
+                .push((timer.fire_at, timer.kind));
+        }
         Ok(())
     }
 
@@ -505,32 +535,36 @@ impl TimerStore for MemoryStore {
             let Some(first) = timers.all.first() else {
                 break;
             };
-            if first.fire_at > now {
+            if first.0 > now {
                 break;
             }
-            let Some(timer) = timers.all.pop_first() else {
+            let Some((fire_at, run_id, kind)) = timers.all.pop_first() else {
                 break;
             };
-            if let Some(set) = timers.by_run.get_mut(&timer.run_id) {
-                set.remove(&timer);
-                if set.is_empty() {
-                    timers.by_run.remove(&timer.run_id);
+            if let Some(list) = timers.by_run.get_mut(&run_id) {
+                list.retain(|(at, k)| (*at, k) != (fire_at, &kind));
+                if list.is_empty() {
+                    timers.by_run.remove(&run_id);
                 }
             }
-            due.push(timer);
+            due.push(Timer {
+                fire_at,
+                run_id: run_id.to_string(),
+                kind,
+            });
         }
         Ok(due)
     }
 
     async fn next_timer_at(&self) -> Result<Option<Millis>, WorldError> {
-        Ok(self.timers.lock().all.first().map(|t| t.fire_at))
+        Ok(self.timers.lock().all.first().map(|t| t.0))
     }
 
     async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
         let mut timers = self.timers.lock();
-        if let Some(set) = timers.by_run.remove(run_id) {
-            for timer in set {
-                timers.all.remove(&timer);
+        if let Some((run_id, list)) = timers.by_run.remove_entry(run_id) {
+            for (fire_at, kind) in list {
+                timers.all.remove(&(fire_at, run_id.clone(), kind));
             }
         }
         Ok(())

@@ -1,9 +1,9 @@
 //! Storage: the [`Store`] contract and its implementations (memory, file, hybrid).
 //!
 //! A store keeps each run's history (append-only), the run state materialized from it, the
-//! durable timers and the runs' streams. The contract is split by duty — [`RunStore`] for runs
-//! and their events, [`TimerStore`] for timers, [`StreamStore`] for streams — and [`Store`] is
-//! their sum. Every backend materializes state with the same rules ([`WorkflowState::check`]
+//! durable timers, the runs' streams and the schedules. The contract is split by duty —
+//! [`RunStore`] for runs and their events, [`TimerStore`] for timers, [`StreamStore`] for
+//! streams, [`ScheduleStore`] for schedules — and [`Store`] is their sum. Every backend materializes state with the same rules ([`WorkflowState::check`]
 //! and [`WorkflowState::apply`]), so they agree on what a history means; one conformance suite
 //! (`tests/store_conformance.rs`) runs against each.
 
@@ -11,6 +11,7 @@ mod file;
 mod hook_index;
 mod hybrid;
 mod memory;
+mod schedules;
 mod streams;
 
 use std::sync::Arc;
@@ -28,6 +29,7 @@ pub use file::FileStore;
 pub use hook_index::HookRef;
 pub use hybrid::HybridStore;
 pub use memory::MemoryStore;
+pub use schedules::{ScheduleChange, ScheduleStore, ScheduleUpdate};
 pub use streams::{NewChunk, StreamSignal, StreamStore};
 
 /// The result of an append.
@@ -225,6 +227,6 @@ pub trait TimerStore: Send + Sync {
 }
 
 /// A complete storage backend.
-pub trait Store: RunStore + TimerStore + StreamStore {}
+pub trait Store: RunStore + TimerStore + StreamStore + ScheduleStore {}
 
-impl<T: RunStore + TimerStore + StreamStore> Store for T {}
+impl<T: RunStore + TimerStore + StreamStore + ScheduleStore> Store for T {}

@@ -6,13 +6,16 @@
 //! status cost one cheap check and no lock.
 
 use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
-use crate::model::{Event, RunStatus};
+use crate::model::{Event, EventKind, RunStatus};
 
 /// Length of the rolling window throughput is measured over: 60 s, as the specification sets.
 pub const THROUGHPUT_WINDOW_MS: Millis = 60_000;
@@ -80,11 +83,63 @@ pub struct Throughput {
     pub per_hour: u64,
 }
 
+/// Labels of a run-duration histogram: the status the run ended in.
+pub(crate) type StatusLabel = [(&'static str, &'static str); 1];
+
+/// Run durations by final status, in seconds.
+pub(crate) type RunDurations = Family<StatusLabel, Histogram, fn() -> Histogram>;
+
+/// Upper bounds of the run-duration buckets, in seconds: 10 ms to a day.
+pub(crate) const RUN_DURATION_BUCKETS: [f64; 13] = [
+    0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3_600.0, 14_400.0, 86_400.0,
+];
+
+fn run_duration_histogram() -> Histogram {
+    Histogram::new(RUN_DURATION_BUCKETS)
+}
+
 /// Counts runs by status from the events the engine records.
-#[derive(Default)]
 pub(crate) struct MetricsRecorder {
     inner: Mutex<Counts>,
     started_at: Mutex<Option<Millis>>,
+    /// Step outcomes, counted without a lock.
+    steps: StepCounts,
+    /// Time from acceptance to the final status, for runs accepted by this process.
+    durations: RunDurations,
+}
+
+impl Default for MetricsRecorder {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::default(),
+            started_at: Mutex::default(),
+            steps: StepCounts::default(),
+            durations: Family::new_with_constructor(run_duration_histogram),
+        }
+    }
+}
+
+/// Step events seen, for the Prometheus export.
+#[derive(Default)]
+struct StepCounts {
+    attempts: AtomicU64,
+    completed: AtomicU64,
+    failed: AtomicU64,
+}
+
+/// Counts kept for the Prometheus export beyond [`WorldMetrics`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct DetailCounts {
+    /// Runs that reached `cancelled`.
+    pub(crate) cancelled: u64,
+    /// Runs that reached `compensated`.
+    pub(crate) compensated: u64,
+    /// Step attempts started.
+    pub(crate) step_attempts: u64,
+    /// Steps that completed.
+    pub(crate) steps_completed: u64,
+    /// Steps that failed for good (no retry left).
+    pub(crate) steps_failed: u64,
 }
 
 #[derive(Default)]
@@ -96,6 +151,8 @@ struct Counts {
     running: usize,
     completed: u64,
     failed: u64,
+    cancelled: u64,
+    compensated: u64,
     /// Completion times within the throughput window, oldest first.
     recent: VecDeque<Millis>,
     /// Runs that reached a terminal status, with when. Their entries in `runs` are kept for a
@@ -108,17 +165,32 @@ struct Counts {
 struct Tracked {
     status: RunStatus,
     seq: u64,
+    /// When the run was accepted, if this process saw it happen.
+    created_at: Option<Millis>,
 }
 
 impl Counts {
-    fn apply(&mut self, run_id: &str, seq: u64, status: RunStatus, at: Millis) {
-        let previous = match self.runs.get(run_id) {
-            Some(t) if t.seq >= seq => return,
-            Some(t) => Some(t.status),
-            None => None,
+    /// Applies a status change; returns how long the run took if it just ended (completed,
+    /// failed or cancelled) and its acceptance was seen.
+    fn apply(&mut self, run_id: &str, seq: u64, status: RunStatus, at: Millis) -> Option<Millis> {
+        self.apply_created(run_id, seq, status, at, None)
+    }
+
+    fn apply_created(
+        &mut self,
+        run_id: &str,
+        seq: u64,
+        status: RunStatus,
+        at: Millis,
+        created: Option<Millis>,
+    ) -> Option<Millis> {
+        let (previous, created_at) = match self.runs.get(run_id) {
+            Some(t) if t.seq >= seq => return None,
+            Some(t) => (Some(t.status), t.created_at),
+            None => (None, created),
         };
         if previous == Some(status) {
-            return;
+            return None;
         }
         match previous {
             Some(RunStatus::Pending) => self.queued = self.queued.saturating_sub(1),
@@ -135,14 +207,31 @@ impl Counts {
                 self.recent.push_back(at);
             }
             RunStatus::Failed => self.failed += 1,
-            RunStatus::Cancelled | RunStatus::Compensated => {}
+            RunStatus::Cancelled => self.cancelled += 1,
+            RunStatus::Compensated => self.compensated += 1,
         }
         let key: Arc<str> = Arc::from(run_id);
         if status.is_terminal() {
             self.finished.push_back((at, key.clone()));
         }
-        self.runs.insert(key, Tracked { status, seq });
+        self.runs.insert(
+            key,
+            Tracked {
+                status,
+                seq,
+                created_at,
+            },
+        );
         self.prune(at);
+        let ended = matches!(
+            status,
+            RunStatus::Completed | RunStatus::Failed | RunStatus::Cancelled
+        );
+        // A compensated run ended once already, as failed.
+        let first_end = !matches!(previous, Some(RunStatus::Compensating));
+        created_at
+            .filter(|_| ended && first_end)
+            .map(|created| at.saturating_sub(created).max(0))
     }
 
     fn prune(&mut self, now: Millis) {
@@ -168,7 +257,9 @@ impl Counts {
 impl MetricsRecorder {
     /// A run was accepted (its `workflow_queued` event, `seq` 0, is stored).
     pub(crate) fn run_created(&self, run_id: &str, at: Millis) {
-        self.inner.lock().apply(run_id, 0, RunStatus::Pending, at);
+        self.inner
+            .lock()
+            .apply_created(run_id, 0, RunStatus::Pending, at, Some(at));
     }
 
     /// A run read back from the store on start (recovery). Runs already tracked are left as
@@ -180,8 +271,19 @@ impl MetricsRecorder {
         }
     }
 
-    /// Events were appended to a run: counts its status changes.
+    /// Events were appended to a run: counts its status changes and its steps' outcomes.
     pub(crate) fn record(&self, run_id: &str, events: &[Arc<Event>]) {
+        for event in events {
+            let counter = match &event.kind {
+                EventKind::ActivityStarted { .. } => &self.steps.attempts,
+                EventKind::ActivityCompleted { .. } => &self.steps.completed,
+                EventKind::ActivityFailed {
+                    retrying: false, ..
+                } => &self.steps.failed,
+                _ => continue,
+            };
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
         let mut changes = events
             .iter()
             .filter_map(|e| e.kind.status_change().map(|s| (e.seq, s, e.timestamp)))
@@ -189,10 +291,40 @@ impl MetricsRecorder {
         if changes.peek().is_none() {
             return;
         }
-        let mut counts = self.inner.lock();
-        for (seq, status, at) in changes {
-            counts.apply(run_id, seq, status, at);
+        let mut ended = None;
+        {
+            let mut counts = self.inner.lock();
+            for (seq, status, at) in changes {
+                if let Some(took) = counts.apply(run_id, seq, status, at) {
+                    ended = Some((status, took));
+                }
+            }
         }
+        if let Some((status, took)) = ended {
+            self.durations
+                .get_or_create(&[("status", status.as_str())])
+                .observe(took as f64 / 1_000.0);
+        }
+    }
+
+    /// Counts beyond [`WorldMetrics`], for the Prometheus export.
+    pub(crate) fn details(&self) -> DetailCounts {
+        let (cancelled, compensated) = {
+            let counts = self.inner.lock();
+            (counts.cancelled, counts.compensated)
+        };
+        DetailCounts {
+            cancelled,
+            compensated,
+            step_attempts: self.steps.attempts.load(Ordering::Relaxed),
+            steps_completed: self.steps.completed.load(Ordering::Relaxed),
+            steps_failed: self.steps.failed.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Run durations by final status.
+    pub(crate) fn run_durations(&self) -> &RunDurations {
+        &self.durations
     }
 
     /// The world started at `now`: uptime counts from here.

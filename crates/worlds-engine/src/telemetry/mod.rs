@@ -1,12 +1,18 @@
-//! Telemetry: world metrics and heartbeat views.
+//! Telemetry: world metrics, heartbeat views, logs, and metrics in Prometheus form.
 //!
 //! * [`WorldMetrics`] — what `World::get_metrics()` reports: uptime, worker counts, run counts,
 //!   throughput over a rolling window, and workload.
 //! * [`HeartbeatEntry`] — what `World::get_heartbeats()` reports: the last sign of life of each
 //!   worker and each running activity attempt, and whether it is considered dead.
+//! * [`logs`] — the world's tracing events as entries, on the console and in daily NDJSON
+//!   files, and read back with filters.
+//! * [`prometheus`] — `World::metrics_prometheus()`: the metrics in the Prometheus text format.
 
 pub(crate) mod heartbeat;
+pub mod logs;
 pub(crate) mod metrics;
+pub mod prometheus;
 
 pub use heartbeat::{HeartbeatEntry, HeartbeatKind};
+pub use logs::init_logging;
 pub use metrics::{Throughput, WorkerMetrics, WorkflowMetrics, WorldMetrics, THROUGHPUT_WINDOW_MS};

@@ -27,6 +27,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::clock::{duration_ms, Millis};
 use crate::engine::{Engine, Task};
@@ -191,17 +192,15 @@ impl WorkerPool {
                 old.cancel();
             }
         }
+        let span = engine.logs.span();
         vec![
-            tokio::spawn(autoscale::run(
-                Arc::downgrade(&self.inner),
-                engine.clone(),
-                stop.clone(),
-            )),
-            tokio::spawn(monitor::run(
-                Arc::downgrade(&self.inner),
-                engine.clone(),
-                stop,
-            )),
+            tokio::spawn(
+                autoscale::run(Arc::downgrade(&self.inner), engine.clone(), stop.clone())
+                    .instrument(span.clone()),
+            ),
+            tokio::spawn(
+                monitor::run(Arc::downgrade(&self.inner), engine.clone(), stop).instrument(span),
+            ),
         ]
     }
 
@@ -351,7 +350,10 @@ impl PoolInner {
             retire: AtomicBool::new(false),
             frozen: AtomicBool::new(false),
         });
-        let join = tokio::spawn(work(engine.clone(), shared.clone(), Arc::downgrade(self)));
+        let join = tokio::spawn(
+            work(engine.clone(), shared.clone(), Arc::downgrade(self))
+                .instrument(engine.logs.span()),
+        );
         workers.list.push(WorkerSlot {
             shared,
             join: Some(join),

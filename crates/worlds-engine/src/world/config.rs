@@ -94,6 +94,8 @@ pub struct WorldConfig {
     /// The start of every webhook URL: a webhook's URL is this, `/`, and its token. Default
     /// `http://localhost:3000/webhooks`.
     pub webhook_base_url: String,
+    /// Logging: minimum level, log directory, flush interval (see [`crate::telemetry::logs`]).
+    pub logs: crate::telemetry::logs::LogsConfig,
 }
 
 /// A secret that never shows in `Debug` output.
@@ -134,6 +136,7 @@ impl Default for WorldConfig {
             hook_secret: None,
             webhook_base_url: "http://localhost:3000/webhooks".to_owned(),
             idempotency_ttl: Dur(Duration::from_secs(5)),
+            logs: Default::default(),
         }
     }
 }

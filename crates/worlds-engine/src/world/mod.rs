@@ -3,7 +3,9 @@
 mod batch;
 mod config;
 mod handle;
+mod schedules;
 mod streams;
+mod telemetry;
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -13,6 +15,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::clock::{Clock, SystemClock};
 use crate::engine::definitions::{Definition, Workflow};
@@ -116,6 +119,10 @@ impl World {
         }
         let is_workflow = matches!(definition, Definition::Workflow(_));
         self.engine.registry.register(definition)?;
+        if is_workflow {
+            // A stored schedule may start runs of it.
+            self.engine.schedules.changed();
+        }
         let started = self.lifecycle.lock().started;
         if is_workflow && started && self.engine.store.is_shared() {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -130,8 +137,13 @@ impl World {
         Ok(self)
     }
 
-    /// Starts the workers and the timer service. Runs executed before `start` wait in the queue.
+    /// Starts the workers, the timer service and the schedules. Runs executed before `start`
+    /// wait in the queue.
     pub async fn start(&self) -> Result<(), WorldError> {
+        self.start_inner().instrument(self.log_span()).await
+    }
+
+    async fn start_inner(&self) -> Result<(), WorldError> {
         {
             let mut life = self.lifecycle.lock();
             if life.started {
@@ -140,12 +152,21 @@ impl World {
             life.started = true;
             self.engine.accepting.store(true, Ordering::Release);
             let stop = CancellationToken::new();
-            life.background
-                .push(tokio::spawn(self.engine.clone().timer_loop(stop.clone())));
+            let span = self.log_span();
+            life.background.push(tokio::spawn(
+                (self.engine.clone().timer_loop(stop.clone())).instrument(span.clone()),
+            ));
             if self.engine.store.is_shared() {
-                life.background
-                    .push(tokio::spawn(self.engine.clone().share_loop(stop.clone())));
+                life.background.push(tokio::spawn(
+                    (self.engine.clone().share_loop(stop.clone())).instrument(span.clone()),
+                ));
             }
+            life.background.push(tokio::spawn(
+                (self.engine.clone().schedule_loop(stop.clone())).instrument(span.clone()),
+            ));
+            life.background.push(tokio::spawn(
+                (self.engine.logs.clone().flush_loop(stop.clone())).instrument(span),
+            ));
             life.stop = Some(stop);
             life.background.extend(self.workers.start(&self.engine));
             self.engine.metrics.mark_started(self.engine.clock.now_ms());
@@ -165,6 +186,12 @@ impl World {
     /// stops the timer service. Queued work stays in the store's runs and resumes on the next
     /// start of a durable world.
     pub async fn shutdown(&self) -> Result<(), WorldError> {
+        self.shutdown_inner().instrument(self.log_span()).await;
+        self.engine.logs.flush_reporting();
+        Ok(())
+    }
+
+    async fn shutdown_inner(&self) {
         self.engine.accepting.store(false, Ordering::Release);
         let (stop, background) = {
             let mut life = self.lifecycle.lock();
@@ -184,7 +211,6 @@ impl World {
             let _ = task.await;
         }
         tracing::info!("world stopped");
-        Ok(())
     }
 
     /// Starts a run of a workflow and returns a handle to it.

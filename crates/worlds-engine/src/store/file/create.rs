@@ -61,13 +61,17 @@ impl FileStore {
                 return Err(refused);
             }
         }
-        if let Err(refused) = self.memory.create_run(first.clone()).await {
-            self.logs.lock().remove(&run_id);
-            if let Some(workflow_id) = &workflow_id {
-                member.release_workflow_id(workflow_id);
+        // Readers see the run only once its log is on disk (published below).
+        let run = match self.memory.create_unpublished(first.clone()) {
+            Ok(run) => run,
+            Err(refused) => {
+                self.logs.lock().remove(&run_id);
+                if let Some(workflow_id) = &workflow_id {
+                    member.release_workflow_id(workflow_id);
+                }
+                return Err(refused);
             }
-            return Err(refused);
-        }
+        };
         first.seq = 0;
         let written = member.take_lease(&run_id).and_then(|()| {
             encode(&[Arc::new(first)]).and_then(|line| {
@@ -80,6 +84,7 @@ impl FileStore {
                 log.file = Some(file);
                 log.len = len;
                 log.count = 1;
+                self.memory.publish(&run, 1);
                 Ok(())
             }
             Err(e) => {

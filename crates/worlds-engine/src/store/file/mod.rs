@@ -14,6 +14,7 @@
 //!   ids/key-{hex of key}              the run an idempotency key last started, and when
 //!   workflows/{run_id}.events.ndjson  one JSON event per line, in seq order
 //!   streams/{run_id}/{name}.ndjson    one stream chunk per line (see `store/streams/files.rs`)
+//!   schedules/{id}.json               one schedule each (see `store/schedules/files.rs`)
 //! ```
 //!
 //! Every acknowledged `create_run` and `append` is on disk (`sync_data`) before it returns.
@@ -61,8 +62,8 @@ use super::{Appended, HookRef, MemoryStore, RunStore, Timer, TimerStore};
 use lease::Membership;
 use log::{apply_events, list_run_logs_removing, LOG_SUFFIX, TMP_SUFFIX};
 pub(in crate::store) use log::{
-    check_run_id, create_log_unsynced_dir, encode, io_error, list_run_logs, load_run_log, log_path,
-    now, scan_events, sync_dir, truncate_torn,
+    check_run_id, encode, io_error, list_run_logs, load_run_log, log_path, now, scan_events,
+    sync_dir, truncate_torn, write_logs_unsynced_dir, LogWrite,
 };
 
 /// The open log of one run.
@@ -111,6 +112,8 @@ pub struct FileStore {
     warnings: Vec<String>,
     /// The runs' streams, under `streams/` (see `store/streams/files.rs`).
     pub(in crate::store) streams: super::streams::FileStreams,
+    /// The schedules, under `schedules/` (see `store/schedules/files.rs`).
+    pub(in crate::store) schedules: super::schedules::FileSchedules,
 }
 
 impl std::fmt::Debug for FileStore {
@@ -161,6 +164,7 @@ impl FileStore {
 
         let store = FileStore {
             streams: super::streams::FileStreams::new(&root, true, false),
+            schedules: super::schedules::FileSchedules::new(&root, false),
             root,
             workflows,
             memory: MemoryStore::new(),
@@ -196,6 +200,7 @@ impl FileStore {
         let mut warnings = format::check_format(&root, true)?;
         let mut store = FileStore {
             streams: super::streams::FileStreams::new(&root, true, true),
+            schedules: super::schedules::FileSchedules::new(&root, true),
             root,
             workflows,
             memory: MemoryStore::new(),
@@ -449,10 +454,9 @@ fn catch_up(
     Ok(())
 }
 
-// Ordering: each write goes to the memory store first (which checks the events and assigns
-// `seq`), then to disk, then returns. A concurrent reader in this process may therefore briefly
-// see an event that is not yet durable; no caller is told it was stored before it is on disk.
-// Other processes read only the disk.
+// Ordering: each write goes to the memory store first, unpublished (it checks the events and
+// assigns `seq`, but readers do not see them), then to disk, and is published once synced. So no
+// reader, in this process or another (which read the disk), sees an event that is not durable.
 //
 // The locks and fsyncs are blocking calls made on the async task; the work per call is small.
 #[async_trait]
@@ -509,7 +513,8 @@ impl RunStore for FileStore {
         let path = log.path.clone();
         locked(&file, &path, || {
             catch_up(&self.memory, run_id, log, true)?;
-            let appended = self.memory.append(run_id, events).await_now()?;
+            // Readers see the events only once they are on disk (published below).
+            let (appended, run) = self.memory.append_unpublished(run_id, events)?;
             if appended.events.is_empty() {
                 return Ok(appended);
             }
@@ -535,6 +540,7 @@ impl RunStore for FileStore {
                     log.len += len;
                     log.count += appended.events.len() as u64;
                     log.finished = appended.status.is_terminal();
+                    self.memory.publish(&run, log.count);
                     Ok(appended)
                 }
                 Err(e) => {
@@ -689,15 +695,6 @@ impl RunStore for FileStore {
         Ok(changed)
     }
 }
-
-/// Completes a memory-store future from synchronous code (see [`now`]).
-trait AwaitNow: std::future::Future + Sized {
-    fn await_now(self) -> Self::Output {
-        now(self)
-    }
-}
-
-impl<F: std::future::Future> AwaitNow for F {}
 
 /// Timers live in memory only: the engine re-arms them from run history on start.
 #[async_trait]

@@ -1,0 +1,458 @@
+//! The schedule service: making and changing schedules, and the loop that fires them.
+//!
+//! The loop runs while the world is started. It sleeps on the world's clock until the earliest
+//! next firing among the schedules this process can fire (a real deadline: a test clock that
+//! jumps from deadline to deadline stops at each firing), or until a schedule is changed here.
+//! On a store shared with other processes it also wakes every `shared_poll_interval` (a
+//! background tick) to see schedules the others made or changed. Each firing goes through three
+//! steps, so that a crash at any point neither loses it nor starts it twice:
+//!
+//! 1. **claim** — under the store's lock, the due firings are added to the record's
+//!    `pending_firings` and `next_execution` moves on; only one process claims a firing;
+//! 2. **start** — the run is created with the workflow id `sched:{id}:{time}`; a conflict means
+//!    it exists already (another process, or an attempt before a crash, started it);
+//! 3. **settle** — under the lock again, the firing leaves `pending_firings` and is counted.
+//!
+//! Pending firings are started again by any process that can, at its next tick.
+
+use std::collections::HashMap;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Millis;
+use crate::engine::Engine;
+use crate::error::{ErrorKind, WorldError};
+use crate::model::{ResolveData, WorkflowOptions};
+use crate::payload::Payload;
+use crate::store::ScheduleChange;
+
+use super::plan::{self, Outcome};
+use super::{
+    check_id, firing_workflow_id, CronExpr, Firing, InputFn, InputSource, Schedule, ScheduleConfig,
+    Timing,
+};
+
+/// What this process holds for schedules: the input functions given to it, and the loop's
+/// wake-up.
+#[derive(Default)]
+pub(crate) struct ScheduleKit {
+    inputs: Mutex<HashMap<String, InputFn>>,
+    wake: Notify,
+}
+
+impl ScheduleKit {
+    /// Wakes the schedule loop to look at the schedules again (one was changed, or a workflow
+    /// registered that a stored schedule starts).
+    pub(crate) fn changed(&self) {
+        self.wake.notify_one();
+    }
+}
+
+/// What one pass of the loop leaves to wait for.
+#[derive(Debug, Default)]
+struct Outlook {
+    /// The earliest next firing this process can make.
+    next: Option<Millis>,
+    /// Something failed and should be tried again soon.
+    retry: bool,
+}
+
+impl Engine {
+    /// Makes a schedule, or updates the one with the same id.
+    ///
+    /// An update replaces what the schedule starts and when, and keeps its state: paused or
+    /// not, counts, pending firings, and its next time if the expression and zone are the same.
+    pub(crate) async fn add_schedule(
+        &self,
+        schedule: Schedule,
+    ) -> Result<ScheduleConfig, WorldError> {
+        let Schedule {
+            id,
+            workflow_name,
+            input,
+            timing,
+            time_zone,
+            catch_up,
+        } = schedule;
+        let id = id.unwrap_or_else(|| self.ids.next("sched_"));
+        check_id(&id)?;
+        catch_up.validate()?;
+        let def =
+            self.registry
+                .workflow(&workflow_name)
+                .ok_or_else(|| WorldError::UnknownWorkflow {
+                    name: workflow_name.clone(),
+                })?;
+        let (input, input_fn) = match input {
+            InputSource::Value(Ok(payload)) => {
+                self.check_payload(|| format!("input of schedule '{id}'"), &payload)?;
+                (def.validate)(&payload).map_err(|e| {
+                    WorldError::invalid(
+                        "input",
+                        format!("does not match the input type of workflow '{workflow_name}': {e}"),
+                    )
+                })?;
+                (Some(payload), None)
+            }
+            InputSource::Value(Err(e)) => {
+                return Err(Arc::try_unwrap(e)
+                    .unwrap_or_else(|shared| WorldError::invalid("input", shared.to_string())))
+            }
+            InputSource::Function(f) => (None, Some(f)),
+        };
+        let now = self.clock.now_ms();
+        let (cron_expression, next) = match timing {
+            Timing::Cron(expression) => {
+                let cron = CronExpr::parse(&expression, time_zone.as_deref())?;
+                let next = cron.next_after(now)?;
+                (Some(cron.expression().to_owned()), next)
+            }
+            Timing::Once(_) if time_zone.is_some() => {
+                return Err(WorldError::invalid(
+                    "time_zone",
+                    "a one-time schedule fires at an instant and takes no time zone",
+                ))
+            }
+            Timing::Once(at) => (None, at),
+        };
+        let fresh = ScheduleConfig {
+            id: id.clone(),
+            workflow_name,
+            input,
+            input_fn: input_fn.is_some(),
+            cron_expression,
+            time_zone,
+            paused: false,
+            total_executions: 0,
+            last_execution: None,
+            next_execution: Some(next),
+            catch_up,
+            created_at: now,
+            last_run_id: None,
+            last_error: None,
+            pending_firings: Vec::new(),
+        };
+        {
+            let mut inputs = self.schedules.inputs.lock();
+            match input_fn {
+                Some(f) => inputs.insert(id.clone(), f),
+                None => inputs.remove(&id),
+            };
+        }
+        let stored = self
+            .store
+            .update_schedule(&id, &mut |current| {
+                Ok(ScheduleChange::Put(match current {
+                    None => fresh.clone(),
+                    Some(old) => merge(old, fresh.clone()),
+                }))
+            })
+            .await?;
+        self.schedules.changed();
+        stored.ok_or_else(|| WorldError::Internal(format!("schedule '{id}' was not stored")))
+    }
+
+    /// Pauses a schedule: it does not fire until resumed (404 if there is none).
+    pub(crate) async fn pause_schedule(&self, id: &str) -> Result<ScheduleConfig, WorldError> {
+        self.change_schedule(id, |mut s, _| {
+            s.paused = true;
+            Ok(s)
+        })
+        .await
+    }
+
+    /// Resumes a schedule from the next time after now; the times it was paused through are
+    /// not made up for. A one-time schedule keeps its time (fired at once if it is past).
+    pub(crate) async fn resume_schedule(&self, id: &str) -> Result<ScheduleConfig, WorldError> {
+        self.change_schedule(id, |mut s, now| {
+            if !s.paused {
+                return Ok(s);
+            }
+            s.paused = false;
+            if let Some(expression) = &s.cron_expression {
+                let cron = CronExpr::parse(expression, s.time_zone.as_deref())?;
+                s.next_execution = Some(cron.next_after(now)?);
+            }
+            Ok(s)
+        })
+        .await
+    }
+
+    /// Deletes a schedule (404 if there is none). Runs it started are not affected.
+    pub(crate) async fn delete_schedule(&self, id: &str) -> Result<(), WorldError> {
+        check_id(id)?;
+        let mut found = false;
+        self.store
+            .update_schedule(id, &mut |current| {
+                found = current.is_some();
+                Ok(ScheduleChange::Delete)
+            })
+            .await?;
+        self.schedules.inputs.lock().remove(id);
+        self.schedules.changed();
+        if found {
+            Ok(())
+        } else {
+            Err(WorldError::not_found("schedule", id))
+        }
+    }
+
+    /// A schedule by id (404 if there is none).
+    pub(crate) async fn get_schedule(&self, id: &str) -> Result<ScheduleConfig, WorldError> {
+        check_id(id)?;
+        self.store
+            .get_schedule(id)
+            .await?
+            .ok_or_else(|| WorldError::not_found("schedule", id))
+    }
+
+    async fn change_schedule(
+        &self,
+        id: &str,
+        change: impl Fn(ScheduleConfig, Millis) -> Result<ScheduleConfig, WorldError> + Send + Sync,
+    ) -> Result<ScheduleConfig, WorldError> {
+        check_id(id)?;
+        let now = self.clock.now_ms();
+        let stored = self
+            .store
+            .update_schedule(id, &mut |current| match current {
+                None => Err(WorldError::not_found("schedule", id)),
+                Some(s) => change(s, now).map(ScheduleChange::Put),
+            })
+            .await?;
+        self.schedules.changed();
+        stored.ok_or_else(|| WorldError::not_found("schedule", id))
+    }
+
+    /// Fires schedules as the clock reaches them, until `stop` is cancelled.
+    pub(crate) async fn schedule_loop(self: Arc<Self>, stop: CancellationToken) {
+        loop {
+            let outlook = match self.schedule_tick().await {
+                Ok(outlook) => outlook,
+                Err(e) => {
+                    tracing::error!(error = %e, "could not read the schedules");
+                    Outlook {
+                        next: None,
+                        retry: true,
+                    }
+                }
+            };
+            let due = async {
+                match outlook.next {
+                    Some(at) => self.clock.sleep_until(at).await,
+                    None => futures::future::pending().await,
+                }
+            };
+            let poll = async {
+                if outlook.retry || self.store.is_shared() {
+                    let every = self.config.shared_poll_interval.as_millis() as i64;
+                    let at = self.clock.now_ms().saturating_add(every);
+                    self.clock.sleep_until_background(at).await;
+                } else {
+                    futures::future::pending::<()>().await;
+                }
+            };
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = self.schedules.wake.notified() => {}
+                _ = due => {}
+                _ = poll => {}
+            }
+        }
+    }
+
+    /// One pass: claims what is due, starts pending firings, and says when to look again.
+    async fn schedule_tick(&self) -> Result<Outlook, WorldError> {
+        let mut outlook = Outlook::default();
+        if !self.accepting.load(Ordering::Acquire) {
+            // Shutting down: what is due is claimed by the next start, or by another process.
+            return Ok(outlook);
+        }
+        let now = self.clock.now_ms();
+        for schedule in self.store.list_schedules().await? {
+            if !self.can_fire(&schedule) {
+                continue;
+            }
+            let mut schedule = schedule;
+            if !schedule.paused && schedule.next_execution.is_some_and(|at| at <= now) {
+                match self.claim(&schedule.id, now).await {
+                    Ok(Some(claimed)) => schedule = claimed,
+                    Ok(None) => continue,
+                    Err(e) => {
+                        tracing::warn!(schedule = %schedule.id, error = %e, "could not claim the due firings");
+                        outlook.retry = true;
+                        continue;
+                    }
+                }
+            }
+            if !schedule.pending_firings.is_empty() && !self.start_pending(&schedule).await {
+                outlook.retry = true;
+            }
+            if let Some(at) = schedule.next_execution.filter(|_| !schedule.paused) {
+                outlook.next = Some(outlook.next.map_or(at, |n: Millis| n.min(at)));
+            }
+        }
+        Ok(outlook)
+    }
+
+    /// This process can start the schedule's runs: it has the workflow, and the input function
+    /// if the input is computed.
+    fn can_fire(&self, schedule: &ScheduleConfig) -> bool {
+        self.registry.workflow(&schedule.workflow_name).is_some()
+            && (!schedule.input_fn || self.schedules.inputs.lock().contains_key(&schedule.id))
+    }
+
+    /// Step 1: claims the due firings of a schedule. Returns the record as it is afterwards.
+    async fn claim(&self, id: &str, now: Millis) -> Result<Option<ScheduleConfig>, WorldError> {
+        let mut planned = None;
+        let stored = self
+            .store
+            .update_schedule(id, &mut |current| {
+                Ok(match current.and_then(|s| plan::claim(s, now)) {
+                    Some((claimed, plan)) => {
+                        planned = Some(plan);
+                        ScheduleChange::Put(claimed)
+                    }
+                    None => ScheduleChange::Keep,
+                })
+            })
+            .await?;
+        match planned {
+            Some(Ok(plan)) if plan.dropped > 0 => tracing::info!(
+                schedule = id,
+                dropped = plan.dropped,
+                starting = plan.firings.len(),
+                "missed firings dropped by the catch-up policy"
+            ),
+            Some(Err(e)) => {
+                tracing::error!(schedule = id, error = %e, "the schedule cannot fire again")
+            }
+            _ => {}
+        }
+        Ok(stored)
+    }
+
+    /// Steps 2 and 3 for each pending firing, oldest first. False if one must be tried again.
+    async fn start_pending(&self, schedule: &ScheduleConfig) -> bool {
+        for &at in &schedule.pending_firings {
+            let outcome = match self.start_firing(schedule, at).await {
+                Ok(started) => started,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::InvalidInput | ErrorKind::PayloadTooLarge
+                    ) =>
+                {
+                    tracing::error!(schedule = %schedule.id, at, error = %e, "a firing could not start its run");
+                    Outcome::Refused {
+                        reason: e.to_string(),
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(schedule = %schedule.id, at, error = %e, "a firing will be started again");
+                    return false;
+                }
+            };
+            let settled = self
+                .store
+                .update_schedule(&schedule.id, &mut |current| {
+                    Ok(match current.and_then(|s| plan::settle(s, at, &outcome)) {
+                        Some(Some(s)) => ScheduleChange::Put(s),
+                        Some(None) => ScheduleChange::Delete,
+                        None => ScheduleChange::Keep,
+                    })
+                })
+                .await;
+            if let Err(e) = settled {
+                tracing::warn!(schedule = %schedule.id, at, error = %e, "could not record a firing");
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Step 2: starts the run of the firing at `at`, or finds the one started before.
+    async fn start_firing(
+        &self,
+        schedule: &ScheduleConfig,
+        at: Millis,
+    ) -> Result<Outcome, WorldError> {
+        let workflow_id = firing_workflow_id(&schedule.id, at);
+        if let Ok(existing) = self.store.get_run(&workflow_id, ResolveData::None).await {
+            return Ok(Outcome::Started {
+                run_id: existing.id,
+            });
+        }
+        let input = self.firing_input(schedule, at)?;
+        let options = WorkflowOptions::new().workflow_id(workflow_id.clone());
+        match self
+            .create_run(&schedule.workflow_name, input, options, None, None)
+            .await
+        {
+            Ok((run_id, _)) => {
+                tracing::info!(schedule = %schedule.id, at, run_id = %run_id, "schedule fired");
+                Ok(Outcome::Started { run_id })
+            }
+            // Taken: this firing's run was started elsewhere, or by an attempt before a crash.
+            Err(WorldError::Conflict { .. }) => {
+                let existing = self.store.get_run(&workflow_id, ResolveData::None).await?;
+                Ok(Outcome::Started {
+                    run_id: existing.id,
+                })
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    fn firing_input(&self, schedule: &ScheduleConfig, at: Millis) -> Result<Payload, WorldError> {
+        if !schedule.input_fn {
+            return Ok(schedule.input.clone().unwrap_or_else(Payload::null));
+        }
+        let f = self.schedules.inputs.lock().get(&schedule.id).cloned();
+        let f = f.ok_or_else(|| {
+            WorldError::Unavailable(format!(
+                "schedule '{}' computes its input with a function this process was not given",
+                schedule.id
+            ))
+        })?;
+        f(&Firing {
+            schedule_id: schedule.id.clone(),
+            at,
+        })
+    }
+}
+
+/// An existing schedule given a new definition: the definition from `fresh`, the state from
+/// `old`. A cron schedule whose expression and zone did not change keeps its next time (so a
+/// program that declares its schedules at every start does not skip the firings it missed);
+/// a one-time schedule whose time was already claimed is not claimed again.
+fn merge(old: ScheduleConfig, fresh: ScheduleConfig) -> ScheduleConfig {
+    let next_execution = match (&old.cron_expression, &fresh.cron_expression) {
+        (Some(a), Some(b)) if a == b && old.time_zone == fresh.time_zone => {
+            old.next_execution.or(fresh.next_execution)
+        }
+        (None, None)
+            if fresh
+                .next_execution
+                .is_some_and(|at| old.pending_firings.contains(&at)) =>
+        {
+            None
+        }
+        _ => fresh.next_execution,
+    };
+    ScheduleConfig {
+        paused: old.paused,
+        total_executions: old.total_executions,
+        last_execution: old.last_execution,
+        next_execution,
+        created_at: old.created_at,
+        last_run_id: old.last_run_id,
+        last_error: old.last_error,
+        pending_firings: old.pending_firings,
+        ..fresh
+    }
+}

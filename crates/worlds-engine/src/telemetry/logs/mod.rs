@@ -1,0 +1,344 @@
+//! Logs: a world's tracing events as entries on the console and in daily NDJSON files.
+//!
+//! The engine reports what happens with ordinary [`tracing`] events. A world turns the events
+//! that belong to it into [`LogEntry`]s (`{timestamp, level, category, message, metadata}`)
+//! with a [`tracing_subscriber::Layer`], [`World::log_layer`](crate::World::log_layer), which
+//! an application adds to its own subscriber, next to its own layers:
+//!
+//! ```no_run
+//! use tracing_subscriber::prelude::*;
+//! # fn demo(world: &worlds_engine::World) {
+//! tracing_subscriber::registry()
+//!     .with(tracing_subscriber::fmt::layer())
+//!     .with(world.log_layer())
+//!     .init();
+//! # }
+//! ```
+//!
+//! or lets [`init_logging`] install a subscriber that writes to the console and the files.
+//!
+//! * **Files**: `{persistence_path}/logs/{YYYY-MM-DD}.log` for file and hybrid worlds, or
+//!   [`LogsConfig::dir`]; a memory world writes files only when `dir` is set. One JSON entry
+//!   per line. The day (UTC) is taken from each entry's timestamp, which comes from the
+//!   world's clock, so a world on virtual time rotates on virtual midnight.
+//! * **Batching**: entries wait in memory and are appended every
+//!   [`LogsConfig::flush_interval`] (2 s) of the world's clock, on
+//!   [`World::flush_logs`](crate::World::flush_logs), on shutdown, when the world is dropped,
+//!   and at once when 10 000 are waiting.
+//! * **Levels**: [`LogsConfig::level`] is the minimum level written (`info` by default).
+//! * **Categories**: a `category = "worker"` field names it; otherwise engine events are
+//!   categorized by the module they come from ([`LogCategory::of_target`]), and application
+//!   events by the code they run in (a step's code: `activity`, workflow code: `workflow`,
+//!   anything else: `system`).
+//! * **Several worlds in one process**: each world has its own span
+//!   ([`World::log_span`](crate::World::log_span)) that its workers and background loops run
+//!   in, and each world's layer takes only the events inside its own span (plus, unless
+//!   [`LogsConfig::capture_unattributed`] is off, events inside no world's span).
+//! * **Reading back**: [`read_logs`] (and `World::query_logs`, `worlds logs`) filters the files
+//!   by category, minimum level and time.
+
+mod date;
+mod entry;
+mod init;
+mod layer;
+mod query;
+mod sink;
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use serde::{Deserialize, Serialize};
+use tokio_util::sync::CancellationToken;
+
+pub use entry::{LogCategory, LogEntry, LogLevel, LogQuery, UnknownName};
+pub use init::{init_logging, ClockTime};
+pub use layer::WorldLogLayer;
+pub use query::read_logs;
+
+use crate::clock::{duration_ms, Clock};
+use crate::duration::Dur;
+use sink::LogFiles;
+
+/// How a world logs. Part of [`WorldConfig`](crate::WorldConfig) as `logs`.
+///
+/// ```
+/// use worlds_engine::telemetry::logs::{LogLevel, LogsConfig};
+/// use worlds_engine::WorldConfig;
+/// let mut config = WorldConfig::memory();
+/// config.logs = LogsConfig::default().level(LogLevel::Debug).dir("/var/log/my-app");
+/// assert_eq!(config.logs.flush_interval.0.as_secs(), 2);
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
+pub struct LogsConfig {
+    /// The least severe level written (to files, and to the console of [`init_logging`]).
+    /// Default `info`.
+    pub level: LogLevel,
+    /// Where the day files go. Default: `logs` under `persistence_path` for file and hybrid
+    /// worlds; none for memory worlds (console only).
+    pub dir: Option<PathBuf>,
+    /// Write files at all. Default true; false keeps a durable world's logs on the console.
+    pub files: bool,
+    /// How often waiting entries are written, on the world's clock. Default 2 s.
+    pub flush_interval: Dur,
+    /// Day files kept: older ones are removed when a new day starts. Default: all are kept.
+    pub max_files: Option<usize>,
+    /// [`init_logging`] also writes to standard error. Default true.
+    pub console: bool,
+    /// Take events that happen inside no world's span (the application's own events, and the
+    /// engine's where it runs on the caller's task, such as in `World::execute`). Default true;
+    /// turn it off on all worlds but one when a process runs several, or each world's files
+    /// get a copy of them.
+    pub capture_unattributed: bool,
+}
+
+impl Default for LogsConfig {
+    fn default() -> Self {
+        Self {
+            level: LogLevel::Info,
+            dir: None,
+            files: true,
+            flush_interval: Dur(Duration::from_secs(2)),
+            max_files: None,
+            console: true,
+            capture_unattributed: true,
+        }
+    }
+}
+
+impl LogsConfig {
+    /// Sets the minimum level.
+    pub fn level(mut self, level: LogLevel) -> Self {
+        self.level = level;
+        self
+    }
+
+    /// Writes the day files to `dir`.
+    pub fn dir(mut self, dir: impl Into<PathBuf>) -> Self {
+        self.dir = Some(dir.into());
+        self
+    }
+
+    /// Sets how often waiting entries are written.
+    pub fn flush_interval(mut self, every: Duration) -> Self {
+        self.flush_interval = Dur(every);
+        self
+    }
+}
+
+/// A log directory that could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LogError {
+    /// A file system call failed.
+    #[error("could not {action} {}: {source}", path.display())]
+    Io {
+        /// What was being done (`write`, `read`…).
+        action: &'static str,
+        /// The file or directory.
+        path: PathBuf,
+        /// Why it failed.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A batch of entries could not be written and was dropped.
+    #[error("{error}; {dropped} log entries were dropped")]
+    Dropped {
+        /// How many entries were lost.
+        dropped: usize,
+        /// Why.
+        #[source]
+        error: Box<LogError>,
+    },
+}
+
+impl LogError {
+    fn io(action: &'static str, path: &Path, source: std::io::Error) -> Self {
+        LogError::Io {
+            action,
+            path: path.to_owned(),
+            source,
+        }
+    }
+
+    fn dropping(self, dropped: usize) -> Self {
+        LogError::Dropped {
+            dropped,
+            error: Box::new(self),
+        }
+    }
+}
+
+impl From<LogError> for crate::WorldError {
+    fn from(e: LogError) -> Self {
+        crate::WorldError::Unavailable(e.to_string())
+    }
+}
+
+/// Numbers worlds within the process, to tell their spans apart.
+static NEXT_WORLD: AtomicU64 = AtomicU64::new(1);
+
+/// A world's logging: its identity, its clock, and its files if it writes any.
+pub(crate) struct Logs {
+    id: u64,
+    clock: Arc<dyn Clock>,
+    config: LogsConfig,
+    files: Option<LogFiles>,
+    /// A failure of a write made outside `flush` (the queue was full), for `flush` to return.
+    deferred: Mutex<Option<LogError>>,
+    /// A failure was reported and no write has worked since.
+    failing: AtomicBool,
+}
+
+impl Logs {
+    pub(crate) fn new(config: &crate::WorldConfig, clock: Arc<dyn Clock>) -> Arc<Logs> {
+        let logs = &config.logs;
+        let dir = logs.dir.clone().or_else(|| {
+            (config.persistence != crate::Persistence::Memory)
+                .then(|| config.persistence_path.join("logs"))
+        });
+        let files = dir
+            .filter(|_| logs.files)
+            .map(|dir| LogFiles::new(dir, logs.max_files));
+        Arc::new(Logs {
+            id: NEXT_WORLD.fetch_add(1, Ordering::Relaxed),
+            clock,
+            config: logs.clone(),
+            files,
+            deferred: Mutex::new(None),
+            failing: AtomicBool::new(false),
+        })
+    }
+
+    /// A new span marking work done for this world. Events inside it go to this world's files.
+    pub(crate) fn span(&self) -> tracing::Span {
+        // At error level so that no level filter drops it: a world's warnings must still be
+        // told apart when everything below warn is filtered out.
+        tracing::error_span!(target: "worlds_engine::world", "world", id = self.id)
+    }
+
+    /// The layer that writes this world's events.
+    pub(crate) fn layer(self: &Arc<Self>) -> WorldLogLayer {
+        WorldLogLayer::new(
+            Arc::downgrade(self),
+            self.id,
+            self.config.capture_unattributed,
+        )
+    }
+
+    pub(crate) fn config(&self) -> &LogsConfig {
+        &self.config
+    }
+
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The directory the day files go to, if this world writes any.
+    pub(crate) fn dir(&self) -> Option<&Path> {
+        self.files.as_ref().map(LogFiles::dir)
+    }
+
+    /// Queues one entry, stamped now on the world's clock.
+    pub(crate) fn record(
+        &self,
+        level: LogLevel,
+        category: LogCategory,
+        message: String,
+        metadata: serde_json::Map<String, serde_json::Value>,
+    ) {
+        let Some(files) = &self.files else {
+            return;
+        };
+        let entry = LogEntry {
+            timestamp: self.clock.now_ms(),
+            level,
+            category,
+            message,
+            metadata,
+        };
+        // Strings, numbers and maps with string keys: serializing cannot fail.
+        let Ok(line) = serde_json::to_string(&entry) else {
+            return;
+        };
+        if files.push(entry.timestamp, line) {
+            if let Err(e) = files.flush() {
+                // No tracing call from inside an event: the next flush reports it.
+                *self.deferred.lock() = Some(e);
+            }
+        }
+    }
+
+    /// Writes every waiting entry; returns how many.
+    pub(crate) fn flush(&self) -> Result<usize, LogError> {
+        let Some(files) = &self.files else {
+            return Ok(0);
+        };
+        let deferred = self.deferred.lock().take();
+        let written = files.flush()?;
+        match deferred {
+            Some(e) => Err(e),
+            None => Ok(written),
+        }
+    }
+
+    /// [`flush`](Self::flush), reporting the first failure of a streak as a warning.
+    pub(crate) fn flush_reporting(&self) {
+        match self.flush() {
+            Ok(_) => self.failing.store(false, Ordering::Relaxed),
+            Err(e) => {
+                if !self.failing.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        error = %e,
+                        "could not write the log files; entries are dropped until writing works again"
+                    );
+                }
+            }
+        }
+    }
+
+    /// Writes waiting entries every flush interval of the world's clock until `stop`.
+    pub(crate) async fn flush_loop(self: Arc<Self>, stop: CancellationToken) {
+        if self.files.is_none() {
+            return;
+        }
+        let every = duration_ms(self.config.flush_interval.0).max(1);
+        loop {
+            let tick = self
+                .clock
+                .sleep_until_background(self.clock.now_ms().saturating_add(every));
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tick => self.flush_reporting(),
+            }
+        }
+    }
+}
+
+impl Drop for Logs {
+    fn drop(&mut self) {
+        // Nowhere left to report a failure to: the world is gone.
+        let _ = self.flush();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_world_span_is_what_the_layer_looks_for() {
+        let clock = Arc::new(crate::clock::VirtualClock::new(0));
+        let logs = Logs::new(&crate::WorldConfig::memory(), clock);
+        tracing::subscriber::with_default(tracing_subscriber::registry(), || {
+            let span = logs.span();
+            let meta = span.metadata().expect("the span is enabled");
+            assert_eq!(meta.name(), layer::WORLD_SPAN);
+            assert_eq!(meta.target(), layer::WORLD_TARGET);
+        });
+    }
+}

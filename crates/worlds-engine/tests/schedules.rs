@@ -1,0 +1,476 @@
+//! Schedules: cron and one-time firings on virtual time, pause and resume, catch-up after
+//! downtime, restarts on a file directory, and exactly-once firing with two worlds sharing one.
+
+mod common;
+
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{json, Value};
+use worlds_engine::clock::{Millis, VirtualClock};
+use worlds_engine::prelude::*;
+use worlds_engine::schedule::{firing_workflow_id, CatchUp, Firing, Schedule};
+use worlds_engine::store::{FileStore, MemoryStore, Store};
+use worlds_engine::testing::{TestWorld, TestWorldOptions, DEFAULT_START as T0};
+use worlds_engine::{ErrorKind, ResolveData, ScheduleConfig};
+
+const MIN: Millis = 60_000;
+const HOUR: Millis = 60 * MIN;
+const DAY: Millis = 24 * HOUR;
+
+/// A workflow that returns its input.
+fn report() -> Workflow<Value, Value> {
+    workflow("report", |_ctx: WorkflowContext, input: Value| async move {
+        Ok::<_, WorkflowError>(input)
+    })
+}
+
+async fn world_on(store: Option<Arc<dyn Store>>, start: Millis, autostart: bool) -> TestWorld {
+    let test = TestWorld::with_options(TestWorldOptions {
+        initial_time: start,
+        store,
+        autostart: false,
+        config: common::memory_config(),
+        ..TestWorldOptions::default()
+    })
+    .await;
+    test.register(report()).unwrap();
+    if autostart {
+        test.start().await.unwrap();
+    }
+    test
+}
+
+async fn started_world() -> TestWorld {
+    world_on(None, T0, true).await
+}
+
+/// The runs of `report`, oldest first, with their inputs.
+async fn runs(world: &World) -> Vec<WorkflowState> {
+    let mut runs = world
+        .query_workflows(
+            WorkflowQueryFilter::new()
+                .workflow_name("report")
+                .resolve_data(ResolveData::All),
+        )
+        .await
+        .unwrap();
+    runs.reverse();
+    runs
+}
+
+async fn workflow_ids(world: &World) -> Vec<String> {
+    runs(world)
+        .await
+        .into_iter()
+        .map(|r| r.workflow_id)
+        .collect()
+}
+
+fn ids_at(schedule: &str, times: impl IntoIterator<Item = Millis>) -> Vec<String> {
+    times
+        .into_iter()
+        .map(|at| firing_workflow_id(schedule, at))
+        .collect()
+}
+
+#[tokio::test]
+async fn a_daily_schedule_fires_every_day_at_nine() {
+    let test = started_world().await;
+    let stored = test
+        .schedule(
+            "daily-job",
+            "report",
+            json!({ "kind": "daily" }),
+            "0 9 * * *",
+        )
+        .await
+        .unwrap();
+    assert_eq!(stored.next_execution, Some(T0 + 9 * HOUR));
+    assert_eq!(stored.cron_expression.as_deref(), Some("0 9 * * *"));
+    assert!(!stored.paused);
+
+    test.advance("72h").await;
+    let nine = |day: Millis| T0 + day * DAY + 9 * HOUR;
+    assert_eq!(
+        workflow_ids(&test).await,
+        ids_at("daily-job", [nine(0), nine(1), nine(2)])
+    );
+    for run in runs(&test).await {
+        assert_eq!(run.status, RunStatus::Completed, "{}", run.workflow_id);
+        assert_eq!(run.output.unwrap().to_value(), json!({ "kind": "daily" }));
+    }
+    let config = test.get_schedule("daily-job").await.unwrap();
+    assert_eq!(config.total_executions, 3);
+    assert_eq!(config.last_execution, Some(nine(2)));
+    assert_eq!(config.next_execution, Some(nine(3)));
+    assert!(config.pending_firings.is_empty());
+    let last = runs(&test).await.pop().unwrap();
+    assert_eq!(config.last_run_id.as_deref(), Some(last.id.as_str()));
+    assert_eq!(test.get_schedules().await.unwrap(), vec![config]);
+}
+
+#[tokio::test]
+async fn a_paused_schedule_does_not_fire_and_resumes_from_the_next_time() {
+    let test = started_world().await;
+    test.schedule("hourly", "report", json!(1), "0 * * * *")
+        .await
+        .unwrap();
+    test.advance("1h").await;
+    assert_eq!(workflow_ids(&test).await.len(), 1);
+
+    let paused = test.pause_schedule("hourly").await.unwrap();
+    assert!(paused.paused);
+    test.advance("190m").await;
+    assert_eq!(workflow_ids(&test).await.len(), 1, "paused: no firing");
+
+    // Resumed at 04:10: the 02:00–04:00 firings are not made up for; the next is 05:00.
+    let resumed = test.resume_schedule("hourly").await.unwrap();
+    assert!(!resumed.paused);
+    assert_eq!(resumed.next_execution, Some(T0 + 5 * HOUR));
+    test.advance("1h").await;
+    assert_eq!(
+        workflow_ids(&test).await,
+        ids_at("hourly", [T0 + HOUR, T0 + 5 * HOUR])
+    );
+    assert_eq!(
+        test.get_schedule("hourly").await.unwrap().total_executions,
+        2
+    );
+
+    let missing = test.pause_schedule("nope").await.unwrap_err();
+    assert_eq!(missing.kind(), ErrorKind::NotFound);
+}
+
+#[tokio::test]
+async fn a_one_time_schedule_fires_once_and_is_deleted() {
+    let test = started_world().await;
+    let at = T0 + 30 * MIN;
+    let id = test
+        .schedule_once("report", json!("once"), at)
+        .await
+        .unwrap();
+    assert!(id.starts_with("sched_"), "{id}");
+    let stored = test.get_schedule(&id).await.unwrap();
+    assert!(stored.is_once());
+    assert_eq!(stored.next_execution, Some(at));
+
+    test.advance("2h").await;
+    let fired = runs(&test).await;
+    assert_eq!(fired.len(), 1);
+    assert_eq!(fired[0].workflow_id, firing_workflow_id(&id, at));
+    assert_eq!(fired[0].status, RunStatus::Completed);
+    assert_eq!(
+        test.get_schedule(&id).await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+    assert!(test.get_schedules().await.unwrap().is_empty());
+
+    // A time already past fires at once.
+    let past = test
+        .schedule_once("report", json!("late"), T0)
+        .await
+        .unwrap();
+    test.settle().await;
+    let ids = workflow_ids(&test).await;
+    assert_eq!(ids.len(), 2);
+    assert_eq!(ids[1], firing_workflow_id(&past, T0));
+}
+
+#[tokio::test]
+async fn an_input_function_is_evaluated_at_each_firing() {
+    let test = started_world().await;
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counter = calls.clone();
+    test.add_schedule(
+        Schedule::cron("numbered", "report", "*/10 * * * *").input_fn(move |firing: &Firing| {
+            let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+            json!({ "n": n, "at": firing.at, "schedule": firing.schedule_id })
+        }),
+    )
+    .await
+    .unwrap();
+    let stored = test.get_schedule("numbered").await.unwrap();
+    assert!(stored.input_fn);
+    assert_eq!(stored.input, None);
+
+    test.advance("30m").await;
+    assert_eq!(calls.load(Ordering::SeqCst), 3);
+    let inputs: Vec<Value> = runs(&test)
+        .await
+        .into_iter()
+        .map(|r| r.input.unwrap().to_value())
+        .collect();
+    let expected: Vec<Value> = (1..=3)
+        .map(|n| json!({ "n": n, "at": T0 + n * 10 * MIN, "schedule": "numbered" }))
+        .collect();
+    assert_eq!(inputs, expected);
+}
+
+#[tokio::test]
+async fn a_time_zone_schedule_follows_daylight_saving_time() {
+    // New York springs forward on 2026-03-08: 02:30 does not exist that night.
+    let start = "2026-03-07T12:00:00Z"
+        .parse::<jiff::Timestamp>()
+        .unwrap()
+        .as_millisecond();
+    let test = world_on(None, start, true).await;
+    test.add_schedule(
+        Schedule::cron("nightly", "report", "30 2 * * *").time_zone("America/New_York"),
+    )
+    .await
+    .unwrap();
+    test.advance("72h").await;
+    let utc = |text: &str| text.parse::<jiff::Timestamp>().unwrap().as_millisecond();
+    assert_eq!(
+        workflow_ids(&test).await,
+        ids_at(
+            "nightly",
+            [
+                utc("2026-03-08T07:00:00Z"), // 02:30 does not exist on the 8th: 03:00 EDT
+                utc("2026-03-09T06:30:00Z"), // 02:30 EDT
+                utc("2026-03-10T06:30:00Z"),
+            ]
+        )
+    );
+}
+
+#[tokio::test]
+async fn invalid_schedules_are_refused_with_what_was_wrong() {
+    let test = started_world().await;
+    let err = test
+        .schedule("bad", "report", (), "0 9 32 * *")
+        .await
+        .unwrap_err();
+    assert_eq!(err.http_status(), 400);
+    assert!(
+        err.to_string().contains("day-of-month field \"32\""),
+        "{err}"
+    );
+
+    let err = test
+        .schedule("bad", "report", (), "0 0 31 2 *")
+        .await
+        .unwrap_err();
+    assert_eq!(err.http_status(), 400);
+    assert!(err.to_string().contains("no date that exists"), "{err}");
+
+    let err = test
+        .add_schedule(Schedule::cron("bad", "report", "0 9 * * *").time_zone("Nowhere/City"))
+        .await
+        .unwrap_err();
+    assert!(err.to_string().starts_with("invalid time_zone"), "{err}");
+
+    let err = test
+        .schedule("bad", "no-such-workflow", (), "0 9 * * *")
+        .await
+        .unwrap_err();
+    assert_eq!(err.http_status(), 404);
+
+    let err = test
+        .schedule("a/b", "report", (), "0 9 * * *")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().starts_with("invalid id"), "{err}");
+
+    let err = test
+        .add_schedule(
+            Schedule::cron("bad", "report", "* * * * *").catch_up(CatchUp::All { max: 0 }),
+        )
+        .await
+        .unwrap_err();
+    assert!(err.to_string().starts_with("invalid catch_up"), "{err}");
+
+    let typed = workflow("typed", |_ctx: WorkflowContext, n: u64| async move {
+        Ok::<_, WorkflowError>(n)
+    });
+    test.register(typed).unwrap();
+    let err = test
+        .schedule("bad", "typed", "not a number", "0 9 * * *")
+        .await
+        .unwrap_err();
+    assert!(err.to_string().starts_with("invalid input"), "{err}");
+    assert!(test.get_schedules().await.unwrap().is_empty());
+}
+
+#[tokio::test]
+async fn declaring_a_schedule_again_keeps_its_state() {
+    let test = started_world().await;
+    test.schedule("daily", "report", json!(1), "0 9 * * *")
+        .await
+        .unwrap();
+    test.advance("24h").await;
+    test.pause_schedule("daily").await.unwrap();
+    let again = test
+        .schedule("daily", "report", json!(2), "0 9 * * *")
+        .await
+        .unwrap();
+    assert!(again.paused);
+    assert_eq!(again.total_executions, 1);
+    assert_eq!(again.input.unwrap().to_value(), json!(2));
+    assert_eq!(again.next_execution, Some(T0 + DAY + 9 * HOUR));
+    // A new expression starts from now.
+    let changed = test
+        .schedule("daily", "report", json!(2), "0 10 * * *")
+        .await
+        .unwrap();
+    assert_eq!(changed.next_execution, Some(T0 + DAY + 10 * HOUR));
+    test.delete_schedule("daily").await.unwrap();
+    assert_eq!(
+        test.delete_schedule("daily").await.unwrap_err().kind(),
+        ErrorKind::NotFound
+    );
+}
+
+/// A schedule made at T0 by one world; a second world on the same store starts at 05:30 (the
+/// first was down from 00:00): `catch_up` decides what the missed 01:00–05:00 firings do.
+async fn after_downtime(policy: CatchUp) -> (Vec<String>, ScheduleConfig) {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let schedule = Schedule::cron("hourly", "report", "0 * * * *").catch_up(policy);
+    let first = world_on(Some(store.clone()), T0, true).await;
+    first.add_schedule(schedule.clone()).await.unwrap();
+    first.shutdown().await.unwrap();
+    drop(first);
+
+    let second = world_on(Some(store), T0 + 5 * HOUR + 30 * MIN, false).await;
+    // A program declares its schedules at each start; that keeps the missed due time.
+    second.add_schedule(schedule).await.unwrap();
+    second.start().await.unwrap();
+    second.settle().await;
+    let fired = workflow_ids(&second).await;
+    let config = second.get_schedule("hourly").await.unwrap();
+    assert_eq!(config.next_execution, Some(T0 + 6 * HOUR), "{policy:?}");
+    second.shutdown().await.unwrap();
+    (fired, config)
+}
+
+#[tokio::test]
+async fn catch_up_latest_starts_only_the_most_recent_missed_firing() {
+    let (fired, config) = after_downtime(CatchUp::Latest).await;
+    assert_eq!(fired, ids_at("hourly", [T0 + 5 * HOUR]));
+    assert_eq!(config.total_executions, 1);
+}
+
+#[tokio::test]
+async fn catch_up_skip_starts_none_of_the_missed_firings() {
+    let (fired, config) = after_downtime(CatchUp::Skip).await;
+    assert!(fired.is_empty(), "{fired:?}");
+    assert_eq!(config.total_executions, 0);
+}
+
+#[tokio::test]
+async fn catch_up_all_starts_the_missed_firings_up_to_its_cap() {
+    let (fired, config) = after_downtime(CatchUp::All { max: 3 }).await;
+    assert_eq!(
+        fired,
+        ids_at("hourly", [T0 + 3 * HOUR, T0 + 4 * HOUR, T0 + 5 * HOUR])
+    );
+    assert_eq!(config.total_executions, 3);
+    let (fired, _) = after_downtime(CatchUp::All { max: 100 }).await;
+    assert_eq!(fired, ids_at("hourly", (1..=5).map(|h| T0 + h * HOUR)));
+}
+
+fn file_store(dir: &Path) -> Arc<dyn Store> {
+    Arc::new(FileStore::open(dir).unwrap())
+}
+
+#[tokio::test]
+async fn schedules_survive_a_restart_on_a_file_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let first = world_on(Some(file_store(dir.path())), T0, true).await;
+        first
+            .schedule("hourly", "report", json!("h"), "0 * * * *")
+            .await
+            .unwrap();
+        first
+            .schedule("sleepy", "report", json!("s"), "0 * * * *")
+            .await
+            .unwrap();
+        first.pause_schedule("sleepy").await.unwrap();
+        first.advance("1h").await;
+        assert_eq!(workflow_ids(&first).await, ids_at("hourly", [T0 + HOUR]));
+        first.shutdown().await.unwrap();
+    }
+    assert!(dir.path().join("schedules/hourly.json").is_file());
+
+    // Back at 03:30: the schedules are read from disk, and the missed firing runs (latest).
+    let second = world_on(Some(file_store(dir.path())), T0 + 3 * HOUR + 30 * MIN, true).await;
+    second.settle().await;
+    let hourly = second.get_schedule("hourly").await.unwrap();
+    assert_eq!(hourly.total_executions, 2);
+    assert_eq!(hourly.last_execution, Some(T0 + 3 * HOUR));
+    assert_eq!(hourly.next_execution, Some(T0 + 4 * HOUR));
+    assert!(second.get_schedule("sleepy").await.unwrap().paused);
+    second.advance("30m").await;
+    assert_eq!(
+        workflow_ids(&second).await,
+        ids_at("hourly", [T0 + HOUR, T0 + 3 * HOUR, T0 + 4 * HOUR])
+    );
+    second.shutdown().await.unwrap();
+}
+
+fn file_config(dir: &Path) -> WorldConfig {
+    let mut config = WorldConfig::default();
+    config.persistence = Persistence::File;
+    config.persistence_path = dir.to_path_buf();
+    config.shared_poll_interval = Duration::from_millis(25).into();
+    config.failure_strategy = FailureStrategy::Ignore;
+    config
+}
+
+/// Waits (in real time, bounded) until `check` holds.
+async fn eventually<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while !check().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "gave up waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_worlds_on_one_directory_start_each_firing_once() {
+    let dir = tempfile::tempdir().unwrap();
+    // One virtual clock for both: each jump wakes both worlds at the same firing.
+    let clock = VirtualClock::new(T0);
+    let open = || {
+        let world = World::with_clock(file_config(dir.path()), Arc::new(clock.clone())).unwrap();
+        world.register(report()).unwrap();
+        world
+    };
+    let (a, b) = (open(), open());
+    a.schedule("every-minute", "report", json!("tick"), "* * * * *")
+        .await
+        .unwrap();
+    a.start().await.unwrap();
+    b.start().await.unwrap();
+    // Let b's poll see the schedule, so that both wait for the same firing.
+    clock.advance(Duration::from_millis(30));
+
+    const FIRINGS: i64 = 8;
+    for i in 1..=FIRINGS {
+        clock.set(T0 + i * MIN);
+        eventually("the firing to be settled", || async {
+            let s = a.get_schedule("every-minute").await.unwrap();
+            s.total_executions == i as u64 && s.pending_firings.is_empty()
+        })
+        .await;
+    }
+    let expected = ids_at("every-minute", (1..=FIRINGS).map(|i| T0 + i * MIN));
+    assert_eq!(workflow_ids(&a).await, expected);
+    assert_eq!(workflow_ids(&b).await, expected);
+    let config = b.get_schedule("every-minute").await.unwrap();
+    assert_eq!(config.total_executions, FIRINGS as u64);
+    assert_eq!(config.next_execution, Some(T0 + (FIRINGS + 1) * MIN));
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+}

@@ -736,7 +736,7 @@ mod tests {
         let (result, text) = doctor_output(f.dir());
         result.unwrap();
         for expected in [
-            "format: 2",
+            "format: 3",
             "runs: 3 (16 events)",
             "  pending: 1",
             "  completed: 1",

@@ -127,6 +127,55 @@ async fn a_crash_mid_compaction_leaves_no_duplicates() {
 }
 
 #[tokio::test]
+async fn a_crash_after_writes_moved_to_the_next_wal_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Maker::new();
+    let store = HybridStore::open(dir.path()).unwrap();
+    let (a, b, c) = populate(&store, &m).await;
+    let before = snapshot(&store, &[&a, &b, &c]).await;
+    let crashed = tempfile::tempdir().unwrap();
+    crash_copy(dir.path(), crashed.path());
+    drop(store);
+
+    // A compaction began: the writes after its start went to wal.next.ndjson, and run a's log
+    // was written before the crash.
+    let wal = fs::read_to_string(wal_of(crashed.path())).unwrap();
+    let lines: Vec<String> = wal.lines().map(|l| format!("{l}\n")).collect();
+    let (old, new) = lines.split_at(lines.len() / 2);
+    fs::write(wal_of(crashed.path()), old.concat()).unwrap();
+    fs::write(crashed.path().join("state/wal.next.ndjson"), new.concat()).unwrap();
+    let of_a: Vec<&String> = old
+        .iter()
+        .filter(|l| serde_json::from_str::<Event>(l).unwrap().run_id == a)
+        .collect();
+    if !of_a.is_empty() {
+        let of_a: String = of_a.into_iter().map(String::as_str).collect();
+        fs::write(log_of(crashed.path(), &a), of_a).unwrap();
+    }
+
+    let reopened = HybridStore::open(crashed.path()).unwrap();
+    let after = snapshot(&reopened, &[&a, &b, &c]).await;
+    assert_eq!(after, before);
+    for (_, history) in &after {
+        assert_dense(history);
+    }
+    // Opening finished the compaction: the newer writes are the WAL now.
+    assert!(!crashed.path().join("state/wal.next.ndjson").exists());
+    assert_eq!(
+        fs::read_to_string(wal_of(crashed.path())).unwrap(),
+        new.concat()
+    );
+    // New writes land after them, and everything survives another crash.
+    m.append(&reopened, &b, step(1)).await;
+    let later = snapshot(&reopened, &[&a, &b, &c]).await;
+    let again = tempfile::tempdir().unwrap();
+    crash_copy(crashed.path(), again.path());
+    drop(reopened);
+    let reopened = HybridStore::open(again.path()).unwrap();
+    assert_eq!(snapshot(&reopened, &[&a, &b, &c]).await, later);
+}
+
+#[tokio::test]
 async fn a_torn_wal_tail_is_cut_off_and_corruption_elsewhere_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let m = Maker::new();

@@ -289,9 +289,14 @@ impl Engine {
         if runs.is_empty() {
             return;
         }
-        for new in runs {
+        // One shared copy of each run id, for the metrics and the scheduling slot.
+        let ids: Vec<Arc<str>> = runs
+            .iter()
+            .map(|new| Arc::from(new.first.run_id.as_str()))
+            .collect();
+        for (new, id) in runs.iter().zip(&ids) {
             let created_at = new.first.timestamp;
-            self.metrics.run_created(&new.first.run_id, created_at);
+            self.metrics.run_created(id, created_at);
             if let Some(ms) = new.timeout_ms {
                 let timer = Timer {
                     fire_at: created_at.saturating_add(ms as i64),
@@ -308,8 +313,7 @@ impl Engine {
         let mut entries = Vec::with_capacity(runs.len());
         {
             let mut slots = self.runs.lock();
-            for new in runs {
-                let run: Arc<str> = new.first.run_id.as_str().into();
+            for (new, run) in runs.iter().zip(ids) {
                 let slot = slots.entry(run.clone()).or_default();
                 slot.route = new.route.clone();
                 if slot.executing {

@@ -8,6 +8,7 @@
 //!   state/format.json                 {"format": 1}
 //!   state/lock                        held (exclusive) while a HybridStore has the directory open
 //!   state/wal.ndjson                  every acknowledged write not yet compacted, in order
+//!   state/wal.next.ndjson             while a compaction runs: the writes made since it began
 //!   workflows/{run_id}.events.ndjson  one JSON event per line, in seq order
 //!   streams/{run_id}/{name}.ndjson    stream chunks, outside the WAL (see `store/streams/files.rs`)
 //!   schedules/{id}.json               one schedule each, outside the WAL (see `store/schedules/files.rs`)
@@ -19,14 +20,18 @@
 //! buffer holds, syncs the WAL once, then publishes the writes it covered (readers see them from
 //! then on) and wakes their writers: concurrent writers share fsyncs ([`HybridStore::stats`]
 //! counts both). `append` returns once its write is durable; `append_nowait` returns at once,
-//! its write being durable with the next sync. Compaction ([`HybridStore::compact`], every 5 s on a Tokio runtime, and on
-//! [`close`](HybridStore::close) or drop) appends the WAL's events to the per-run logs, syncs them,
-//! then truncates the WAL.
+//! its write being durable with the next sync. Compaction ([`HybridStore::compact`], every 5 s on
+//! a Tokio runtime, and on [`close`](HybridStore::close) or drop) first points the flusher at a
+//! new `wal.next.ndjson`, so writers never wait for it; then appends the events of `wal.ndjson`
+//! to the per-run logs (all files written, then synced together), and finally renames
+//! `wal.next.ndjson` over `wal.ndjson`. So `wal.ndjson` is never empty while `wal.next.ndjson`
+//! exists.
 //!
-//! On [`HybridStore::open`] the run logs are loaded like the file store's, then the WAL is
-//! replayed: events already in their run's log (a crash mid-compaction) are skipped, the rest
-//! applied. A torn last WAL line is truncated with a warning; corruption anywhere else fails with
-//! the file and byte offset.
+//! On [`HybridStore::open`] the run logs are loaded like the file store's, then `wal.ndjson` and
+//! `wal.next.ndjson` (if a crash interrupted a compaction) are replayed in that order: events
+//! already in their run's log (a crash mid-compaction) are skipped, the rest applied. A torn last
+//! WAL line is truncated with a warning; corruption anywhere else fails with the file and byte
+//! offset.
 //!
 //! [`FileStore`]: super::FileStore
 
@@ -81,10 +86,9 @@ struct Pending {
     closing: bool,
 }
 
-/// The files compaction works on, behind one mutex that also serializes WAL writes.
+/// What compaction keeps between runs, behind a mutex that serializes compactions (WAL writes
+/// go on meanwhile: they have their own).
 struct Disk {
-    /// The WAL, opened for appending.
-    wal: File,
     /// Events in each run's log on disk.
     counts: HashMap<String, u64>,
     /// An earlier compaction failed part-way: compaction is off until the store is reopened (the
@@ -96,6 +100,10 @@ struct Inner {
     root: PathBuf,
     workflows: PathBuf,
     wal_path: PathBuf,
+    /// Where writes go while a compaction moves `wal_path`'s events into the run logs.
+    next_path: PathBuf,
+    /// The file the flusher appends to: `wal_path`, or `next_path` during a compaction.
+    wal: Mutex<File>,
     memory: MemoryStore,
     pending: Mutex<Pending>,
     /// Wakes the flusher when the buffer gets lines (or the store closes).
@@ -171,24 +179,35 @@ impl HybridStore {
         }
 
         let wal_path = state.join("wal.ndjson");
+        let next_path = state.join("wal.next.ndjson");
+        // A compaction that a crash interrupted left the newest writes in `next_path`: writes
+        // go on there until the compaction at the end of this function finishes it.
+        let interrupted = next_path.exists();
+        let active = if interrupted { &next_path } else { &wal_path };
         let wal = OpenOptions::new()
             .create(true)
             .append(true)
-            .open(&wal_path)
-            .map_err(|e| io_error("could not open", &wal_path, e))?;
+            .open(active)
+            .map_err(|e| io_error("could not open", active, e))?;
         sync_dir(&state)?;
-        Self::replay(&wal_path, &memory, &counts)?;
+        let mut replayed = HashMap::new();
+        Self::replay(&wal_path, &memory, &counts, &mut replayed)?;
+        if interrupted {
+            Self::replay(&next_path, &memory, &counts, &mut replayed)?;
+        }
+        drop(replayed);
 
         let inner = Arc::new(Inner {
             root,
             workflows,
             wal_path,
+            next_path,
+            wal: Mutex::new(wal),
             memory,
             pending: Mutex::new(Pending::default()),
             work: Condvar::new(),
             notify: tokio::sync::Notify::new(),
             disk: Mutex::new(Disk {
-                wal,
                 counts,
                 broken: None,
             }),
@@ -237,14 +256,18 @@ impl HybridStore {
     }
 
     /// Applies the WAL's events that are not in their run's log yet to `memory`, truncating a
-    /// torn last line.
+    /// torn last line. `next` is each run's next `seq`, carried from one WAL file to the next.
     fn replay(
         wal_path: &Path,
         memory: &MemoryStore,
         counts: &HashMap<String, u64>,
+        next: &mut HashMap<String, u64>,
     ) -> Result<(), WorldError> {
-        let bytes = fs::read(wal_path).map_err(|e| io_error("could not read", wal_path, e))?;
-        let mut next: HashMap<String, u64> = HashMap::new();
+        let bytes = match fs::read(wal_path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(io_error("could not read", wal_path, e)),
+        };
         let scan = scan_events(wal_path, &bytes, |_, event| {
             check_run_id(&event.run_id).map_err(|e| e.to_string())?;
             let expected = next
@@ -294,9 +317,9 @@ impl HybridStore {
         )
     }
 
-    /// Moves the WAL's events into the per-run logs (synced), then truncates the WAL. Returns the
-    /// number of events moved. Runs every 5 s on its own; call it to compact now. Writers wait
-    /// while it runs.
+    /// Moves the WAL's events into the per-run logs (synced), then drops them from the WAL.
+    /// Returns the number of events moved. Runs every 5 s on its own; call it to compact now.
+    /// Writers do not wait for it: their writes go to a second WAL file meanwhile.
     pub fn compact(&self) -> Result<usize, WorldError> {
         self.inner.compact()
     }
@@ -417,8 +440,8 @@ impl Inner {
                 )
             };
             let result = {
-                let mut disk = self.disk.lock();
-                disk.wal.write_all(&buf).and_then(|()| disk.wal.sync_data())
+                let mut wal = self.wal.lock();
+                wal.write_all(&buf).and_then(|()| wal.sync_data())
             };
             self.fsyncs.fetch_add(1, Ordering::Relaxed);
             let ok = result.is_ok();
@@ -459,9 +482,45 @@ impl Inner {
         result
     }
 
+    /// Points the flusher at `wal.next.ndjson` (unless a crash left it in use already), moves
+    /// the events of `wal.ndjson` into the run logs, then renames `wal.next.ndjson` over it.
     fn compact_locked(&self, disk: &mut Disk) -> Result<usize, WorldError> {
-        let bytes =
-            fs::read(&self.wal_path).map_err(|e| io_error("could not read", &self.wal_path, e))?;
+        let state = self.wal_path.parent().unwrap_or(&self.root);
+        {
+            let mut wal = self.wal.lock();
+            if !self.next_path.exists() {
+                let len = wal
+                    .metadata()
+                    .map_err(|e| io_error("could not read", &self.wal_path, e))?
+                    .len();
+                if len == 0 {
+                    return Ok(0);
+                }
+                *wal = OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&self.next_path)
+                    .map_err(|e| io_error("could not create", &self.next_path, e))?;
+                sync_dir(state)?;
+            }
+        }
+        let moved = self.move_to_logs(disk)?;
+        // Every event of `wal.ndjson` is in its run's log and synced: it can go. The flusher
+        // keeps appending to the renamed file.
+        fs::rename(&self.next_path, &self.wal_path)
+            .map_err(|e| io_error("could not rename", &self.next_path, e))?;
+        sync_dir(state)?;
+        Ok(moved)
+    }
+
+    /// Appends the events of `wal.ndjson` that are not in their run's log yet to the logs, and
+    /// syncs them.
+    fn move_to_logs(&self, disk: &mut Disk) -> Result<usize, WorldError> {
+        let bytes = match fs::read(&self.wal_path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+            Err(e) => return Err(io_error("could not read", &self.wal_path, e)),
+        };
         if bytes.is_empty() {
             return Ok(0);
         }
@@ -526,11 +585,6 @@ impl Inner {
         if created {
             sync_dir(&self.workflows)?;
         }
-        // Every event is in its run's log and synced: the WAL can go.
-        disk.wal
-            .set_len(0)
-            .and_then(|()| disk.wal.sync_data())
-            .map_err(|e| io_error("could not truncate", &self.wal_path, e))?;
         Ok(moved)
     }
 }

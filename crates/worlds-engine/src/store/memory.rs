@@ -5,7 +5,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use parking_lot::{Mutex, RwLock};
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::clock::Millis;
 use crate::error::WorldError;
@@ -22,9 +22,10 @@ const DEFAULT_PAGE: usize = 100;
 /// One run. `state` and `history` are the tip: every accepted event. Readers see only the
 /// first `visible` events (all of them, unless a durable store has not yet published the rest:
 /// see [`MemoryStore::append_unpublished`]).
+///
+/// Kept small: one is allocated per run, sleeping ones included (with the run id it is 16 bytes
+/// over an allocator size class; the id is the key of [`MemoryStore::runs`] instead).
 struct Entry {
-    /// The run id, shared with the indexes and the timers (one allocation per run).
-    run_id: Arc<str>,
     state: WorkflowState,
     history: Vec<Arc<Event>>,
     /// Events readers may see; 0 for a run whose creation is not published yet.
@@ -66,7 +67,11 @@ pub(crate) struct RunHandle {
 struct Index {
     /// Run ids; run ids are ULIDs, so this is also creation order.
     ids: BTreeSet<Arc<str>>,
+    /// Workflow id → run, for runs whose workflow id is not their run id. Most runs keep the
+    /// default (their run id): they are found by run id and take no entry here.
     by_workflow_id: FxHashMap<Arc<str>, Arc<str>>,
+    /// Runs that have an entry in `by_workflow_id`.
+    custom_workflow_id: FxHashSet<Arc<str>>,
     by_status: HashMap<RunStatus, BTreeSet<Arc<str>>>,
     by_name: HashMap<String, BTreeSet<Arc<str>>>,
     by_parent: HashMap<String, BTreeSet<Arc<str>>>,
@@ -84,20 +89,25 @@ impl Index {
                 "a run with id {id} already exists"
             )));
         }
-        if let Some(existing) = self.by_workflow_id.get(state.workflow_id.as_str()) {
+        let workflow_id = state.workflow_id.as_str();
+        // Taken by a run with that custom workflow id, or by a run whose run id it is and
+        // whose workflow id is that run id.
+        let existing = self.by_workflow_id.get(workflow_id).or_else(|| {
+            self.ids
+                .get(workflow_id)
+                .filter(|run| !self.custom_workflow_id.contains(&***run))
+        });
+        if let Some(existing) = existing {
             return Err(WorldError::conflict(format!(
-                "workflow id '{}' is already used by run {existing}; workflow ids must be unique",
-                state.workflow_id
+                "workflow id '{workflow_id}' is already used by run {existing}; workflow ids must be unique"
             )));
         }
         self.ids.insert(id.clone());
-        // The workflow id defaults to the run id: then one allocation serves both.
-        let workflow_id = if state.workflow_id == **id {
-            id.clone()
-        } else {
-            Arc::from(state.workflow_id.as_str())
-        };
-        self.by_workflow_id.insert(workflow_id, id.clone());
+        if workflow_id != &**id {
+            self.by_workflow_id
+                .insert(Arc::from(workflow_id), id.clone());
+            self.custom_workflow_id.insert(id.clone());
+        }
         self.by_name
             .entry(state.name.clone())
             .or_default()
@@ -175,6 +185,14 @@ impl MemoryStore {
         self.runs.read().get(run_id).cloned()
     }
 
+    /// The run and its shared id.
+    fn entry_with_id(&self, run_id: &str) -> Option<(Arc<str>, Shared)> {
+        self.runs
+            .read()
+            .get_key_value(run_id)
+            .map(|(id, entry)| (id.clone(), entry.clone()))
+    }
+
     /// The run's shared id if the run exists, else a new one.
     fn shared_id(&self, run_id: &str) -> Arc<str> {
         match self.runs.read().get_key_value(run_id) {
@@ -205,7 +223,6 @@ impl MemoryStore {
         index.add_run(&id, &state)?;
         let visible_status = state.status;
         let entry = Entry {
-            run_id: id.clone(),
             state,
             history: vec![Arc::new(first)],
             visible: 0,
@@ -224,10 +241,10 @@ impl MemoryStore {
         run_id: &str,
         mut events: Vec<Event>,
     ) -> Result<(Appended, RunHandle), WorldError> {
-        let shared = self
-            .entry(run_id)
+        let (id, shared) = self
+            .entry_with_id(run_id)
             .ok_or_else(|| WorldError::not_found("run", run_id))?;
-        let (status, events, id) = {
+        let (status, events) = {
             let mut entry = shared.lock();
             // Held from the check to the update, so two runs cannot both take one token.
             let mut hooks = touches_hooks(&events).then(|| self.hooks.lock());
@@ -254,7 +271,7 @@ impl MemoryStore {
             drop(hooks);
             let events: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
             entry.history.extend(events.iter().cloned());
-            (entry.state.status, events, entry.run_id.clone())
+            (entry.state.status, events)
         };
         let run = RunHandle {
             run_id: id,
@@ -337,21 +354,20 @@ impl RunStore for MemoryStore {
                 Ok((id, state)) => {
                     index.set_status(&id, &[], state.status);
                     let entry = Entry {
-                        run_id: id,
                         visible_status: state.status,
                         state,
                         history: vec![Arc::new(first)],
                         visible: 1,
                     };
-                    created.push(entry);
+                    created.push((id, entry));
                     results.push(Ok(()));
                 }
                 Err(refused) => results.push(Err(refused)),
             }
         }
         let mut runs = self.runs.write();
-        for entry in created {
-            runs.insert(entry.run_id.clone(), Arc::new(Mutex::new(entry)));
+        for (id, entry) in created {
+            runs.insert(id, Arc::new(Mutex::new(entry)));
         }
         results
     }
@@ -519,11 +535,12 @@ impl TimerStore for MemoryStore {
             .all
             .insert((timer.fire_at, run_id.clone(), timer.kind.clone()))
         {
-            timers
-                .by_run
-                .entry(run_id)
-                .or_default()
-                .push((timer.fire_at, timer.kind));
+            let list = timers.by_run.entry(run_id).or_default();
+            if list.capacity() == 0 {
+                // A run rarely has more than one timer at a time: no room for four.
+                list.reserve_exact(1);
+            }
+            list.push((timer.fire_at, timer.kind));
         }
         Ok(())
     }

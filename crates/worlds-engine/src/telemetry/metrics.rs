@@ -173,9 +173,11 @@ impl Counts {
     /// Applies a status change; returns how long the run took if it just ended (completed,
     /// failed or cancelled) and its acceptance was seen.
     fn apply(&mut self, run_id: &str, seq: u64, status: RunStatus, at: Millis) -> Option<Millis> {
-        self.apply_created(run_id, seq, status, at, None)
+        self.apply_created(run_id, seq, status, at, None, None)
     }
 
+    /// [`apply`](Self::apply), for a run accepted at `created` if known. A run seen for the
+    /// first time is keyed by `shared`, if given, rather than by a new copy of its id.
     fn apply_created(
         &mut self,
         run_id: &str,
@@ -183,6 +185,7 @@ impl Counts {
         status: RunStatus,
         at: Millis,
         created: Option<Millis>,
+        shared: Option<&Arc<str>>,
     ) -> Option<Millis> {
         let (previous, created_at) = match self.runs.get(run_id) {
             Some(t) if t.seq >= seq => return None,
@@ -210,7 +213,10 @@ impl Counts {
             RunStatus::Cancelled => self.cancelled += 1,
             RunStatus::Compensated => self.compensated += 1,
         }
-        let key: Arc<str> = Arc::from(run_id);
+        let key: Arc<str> = match self.runs.get_key_value(run_id) {
+            Some((key, _)) => key.clone(),
+            None => shared.cloned().unwrap_or_else(|| Arc::from(run_id)),
+        };
         if status.is_terminal() {
             self.finished.push_back((at, key.clone()));
         }
@@ -256,10 +262,10 @@ impl Counts {
 
 impl MetricsRecorder {
     /// A run was accepted (its `workflow_queued` event, `seq` 0, is stored).
-    pub(crate) fn run_created(&self, run_id: &str, at: Millis) {
+    pub(crate) fn run_created(&self, run_id: &Arc<str>, at: Millis) {
         self.inner
             .lock()
-            .apply_created(run_id, 0, RunStatus::Pending, at, Some(at));
+            .apply_created(run_id, 0, RunStatus::Pending, at, Some(at), Some(run_id));
     }
 
     /// A run read back from the store on start (recovery). Runs already tracked are left as
@@ -391,9 +397,9 @@ mod tests {
     #[test]
     fn runs_move_from_queued_to_running_to_finished() {
         let m = MetricsRecorder::default();
-        m.run_created("a", 0);
-        m.run_created("b", 0);
-        m.run_created("c", 0);
+        m.run_created(&Arc::from("a"), 0);
+        m.run_created(&Arc::from("b"), 0);
+        m.run_created(&Arc::from("c"), 0);
         let w = workflows(&m, 0);
         assert_eq!((w.queued, w.running), (3, 0));
         change(&m, "a", 1, RunStatus::Running, 10);
@@ -415,7 +421,7 @@ mod tests {
     #[test]
     fn record_counts_only_status_changes() {
         let m = MetricsRecorder::default();
-        m.run_created("a", 0);
+        m.run_created(&Arc::from("a"), 0);
         let event = |seq, kind| Event {
             id: format!("evnt_{seq}"),
             run_id: "a".into(),
@@ -442,11 +448,11 @@ mod tests {
     #[test]
     fn a_stale_change_reported_late_is_ignored() {
         let m = MetricsRecorder::default();
-        m.run_created("a", 0);
+        m.run_created(&Arc::from("a"), 0);
         // The cancel (seq 2) is reported before the start (seq 1) that preceded it.
         change(&m, "a", 2, RunStatus::Cancelled, 5);
         change(&m, "a", 1, RunStatus::Running, 4);
-        m.run_created("a", 0);
+        m.run_created(&Arc::from("a"), 0);
         let w = workflows(&m, 5);
         assert_eq!((w.queued, w.running), (0, 0));
     }
@@ -464,7 +470,7 @@ mod tests {
     #[test]
     fn compensation_counts_as_running_and_the_failure_once() {
         let m = MetricsRecorder::default();
-        m.run_created("a", 0);
+        m.run_created(&Arc::from("a"), 0);
         change(&m, "a", 1, RunStatus::Running, 0);
         change(&m, "a", 2, RunStatus::Failed, 1);
         change(&m, "a", 3, RunStatus::Compensating, 2);
@@ -480,7 +486,7 @@ mod tests {
         let m = MetricsRecorder::default();
         for (i, at) in [0, 30_000, 59_999].into_iter().enumerate() {
             let id = format!("r{i}");
-            m.run_created(&id, at);
+            m.run_created(&Arc::from(id.as_str()), at);
             change(&m, &id, 1, RunStatus::Running, at);
             change(&m, &id, 2, RunStatus::Completed, at);
         }

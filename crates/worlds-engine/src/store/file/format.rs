@@ -4,6 +4,7 @@
 //! |---|---|
 //! | 1 | `state/format.json`, `workflows/{run_id}.events.ndjson` (hybrid: `state/wal.ndjson`, `state/lock`) |
 //! | 2 | format 1 plus what processes sharing a directory need: `leases/`, `ids/`, `state/owners/`, `state/inbox/` |
+//! | 3 | format 2; a hybrid compaction in progress may leave `state/wal.next.ndjson` |
 //!
 //! Opening a directory of an older format for writing migrates it step by step; every step is
 //! idempotent and `format.json` is replaced (atomically) only after the step is done, so a crash
@@ -25,7 +26,7 @@ use super::lease::{member_dirs, reservation_name};
 use super::log::{io_error, list_run_logs, log_path, sync_dir, TMP_SUFFIX};
 
 /// The on-disk layout version this build reads and writes.
-pub(in crate::store) const STORE_FORMAT: u32 = 2;
+pub(in crate::store) const STORE_FORMAT: u32 = 3;
 
 #[derive(Serialize, Deserialize)]
 struct FormatFile {
@@ -36,7 +37,14 @@ struct FormatFile {
 type Migration = fn(&Path) -> Result<(), WorldError>;
 
 /// `MIGRATIONS[i]` takes format `i + 1` to format `i + 2`.
-const MIGRATIONS: [Migration; (STORE_FORMAT - 1) as usize] = [v1_to_v2];
+const MIGRATIONS: [Migration; (STORE_FORMAT - 1) as usize] = [v1_to_v2, v2_to_v3];
+
+/// Format 3 lets a hybrid store's compaction leave a second write-ahead log,
+/// `state/wal.next.ndjson`, which a format 2 build would not read: a format 2 directory holds
+/// none, so nothing needs changing, and a format 2 build refuses format 3 instead of missing it.
+fn v2_to_v3(_root: &Path) -> Result<(), WorldError> {
+    Ok(())
+}
 
 /// Format 2 adds the directories of multi-process sharing. Runs of a format 1 directory have no
 /// lease, which reads as "driven by no live process": the first process to open the migrated
@@ -183,7 +191,7 @@ mod tests {
         assert!(!dir.path().join("leases").exists());
 
         assert!(check_format(dir.path(), false).unwrap().is_empty());
-        assert_eq!(format_of(dir.path()), 2);
+        assert_eq!(format_of(dir.path()), STORE_FORMAT);
         for d in member_dirs(dir.path()) {
             assert!(d.is_dir(), "{} missing", d.display());
         }

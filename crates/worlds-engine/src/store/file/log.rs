@@ -327,45 +327,64 @@ pub(in crate::store) struct LogWrite {
     pub(in crate::store) create: bool,
 }
 
-/// Writes many runs' lines durably, much faster than a synced write per log: every file is
-/// written first, then all are synced from [`SYNC_THREADS`] threads at once, then new logs are
-/// renamed into place (each is written as a temporary file, so a crash never leaves half a
-/// run). The caller syncs the directory. Returns whether a log was created. On error some logs
-/// may hold part of the lines: the caller must keep them elsewhere (the hybrid store's WAL
-/// does) until this succeeds.
+/// Logs written, then synced together, per round of [`write_logs_unsynced_dir`]: enough for the
+/// syncs to share journal commits, few enough that the round's paths take little memory.
+const ROUND: usize = 4096;
+
+/// Writes many runs' lines durably, much faster than a synced write per log: in rounds of
+/// [`ROUND`] logs, every file is written, then all are synced from [`SYNC_THREADS`] threads at
+/// once, then new logs are renamed into place (each is written as a temporary file, so a crash
+/// never leaves half a run). The caller syncs the directory. Returns whether a log was created.
+/// On error some logs may hold part of the lines: the caller must keep them elsewhere (the
+/// hybrid store's WAL does) until this succeeds.
 pub(in crate::store) fn write_logs_unsynced_dir(
     writes: impl IntoIterator<Item = Result<LogWrite, WorldError>>,
 ) -> Result<bool, WorldError> {
-    let mut to_sync = Vec::new();
+    let mut created = false;
+    let mut to_sync = Vec::with_capacity(ROUND);
     let mut renames = Vec::new();
-    for write in writes {
-        let LogWrite {
-            path,
-            lines,
-            create,
-        } = write?;
-        let target = if create {
-            let mut tmp = path.as_os_str().to_owned();
-            tmp.push(TMP_SUFFIX);
-            let tmp = PathBuf::from(tmp);
-            let _ = fs::remove_file(&tmp);
-            renames.push((tmp.clone(), path));
-            tmp
-        } else {
-            path
-        };
-        let mut file = OpenOptions::new()
-            .append(true)
-            .create_new(create)
-            .open(&target)
-            .map_err(|e| io_error("could not open", &target, e))?;
-        file.write_all(&lines)
-            .map_err(|e| io_error("could not write", &target, e))?;
-        to_sync.push(target);
+    let mut writes = writes.into_iter().peekable();
+    while writes.peek().is_some() {
+        for write in writes.by_ref().take(ROUND) {
+            let LogWrite {
+                path,
+                lines,
+                create,
+            } = write?;
+            let target = if create {
+                let mut tmp = path.as_os_str().to_owned();
+                tmp.push(TMP_SUFFIX);
+                let tmp = PathBuf::from(tmp);
+                let _ = fs::remove_file(&tmp);
+                renames.push((tmp.clone(), path));
+                tmp
+            } else {
+                path
+            };
+            let mut file = OpenOptions::new()
+                .append(true)
+                .create_new(create)
+                .open(&target)
+                .map_err(|e| io_error("could not open", &target, e))?;
+            file.write_all(&lines)
+                .map_err(|e| io_error("could not write", &target, e))?;
+            to_sync.push(target);
+        }
+        sync_all_at_once(&to_sync)?;
+        to_sync.clear();
+        created |= !renames.is_empty();
+        for (tmp, path) in renames.drain(..) {
+            fs::rename(&tmp, &path).map_err(|e| io_error("could not rename", &tmp, e))?;
+        }
     }
-    let chunk = to_sync.len().div_ceil(SYNC_THREADS).max(1);
+    Ok(created)
+}
+
+/// Syncs the files from [`SYNC_THREADS`] threads.
+fn sync_all_at_once(paths: &[PathBuf]) -> Result<(), WorldError> {
+    let chunk = paths.len().div_ceil(SYNC_THREADS).max(1);
     std::thread::scope(|scope| {
-        let syncers: Vec<_> = to_sync
+        let syncers: Vec<_> = paths
             .chunks(chunk)
             .map(|paths| {
                 scope.spawn(move || {
@@ -385,11 +404,6 @@ pub(in crate::store) fn write_logs_unsynced_dir(
                 WorldError::Internal("file store: a thread syncing logs panicked".into())
             })??;
         }
-        Ok::<(), WorldError>(())
-    })?;
-    let created = !renames.is_empty();
-    for (tmp, path) in renames {
-        fs::rename(&tmp, &path).map_err(|e| io_error("could not rename", &tmp, e))?;
-    }
-    Ok(created)
+        Ok(())
+    })
 }

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! root/
-//!   state/format.json                 {"format": 2}
+//!   state/format.json                 {"format": 3}
 //!   state/lock                        held shared by every file store (a hybrid store takes it exclusive)
 //!   state/owners/{member}.lock        held exclusive by one open store: its liveness
 //!   state/inbox/{member}/{run_id}     "run_id changed": a note for the member driving it

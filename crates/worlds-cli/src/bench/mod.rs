@@ -26,8 +26,11 @@ pub(crate) use report::Report;
 /// (marginally) the best.
 pub(crate) const DEFAULT_WORKERS: usize = 4;
 
-/// Default number of workers on durable backends (see `--workers`).
-pub(crate) const DURABLE_WORKERS: usize = 64;
+/// Default number of workers on durable backends (see `--workers`). A worker waits for the sync
+/// of each record it must make durable, so on a durable store the number of workers bounds how
+/// many records a group commit can gather; workers are tokio tasks, so 1024 cost little. (On this
+/// machine W1 hybrid, medians of 9: 40.7k steps/s with 256 workers, 44.0k with 1024.)
+pub(crate) const DURABLE_WORKERS: usize = 1024;
 
 /// The contract's W3 sleep.
 const W3_SLEEP: Duration = Duration::from_secs(2);

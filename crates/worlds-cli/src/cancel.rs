@@ -9,58 +9,33 @@
 //! write-ahead log is read and folded in before anything is written.
 
 use std::io::Write;
-use std::path::Path;
 
 use anyhow::{bail, Context};
-use worlds_engine::{ErrorKind, Persistence, World, WorldConfig, WorldError};
+use worlds_engine::{World, WorldError};
 
 use crate::cli::CancelArgs;
-
-/// How to open the directory for writing.
-pub(crate) fn persistence_for(dir: &Path) -> Persistence {
-    let wal = dir.join("state").join("wal.ndjson");
-    match std::fs::metadata(&wal) {
-        // Acknowledged writes not yet compacted into the run logs: only the hybrid store reads
-        // them.
-        Ok(meta) if meta.len() > 0 => Persistence::Hybrid,
-        _ => Persistence::File,
-    }
-}
+use crate::writer::with_world;
 
 /// Runs `worlds runs cancel`.
 pub(crate) fn cancel(args: &CancelArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    if !args.dir.join("workflows").is_dir() {
-        bail!(
-            "no worlds-engine data in {} (it has no workflows/ directory)",
-            args.dir.display()
-        );
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("could not start the async runtime")?;
-    let state = runtime.block_on(async {
-        let mut config = WorldConfig::default();
-        config.persistence = persistence_for(&args.dir);
-        config.persistence_path = args.dir.clone();
-        let world = World::new(config).map_err(|e| match e.kind() {
-            ErrorKind::Unavailable => anyhow::anyhow!(
-                "{e}\n\nA world in hybrid mode owns {}: cancel the run from that program (World::cancel or handle.cancel()), or stop it and run this command again.",
-                args.dir.display()
-            ),
-            _ => anyhow::Error::new(e).context(format!("could not open {}", args.dir.display())),
-        })?;
-        let reason = args.reason.clone().unwrap_or_else(|| "cancelled with `worlds runs cancel`".to_owned());
+    let instead = "cancel the run from that program (World::cancel or handle.cancel()), or stop it and run this command again.";
+    let state = with_world(&args.dir, instead, async |world: &World| {
+        let reason = args
+            .reason
+            .clone()
+            .unwrap_or_else(|| "cancelled with `worlds runs cancel`".to_owned());
         match world.cancel_with_reason(&args.id, reason).await {
             Ok(()) => {}
             Err(e @ WorldError::NotFound { .. }) => bail!("{e}"),
-            Err(e) => return Err(anyhow::Error::new(e).context(format!("could not cancel {}", args.id))),
+            Err(e) => {
+                return Err(anyhow::Error::new(e).context(format!("could not cancel {}", args.id)))
+            }
         }
         let state = world
             .query(&args.id)
             .await
             .with_context(|| format!("could not read {} back", args.id))?;
-        Ok::<_, anyhow::Error>(state)
+        Ok(state)
     })?;
     if args.json {
         let summary = serde_json::json!({
@@ -87,6 +62,10 @@ mod tests {
 
     use worlds_engine::clock::SystemClock;
     use worlds_engine::prelude::*;
+
+    use std::path::Path;
+
+    use worlds_engine::ErrorKind;
 
     use super::*;
 

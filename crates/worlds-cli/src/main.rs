@@ -10,6 +10,7 @@ mod dev;
 mod inspect;
 mod logs;
 mod schedules;
+mod writer;
 
 use std::process::ExitCode;
 

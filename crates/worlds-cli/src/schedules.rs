@@ -12,10 +12,10 @@ use anyhow::{bail, Context};
 use comfy_table::{presets, Table};
 use worlds_engine::clock::Millis;
 use worlds_engine::store::{FileStore, ScheduleStore};
-use worlds_engine::{ErrorKind, ScheduleConfig, World, WorldConfig, WorldError};
+use worlds_engine::{ScheduleConfig, World, WorldError};
 
-use crate::cancel::persistence_for;
 use crate::cli::{ScheduleIdArgs, SchedulesListArgs};
+use crate::writer::with_world;
 
 /// A change `worlds schedules` can make.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -56,29 +56,12 @@ pub(crate) fn change(
     action: Action,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    if !args.dir.join("workflows").is_dir() {
-        bail!(
-            "no worlds-engine data in {} (it has no workflows/ directory)",
-            args.dir.display()
-        );
-    }
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("could not start the async runtime")?;
-    let changed = runtime.block_on(async {
-        let mut config = WorldConfig::default();
-        config.persistence = persistence_for(&args.dir);
-        config.persistence_path = args.dir.clone();
-        let world = World::new(config).map_err(|e| match e.kind() {
-            ErrorKind::Unavailable => anyhow::anyhow!(
-                "{e}\n\nA world in hybrid mode owns {}: {} the schedule from that program (World::{}_schedule), or stop it and run this command again.",
-                args.dir.display(),
-                action.verb(),
-                action.verb(),
-            ),
-            _ => anyhow::Error::new(e).context(format!("could not open {}", args.dir.display())),
-        })?;
+    let instead = format!(
+        "{} the schedule from that program (World::{}_schedule), or stop it and run this command again.",
+        action.verb(),
+        action.verb(),
+    );
+    let changed = with_world(&args.dir, &instead, async |world: &World| {
         let result = match action {
             Action::Pause => world.pause_schedule(&args.id).await.map(Some),
             Action::Resume => world.resume_schedule(&args.id).await.map(Some),
@@ -86,9 +69,14 @@ pub(crate) fn change(
         };
         match result {
             Ok(changed) => Ok(changed),
-            Err(e @ (WorldError::NotFound { .. } | WorldError::InvalidInput { .. })) => bail!("{e}"),
-            Err(e) => Err(anyhow::Error::new(e)
-                .context(format!("could not {} schedule {}", action.verb(), args.id))),
+            Err(e @ (WorldError::NotFound { .. } | WorldError::InvalidInput { .. })) => {
+                bail!("{e}")
+            }
+            Err(e) => Err(anyhow::Error::new(e).context(format!(
+                "could not {} schedule {}",
+                action.verb(),
+                args.id
+            ))),
         }
     })?;
     match (changed, args.json) {

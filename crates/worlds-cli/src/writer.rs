@@ -1,0 +1,56 @@
+//! One-off writes from the CLI (`worlds runs cancel`, `worlds schedules pause …`): open the
+//! world's directory as a short-lived world, do the write, close it.
+//!
+//! In file mode the directory may be shared, so the command simply joins it like any other
+//! process. A directory held by a running hybrid world cannot be written from outside; the
+//! command says so. A hybrid directory no world holds is opened in hybrid mode when its
+//! write-ahead log has writes not yet compacted, so they are read first.
+
+use std::path::Path;
+
+use anyhow::{bail, Context};
+use worlds_engine::{ErrorKind, Persistence, World, WorldConfig};
+
+/// How to open the directory for writing.
+pub(crate) fn persistence_for(dir: &Path) -> Persistence {
+    let wal = dir.join("state").join("wal.ndjson");
+    match std::fs::metadata(&wal) {
+        // Acknowledged writes not yet compacted into the run logs: only the hybrid store reads
+        // them.
+        Ok(meta) if meta.len() > 0 => Persistence::Hybrid,
+        _ => Persistence::File,
+    }
+}
+
+/// Opens the world in `dir` (not started) and runs `write` on it. `instead` finishes the
+/// sentence "A world in hybrid mode owns DIR: …", saying what to do when a running hybrid world
+/// holds the directory.
+pub(crate) fn with_world<T>(
+    dir: &Path,
+    instead: &str,
+    write: impl AsyncFnOnce(&World) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    if !dir.join("workflows").is_dir() {
+        bail!(
+            "no worlds-engine data in {} (it has no workflows/ directory)",
+            dir.display()
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("could not start the async runtime")?;
+    runtime.block_on(async {
+        let mut config = WorldConfig::default();
+        config.persistence = persistence_for(dir);
+        config.persistence_path = dir.to_path_buf();
+        let world = World::new(config).map_err(|e| match e.kind() {
+            ErrorKind::Unavailable => anyhow::anyhow!(
+                "{e}\n\nA world in hybrid mode owns {}: {instead}",
+                dir.display()
+            ),
+            _ => anyhow::Error::new(e).context(format!("could not open {}", dir.display())),
+        })?;
+        write(&world).await
+    })
+}

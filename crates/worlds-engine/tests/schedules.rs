@@ -497,7 +497,12 @@ async fn catch_up_in_this_process(dir: &Path) {
     world.register(report()).unwrap();
     world.add_schedule(catching_up()).await.unwrap();
     world.start().await.unwrap();
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Until the five missed firings are started and settled, by this process or the other.
+    eventually("the missed firings to be settled", || async {
+        let s = world.get_schedule("hourly-shared").await.unwrap();
+        s.total_executions == 5 && s.pending_firings.is_empty()
+    })
+    .await;
     world.shutdown().await.unwrap();
 }
 

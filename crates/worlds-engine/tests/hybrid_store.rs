@@ -12,7 +12,7 @@ use std::sync::Arc;
 use common::store_events::{log_of, populate, snapshot, started, step, Maker};
 use worlds_engine::prelude::*;
 use worlds_engine::store::{HybridStore, RunStore};
-use worlds_engine::{ErrorKind, Event, ResolveData};
+use worlds_engine::{ErrorKind, Event, EventKind, ResolveData};
 
 fn wal_of(dir: &Path) -> PathBuf {
     dir.join("state/wal.ndjson")
@@ -253,6 +253,51 @@ async fn concurrent_appends_share_fsyncs_and_are_all_durable() {
         assert_eq!(history.len(), 1 + 1 + 3 * 3);
         assert_dense(history);
     }
+}
+
+/// A written append is in the WAL file the moment it returns (what a crash of the process
+/// leaves behind holds it), without waiting for a sync; a queued one gets there on its own
+/// shortly after, or with the sync of the next waited write, whichever comes first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn written_appends_are_in_the_file_on_return_and_queued_ones_follow() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = HybridStore::open(dir.path()).unwrap();
+    let m = Maker::new();
+    let id = m.create(&store, "w", "wf").await;
+    let [scheduled, start, done] = <[EventKind; 3]>::try_from(step(0)).unwrap();
+    store
+        .append_nowait(&id, vec![m.event(&id, started()), m.event(&id, scheduled)])
+        .await
+        .unwrap();
+    let (_, fsyncs) = store.stats();
+    store
+        .append_written(&id, vec![m.event(&id, start)])
+        .await
+        .unwrap();
+    // In the file: the start and the queued records before it.
+    let crashed = tempfile::tempdir().unwrap();
+    crash_copy(dir.path(), crashed.path());
+    let reopened = HybridStore::open(crashed.path()).unwrap();
+    let history = reopened.history(&id, 0).await.unwrap();
+    assert_eq!(history.len(), 4, "{history:?}");
+    assert!(matches!(
+        history[3].kind,
+        EventKind::ActivityStarted { attempt: 1, .. }
+    ));
+    drop(reopened);
+    // A queued record is synced and readable without anyone waiting for it.
+    store
+        .append_nowait(&id, vec![m.event(&id, done)])
+        .await
+        .unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(5), async {
+        while store.history(&id, 0).await.unwrap().len() < 5 {
+            tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+        }
+    })
+    .await
+    .expect("the queued record became durable on its own");
+    assert!(store.stats().1 > fsyncs, "a sync made it durable");
 }
 
 #[tokio::test]

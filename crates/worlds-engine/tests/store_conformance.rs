@@ -895,6 +895,32 @@ pub async fn append_nowait_is_checked_ordered_and_readable_once_durable(store: A
     store.wait_durable("wrun_unknown").await.unwrap();
 }
 
+/// `history_tip` shows a run's events the moment they are accepted, waited for or not; once
+/// they are durable, `history` shows the same events.
+pub async fn history_tip_shows_every_accepted_event_at_once(store: Arc<dyn Store>) {
+    let m = Maker::new();
+    let id = m.create(store.as_ref(), "tip").await;
+    let queued = vec![m.event(&id, started()), m.event(&id, scheduled(0, "a"))];
+    store.append_nowait(&id, queued).await.unwrap();
+    let tip = store.history_tip(&id, 0).await.unwrap();
+    let seqs: Vec<u64> = tip.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![0, 1, 2]);
+    let written = vec![m.event(&id, step_started(0))];
+    store.append_written(&id, written).await.unwrap();
+    let tip = store.history_tip(&id, 2).await.unwrap();
+    let seqs: Vec<u64> = tip.iter().map(|e| e.seq).collect();
+    assert_eq!(seqs, vec![2, 3]);
+    assert!(matches!(
+        tip[1].kind,
+        EventKind::ActivityStarted { attempt: 1, .. }
+    ));
+    store.wait_durable(&id).await.unwrap();
+    let durable = store.history(&id, 0).await.unwrap();
+    let tip = store.history_tip(&id, 0).await.unwrap();
+    assert_eq!(durable, tip);
+    assert!(store.history_tip("wrun_unknown", 0).await.is_err());
+}
+
 fn chunk(m: &Maker, key: Option<&str>, data: impl Into<Bytes>) -> NewChunk {
     NewChunk {
         id: m.ids.next(CHUNK_PREFIX),
@@ -1083,6 +1109,7 @@ macro_rules! conformance {
             timers_fire_in_order_once_and_are_removable,
             unfinished_runs_lists_pending_and_running_only,
             append_nowait_is_checked_ordered_and_readable_once_durable,
+            history_tip_shows_every_accepted_event_at_once,
             streams_get_dense_indexes_pages_and_names,
             stream_keys_dedupe_and_closed_streams_refuse_new_chunks,
             stream_data_and_names_round_trip,

@@ -244,11 +244,12 @@ impl Engine {
         if token.is_cancelled() {
             return;
         }
-        // Waited for before the activity runs: an attempt that may have run is on record, so a
-        // crash during it counts against the retry policy (`WORKER_LOST`) instead of going
-        // unnoticed. It also makes the `activity_scheduled` before it durable.
+        // Written before the activity runs: an attempt that may have run is on record, so a
+        // crash of the process during it counts against the retry policy (`WORKER_LOST`)
+        // instead of going unnoticed, even a step that kills the process every time. Not
+        // synced: the sync of the next waited write (at the latest the run's end) covers it.
         let started = self
-            .append(
+            .append_written(
                 &run_id,
                 vec![EventKind::ActivityStarted {
                     position: task.position,
@@ -331,8 +332,13 @@ impl Engine {
                 );
                 match check {
                     Ok(()) => {
+                        // Not waited for: the workflow reads it from the store's tip and
+                        // whatever it does next (the next step's start, its own end) is a
+                        // waited write that makes this one durable first. A crash before
+                        // then loses the result of an attempt whose start is on record: it
+                        // counts as a lost worker and runs again, as at-least-once allows.
                         let done = self
-                            .append(
+                            .append_nowait(
                                 &run_id,
                                 vec![EventKind::ActivityCompleted {
                                     position: task.position,

@@ -166,9 +166,8 @@ impl Engine {
 
     /// Rebuilds a run from its history (cold start or after eviction).
     async fn load(&self, run_id: &str) -> Result<Loaded, WorldError> {
-        // Records of this run not yet durable (written without waiting) are not readable yet.
-        self.store.wait_durable(run_id).await?;
-        let history = self.store.history(run_id, 0).await?;
+        // Our own records not yet durable included: see `catch_up`.
+        let history = self.store.history_tip(run_id, 0).await?;
         let mut state = WorkflowState::from_history(&history)?;
         if state.status.is_terminal() {
             return Ok(Loaded::Finished);
@@ -253,10 +252,16 @@ impl Engine {
 
     /// Reads events recorded since the run last looked, into its machine.
     /// Returns false if the run has finished.
+    ///
+    /// Reads the store's tip: records this process made without waiting for them to be
+    /// durable (a step's result, commands) count at once. That is safe because everything the
+    /// run does next is recorded after them in the same ordered log: a step it starts waits for
+    /// its start to be durable, its end is a waited write, anything else is lost with them in
+    /// a crash and done again on replay.
     async fn catch_up(&self, live: &mut LiveRun) -> Result<bool, WorldError> {
         let events = self
             .store
-            .history(&live.core.info.run_id, live.next_seq)
+            .history_tip(&live.core.info.run_id, live.next_seq)
             .await?;
         for event in &events {
             live.core.ingest(event);
@@ -351,8 +356,6 @@ impl Engine {
             }
             Ok(true)
         } else {
-            // Our own records were not waited for: make them readable first.
-            self.store.wait_durable(&live.core.info.run_id).await?;
             self.catch_up(live).await
         }
     }

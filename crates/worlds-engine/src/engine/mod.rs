@@ -53,6 +53,17 @@ use machine::RunCore;
 /// Restarts the `retry` failure strategy allows unless a workflow says otherwise.
 pub(crate) const DEFAULT_MAX_RETRIES: u32 = 3;
 
+/// How far an append must get before the engine goes on.
+#[derive(Debug, Clone, Copy)]
+enum Durability {
+    /// Accepted by the store, durable soon after.
+    Queued,
+    /// Safe from a crash of this process.
+    Written,
+    /// Safe from a crash of the machine.
+    Synced,
+}
+
 /// A unit of work for a worker.
 pub(crate) enum Task {
     /// Advance a run's workflow code.
@@ -190,10 +201,21 @@ impl Engine {
         run_id: &str,
         kinds: Vec<EventKind>,
     ) -> Result<crate::store::Appended, WorldError> {
-        self.append_with(run_id, kinds, true).await
+        self.append_with(run_id, kinds, Durability::Synced).await
     }
 
-    /// Appends events whose loss in a crash a restart repairs by itself (a step's start, the
+    /// Appends events that need to survive a crash of this process but not yet of the machine
+    /// (a step's start, before the step runs): see
+    /// [`RunStore::append_written`](crate::store::RunStore::append_written).
+    pub(crate) async fn append_written(
+        &self,
+        run_id: &str,
+        kinds: Vec<EventKind>,
+    ) -> Result<crate::store::Appended, WorldError> {
+        self.append_with(run_id, kinds, Durability::Written).await
+    }
+
+    /// Appends events whose loss in a crash a restart repairs by itself (a step's result, the
     /// commands workflow code issues again on replay): the store may return before they are
     /// durable (see [`RunStore::append_nowait`](crate::store::RunStore::append_nowait)).
     pub(crate) async fn append_nowait(
@@ -201,20 +223,20 @@ impl Engine {
         run_id: &str,
         kinds: Vec<EventKind>,
     ) -> Result<crate::store::Appended, WorldError> {
-        self.append_with(run_id, kinds, false).await
+        self.append_with(run_id, kinds, Durability::Queued).await
     }
 
     async fn append_with(
         &self,
         run_id: &str,
         kinds: Vec<EventKind>,
-        wait: bool,
+        durability: Durability,
     ) -> Result<crate::store::Appended, WorldError> {
         let events = kinds.into_iter().map(|k| self.event(run_id, k)).collect();
-        let appended = if wait {
-            self.store.append(run_id, events).await?
-        } else {
-            self.store.append_nowait(run_id, events).await?
+        let appended = match durability {
+            Durability::Synced => self.store.append(run_id, events).await?,
+            Durability::Written => self.store.append_written(run_id, events).await?,
+            Durability::Queued => self.store.append_nowait(run_id, events).await?,
         };
         self.metrics.record(run_id, &appended.events);
         self.progress.epoch.fetch_add(1, Ordering::Relaxed);

@@ -314,6 +314,20 @@ impl MemoryStore {
         }
     }
 
+    /// The run's events from `from_seq` on, published or not (see [`RunStore::history_tip`]).
+    pub(crate) fn history_tip(
+        &self,
+        run_id: &str,
+        from_seq: u64,
+    ) -> Result<Vec<Arc<Event>>, WorldError> {
+        let shared = self
+            .entry(run_id)
+            .ok_or_else(|| WorldError::not_found("run", run_id))?;
+        let entry = shared.lock();
+        let from = (from_seq as usize).min(entry.history.len());
+        Ok(entry.history[from..].to_vec())
+    }
+
     /// True if every event of the run is visible (or the run does not exist).
     pub(crate) fn is_published(&self, run_id: &str) -> bool {
         self.entry(run_id).is_none_or(|shared| {

@@ -110,6 +110,20 @@ pub trait RunStore: Send + Sync {
         self.append(run_id, events).await
     }
 
+    /// Appends like [`append_nowait`](Self::append_nowait), but returns once the events are
+    /// written to the operating system: a crash of this process (`kill -9`, an abort) no longer
+    /// loses them, a crash of the machine still may until the next sync makes them durable.
+    ///
+    /// For a step's start, recorded before the step runs so that an attempt that crashes the
+    /// process counts against its retry policy. A store without a cheaper path appends durably.
+    async fn append_written(
+        &self,
+        run_id: &str,
+        events: Vec<Event>,
+    ) -> Result<Appended, WorldError> {
+        self.append(run_id, events).await
+    }
+
     /// Resolves once every event appended to the run so far is durable and visible to readers.
     async fn wait_durable(&self, run_id: &str) -> Result<(), WorldError> {
         let _ = run_id;
@@ -132,6 +146,21 @@ pub trait RunStore: Send + Sync {
     /// Events are shared (`Arc`): a store that keeps them in memory hands out references to
     /// the same immutable records instead of copies.
     async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError>;
+
+    /// Like [`history`](Self::history), but including events this process appended without
+    /// waiting ([`append_nowait`](Self::append_nowait)) that are not durable yet.
+    ///
+    /// For the engine acting on its own records: whatever it does in consequence is itself a
+    /// write ordered after them (so durable only if they are) or a waited write that makes
+    /// them durable first. Nothing seen here may be shown outside the process before then.
+    /// Stores whose appends are durable when they return read [`history`](Self::history).
+    async fn history_tip(
+        &self,
+        run_id: &str,
+        from_seq: u64,
+    ) -> Result<Vec<Arc<Event>>, WorldError> {
+        self.history(run_id, from_seq).await
+    }
 
     /// Runs matching the filter, newest first, one page at a time (history left out).
     async fn list_runs(

@@ -1,0 +1,398 @@
+//! The hybrid store: a [`MemoryStore`] for every read, in front of one shared write-ahead log
+//! with group commit, compacted every 5 s into the same per-run logs the [`FileStore`] keeps.
+//!
+//! Layout under the root directory (the file store's, plus the WAL and a lock):
+//!
+//! ```text
+//! root/
+//!   state/format.json                 {"format": 1}
+//!   state/lock                        held (exclusive) while a HybridStore has the directory open
+//!   state/wal.ndjson                  every acknowledged write not yet compacted, in order
+//!   state/wal.next.ndjson             while a compaction runs: the writes made since it began
+//!   workflows/{run_id}.events.ndjson  one JSON event per line, in seq order
+//!   streams/{run_id}/{name}.ndjson    stream chunks, outside the WAL (see `store/streams/files.rs`)
+//!   schedules/{id}.json               one schedule each, outside the WAL (see `store/schedules/files.rs`)
+//! ```
+//!
+//! Every `create_run` and `append` is checked and applied to the memory store's tip (so the next
+//! write to the run is checked against it and gets the next `seq`), but stays invisible to
+//! readers; its lines are queued for the WAL (see `wal.rs`). A writer thread writes whatever is
+//! queued at once; a syncer thread syncs what was written and then publishes the writes it
+//! covered (readers see them from then on) and wakes their writers: concurrent writers share
+//! fsyncs ([`HybridStore::stats`] counts both). `append` returns once its write is durable,
+//! `append_written` once it is written (safe from a crash of the process), `append_nowait` at
+//! once (durable within a few milliseconds, or with the next sync); `history_tip` reads the
+//! tip. Compaction ([`HybridStore::compact`], every 5 s on a Tokio runtime, and on
+//! [`close`](HybridStore::close) or drop; see `compact.rs`) first points the writer at a new
+//! `wal.next.ndjson`, so writers never wait for it; then appends the events of `wal.ndjson` to
+//! the per-run logs (all files written, then synced together), and finally renames
+//! `wal.next.ndjson` over `wal.ndjson`. So `wal.ndjson` is never empty while `wal.next.ndjson`
+//! exists.
+//!
+//! On [`HybridStore::open`] the run logs are loaded like the file store's, then `wal.ndjson` and
+//! `wal.next.ndjson` (if a crash interrupted a compaction) are replayed in that order: events
+//! already in their run's log (a crash mid-compaction) are skipped, the rest applied. A torn last
+//! WAL line is truncated with a warning; corruption anywhere else fails with the file and byte
+//! offset.
+//!
+//! [`FileStore`]: super::FileStore
+
+mod compact;
+mod wal;
+
+use std::collections::HashMap;
+use std::fs::{self, File, OpenOptions};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use parking_lot::Mutex;
+
+use crate::clock::Millis;
+use crate::error::WorldError;
+use crate::model::{ActivityState, Event, Page, ResolveData, WorkflowQueryFilter, WorkflowState};
+
+use super::file::{
+    check_run_id, encode, io_error, list_run_logs, load_run_log, log_path, sync_dir, FileStore,
+};
+use super::{Appended, MemoryStore, RunStore, Timer, TimerStore};
+use compact::Disk;
+use wal::{Publish, Wait, Wal};
+
+struct Inner {
+    root: PathBuf,
+    workflows: PathBuf,
+    wal_path: PathBuf,
+    /// Where writes go while a compaction moves `wal_path`'s events into the run logs.
+    next_path: PathBuf,
+    /// The log every write goes through: `wal_path`, or `next_path` during a compaction.
+    wal: Wal,
+    memory: MemoryStore,
+    disk: Mutex<Disk>,
+    /// Holds the exclusive lock on `state/lock` for the store's life.
+    _lock: File,
+}
+
+/// Durable storage for one process (`Persistence::Hybrid`): a [`MemoryStore`] answers every read,
+/// and every write is in a shared, group-committed write-ahead log before it is acknowledged.
+///
+/// The directory is locked exclusively while open; a second open (from this or another process)
+/// fails. Use `Persistence::File` for several processes on one host.
+///
+/// ```
+/// use worlds_engine::store::HybridStore;
+/// let dir = std::env::temp_dir().join(format!("worlds-hybrid-doc-{}", std::process::id()));
+/// let store = HybridStore::open(&dir)?;
+/// assert!(dir.join("state/wal.ndjson").exists());
+/// assert!(HybridStore::open(&dir).is_err(), "the directory is locked");
+/// # drop(store);
+/// # std::fs::remove_dir_all(&dir).ok();
+/// # Ok::<(), worlds_engine::WorldError>(())
+/// ```
+pub struct HybridStore {
+    inner: Arc<Inner>,
+    /// The runs' streams, under `streams/` (see `store/streams/files.rs`).
+    pub(in crate::store) streams: super::streams::FileStreams,
+    /// The schedules, under `schedules/` (see `store/schedules/files.rs`).
+    pub(in crate::store) schedules: super::schedules::FileSchedules,
+    compactor: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// The WAL's writer and syncer threads.
+    threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for HybridStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (appends, fsyncs) = self.stats();
+        f.debug_struct("HybridStore")
+            .field("root", &self.inner.root)
+            .field("appends", &appends)
+            .field("fsyncs", &fsyncs)
+            .finish()
+    }
+}
+
+impl HybridStore {
+    /// Opens (creating if needed) the store under `root`: locks it, loads every run log, replays
+    /// and compacts the WAL, and (on a Tokio runtime) starts compacting every 5 s.
+    ///
+    /// Fails if another store holds the directory, if `state/format.json` names a newer format,
+    /// or if a log or the WAL is corrupt anywhere but its last line (naming the file and offset).
+    pub fn open(root: impl AsRef<Path>) -> Result<HybridStore, WorldError> {
+        let root = root.as_ref().to_path_buf();
+        let workflows = root.join("workflows");
+        let state = root.join("state");
+        for dir in [&workflows, &state] {
+            fs::create_dir_all(dir).map_err(|e| io_error("could not create", dir, e))?;
+        }
+        sync_dir(&root)?;
+        let lock = Self::lock(&state)?;
+        FileStore::check_format(&state, false)?;
+
+        let memory = MemoryStore::new();
+        let mut counts = HashMap::new();
+        for run_id in list_run_logs(&workflows, false)? {
+            let loaded = load_run_log(&log_path(&workflows, &run_id), &run_id, &memory, false)?;
+            counts.insert(run_id, loaded.count);
+        }
+
+        let wal_path = state.join("wal.ndjson");
+        let next_path = state.join("wal.next.ndjson");
+        // A compaction that a crash interrupted left the newest writes in `next_path`: writes
+        // go on there until the compaction at the end of this function finishes it.
+        let interrupted = next_path.exists();
+        let active = if interrupted { &next_path } else { &wal_path };
+        let wal = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(active)
+            .map_err(|e| io_error("could not open", active, e))?;
+        sync_dir(&state)?;
+        let mut replayed = HashMap::new();
+        compact::replay(&wal_path, &memory, &counts, &mut replayed)?;
+        if interrupted {
+            compact::replay(&next_path, &memory, &counts, &mut replayed)?;
+        }
+        drop(replayed);
+
+        let inner = Arc::new(Inner {
+            wal: Wal::new(wal, &wal_path),
+            root,
+            workflows,
+            wal_path,
+            next_path,
+            memory,
+            disk: Mutex::new(Disk {
+                counts,
+                broken: None,
+            }),
+            _lock: lock,
+        });
+        inner.compact()?;
+        let compactor = tokio::runtime::Handle::try_current()
+            .ok()
+            .map(|handle| handle.spawn(compact::compact_loop(Arc::downgrade(&inner))));
+        let spawn = |name: &str, body: fn(&Inner)| {
+            let inner = inner.clone();
+            std::thread::Builder::new()
+                .name(name.into())
+                .spawn(move || body(&inner))
+                .map_err(|e| {
+                    WorldError::Internal(format!("could not start the {name} thread: {e}"))
+                })
+        };
+        let threads = vec![
+            spawn("worlds-wal", |inner| inner.wal.write_loop())?,
+            spawn("worlds-wal-sync", |inner| {
+                inner
+                    .wal
+                    .sync_loop(|run, len| inner.memory.publish(run, len))
+            })?,
+        ];
+        Ok(HybridStore {
+            streams: super::streams::FileStreams::new(&inner.root, false, false),
+            schedules: super::schedules::FileSchedules::new(&inner.root, false),
+            inner,
+            compactor: Mutex::new(compactor),
+            threads: Mutex::new(threads),
+        })
+    }
+
+    /// Takes the exclusive lock on `state/lock`.
+    fn lock(state: &Path) -> Result<File, WorldError> {
+        let path = state.join("lock");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| io_error("could not open", &path, e))?;
+        match file.try_lock() {
+            Ok(()) => Ok(file),
+            Err(fs::TryLockError::WouldBlock) => Err(WorldError::Unavailable(format!(
+                "hybrid store: another process (or another store in this one) owns {} in hybrid mode (it holds {}); hybrid storage is for one process per directory: use Persistence::File for several processes on one host, or PostgreSQL across machines",
+                state.parent().unwrap_or(state).display(),
+                path.display()
+            ))),
+            Err(fs::TryLockError::Error(e)) => Err(io_error("could not lock", &path, e)),
+        }
+    }
+
+    /// `(appends, fsyncs)` since open: writes acknowledged (`create_run` and `append` calls that
+    /// reached the WAL) and WAL syncs that made them durable. Appends per fsync is the mean
+    /// group-commit size.
+    pub fn stats(&self) -> (u64, u64) {
+        self.inner.wal.stats()
+    }
+
+    /// Moves the WAL's events into the per-run logs (synced), then drops them from the WAL.
+    /// Returns the number of events moved. Runs every 5 s on its own; call it to compact now.
+    /// Writers do not wait for it: their writes go to a second WAL file meanwhile.
+    pub fn compact(&self) -> Result<usize, WorldError> {
+        self.inner.compact()
+    }
+
+    /// Makes every write so far durable, stops the background compaction and compacts one last
+    /// time.
+    pub fn close(&self) -> Result<(), WorldError> {
+        if let Some(task) = self.compactor.lock().take() {
+            task.abort();
+        }
+        let threads = std::mem::take(&mut *self.threads.lock());
+        if !threads.is_empty() {
+            self.inner.wal.close();
+            for thread in threads {
+                if thread.join().is_err() {
+                    return Err(WorldError::Internal(
+                        "hybrid store: a WAL thread panicked".into(),
+                    ));
+                }
+            }
+        }
+        self.inner.compact().map(|_| ())
+    }
+
+    /// Checks a write and applies it to the memory store's tip (unpublished), queues its lines
+    /// for the WAL, and waits until they got as far as `wait` says. Applying and queueing happen
+    /// under one lock, so the WAL holds each run's events in `seq` order.
+    async fn write<T>(
+        &self,
+        wait: Wait,
+        apply: impl FnOnce(&MemoryStore) -> Result<(T, Vec<u8>, Option<Publish>), WorldError>,
+    ) -> Result<T, WorldError> {
+        let (value, ticket) = self.inner.wal.queue(wait, || apply(&self.inner.memory))?;
+        if let Some(ticket) = ticket {
+            self.inner.wal.wait(ticket, wait).await?;
+        }
+        Ok(value)
+    }
+
+    async fn append_with(
+        &self,
+        run_id: &str,
+        events: Vec<Event>,
+        wait: Wait,
+    ) -> Result<Appended, WorldError> {
+        self.write(wait, |memory| {
+            let (appended, run) = memory.append_unpublished(run_id, events)?;
+            let Some(last) = appended.events.last() else {
+                return Ok((appended, Vec::new(), None));
+            };
+            let len = last.seq + 1;
+            let lines = encode(&appended.events)?;
+            Ok((appended, lines, Some((run, len))))
+        })
+        .await
+    }
+}
+
+impl Drop for HybridStore {
+    fn drop(&mut self) {
+        if let Err(e) = self.close() {
+            tracing::warn!(error = %e, "hybrid store: compaction on close failed");
+        }
+    }
+}
+
+#[async_trait]
+impl RunStore for HybridStore {
+    async fn create_run(&self, mut first: Event) -> Result<(), WorldError> {
+        check_run_id(&first.run_id)?;
+        self.write(Wait::Synced, |memory| {
+            let run = memory.create_unpublished(first.clone())?;
+            first.seq = 0;
+            Ok(((), encode(&[Arc::new(first)])?, Some((run, 1))))
+        })
+        .await
+    }
+
+    async fn find_by_idempotency_key(
+        &self,
+        key: &str,
+        since: Millis,
+    ) -> Result<Option<String>, WorldError> {
+        self.inner.memory.find_by_idempotency_key(key, since).await
+    }
+
+    async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
+        self.append_with(run_id, events, Wait::Synced).await
+    }
+
+    async fn append_written(
+        &self,
+        run_id: &str,
+        events: Vec<Event>,
+    ) -> Result<Appended, WorldError> {
+        self.append_with(run_id, events, Wait::Written).await
+    }
+
+    async fn append_nowait(
+        &self,
+        run_id: &str,
+        events: Vec<Event>,
+    ) -> Result<Appended, WorldError> {
+        self.append_with(run_id, events, Wait::Queued).await
+    }
+
+    async fn wait_durable(&self, run_id: &str) -> Result<(), WorldError> {
+        if self.inner.memory.is_published(run_id) {
+            return Ok(());
+        }
+        let ticket = self.inner.wal.last_ticket();
+        self.inner.wal.wait(ticket, Wait::Synced).await
+    }
+
+    async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
+        self.inner.memory.get_run(id, resolve).await
+    }
+
+    async fn find_hook(&self, token_digest: &str) -> Result<Option<super::HookRef>, WorldError> {
+        self.inner.memory.find_hook(token_digest).await
+    }
+
+    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
+        self.inner.memory.get_activity(run_id, position).await
+    }
+
+    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
+        self.inner.memory.history(run_id, from_seq).await
+    }
+
+    async fn history_tip(
+        &self,
+        run_id: &str,
+        from_seq: u64,
+    ) -> Result<Vec<Arc<Event>>, WorldError> {
+        self.inner.memory.history_tip(run_id, from_seq)
+    }
+
+    async fn list_runs(
+        &self,
+        filter: &WorkflowQueryFilter,
+    ) -> Result<Page<WorkflowState>, WorldError> {
+        self.inner.memory.list_runs(filter).await
+    }
+
+    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {
+        self.inner.memory.unfinished_runs().await
+    }
+}
+
+/// Timers live in memory only: the engine re-arms them from run history on start.
+#[async_trait]
+impl TimerStore for HybridStore {
+    async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
+        self.inner.memory.add_timer(timer).await
+    }
+
+    async fn take_due_timers(&self, now: Millis, limit: usize) -> Result<Vec<Timer>, WorldError> {
+        self.inner.memory.take_due_timers(now, limit).await
+    }
+
+    async fn next_timer_at(&self) -> Result<Option<Millis>, WorldError> {
+        self.inner.memory.next_timer_at().await
+    }
+
+    async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
+        self.inner.memory.remove_run_timers(run_id).await
+    }
+}

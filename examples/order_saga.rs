@@ -95,7 +95,7 @@ fn print_history(history: &[Event]) {
     );
     for event in history {
         let detail = match &event.kind {
-            EventKind::WorkflowQueued { name, .. } => name.clone(),
+            EventKind::WorkflowQueued(run) => run.name.clone(),
             EventKind::WorkflowStarted { attempt, .. } => format!("attempt {attempt}"),
             EventKind::ActivityScheduled { name, .. } => name.clone(),
             EventKind::ActivityStarted { position, attempt } => {

@@ -286,7 +286,7 @@ fn details(kind: &EventKind, names: &BTreeMap<u32, &str>, start: Millis) -> Stri
             .unwrap_or_default()
     };
     match kind {
-        EventKind::WorkflowQueued { name, .. } => format!("workflow {name:?}"),
+        EventKind::WorkflowQueued(run) => format!("workflow {:?}", run.name),
         EventKind::WorkflowStarted { attempt, .. } => format!("attempt {attempt}"),
         EventKind::WorkflowRetry {
             attempt,
@@ -449,7 +449,7 @@ mod tests {
 
         fn run(&self, name: &str, workflow_id: &str, kinds: Vec<EventKind>) -> String {
             let id = self.ids.run_id();
-            let queued = EventKind::WorkflowQueued {
+            let queued = EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun {
                 name: name.to_owned(),
                 workflow_id: workflow_id.to_owned(),
                 input: Payload::from(json!({ "n": 1 })),
@@ -461,7 +461,7 @@ mod tests {
                 failure_strategy: None,
                 max_retries: None,
                 idempotency_key: None,
-            };
+            }));
             futures::executor::block_on(async {
                 self.store
                     .create_run(self.event(&id, queued))

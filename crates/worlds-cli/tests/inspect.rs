@@ -24,18 +24,20 @@ fn populate(dir: &Path) -> (String, String) {
         version: EVENT_FORMAT_VERSION,
         kind,
     };
-    let queued = |workflow_id: &str| EventKind::WorkflowQueued {
-        name: "greet".to_owned(),
-        workflow_id: workflow_id.to_owned(),
-        input: Payload::from(json!("world")),
-        parent_id: None,
-        parent_position: None,
-        task_queue: None,
-        priority: 0,
-        timeout_ms: None,
-        failure_strategy: None,
-        max_retries: None,
-        idempotency_key: None,
+    let queued = |workflow_id: &str| {
+        EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun {
+            name: "greet".to_owned(),
+            workflow_id: workflow_id.to_owned(),
+            input: Payload::from(json!("world")),
+            parent_id: None,
+            parent_position: None,
+            task_queue: None,
+            priority: 0,
+            timeout_ms: None,
+            failure_strategy: None,
+            max_retries: None,
+            idempotency_key: None,
+        }))
     };
     let store = FileStore::open(dir).unwrap();
     futures::executor::block_on(async {

@@ -252,13 +252,9 @@ async fn definition_options_apply_and_per_call_options_win(mode: Mode) {
     assert_eq!(state.timeout_ms, Some(3 * 3_600_000));
     // The options are part of the recorded history, not just of the in-memory state.
     match &state.history[0].kind {
-        EventKind::WorkflowQueued {
-            priority,
-            task_queue,
-            ..
-        } => {
-            assert_eq!(*priority, 99);
-            assert_eq!(task_queue.as_deref(), Some("reports"));
+        EventKind::WorkflowQueued(run) => {
+            assert_eq!(run.priority, 99);
+            assert_eq!(run.task_queue.as_deref(), Some("reports"));
         }
         other => panic!("first event is {other:?}"),
     }

@@ -188,7 +188,7 @@ async fn a_child_recorded_but_never_created_is_created_on_restart() {
     store
         .create_run(event(
             0,
-            EventKind::WorkflowQueued {
+            EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun {
                 name: "parent".into(),
                 workflow_id: "parent-1".into(),
                 input: Payload::encode(&20u64).unwrap(),
@@ -200,7 +200,7 @@ async fn a_child_recorded_but_never_created_is_created_on_restart() {
                 failure_strategy: None,
                 max_retries: None,
                 idempotency_key: None,
-            },
+            })),
         ))
         .await
         .unwrap();

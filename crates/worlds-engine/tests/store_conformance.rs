@@ -71,7 +71,7 @@ impl Maker {
     fn queued(&self, run_id: &str, spec: Queued<'_>) -> Event {
         self.event(
             run_id,
-            EventKind::WorkflowQueued {
+            EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun {
                 name: spec.name.to_owned(),
                 workflow_id: spec.workflow_id.unwrap_or(run_id).to_owned(),
                 input: spec.input.unwrap_or_else(|| p(json!({ "n": 1 }))),
@@ -83,7 +83,7 @@ impl Maker {
                 failure_strategy: None,
                 max_retries: None,
                 idempotency_key: None,
-            },
+            })),
         )
     }
 

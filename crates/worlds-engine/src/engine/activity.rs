@@ -261,7 +261,7 @@ impl Engine {
             // A duplicate of a task already taken, or the run finished: nothing to do.
             return;
         }
-        let options = self.activity_options(&task.name, task.options.as_ref());
+        let options = self.activity_options(&task.name, task.options.as_deref());
         let ctx = self.activity_context(&task, token.clone());
         let start = self.clock.now_ms();
         self.progress

@@ -167,7 +167,7 @@ impl WorkflowContext {
                     position,
                     name: name.to_owned(),
                     input,
-                    options,
+                    options: options.map(Box::new),
                     inline: false,
                 });
                 CommandFuture::new(self.core.clone(), position)
@@ -283,7 +283,7 @@ impl WorkflowContext {
             position,
             name,
             input: Payload::null(),
-            options,
+            options: options.map(Box::new),
             inline: true,
         });
         // Kept until the result is recorded; not needed if history already holds it.

@@ -450,7 +450,8 @@ impl Engine {
                         child_id: child_id.clone(),
                         name: name.clone(),
                         input: Some(input.clone()),
-                        options: (options != WorkflowOptions::default()).then(|| options.clone()),
+                        options: (options != WorkflowOptions::default())
+                            .then(|| Box::new(options.clone())),
                     });
                     children.push((position, child_id, name, input, options));
                 }

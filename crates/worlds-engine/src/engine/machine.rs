@@ -90,7 +90,7 @@ pub(crate) enum NewCommand {
         position: u32,
         name: String,
         input: Payload,
-        options: Option<ActivityOptions>,
+        options: Option<Box<ActivityOptions>>,
         inline: bool,
     },
     Timer {

@@ -81,7 +81,7 @@ pub(crate) struct ActivityTask {
     pub(crate) name: Arc<str>,
     pub(crate) input: Payload,
     pub(crate) attempt: u32,
-    pub(crate) options: Option<ActivityOptions>,
+    pub(crate) options: Option<Box<ActivityOptions>>,
 }
 
 /// How a run's tasks are queued.
@@ -318,7 +318,7 @@ impl Engine {
                 .unwrap_or((0, None))
         };
         let task_queue = self
-            .activity_options(&task.name, task.options.as_ref())
+            .activity_options(&task.name, task.options.as_deref())
             .task_queue
             .map(Arc::from)
             .or(route_queue);

@@ -116,7 +116,7 @@ impl Engine {
                             child_id.clone(),
                             name,
                             input.clone(),
-                            options.clone().unwrap_or_default(),
+                            options.as_deref().cloned().unwrap_or_default(),
                         )
                         .await?;
                         found.children_created += 1;
@@ -166,7 +166,7 @@ impl Engine {
                             attempt: activity.attempt,
                             options: activity.options.clone(),
                         };
-                        let options = self.activity_options(&task.name, task.options.as_ref());
+                        let options = self.activity_options(&task.name, task.options.as_deref());
                         let error = StructuredError::new(format!(
                             "attempt {} of activity '{}' was lost: the process running it stopped",
                             activity.attempt, activity.name

@@ -5,7 +5,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::error::WorldError;
-use crate::model::{Event, EventKind, OnConflict, ResolveData, WorkflowOptions};
+use crate::model::{Event, EventKind, OnConflict, QueuedRun, ResolveData, WorkflowOptions};
 use crate::payload::Payload;
 use crate::queue::QueueEntry;
 use crate::store::{Timer, TimerKind};
@@ -166,7 +166,7 @@ impl Engine {
         };
         let first = self.event(
             &run_id,
-            EventKind::WorkflowQueued {
+            EventKind::WorkflowQueued(Box::new(QueuedRun {
                 name: name.to_owned(),
                 workflow_id: workflow_id.clone(),
                 input,
@@ -182,7 +182,7 @@ impl Engine {
                 ),
                 max_retries: Some(options.max_retries.unwrap_or(DEFAULT_MAX_RETRIES)),
                 idempotency_key: options.idempotency_key.clone(),
-            },
+            })),
         );
         Ok(NewRun {
             name: def.name.clone(),

@@ -49,6 +49,42 @@ pub enum ValueKind {
     Uuid,
 }
 
+/// The run as `execute()` accepted it: what a `workflow_queued` event records.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueuedRun {
+    /// Registered workflow name.
+    pub name: String,
+    /// User-facing workflow id (defaults to the run id).
+    pub workflow_id: String,
+    /// The input.
+    pub input: Payload,
+    /// The parent run, for child workflows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_id: Option<String>,
+    /// The parent's command position that started this child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_position: Option<u32>,
+    /// Task queue the workflow's tasks go to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub task_queue: Option<String>,
+    /// Queue priority (higher first).
+    #[serde(default)]
+    pub priority: i32,
+    /// Run timeout in ms, if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_ms: Option<u64>,
+    /// What to do if the workflow fails (resolved when the run was accepted).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_strategy: Option<FailureStrategy>,
+    /// How many restarts the `retry` strategy allows.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_retries: Option<u32>,
+    /// The caller's idempotency key, if any: a second start with the same key soon after
+    /// returns this run (see `WorkflowOptions::idempotency_key`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idempotency_key: Option<String>,
+}
+
 /// What happened, with the data needed to replay it.
 ///
 /// `position` fields number the workflow's commands (steps, timers, children, recorded values) in
@@ -57,40 +93,9 @@ pub enum ValueKind {
 #[serde(tag = "type", rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum EventKind {
-    /// `execute()` accepted the run; it is pending until a worker starts it.
-    WorkflowQueued {
-        /// Registered workflow name.
-        name: String,
-        /// User-facing workflow id (defaults to the run id).
-        workflow_id: String,
-        /// The input.
-        input: Payload,
-        /// The parent run, for child workflows.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        parent_id: Option<String>,
-        /// The parent's command position that started this child.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        parent_position: Option<u32>,
-        /// Task queue the workflow's tasks go to.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        task_queue: Option<String>,
-        /// Queue priority (higher first).
-        #[serde(default)]
-        priority: i32,
-        /// Run timeout in ms, if any.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        timeout_ms: Option<u64>,
-        /// What to do if the workflow fails (resolved when the run was accepted).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        failure_strategy: Option<FailureStrategy>,
-        /// How many restarts the `retry` strategy allows.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        max_retries: Option<u32>,
-        /// The caller's idempotency key, if any: a second start with the same key soon after
-        /// returns this run (see `WorkflowOptions::idempotency_key`).
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        idempotency_key: Option<String>,
-    },
+    /// `execute()` accepted the run; it is pending until a worker starts it. Boxed: it is the
+    /// largest event and comes once per run, so every other event stays small.
+    WorkflowQueued(Box<QueuedRun>),
     /// A worker began executing the workflow function (again, for a retried workflow).
     WorkflowStarted {
         /// Execution attempt of the whole workflow, from 1.
@@ -173,7 +178,7 @@ pub enum EventKind {
         input: Payload,
         /// Options the workflow set for this call, over the activity's defaults.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        options: Option<ActivityOptions>,
+        options: Option<Box<ActivityOptions>>,
         /// A named step (`ctx.step`): its code is a closure in the workflow, not a registered
         /// activity.
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
@@ -251,7 +256,7 @@ pub enum EventKind {
         input: Option<Payload>,
         /// The options the child was started with.
         #[serde(default, skip_serializing_if = "Option::is_none")]
-        options: Option<WorkflowOptions>,
+        options: Option<Box<WorkflowOptions>>,
     },
     /// The child completed; this resolves the command.
     ChildWorkflowCompleted {
@@ -339,9 +344,7 @@ impl EventKind {
     /// The idempotency key of a `workflow_queued` event, if it carries one.
     pub fn idempotency_key(&self) -> Option<&str> {
         match self {
-            EventKind::WorkflowQueued {
-                idempotency_key, ..
-            } => idempotency_key.as_deref(),
+            EventKind::WorkflowQueued(run) => run.idempotency_key.as_deref(),
             _ => None,
         }
     }
@@ -349,7 +352,7 @@ impl EventKind {
     /// The event's type name as written in history (`activity_completed`, …).
     pub fn type_name(&self) -> &'static str {
         match self {
-            EventKind::WorkflowQueued { .. } => "workflow_queued",
+            EventKind::WorkflowQueued(_) => "workflow_queued",
             EventKind::WorkflowStarted { .. } => "workflow_started",
             EventKind::WorkflowCompleted { .. } => "workflow_completed",
             EventKind::WorkflowFailed { .. } => "workflow_failed",
@@ -429,7 +432,7 @@ impl EventKind {
     /// The run status this event moves the run to, if it changes the status.
     pub fn status_change(&self) -> Option<RunStatus> {
         Some(match self {
-            EventKind::WorkflowQueued { .. } => RunStatus::Pending,
+            EventKind::WorkflowQueued(_) => RunStatus::Pending,
             EventKind::WorkflowStarted { .. } => RunStatus::Running,
             EventKind::WorkflowCompleted { .. } => RunStatus::Completed,
             EventKind::WorkflowFailed { .. } => RunStatus::Failed,

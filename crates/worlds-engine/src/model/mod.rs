@@ -11,7 +11,7 @@ mod query;
 mod state;
 mod status;
 
-pub use event::{Event, EventKind, ValueKind, EVENT_FORMAT_VERSION};
+pub use event::{Event, EventKind, QueuedRun, ValueKind, EVENT_FORMAT_VERSION};
 pub use hook::{HookState, HookStatus};
 pub use options::{ActivityOptions, FailureStrategy, OnConflict, WorkflowOptions};
 pub use query::{Page, ResolveData, StatusFilter, WorkflowQueryFilter};

@@ -10,8 +10,8 @@ use crate::payload::Payload;
 
 use super::hook::check_hook_change;
 use super::{
-    ActivityOptions, Event, EventKind, FailureStrategy, HookState, HookStatus, ResolveData,
-    RunStatus,
+    ActivityOptions, Event, EventKind, FailureStrategy, HookState, HookStatus, QueuedRun,
+    ResolveData, RunStatus,
 };
 
 /// Where an activity (step) is in its life.
@@ -48,7 +48,7 @@ pub struct ActivityState {
     pub input: Option<Payload>,
     /// Options the workflow set for this call, over the activity's defaults.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub options: Option<ActivityOptions>,
+    pub options: Option<Box<ActivityOptions>>,
     /// A named step (`ctx.step`), whose code lives in the workflow.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub inline: bool,
@@ -223,7 +223,14 @@ pub struct WorkflowState {
 impl WorkflowState {
     /// The state right after its first event, which must be `workflow_queued`.
     pub fn from_first_event(event: &Event) -> Result<Self, WorldError> {
-        let EventKind::WorkflowQueued {
+        let EventKind::WorkflowQueued(run) = &event.kind else {
+            return Err(WorldError::Internal(format!(
+                "run {} history starts with {} instead of workflow_queued",
+                event.run_id,
+                event.kind.type_name()
+            )));
+        };
+        let QueuedRun {
             name,
             workflow_id,
             input,
@@ -235,14 +242,7 @@ impl WorkflowState {
             failure_strategy,
             max_retries,
             idempotency_key,
-        } = &event.kind
-        else {
-            return Err(WorldError::Internal(format!(
-                "run {} history starts with {} instead of workflow_queued",
-                event.run_id,
-                event.kind.type_name()
-            )));
-        };
+        } = &**run;
         Ok(WorkflowState {
             id: event.run_id.clone(),
             workflow_id: workflow_id.clone(),
@@ -357,7 +357,7 @@ impl WorkflowState {
             }
         };
         match kind {
-            EventKind::WorkflowQueued { .. } => Err(WorldError::conflict(format!(
+            EventKind::WorkflowQueued(_) => Err(WorldError::conflict(format!(
                 "run {} already exists",
                 self.id
             ))),
@@ -569,7 +569,7 @@ impl WorkflowState {
         self.updated_at = at;
         self.event_count = event.seq + 1;
         match &event.kind {
-            EventKind::WorkflowQueued { .. } => {}
+            EventKind::WorkflowQueued(_) => {}
             EventKind::WorkflowStarted { attempt, .. } => {
                 self.status = RunStatus::Running;
                 self.attempt = *attempt;
@@ -834,7 +834,7 @@ mod tests {
     fn queued() -> Event {
         ev(
             0,
-            EventKind::WorkflowQueued {
+            EventKind::WorkflowQueued(Box::new(QueuedRun {
                 name: "w".into(),
                 workflow_id: "wf".into(),
                 input: Payload::null(),
@@ -846,7 +846,7 @@ mod tests {
                 failure_strategy: None,
                 max_retries: None,
                 idempotency_key: None,
-            },
+            })),
         )
     }
 

@@ -415,14 +415,15 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
             shared.beat(&mut state, engine.clock.now_ms());
         }
         {
-            // Busy: execute the task, beating on every tick between its polls.
-            let execute = async {
+            // Busy: execute the task, beating on every tick between its polls. Boxed: a task's
+            // future is large (kilobytes), and kept inline it would make every idle worker as
+            // large as a busy one.
+            let mut execute = Box::pin(async {
                 match entry.task {
                     Task::Workflow { run_id } => engine.process_workflow(&run_id).await,
                     Task::Activity(task) => engine.run_activity(task).await,
                 }
-            };
-            let mut execute = std::pin::pin!(execute);
+            });
             loop {
                 tokio::select! {
                     biased;

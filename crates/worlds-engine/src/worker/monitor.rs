@@ -169,7 +169,7 @@ async fn hand_off(engine: &Arc<Engine>, task: TaskRef) {
                         attempt,
                         options: a.options,
                     };
-                    let options = engine.activity_options(&lost.name, lost.options.as_ref());
+                    let options = engine.activity_options(&lost.name, lost.options.as_deref());
                     let error = StructuredError::new(format!(
                         "attempt {attempt} of activity '{}' was lost: its worker stopped sending heartbeats",
                         lost.name
@@ -247,7 +247,7 @@ impl WorkerPool {
             }
             let last_beat = a.last_heartbeat.or(a.started_at).unwrap_or(a.scheduled_at);
             let limit = engine
-                .activity_options(&a.name, a.options.as_ref())
+                .activity_options(&a.name, a.options.as_deref())
                 .heartbeat_timeout
                 .map(|d| duration_ms(d.0));
             entries.push(HeartbeatEntry {

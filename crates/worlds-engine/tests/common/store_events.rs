@@ -43,7 +43,7 @@ impl Maker {
     pub fn queued(&self, run_id: &str, name: &str, workflow_id: &str) -> Event {
         self.event(
             run_id,
-            EventKind::WorkflowQueued {
+            EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun {
                 name: name.to_owned(),
                 workflow_id: workflow_id.to_owned(),
                 input: Payload::from(json!({ "n": 1 })),
@@ -55,7 +55,7 @@ impl Maker {
                 failure_strategy: None,
                 max_retries: None,
                 idempotency_key: None,
-            },
+            })),
         )
     }
 

@@ -46,8 +46,8 @@ impl FileStore {
             logs.insert(run_id.clone(), slot);
         }
         let workflow_id = match &first.kind {
-            EventKind::WorkflowQueued { workflow_id, .. } if *workflow_id != run_id => {
-                Some(workflow_id.clone())
+            EventKind::WorkflowQueued(run) if run.workflow_id != run_id => {
+                Some(run.workflow_id.clone())
             }
             _ => None,
         };

@@ -70,7 +70,8 @@ fn v1_to_v2(root: &Path) -> Result<(), WorldError> {
             let Ok(event) = serde_json::from_str::<Event>(&first) else {
                 continue;
             };
-            if let EventKind::WorkflowQueued { workflow_id, .. } = &event.kind {
+            if let EventKind::WorkflowQueued(run) = &event.kind {
+                let workflow_id = &run.workflow_id;
                 if *workflow_id != run_id {
                     let reservation = ids.join(reservation_name(workflow_id));
                     fs::write(&reservation, format!("{run_id}\n\n{workflow_id}"))

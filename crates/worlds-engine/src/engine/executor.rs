@@ -82,7 +82,7 @@ impl Engine {
             cached
         };
         let outcome = match cached {
-            Some(live) => self.advance(live).await,
+            Some(live) => self.advance(*live).await,
             None => match self.load(run_id).await {
                 Ok(Loaded::Live(live)) => {
                     if let Some(slot) = self.runs.lock().get_mut(&**run_id) {
@@ -107,7 +107,7 @@ impl Engine {
                 Ok(Outcome::Waiting(live))
                     if !self.config.evict_after_every_task && !live.core.waits_only_on_timers() =>
                 {
-                    slot.cached = Some(live);
+                    slot.cached = Some(Box::new(live));
                     slot.last_used = self.use_clock.fetch_add(1, Ordering::Relaxed);
                     self.cached_runs.fetch_add(1, Ordering::Relaxed);
                 }

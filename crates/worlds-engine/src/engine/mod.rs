@@ -92,10 +92,16 @@ struct Route {
     workflow_id: String,
 }
 
-/// Scheduling state of one unfinished run, plus its cached live machine.
+/// Scheduling state of one unfinished run, plus its cached live machine. One is kept per
+/// unfinished run, sleeping ones included, so it is kept small.
 #[derive(Default)]
 struct RunSlot {
-    route: Route,
+    /// Queue priority of its tasks.
+    priority: i32,
+    /// The task queue of its tasks, if not the default one.
+    task_queue: Option<Arc<str>>,
+    /// Its workflow id, when that is not its run id.
+    workflow_id: Option<Arc<str>>,
     /// A workflow task for it is in the queue.
     queued: bool,
     /// A worker is advancing it now.
@@ -103,11 +109,20 @@ struct RunSlot {
     /// Something happened while it was executing: advance it again afterwards.
     dirty: bool,
     /// The live run, when cached between tasks.
-    cached: Option<executor::LiveRun>,
+    cached: Option<Box<executor::LiveRun>>,
     /// The live run's core, also while a worker holds the run (for cancellation).
     core: Option<Arc<RunCore>>,
     /// When the run was last cached, on `Engine::use_clock`: eviction takes the oldest first.
     last_used: u64,
+}
+
+impl RunSlot {
+    /// Routes the tasks of run `run_id` as `route` says.
+    fn set_route(&mut self, run_id: &str, route: &Route) {
+        self.priority = route.priority;
+        self.task_queue = route.task_queue.clone();
+        self.workflow_id = (route.workflow_id != run_id).then(|| Arc::from(&*route.workflow_id));
+    }
 }
 
 /// Counters the test harness and metrics read.
@@ -266,11 +281,12 @@ impl Engine {
             .run_adopted(&state.id, state.status, self.clock.now_ms());
         let mut runs = self.runs.lock();
         let slot = runs.entry(Arc::from(state.id.as_str())).or_default();
-        slot.route = Route {
+        let route = Route {
             priority: state.priority,
             task_queue: state.task_queue.as_deref().map(Arc::from),
             workflow_id: state.workflow_id.clone(),
         };
+        slot.set_route(&state.id, &route);
     }
 
     /// Makes sure the run will be advanced: queues a workflow task unless one is queued, or
@@ -296,9 +312,9 @@ impl Engine {
                 run_id: key.clone(),
             },
             run_id: key.clone(),
-            priority: slot.route.priority,
+            priority: slot.priority,
             scheduled_at: self.clock.now_ms(),
-            task_queue: slot.route.task_queue.clone(),
+            task_queue: slot.task_queue.clone(),
         };
         drop(runs);
         self.push(entry);
@@ -314,7 +330,7 @@ impl Engine {
         let (priority, route_queue) = {
             let runs = self.runs.lock();
             runs.get(&*task.run_id)
-                .map(|s| (s.route.priority, s.route.task_queue.clone()))
+                .map(|s| (s.priority, s.task_queue.clone()))
                 .unwrap_or((0, None))
         };
         let task_queue = self
@@ -474,7 +490,8 @@ impl Engine {
                     child_id: state.id.clone(),
                     error: state
                         .error
-                        .clone()
+                        .as_deref()
+                        .cloned()
                         .unwrap_or_else(|| StructuredError::new(format!("child run {status}")))
                         .with_code(if status == RunStatus::Cancelled {
                             codes::CANCELLED
@@ -573,6 +590,6 @@ impl Engine {
         self.runs
             .lock()
             .get(run_id)
-            .map(|s| s.route.workflow_id.clone())
+            .map(|s| s.workflow_id.as_deref().unwrap_or(run_id).to_owned())
     }
 }

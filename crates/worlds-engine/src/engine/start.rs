@@ -315,7 +315,7 @@ impl Engine {
             let mut slots = self.runs.lock();
             for (new, run) in runs.iter().zip(ids) {
                 let slot = slots.entry(run.clone()).or_default();
-                slot.route = new.route.clone();
+                slot.set_route(&new.first.run_id, &new.route);
                 if slot.executing {
                     slot.dirty = true;
                     continue;

@@ -1,7 +1,5 @@
 //! Materialized run state, derived from history by [`WorkflowState::apply`].
 
-use rustc_hash::FxHashMap;
-
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
@@ -89,7 +87,7 @@ pub struct PendingRetry {
 /// one timer or a few at a time, so a vector sized to them is smaller than a map (this state is
 /// kept in memory for every run, sleeping ones included).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-struct PendingTimers(Vec<(u32, Millis)>);
+struct PendingTimers(Box<[(u32, Millis)]>);
 
 impl PendingTimers {
     fn find(&self, position: u32) -> Result<usize, usize> {
@@ -100,28 +98,30 @@ impl PendingTimers {
         self.find(position).is_ok()
     }
 
+    /// Adds a timer (or moves it). A run holds few timers at a time: the slice is rebuilt
+    /// exactly to size, which keeps the state of a sleeping run small.
     fn insert(&mut self, position: u32, fire_at: Millis) {
         match self.find(position) {
             Ok(i) => self.0[i].1 = fire_at,
             Err(i) => {
-                if self.0.capacity() == 0 {
-                    // Most runs never hold more than one timer: no room for four.
-                    self.0.reserve_exact(1);
-                }
-                self.0.insert(i, (position, fire_at));
+                let mut timers = std::mem::take(&mut self.0).into_vec();
+                timers.insert(i, (position, fire_at));
+                self.0 = timers.into_boxed_slice();
             }
         }
     }
 
     fn remove(&mut self, position: u32) {
         if let Ok(i) = self.find(position) {
-            self.0.remove(i);
+            let mut timers = std::mem::take(&mut self.0).into_vec();
+            timers.remove(i);
+            self.0 = timers.into_boxed_slice();
         }
     }
 
-    /// Forgets every timer, and frees the room they took.
+    /// Forgets every timer.
     fn clear(&mut self) {
-        self.0 = Vec::new();
+        self.0 = Box::default();
     }
 }
 
@@ -154,9 +154,10 @@ pub struct WorkflowState {
     /// Result, once completed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub output: Option<Payload>,
-    /// Failure, once failed (or cancelled with a reason).
+    /// Failure, once failed (or cancelled with a reason). Boxed: most runs never have one,
+    /// and this state is kept in memory for every run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub error: Option<StructuredError>,
+    pub error: Option<Box<StructuredError>>,
     /// Parent run, for child workflows.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub parent_id: Option<String>,
@@ -209,15 +210,12 @@ pub struct WorkflowState {
     pub history: Vec<Event>,
     /// Number of events in the history.
     pub event_count: u64,
-    /// position → index in `activities`.
-    #[serde(skip)]
-    activity_index: FxHashMap<u32, usize>,
     /// Timers not yet fired: position → fire time.
     #[serde(skip)]
     pending_timers: PendingTimers,
     /// A `workflow_retry` waiting for its attempt to start.
     #[serde(skip)]
-    retry_pending: Option<PendingRetry>,
+    retry_pending: Option<Box<PendingRetry>>,
 }
 
 impl WorkflowState {
@@ -271,7 +269,6 @@ impl WorkflowState {
             hooks: Vec::new(),
             history: Vec::new(),
             event_count: 1,
-            activity_index: FxHashMap::default(),
             pending_timers: PendingTimers::default(),
             retry_pending: None,
         })
@@ -293,9 +290,16 @@ impl WorkflowState {
 
     /// The activity at command `position`, if one was scheduled there.
     pub fn activity(&self, position: u32) -> Option<&ActivityState> {
-        self.activity_index
-            .get(&position)
-            .map(|&i| &self.activities[i])
+        self.find_activity(position)
+            .ok()
+            .map(|i| &self.activities[i])
+    }
+
+    /// Where the activity at `position` is in `activities` (kept sorted by position), or where
+    /// it would go.
+    fn find_activity(&self, position: u32) -> Result<usize, usize> {
+        self.activities
+            .binary_search_by_key(&position, |a| a.position)
     }
 
     /// Timers scheduled and not yet fired, as (position, fire time).
@@ -305,7 +309,7 @@ impl WorkflowState {
 
     /// The workflow retry waiting to start, if any.
     pub fn retry_pending(&self) -> Option<PendingRetry> {
-        self.retry_pending
+        self.retry_pending.as_deref().copied()
     }
 
     /// Checks that `kind` may be appended to this run now, without changing anything.
@@ -361,7 +365,7 @@ impl WorkflowState {
                 "run {} already exists",
                 self.id
             ))),
-            EventKind::WorkflowStarted { attempt, .. } => match self.retry_pending {
+            EventKind::WorkflowStarted { attempt, .. } => match self.retry_pending() {
                 Some(PendingRetry { attempt: next, .. }) if status == RunStatus::Running => {
                     if *attempt == next {
                         Ok(())
@@ -419,7 +423,7 @@ impl WorkflowState {
             EventKind::WorkflowCancelled { .. } => transition(RunStatus::Cancelled),
             EventKind::ActivityScheduled { position, .. } => {
                 running()?;
-                if self.activity_index.contains_key(position) {
+                if self.find_activity(*position).is_ok() {
                     return Err(WorldError::conflict(format!(
                         "run {} already has an activity at position {position}",
                         self.id
@@ -582,12 +586,12 @@ impl WorkflowState {
                 next_position,
                 error,
             } => {
-                self.retry_pending = Some(PendingRetry {
+                self.retry_pending = Some(Box::new(PendingRetry {
                     attempt: *attempt,
                     due_at: at.saturating_add(*delay_ms as i64),
                     first_position: *next_position,
-                });
-                self.error = Some(error.clone());
+                }));
+                self.error = Some(Box::new(error.clone()));
                 // The failed attempt's timers will never be awaited.
                 self.pending_timers.clear();
             }
@@ -632,15 +636,15 @@ impl WorkflowState {
             }
             EventKind::WorkflowFailed { error } => {
                 self.finish(RunStatus::Failed, at);
-                self.error = Some(error.clone());
+                self.error = Some(Box::new(error.clone()));
             }
             EventKind::WorkflowCancelled { reason } => {
                 self.finish(RunStatus::Cancelled, at);
                 if let Some(reason) = reason {
-                    self.error = Some(
+                    self.error = Some(Box::new(
                         StructuredError::new(reason.clone())
                             .with_code(crate::error::codes::CANCELLED),
-                    );
+                    ));
                 }
             }
             EventKind::ActivityScheduled {
@@ -651,24 +655,28 @@ impl WorkflowState {
                 options,
                 inline,
             } => {
-                self.activity_index.insert(*position, self.activities.len());
-                self.activities.push(ActivityState {
-                    id: activity_id.clone(),
-                    name: name.clone(),
-                    position: *position,
-                    status: ActivityStatus::Scheduled,
-                    attempt: 0,
-                    input: Some(input.clone()),
-                    options: options.clone(),
-                    inline: *inline,
-                    output: None,
-                    error: None,
-                    scheduled_at: at,
-                    started_at: None,
-                    completed_at: None,
-                    last_heartbeat: None,
-                    heartbeat_message: None,
-                });
+                // Positions grow in command order, so this is nearly always the end.
+                let index = self.find_activity(*position).unwrap_or_else(|i| i);
+                self.activities.insert(
+                    index,
+                    ActivityState {
+                        id: activity_id.clone(),
+                        name: name.clone(),
+                        position: *position,
+                        status: ActivityStatus::Scheduled,
+                        attempt: 0,
+                        input: Some(input.clone()),
+                        options: options.clone(),
+                        inline: *inline,
+                        output: None,
+                        error: None,
+                        scheduled_at: at,
+                        started_at: None,
+                        completed_at: None,
+                        last_heartbeat: None,
+                        heartbeat_message: None,
+                    },
+                );
             }
             EventKind::ActivityStarted { position, attempt } => {
                 if let Some(a) = self.activity_mut(*position) {
@@ -790,7 +798,7 @@ impl WorkflowState {
     }
 
     fn activity_mut(&mut self, position: u32) -> Option<&mut ActivityState> {
-        let index = *self.activity_index.get(&position)?;
+        let index = self.find_activity(position).ok()?;
         self.activities.get_mut(index)
     }
 

@@ -28,24 +28,30 @@ const DEFAULT_PAGE: usize = 100;
 struct Entry {
     state: WorkflowState,
     history: Vec<Arc<Event>>,
-    /// Events readers may see; 0 for a run whose creation is not published yet.
-    visible: usize,
+    /// Events readers may see; 0 for a run whose creation is not published yet. A `u32` (with
+    /// the status beside it) keeps an `Entry` within a smaller allocation size class.
+    visible: u32,
     /// The status after the visible events (what the status index files the run under).
     visible_status: RunStatus,
 }
 
 impl Entry {
+    /// The number of events readers may see.
+    fn visible(&self) -> usize {
+        self.visible as usize
+    }
+
     /// The state readers see: the tip when everything is published, else rebuilt from the
     /// published events (a rare path: a read racing a durable write). `None` if the run's
     /// creation is not published.
     fn visible_state(&self) -> Option<std::borrow::Cow<'_, WorkflowState>> {
-        if self.visible == self.history.len() {
+        if self.visible() == self.history.len() {
             return Some(std::borrow::Cow::Borrowed(&self.state));
         }
         if self.visible == 0 {
             return None;
         }
-        WorkflowState::from_history(&self.history[..self.visible])
+        WorkflowState::from_history(&self.history[..self.visible()])
             .ok()
             .map(std::borrow::Cow::Owned)
     }
@@ -255,6 +261,14 @@ impl MemoryStore {
             // and applied. If one is refused after others were applied, the state is rebuilt
             // from the untouched history: O(history), but only on that rare path.
             let first_seq = entry.history.len() as u64;
+            if first_seq + events.len() as u64 > u64::from(u32::MAX) {
+                return Err(WorldError::invalid(
+                    "events",
+                    format!(
+                        "run {run_id} has {first_seq} events, the most one history can hold; continue the work in a new run"
+                    ),
+                ));
+            }
             for (i, event) in events.iter_mut().enumerate() {
                 if let Err(refused) = entry.state.check(&event.kind) {
                     if i > 0 {
@@ -286,12 +300,12 @@ impl MemoryStore {
         let (was, now) = {
             let mut entry = run.entry.lock();
             let upto = (upto as usize).min(entry.history.len());
-            if upto <= entry.visible {
+            if upto <= entry.visible() {
                 return;
             }
             let was = (entry.visible > 0).then_some(entry.visible_status);
             let mut status = entry.visible_status;
-            for event in &entry.history[entry.visible..upto] {
+            for event in &entry.history[entry.visible()..upto] {
                 if let Some(changed) = event.kind.status_change() {
                     status = changed;
                 }
@@ -299,7 +313,7 @@ impl MemoryStore {
             if upto == entry.history.len() {
                 status = entry.state.status;
             }
-            entry.visible = upto;
+            entry.visible = u32::try_from(upto).unwrap_or(u32::MAX);
             entry.visible_status = status;
             (was, status)
         };
@@ -332,7 +346,7 @@ impl MemoryStore {
     pub(crate) fn is_published(&self, run_id: &str) -> bool {
         self.entry(run_id).is_none_or(|shared| {
             let entry = shared.lock();
-            entry.visible == entry.history.len()
+            entry.visible() == entry.history.len()
         })
     }
 }
@@ -439,8 +453,8 @@ impl RunStore for MemoryStore {
         if entry.visible == 0 {
             return Err(WorldError::not_found("run", run_id));
         }
-        let from = (from_seq as usize).min(entry.visible);
-        Ok(entry.history[from..entry.visible].to_vec())
+        let from = (from_seq as usize).min(entry.visible());
+        Ok(entry.history[from..entry.visible()].to_vec())
     }
 
     async fn list_runs(

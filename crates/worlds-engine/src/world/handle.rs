@@ -78,9 +78,10 @@ pub(crate) fn outcome<O: DeserializeOwned>(state: WorkflowState) -> Result<O, Wo
         }
         RunStatus::Cancelled => Err(WorldError::RunCancelled { run_id: state.id }),
         _ => Err(WorldError::RunFailed {
-            error: state
-                .error
-                .unwrap_or_else(|| crate::StructuredError::new(format!("run {}", state.status))),
+            error: state.error.map_or_else(
+                || crate::StructuredError::new(format!("run {}", state.status)),
+                |error| *error,
+            ),
             run_id: state.id,
         }),
     }

@@ -1,6 +1,7 @@
 //! The on-disk form of run histories: one ndjson log per run under `workflows/`, and the
 //! helpers that write, scan, repair and load such logs (the hybrid store's WAL uses them too).
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -344,67 +345,71 @@ pub(in crate::store) fn apply_events(
 /// from several threads costs little more than one sync, where one thread pays a commit each.
 const SYNC_THREADS: usize = 16;
 
-/// Lines for one run's log, for [`write_logs_unsynced_dir`].
-pub(in crate::store) struct LogWrite {
-    /// The run's log.
-    pub(in crate::store) path: PathBuf,
-    /// Lines to append (or to create the log with).
-    pub(in crate::store) lines: Vec<u8>,
-    /// The log does not exist yet: create it.
-    pub(in crate::store) create: bool,
+/// Lines added to many runs' logs, durable together: each [`append`](LogBatch::append) writes
+/// at once (a new log under a temporary name, so a crash never leaves half a run), and
+/// [`finish`](LogBatch::finish) syncs every file touched, once, from [`SYNC_THREADS`] threads
+/// (a file system commits syncs waiting at the same moment together), then renames the new logs
+/// into place. The caller syncs the directory if a log was created. Until `finish` returns, some
+/// logs may hold part of the lines: the caller must keep them elsewhere (the hybrid store's WAL
+/// does).
+#[derive(Default)]
+pub(in crate::store) struct LogBatch {
+    /// Each run touched: the file its lines went to, and whether that is a new log's
+    /// temporary file.
+    files: HashMap<String, (PathBuf, bool)>,
 }
 
-/// Logs written, then synced together, per round of [`write_logs_unsynced_dir`]: enough for the
-/// syncs to share journal commits, few enough that the round's paths take little memory.
-const ROUND: usize = 4096;
-
-/// Writes many runs' lines durably, much faster than a synced write per log: in rounds of
-/// [`ROUND`] logs, every file is written, then all are synced from [`SYNC_THREADS`] threads at
-/// once, then new logs are renamed into place (each is written as a temporary file, so a crash
-/// never leaves half a run). The caller syncs the directory. Returns whether a log was created.
-/// On error some logs may hold part of the lines: the caller must keep them elsewhere (the
-/// hybrid store's WAL does) until this succeeds.
-pub(in crate::store) fn write_logs_unsynced_dir(
-    writes: impl IntoIterator<Item = Result<LogWrite, WorldError>>,
-) -> Result<bool, WorldError> {
-    let mut created = false;
-    let mut to_sync = Vec::with_capacity(ROUND);
-    let mut renames = Vec::new();
-    let mut writes = writes.into_iter().peekable();
-    while writes.peek().is_some() {
-        for write in writes.by_ref().take(ROUND) {
-            let LogWrite {
-                path,
-                lines,
-                create,
-            } = write?;
-            let target = if create {
-                let mut tmp = path.as_os_str().to_owned();
+impl LogBatch {
+    /// Appends `lines` to the log of `run_id` under `workflows`, creating it if `exists` is
+    /// false and this batch has not created it already.
+    pub(in crate::store) fn append(
+        &mut self,
+        workflows: &Path,
+        run_id: &str,
+        exists: bool,
+        lines: &[u8],
+    ) -> Result<(), WorldError> {
+        let (path, create) = match self.files.get(run_id) {
+            Some((path, _)) => (path.clone(), false),
+            None if exists => (log_path(workflows, run_id), false),
+            None => {
+                let mut tmp = log_path(workflows, run_id).into_os_string();
                 tmp.push(TMP_SUFFIX);
                 let tmp = PathBuf::from(tmp);
                 let _ = fs::remove_file(&tmp);
-                renames.push((tmp.clone(), path));
-                tmp
-            } else {
-                path
-            };
-            let mut file = OpenOptions::new()
-                .append(true)
-                .create_new(create)
-                .open(&target)
-                .map_err(|e| io_error("could not open", &target, e))?;
-            file.write_all(&lines)
-                .map_err(|e| io_error("could not write", &target, e))?;
-            to_sync.push(target);
-        }
-        sync_all_at_once(&to_sync)?;
-        to_sync.clear();
-        created |= !renames.is_empty();
-        for (tmp, path) in renames.drain(..) {
-            fs::rename(&tmp, &path).map_err(|e| io_error("could not rename", &tmp, e))?;
-        }
+                (tmp, true)
+            }
+        };
+        let mut file = OpenOptions::new()
+            .append(true)
+            .create_new(create)
+            .open(&path)
+            .map_err(|e| io_error("could not open", &path, e))?;
+        file.write_all(lines)
+            .map_err(|e| io_error("could not write", &path, e))?;
+        self.files
+            .entry(run_id.to_owned())
+            .or_insert((path, !exists));
+        Ok(())
     }
-    Ok(created)
+
+    /// Syncs every file written, then renames the new logs into place. Returns whether a log
+    /// was created.
+    pub(in crate::store) fn finish(self, workflows: &Path) -> Result<bool, WorldError> {
+        let mut paths = Vec::with_capacity(self.files.len());
+        let mut renames = Vec::new();
+        for (run_id, (path, created)) in self.files {
+            if created {
+                renames.push((path.clone(), log_path(workflows, &run_id)));
+            }
+            paths.push(path);
+        }
+        sync_all_at_once(&paths)?;
+        for (tmp, path) in &renames {
+            fs::rename(tmp, path).map_err(|e| io_error("could not rename", tmp, e))?;
+        }
+        Ok(!renames.is_empty())
+    }
 }
 
 /// Syncs the files from [`SYNC_THREADS`] threads.

@@ -63,7 +63,7 @@ use lease::Membership;
 use log::{apply_events, list_run_logs_removing, LOG_SUFFIX, TMP_SUFFIX};
 pub(in crate::store) use log::{
     check_run_id, encode, io_error, list_run_logs, load_run_log, log_path, now, scan_events,
-    scan_events_at, sync_dir, truncate_torn, write_logs_unsynced_dir, LogWrite,
+    scan_events_at, sync_dir, truncate_torn, LogBatch,
 };
 
 /// The open log of one run.

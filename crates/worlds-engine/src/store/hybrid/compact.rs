@@ -10,8 +10,7 @@ use std::time::Duration;
 
 use crate::error::WorldError;
 use crate::store::file::{
-    check_run_id, io_error, log_path, now, scan_events, scan_events_at, sync_dir, truncate_torn,
-    write_logs_unsynced_dir, LogWrite,
+    check_run_id, io_error, now, scan_events, scan_events_at, sync_dir, truncate_torn, LogBatch,
 };
 use crate::store::{MemoryStore, RunStore};
 
@@ -21,7 +20,7 @@ use super::Inner;
 const COMPACT_EVERY: Duration = Duration::from_secs(5);
 
 /// Bytes of the WAL compaction reads and moves at a time.
-const CHUNK: usize = 4 << 20;
+const CHUNK: usize = 8 << 20;
 
 /// What compaction keeps between runs, behind a mutex that serializes compactions (WAL writes
 /// go on meanwhile: they have their own).
@@ -134,8 +133,8 @@ impl Inner {
     }
 
     /// Appends the events of `wal.ndjson` that are not in their run's log yet to the logs, and
-    /// syncs them. Reads the WAL [`CHUNK`] bytes at a time, so compaction takes little memory
-    /// however much the WAL holds.
+    /// syncs them. Reads the WAL `chunk` bytes at a time, so compaction takes little memory
+    /// however much the WAL holds; every log touched is synced once, at the end.
     fn move_to_logs(&self, disk: &mut Disk, chunk: usize) -> Result<usize, WorldError> {
         let mut wal = match File::open(&self.wal_path) {
             Ok(file) => file,
@@ -145,8 +144,9 @@ impl Inner {
         let mut buf = Vec::with_capacity(chunk);
         // The WAL offset of `buf[0]`.
         let mut base = 0;
-        let mut moved = 0;
-        let mut created = false;
+        let mut batch = LogBatch::default();
+        // Events written to each run's log by this compaction so far.
+        let mut written: HashMap<String, u64> = HashMap::new();
         loop {
             let want = chunk.saturating_sub(buf.len()).max(chunk / 8).max(1);
             let read = (&mut wal)
@@ -164,9 +164,7 @@ impl Inner {
                 }
             };
             if end > 0 {
-                let (count, new_logs) = self.move_chunk(disk, &buf[..end], base)?;
-                moved += count;
-                created |= new_logs;
+                self.move_chunk(&disk.counts, &mut written, &mut batch, &buf[..end], base)?;
             }
             if last {
                 break;
@@ -174,28 +172,36 @@ impl Inner {
             buf.drain(..end);
             base += end;
         }
-        if created {
+        drop(buf);
+        if batch.finish(&self.workflows)? {
             sync_dir(&self.workflows)?;
+        }
+        let mut moved = 0;
+        for (run_id, count) in written {
+            moved += count as usize;
+            *disk.counts.entry(run_id).or_insert(0) += count;
         }
         Ok(moved)
     }
 
-    /// Moves the events of `bytes` (whole lines of the WAL from offset `base`) that are not in
-    /// their run's log yet into the logs, synced. Returns how many it moved and whether it
-    /// created a log.
+    /// Writes the events of `bytes` (whole lines of the WAL from offset `base`) that are not in
+    /// their run's log yet to the logs, through `batch`; `counts` are the events each log held
+    /// before this compaction, `written` those this compaction added.
     fn move_chunk(
         &self,
-        disk: &mut Disk,
+        counts: &HashMap<String, u64>,
+        written: &mut HashMap<String, u64>,
+        batch: &mut LogBatch,
         bytes: &[u8],
         base: usize,
-    ) -> Result<(usize, bool), WorldError> {
+    ) -> Result<(), WorldError> {
         // Lines of the events not yet in each run's log, in order, as byte ranges of `bytes`:
         // a WAL line is the run log's line byte for byte, so events are checked here but not
         // kept (or encoded again).
         let mut fresh: BTreeMap<String, Vec<Range<usize>>> = BTreeMap::new();
-        let counts = &disk.counts;
         let scan = scan_events_at(&self.wal_path, bytes, base, |offset, event| {
-            let have = counts.get(&event.run_id).copied().unwrap_or(0);
+            let have = counts.get(&event.run_id).copied().unwrap_or(0)
+                + written.get(&event.run_id).copied().unwrap_or(0);
             let batched = fresh.get(&event.run_id).map_or(0, Vec::len);
             let expected = have + batched as u64;
             if event.seq < expected {
@@ -222,28 +228,21 @@ impl Inner {
                 base + scan.good_end
             )));
         }
-        // Every run's lines are written first, then synced together (see
-        // `write_logs_unsynced_dir`): one sync each, in sequence, made compaction of many new
-        // runs take minutes.
-        let workflows = &self.workflows;
-        let writes = fresh.iter().map(|(run_id, ranges)| {
-            let mut lines = Vec::with_capacity(ranges.iter().map(Range::len).sum());
-            for range in ranges {
+        let mut lines = Vec::new();
+        for (run_id, ranges) in fresh {
+            lines.clear();
+            for range in &ranges {
                 lines.extend_from_slice(&bytes[range.clone()]);
             }
-            Ok(LogWrite {
-                path: log_path(workflows, run_id),
-                lines,
-                create: !counts.contains_key(run_id),
-            })
-        });
-        let created = write_logs_unsynced_dir(writes)?;
-        let mut moved = 0;
-        for (run_id, ranges) in fresh {
-            moved += ranges.len();
-            *disk.counts.entry(run_id).or_insert(0) += ranges.len() as u64;
+            batch.append(
+                &self.workflows,
+                &run_id,
+                counts.contains_key(&run_id),
+                &lines,
+            )?;
+            *written.entry(run_id).or_insert(0) += ranges.len() as u64;
         }
-        Ok((moved, created))
+        Ok(())
     }
 }
 

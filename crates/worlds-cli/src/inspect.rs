@@ -449,19 +449,11 @@ mod tests {
 
         fn run(&self, name: &str, workflow_id: &str, kinds: Vec<EventKind>) -> String {
             let id = self.ids.run_id();
-            let queued = EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun {
-                name: name.to_owned(),
-                workflow_id: workflow_id.to_owned(),
-                input: Payload::from(json!({ "n": 1 })),
-                parent_id: None,
-                parent_position: None,
-                task_queue: None,
-                priority: 0,
-                timeout_ms: None,
-                failure_strategy: None,
-                max_retries: None,
-                idempotency_key: None,
-            }));
+            let queued = EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun::new(
+                name.to_owned(),
+                workflow_id.to_owned(),
+                Payload::from(json!({ "n": 1 })),
+            )));
             futures::executor::block_on(async {
                 self.store
                     .create_run(self.event(&id, queued))

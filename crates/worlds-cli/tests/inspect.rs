@@ -25,19 +25,11 @@ fn populate(dir: &Path) -> (String, String) {
         kind,
     };
     let queued = |workflow_id: &str| {
-        EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun {
-            name: "greet".to_owned(),
-            workflow_id: workflow_id.to_owned(),
-            input: Payload::from(json!("world")),
-            parent_id: None,
-            parent_position: None,
-            task_queue: None,
-            priority: 0,
-            timeout_ms: None,
-            failure_strategy: None,
-            max_retries: None,
-            idempotency_key: None,
-        }))
+        EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun::new(
+            "greet".to_owned(),
+            workflow_id.to_owned(),
+            Payload::from(json!("world")),
+        )))
     };
     let store = FileStore::open(dir).unwrap();
     futures::executor::block_on(async {

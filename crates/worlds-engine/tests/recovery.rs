@@ -188,19 +188,11 @@ async fn a_child_recorded_but_never_created_is_created_on_restart() {
     store
         .create_run(event(
             0,
-            EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun {
-                name: "parent".into(),
-                workflow_id: "parent-1".into(),
-                input: Payload::encode(&20u64).unwrap(),
-                parent_id: None,
-                parent_position: None,
-                task_queue: None,
-                priority: 0,
-                timeout_ms: None,
-                failure_strategy: None,
-                max_retries: None,
-                idempotency_key: None,
-            })),
+            EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun::new(
+                "parent",
+                "parent-1",
+                Payload::encode(&20u64).unwrap(),
+            ))),
         ))
         .await
         .unwrap();

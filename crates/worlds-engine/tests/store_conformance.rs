@@ -72,17 +72,13 @@ impl Maker {
         self.event(
             run_id,
             EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun {
-                name: spec.name.to_owned(),
-                workflow_id: spec.workflow_id.unwrap_or(run_id).to_owned(),
-                input: spec.input.unwrap_or_else(|| p(json!({ "n": 1 }))),
                 parent_id: spec.parent.map(str::to_owned),
                 parent_position: spec.parent.map(|_| 0),
-                task_queue: None,
-                priority: 0,
-                timeout_ms: None,
-                failure_strategy: None,
-                max_retries: None,
-                idempotency_key: None,
+                ..worlds_engine::model::QueuedRun::new(
+                    spec.name.to_owned(),
+                    spec.workflow_id.unwrap_or(run_id).to_owned(),
+                    spec.input.unwrap_or_else(|| p(json!({ "n": 1 }))),
+                )
             })),
         )
     }

@@ -332,11 +332,11 @@ impl Engine {
                 );
                 match check {
                     Ok(()) => {
-                        // Not waited for: the workflow reads it from the store's tip and
-                        // whatever it does next (the next step's start, its own end) is a
-                        // waited write that makes this one durable first. A crash before
-                        // then loses the result of an attempt whose start is on record: it
-                        // counts as a lost worker and runs again, as at-least-once allows.
+                        // Not waited for: the workflow reads it from the store's tip, and what
+                        // it does next is recorded after it in the same ordered log (the next
+                        // step's start written, the run's end synced, along with this). A
+                        // crash before then loses the result of an attempt whose start is on
+                        // record: it counts as lost and runs again, as at-least-once allows.
                         let done = self
                             .append_nowait(
                                 &run_id,

@@ -255,9 +255,9 @@ impl Engine {
     ///
     /// Reads the store's tip: records this process made without waiting for them to be
     /// durable (a step's result, commands) count at once. That is safe because everything the
-    /// run does next is recorded after them in the same ordered log: a step it starts waits for
-    /// its start to be durable, its end is a waited write, anything else is lost with them in
-    /// a crash and done again on replay.
+    /// run does next is recorded after them in the same ordered log: a step it starts is
+    /// written (with them) before it runs, its end is synced (with them), anything else is
+    /// lost with them in a crash and done again on replay.
     async fn catch_up(&self, live: &mut LiveRun) -> Result<bool, WorldError> {
         let events = self
             .store

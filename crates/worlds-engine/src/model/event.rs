@@ -85,6 +85,27 @@ pub struct QueuedRun {
     pub idempotency_key: Option<String>,
 }
 
+impl QueuedRun {
+    /// Workflow `name` under `workflow_id` with `input`, every option left at its default: no
+    /// parent, the default queue and priority, no timeout, the world's failure strategy and
+    /// retries, no idempotency key. Set fields on the result for the rest.
+    pub fn new(name: impl Into<String>, workflow_id: impl Into<String>, input: Payload) -> Self {
+        QueuedRun {
+            name: name.into(),
+            workflow_id: workflow_id.into(),
+            input,
+            parent_id: None,
+            parent_position: None,
+            task_queue: None,
+            priority: 0,
+            timeout_ms: None,
+            failure_strategy: None,
+            max_retries: None,
+            idempotency_key: None,
+        }
+    }
+}
+
 /// What happened, with the data needed to replay it.
 ///
 /// `position` fields number the workflow's commands (steps, timers, children, recorded values) in

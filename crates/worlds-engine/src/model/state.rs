@@ -842,19 +842,7 @@ mod tests {
     fn queued() -> Event {
         ev(
             0,
-            EventKind::WorkflowQueued(Box::new(QueuedRun {
-                name: "w".into(),
-                workflow_id: "wf".into(),
-                input: Payload::null(),
-                parent_id: None,
-                parent_position: None,
-                task_queue: None,
-                priority: 0,
-                timeout_ms: None,
-                failure_strategy: None,
-                max_retries: None,
-                idempotency_key: None,
-            })),
+            EventKind::WorkflowQueued(Box::new(QueuedRun::new("w", "wf", Payload::null()))),
         )
     }
 

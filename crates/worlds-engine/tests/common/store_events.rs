@@ -43,19 +43,11 @@ impl Maker {
     pub fn queued(&self, run_id: &str, name: &str, workflow_id: &str) -> Event {
         self.event(
             run_id,
-            EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun {
-                name: name.to_owned(),
-                workflow_id: workflow_id.to_owned(),
-                input: Payload::from(json!({ "n": 1 })),
-                parent_id: None,
-                parent_position: None,
-                task_queue: None,
-                priority: 0,
-                timeout_ms: None,
-                failure_strategy: None,
-                max_retries: None,
-                idempotency_key: None,
-            })),
+            EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun::new(
+                name.to_owned(),
+                workflow_id.to_owned(),
+                Payload::from(json!({ "n": 1 })),
+            ))),
         )
     }
 

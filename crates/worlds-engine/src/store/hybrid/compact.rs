@@ -285,19 +285,7 @@ mod tests {
         event(
             run_id,
             0,
-            EventKind::WorkflowQueued(Box::new(QueuedRun {
-                name: "w".into(),
-                workflow_id: run_id.into(),
-                input,
-                parent_id: None,
-                parent_position: None,
-                task_queue: None,
-                priority: 0,
-                timeout_ms: None,
-                failure_strategy: None,
-                max_retries: None,
-                idempotency_key: None,
-            })),
+            EventKind::WorkflowQueued(Box::new(QueuedRun::new("w", run_id, input))),
         )
     }
 

@@ -12,7 +12,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::Context;
 use comfy_table::{presets, Table};
 use worlds_engine::clock::Millis;
-use worlds_engine::store::{FileStore, RunStore};
+use worlds_engine::store::{FileStore, RunStore, WalSummary};
 use worlds_engine::{Event, EventKind, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState};
 
 use crate::cli::{DoctorArgs, ListArgs, ShowArgs};
@@ -107,7 +107,7 @@ pub(crate) fn doctor(args: &DoctorArgs, out: &mut impl Write) -> anyhow::Result<
         WorkflowQueryFilter::new().resolve_data(ResolveData::None),
         usize::MAX,
     )?;
-    out.write_all(format_doctor(&runs, store.warnings()).as_bytes())?;
+    out.write_all(format_doctor(&runs, store.wal_summary(), store.warnings()).as_bytes())?;
     Ok(())
 }
 
@@ -130,8 +130,13 @@ fn format_version(dir: &Path) -> String {
         .unwrap_or_else(|| "unknown (state/format.json is unreadable)".to_owned())
 }
 
-/// The doctor's findings after a successful load.
-pub(crate) fn format_doctor(runs: &[WorkflowState], warnings: &[String]) -> String {
+/// The doctor's findings after a successful load: every record of every run log and of the
+/// write-ahead log was read and its checksum verified.
+pub(crate) fn format_doctor(
+    runs: &[WorkflowState],
+    wal: &WalSummary,
+    warnings: &[String],
+) -> String {
     let mut by_status: BTreeMap<RunStatus, usize> = BTreeMap::new();
     for run in runs {
         *by_status.entry(run.status).or_default() += 1;
@@ -141,6 +146,13 @@ pub(crate) fn format_doctor(runs: &[WorkflowState], warnings: &[String]) -> Stri
     for (status, count) in by_status {
         text.push_str(&format!("  {status}: {count}\n"));
     }
+    if wal.records > 0 {
+        text.push_str(&format!(
+            "write-ahead log: {} records, {} not yet compacted into run logs\n",
+            wal.records, wal.pending
+        ));
+    }
+    text.push_str("every record read back and checked (with its checksum, from format 4 on)\n");
     for warning in warnings {
         text.push_str(&format!("warning: {warning}\n"));
     }
@@ -728,7 +740,7 @@ mod tests {
         let (result, text) = doctor_output(f.dir());
         result.unwrap();
         for expected in [
-            "format: 3",
+            "format: 4",
             "runs: 3 (16 events)",
             "  pending: 1",
             "  completed: 1",

@@ -3,6 +3,13 @@
 //! A [`Payload`] holds one JSON document, serialized once when a value enters the engine and
 //! deserialized once where it is consumed. It clones in O(1), knows its size (for the payload
 //! limit) and is written inline as JSON, so files and tools see readable data.
+//!
+//! The engine never looks inside a payload: stores keep its text byte for byte, however deep it
+//! nests and whatever its string escapes say (a lone surrogate such as `"\ud800"` is valid JSON
+//! text even though no Rust string can hold it). Only [`Payload::decode`] parses it, for the code
+//! that asked for the value. The one change made on the way in: line breaks between JSON tokens
+//! (pretty-printed raw JSON) become spaces, so that a payload always fits on one line of a
+//! log; a line break inside a JSON string is always escaped, so this never changes the value.
 
 use std::fmt;
 use std::sync::Arc;
@@ -26,7 +33,18 @@ impl Eq for Payload {}
 impl Payload {
     /// Serializes `value` to JSON.
     pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
-        serde_json::value::to_raw_value(value).map(|raw| Payload(Arc::from(raw)))
+        serde_json::value::to_raw_value(value).and_then(Payload::from_raw)
+    }
+
+    /// Wraps checked JSON text, turning line breaks between tokens into spaces (see the module
+    /// docs).
+    fn from_raw(raw: Box<RawValue>) -> Result<Self, serde_json::Error> {
+        if !raw.get().bytes().any(|b| b == b'\n' || b == b'\r') {
+            return Ok(Payload(Arc::from(raw)));
+        }
+        // Valid JSON has no raw line break inside a string, so each one is whitespace.
+        let one_line = raw.get().replace(['\n', '\r'], " ");
+        RawValue::from_string(one_line).map(|raw| Payload(Arc::from(raw)))
     }
 
     /// Deserializes the payload into `T`.
@@ -36,7 +54,7 @@ impl Payload {
 
     /// Wraps JSON text, checking that it is one well-formed JSON value.
     pub fn from_json(json: impl Into<String>) -> Result<Self, serde_json::Error> {
-        RawValue::from_string(json.into()).map(|raw| Payload(Arc::from(raw)))
+        RawValue::from_string(json.into()).and_then(Payload::from_raw)
     }
 
     /// The JSON `null` payload.
@@ -89,13 +107,12 @@ impl Serialize for Payload {
 }
 
 impl<'de> Deserialize<'de> for Payload {
+    /// Takes the value's JSON text as it is, without parsing it into a tree: this needs a
+    /// `serde_json` deserializer (from text, a reader or a [`serde_json::Value`]), and fails
+    /// inside containers that serde buffers (internally tagged or untagged enums, `flatten`).
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        // Through `Value` rather than `RawValue`: payloads sit inside internally tagged events,
-        // which serde buffers, and a buffered value cannot become a `RawValue`.
-        let value = serde_json::Value::deserialize(deserializer)?;
-        serde_json::value::to_raw_value(&value)
-            .map(|raw| Payload(Arc::from(raw)))
-            .map_err(serde::de::Error::custom)
+        let raw = Box::<RawValue>::deserialize(deserializer)?;
+        Payload::from_raw(raw).map_err(serde::de::Error::custom)
     }
 }
 
@@ -123,6 +140,26 @@ mod tests {
         assert_eq!(text, r#"{"input":{"a":[1,2]}}"#);
         let back: Holder = serde_json::from_str(&text).unwrap();
         assert_eq!(back.input, p);
+    }
+
+    #[test]
+    fn line_breaks_between_tokens_become_spaces() {
+        let p = Payload::from_json("{\n  \"a\": \"x\\ny\"\r\n}").unwrap();
+        assert_eq!(p.as_json(), "{   \"a\": \"x\\ny\"  }");
+        assert_eq!(p.decode::<serde_json::Value>().unwrap()["a"], "x\ny");
+        let raw = RawValue::from_string("[1,\n2]".into()).unwrap();
+        assert_eq!(Payload::encode(&raw).unwrap().as_json(), "[1, 2]");
+    }
+
+    #[test]
+    fn deep_and_odd_payloads_read_back_byte_for_byte() {
+        let deep = format!("{}1{}", "[".repeat(10_000), "]".repeat(10_000));
+        for json in [deep.as_str(), r#""\ud800""#, r#"{"k" :  [ 1e400 , -0 ]}"#] {
+            let p = Payload::from_json(json).unwrap();
+            let text = serde_json::to_string(&vec![p.clone()]).unwrap();
+            let back: Vec<Payload> = serde_json::from_str(&text).unwrap();
+            assert_eq!(back[0].as_json(), json);
+        }
     }
 
     #[test]

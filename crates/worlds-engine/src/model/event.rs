@@ -19,7 +19,10 @@ pub const EVENT_FORMAT_VERSION: u16 = 1;
 /// One entry in a run's history.
 ///
 /// `seq` numbers a run's events densely from 0; `id` is a globally unique `evnt_` ULID.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+///
+/// Its JSON form is one flat object: the header fields, `"type"`, then the kind's fields
+/// (see `event_json.rs` for why it is written by hand).
+#[derive(Debug, Clone, PartialEq)]
 pub struct Event {
     /// Globally unique event id (`evnt_…`).
     pub id: String,
@@ -29,11 +32,9 @@ pub struct Event {
     pub seq: u64,
     /// When it was recorded, in ms since the Unix epoch (world clock).
     pub timestamp: Millis,
-    /// The event format version it was written with.
-    #[serde(rename = "v")]
+    /// The event format version it was written with (`"v"` in JSON).
     pub version: u16,
     /// What happened.
-    #[serde(flatten)]
     pub kind: EventKind,
 }
 
@@ -110,8 +111,11 @@ impl QueuedRun {
 ///
 /// `position` fields number the workflow's commands (steps, timers, children, recorded values) in
 /// program order; replay matches commands to history by position.
+///
+/// Serialized on its own, a kind is externally tagged (`{"timer_fired":{"position":2}}`);
+/// inside an [`Event`] its name becomes the event's `"type"` and its fields join the event's.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(tag = "type", rename_all = "snake_case")]
+#[serde(rename_all = "snake_case")]
 #[non_exhaustive]
 pub enum EventKind {
     /// `execute()` accepted the run; it is pending until a worker starts it. Boxed: it is the
@@ -468,33 +472,5 @@ impl EventKind {
     /// followed by compensation).
     pub fn is_terminal(&self) -> bool {
         self.status_change().is_some_and(RunStatus::is_terminal)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn events_serialize_flat_with_snake_case_type() {
-        let event = Event {
-            id: "evnt_01ARZ3NDEKTSV4RRFFQ69G5FAV".into(),
-            run_id: "wrun_x".into(),
-            seq: 3,
-            timestamp: 10,
-            version: EVENT_FORMAT_VERSION,
-            kind: EventKind::ActivityCompleted {
-                position: 1,
-                attempt: 2,
-                output: Payload::encode(&5).unwrap(),
-            },
-        };
-        let json = serde_json::to_value(&event).unwrap();
-        assert_eq!(json["type"], "activity_completed");
-        assert_eq!(json["output"], 5);
-        assert_eq!(json["v"], 1);
-        let back: Event = serde_json::from_value(json).unwrap();
-        assert_eq!(back, event);
-        assert_eq!(back.kind.type_name(), "activity_completed");
     }
 }

@@ -5,6 +5,7 @@
 //! materializes a history the same way.
 
 mod event;
+mod event_json;
 mod hook;
 mod options;
 mod query;

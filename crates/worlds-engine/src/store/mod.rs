@@ -25,7 +25,7 @@ use crate::model::{
     ActivityState, Event, Page, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState,
 };
 
-pub use file::FileStore;
+pub use file::{FileStore, WalSummary};
 pub use hook_index::HookRef;
 pub use hybrid::HybridStore;
 pub use memory::MemoryStore;

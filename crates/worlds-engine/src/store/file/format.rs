@@ -5,12 +5,13 @@
 //! | 1 | `state/format.json`, `workflows/{run_id}.events.ndjson` (hybrid: `state/wal.ndjson`, `state/lock`) |
 //! | 2 | format 1 plus what processes sharing a directory need: `leases/`, `ids/`, `state/owners/`, `state/inbox/` |
 //! | 3 | format 2; a hybrid compaction in progress may leave `state/wal.next.ndjson` |
+//! | 4 | format 3; every record of a run log or write-ahead log ends with its checksum (see `record.rs`) |
 //!
 //! Opening a directory of an older format for writing migrates it step by step; every step is
 //! idempotent and `format.json` is replaced (atomically) only after the step is done, so a crash
 //! mid-migration is finished by the next open. A directory of a newer format is refused.
 
-use std::fs::{self, File};
+use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::Path;
 
@@ -22,11 +23,13 @@ use std::io::{BufRead, BufReader};
 
 use crate::model::{Event, EventKind};
 
+use super::checksums::v3_to_v4;
 use super::lease::{member_dirs, reservation_name};
+use super::log::Records;
 use super::log::{io_error, list_run_logs, log_path, sync_dir, TMP_SUFFIX};
 
 /// The on-disk layout version this build reads and writes.
-pub(in crate::store) const STORE_FORMAT: u32 = 3;
+pub(in crate::store) const STORE_FORMAT: u32 = 4;
 
 #[derive(Serialize, Deserialize)]
 struct FormatFile {
@@ -37,7 +40,7 @@ struct FormatFile {
 type Migration = fn(&Path) -> Result<(), WorldError>;
 
 /// `MIGRATIONS[i]` takes format `i + 1` to format `i + 2`.
-const MIGRATIONS: [Migration; (STORE_FORMAT - 1) as usize] = [v1_to_v2, v2_to_v3];
+const MIGRATIONS: [Migration; (STORE_FORMAT - 1) as usize] = [v1_to_v2, v2_to_v3, v3_to_v4];
 
 /// Format 3 lets a hybrid store's compaction leave a second write-ahead log,
 /// `state/wal.next.ndjson`, which a format 2 build would not read: a format 2 directory holds
@@ -67,7 +70,7 @@ fn v1_to_v2(root: &Path) -> Result<(), WorldError> {
                 .read_line(&mut first)
                 .map_err(|e| io_error("could not read", &path, e))?;
             // A log that does not start with a readable event is reported when it is loaded.
-            let Ok(event) = serde_json::from_str::<Event>(&first) else {
+            let Ok(event) = serde_json::from_str::<Event>(first.trim_end()) else {
                 continue;
             };
             if let EventKind::WorkflowQueued(run) = &event.kind {
@@ -84,16 +87,63 @@ fn v1_to_v2(root: &Path) -> Result<(), WorldError> {
     sync_dir(root)
 }
 
+/// What [`check_format`] found.
+#[derive(Debug)]
+pub(in crate::store) struct FormatCheck {
+    /// A read-only check's findings: an older format, a missing format file.
+    pub(in crate::store) warnings: Vec<String>,
+    /// Which records the directory's files hold.
+    pub(in crate::store) records: Records,
+}
+
 /// Reads `state/format.json` under `root`, migrating an older format or writing the file for a
 /// new store. Read-only, nothing is written: an older format and a missing file are returned as
-/// warnings instead.
+/// warnings instead. `dir_lock_held` says the caller holds `state/lock` exclusive (a hybrid
+/// store); a migration needs the directory to itself and takes that lock otherwise.
 pub(in crate::store) fn check_format(
     root: &Path,
     read_only: bool,
-) -> Result<Vec<String>, WorldError> {
+    dir_lock_held: bool,
+) -> Result<FormatCheck, WorldError> {
     let state = root.join("state");
     let path = state.join("format.json");
-    let found = match fs::read(&path) {
+    let current = FormatCheck {
+        warnings: Vec::new(),
+        records: Records::Checksummed,
+    };
+    let Some(found) = read_format(&path)? else {
+        if read_only {
+            return Ok(FormatCheck {
+                warnings: vec![format!(
+                    "{} is missing (the store was never opened for writing by this format)",
+                    path.display()
+                )],
+                ..current
+            });
+        }
+        write_format(&state, STORE_FORMAT)?;
+        return Ok(current);
+    };
+    if found == STORE_FORMAT {
+        return Ok(current);
+    }
+    if read_only {
+        return Ok(FormatCheck {
+            warnings: vec![format!(
+                "{} says format {found}; opening the store for writing migrates it to format {STORE_FORMAT}",
+                path.display()
+            )],
+            records: Records::of_format(found),
+        });
+    }
+    migrate(root, dir_lock_held)?;
+    Ok(current)
+}
+
+/// The format `path` names, `None` if the file is missing; a newer format than this build's, or
+/// format 0, is an error.
+fn read_format(path: &Path) -> Result<Option<u32>, WorldError> {
+    let found = match fs::read(path) {
         Ok(bytes) => {
             let found: FormatFile = serde_json::from_slice(&bytes).map_err(|e| {
                 WorldError::Internal(format!(
@@ -103,17 +153,8 @@ pub(in crate::store) fn check_format(
             })?;
             found.format
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound && read_only => {
-            return Ok(vec![format!(
-                "{} is missing (the store was never opened for writing by this format)",
-                path.display()
-            )])
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            write_format(&state, STORE_FORMAT)?;
-            return Ok(Vec::new());
-        }
-        Err(e) => return Err(io_error("could not read", &path, e)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error("could not read", path, e)),
     };
     if found > STORE_FORMAT {
         return Err(WorldError::Unsupported(format!(
@@ -127,15 +168,57 @@ pub(in crate::store) fn check_format(
             path.display()
         )));
     }
-    if found == STORE_FORMAT {
-        return Ok(Vec::new());
-    }
-    if read_only {
-        return Ok(vec![format!(
-            "{} says format {found}; opening the store for writing migrates it to format {STORE_FORMAT}",
+    Ok(Some(found))
+}
+
+/// Migrates the directory under `root` to [`STORE_FORMAT`], one step at a time. One process
+/// migrates at a time (`state/migrate.lock`); the others wait, then find the work done. A
+/// migration may rewrite files that a running store appends to, so it also needs `state/lock`
+/// exclusive: a directory open in another process (perhaps an older build) is refused.
+fn migrate(root: &Path, dir_lock_held: bool) -> Result<(), WorldError> {
+    let state = root.join("state");
+    let path = state.join("format.json");
+    let open_lock = |name: &str| {
+        let path = state.join(name);
+        OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map(|file| (file, path.clone()))
+            .map_err(|e| io_error("could not open", &path, e))
+    };
+    let (guard, guard_path) = open_lock("migrate.lock")?;
+    guard
+        .lock()
+        .map_err(|e| io_error("could not lock", &guard_path, e))?;
+    let Some(found) = read_format(&path)? else {
+        return Err(WorldError::Internal(format!(
+            "file store: {} disappeared during the migration",
             path.display()
-        )]);
+        )));
+    };
+    if found == STORE_FORMAT {
+        return Ok(());
     }
+    let _dir_lock = if dir_lock_held {
+        None
+    } else {
+        let (dir_lock, dir_lock_path) = open_lock("lock")?;
+        match dir_lock.try_lock() {
+            Ok(()) => Some(dir_lock),
+            Err(fs::TryLockError::WouldBlock) => {
+                return Err(WorldError::Unavailable(format!(
+                    "file store: {} is format {found} and must be migrated to format {STORE_FORMAT}, which needs the directory to itself, but another process has it open (it holds {}); stop the other processes (they may run an older worlds-engine), then open it again",
+                    root.display(),
+                    dir_lock_path.display()
+                )))
+            }
+            Err(fs::TryLockError::Error(e)) => {
+                return Err(io_error("could not lock", &dir_lock_path, e))
+            }
+        }
+    };
     for version in found..STORE_FORMAT {
         tracing::info!(
             dir = %root.display(),
@@ -146,7 +229,7 @@ pub(in crate::store) fn check_format(
         MIGRATIONS[(version - 1) as usize](root)?;
         write_format(&state, version + 1)?;
     }
-    Ok(Vec::new())
+    Ok(())
 }
 
 /// Replaces `state/format.json` atomically (temporary file, sync, rename, directory sync).
@@ -176,7 +259,10 @@ mod tests {
     fn a_new_store_gets_the_current_format() {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir_all(dir.path().join("state")).unwrap();
-        assert!(check_format(dir.path(), false).unwrap().is_empty());
+        assert!(check_format(dir.path(), false, false)
+            .unwrap()
+            .warnings
+            .is_empty());
         assert_eq!(format_of(dir.path()), STORE_FORMAT);
     }
 
@@ -186,18 +272,24 @@ mod tests {
         fs::create_dir_all(dir.path().join("state")).unwrap();
         write_format(&dir.path().join("state"), 1).unwrap();
 
-        let warnings = check_format(dir.path(), true).unwrap();
+        let warnings = check_format(dir.path(), true, false).unwrap().warnings;
         assert!(warnings[0].contains("format 1"), "{warnings:?}");
         assert_eq!(format_of(dir.path()), 1);
         assert!(!dir.path().join("leases").exists());
 
-        assert!(check_format(dir.path(), false).unwrap().is_empty());
+        assert!(check_format(dir.path(), false, false)
+            .unwrap()
+            .warnings
+            .is_empty());
         assert_eq!(format_of(dir.path()), STORE_FORMAT);
         for d in member_dirs(dir.path()) {
             assert!(d.is_dir(), "{} missing", d.display());
         }
         // Idempotent: opening again changes nothing.
-        assert!(check_format(dir.path(), false).unwrap().is_empty());
+        assert!(check_format(dir.path(), false, false)
+            .unwrap()
+            .warnings
+            .is_empty());
     }
 
     #[test]
@@ -205,12 +297,36 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         fs::create_dir_all(dir.path().join("state")).unwrap();
         write_format(&dir.path().join("state"), STORE_FORMAT + 1).unwrap();
-        let err = check_format(dir.path(), false).unwrap_err();
+        let err = check_format(dir.path(), false, false).unwrap_err();
         assert!(err.to_string().contains("newer worlds-engine"), "{err}");
         write_format(&dir.path().join("state"), 0).unwrap();
-        assert!(check_format(dir.path(), false).is_err());
+        assert!(check_format(dir.path(), false, false).is_err());
         fs::write(dir.path().join("state/format.json"), b"{nope").unwrap();
-        let err = check_format(dir.path(), true).unwrap_err();
+        let err = check_format(dir.path(), true, false).unwrap_err();
         assert!(err.to_string().contains("format.json"), "{err}");
+    }
+
+    #[test]
+    fn a_migration_needs_the_directory_to_itself() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = dir.path().join("state");
+        fs::create_dir_all(&state).unwrap();
+        write_format(&state, 3).unwrap();
+        let other = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(state.join("lock"))
+            .unwrap();
+        other.try_lock_shared().unwrap();
+        let err = check_format(dir.path(), false, false).unwrap_err();
+        assert!(
+            err.to_string().contains("another process has it open"),
+            "{err}"
+        );
+        assert_eq!(format_of(dir.path()), 3);
+        drop(other);
+        check_format(dir.path(), false, false).unwrap();
+        assert_eq!(format_of(dir.path()), STORE_FORMAT);
     }
 }

@@ -11,6 +11,8 @@ use crate::error::WorldError;
 use crate::model::{Event, EVENT_FORMAT_VERSION};
 use crate::store::{MemoryStore, RunStore};
 
+use super::record;
+
 /// Extension of a run's event log.
 pub(in crate::store) const LOG_SUFFIX: &str = ".events.ndjson";
 /// Extension of a file being created (renamed into place once complete).
@@ -55,41 +57,14 @@ pub(in crate::store) fn check_run_id(run_id: &str) -> Result<(), WorldError> {
     }
 }
 
-/// Serializes events, one JSON object and a newline each.
-///
-/// The line is exactly what `serde_json` writes for an [`Event`] (its fields, then its kind's
-/// fields flattened in), but built by hand: the header fields are written directly and the kind
-/// is serialized on its own and spliced in, which avoids serde's flattening machinery — the
-/// costliest part of encoding an event.
+/// Serializes events as records (see [`record`](super::record)): one JSON object ending in its
+/// checksum, and a newline, each.
 pub(in crate::store) fn encode(events: &[Arc<Event>]) -> Result<Vec<u8>, WorldError> {
     let mut buf = Vec::with_capacity(events.len() * 256);
-    let mut kind = Vec::with_capacity(256);
     for event in events {
-        encode_line(&mut buf, &mut kind, event).map_err(|e| WorldError::serde("event", e))?;
+        record::encode_into(&mut buf, event).map_err(|e| WorldError::serde("event", e))?;
     }
     Ok(buf)
-}
-
-/// Appends one event and a newline to `buf`, using `scratch` for the kind.
-fn encode_line(buf: &mut Vec<u8>, scratch: &mut Vec<u8>, event: &Event) -> serde_json::Result<()> {
-    use std::io::Write as _;
-    scratch.clear();
-    serde_json::to_writer(&mut *scratch, &event.kind)?;
-    buf.extend_from_slice(b"{\"id\":");
-    serde_json::to_writer(&mut *buf, &event.id)?;
-    buf.extend_from_slice(b",\"run_id\":");
-    serde_json::to_writer(&mut *buf, &event.run_id)?;
-    write!(
-        buf,
-        ",\"seq\":{},\"timestamp\":{},\"v\":{}",
-        event.seq, event.timestamp, event.version
-    )
-    .map_err(serde_json::Error::io)?;
-    // The kind is an object that always holds at least its "type": drop its opening brace.
-    buf.push(b',');
-    buf.extend_from_slice(scratch.get(1..).unwrap_or_default());
-    buf.push(b'\n');
-    Ok(())
 }
 
 /// Runs a [`MemoryStore`] future to completion from synchronous code. The memory store never
@@ -126,6 +101,7 @@ pub(in crate::store) fn corrupt(
 }
 
 /// What [`scan_events`] found.
+#[derive(Debug)]
 pub(in crate::store) struct Scan {
     /// Byte offset just past the last complete, accepted event.
     pub(in crate::store) good_end: usize,
@@ -135,16 +111,47 @@ pub(in crate::store) struct Scan {
     pub(in crate::store) count: u64,
 }
 
-/// Reads ndjson events from `bytes` (the contents of `path`), handing each complete one with its
-/// byte offset to `each`, which may refuse it with a reason. An incomplete last line stops the
-/// scan and is reported as torn; an unreadable line anywhere else, an event of a newer format,
-/// or a refused event is a corruption error naming the file and offset.
+/// Reads records from `bytes` (the contents of `path`), handing each event with its byte
+/// offset to `each`, which may refuse it with a reason. A last line without its newline stops
+/// the scan and is reported as torn: only such a line can be an append a crash cut short.
+/// Everything else that is wrong is a corruption error naming the file and offset: a whole
+/// line whose checksum fails or that is not an event (even the last one), an event of a newer
+/// format, or a refused event.
 pub(in crate::store) fn scan_events(
     path: &Path,
     bytes: &[u8],
+    records: Records,
     each: impl FnMut(usize, Event) -> Result<(), String>,
 ) -> Result<Scan, WorldError> {
-    scan_events_at(path, bytes, 0, each)
+    scan_events_at(path, bytes, 0, records, each)
+}
+
+/// Which records a file may hold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::store) enum Records {
+    /// Every record carries its checksum (store format 4 on): what every writable store reads.
+    Checksummed,
+    /// Records of an older format, read (not migrated) by a read-only store: a checksum is
+    /// verified where there is one (a migration a crash interrupted), and may be missing.
+    Legacy,
+}
+
+impl Records {
+    /// What a directory of store format `format` holds.
+    pub(in crate::store) fn of_format(format: u32) -> Records {
+        if format >= record::FIRST_CHECKSUMMED_FORMAT {
+            Records::Checksummed
+        } else {
+            Records::Legacy
+        }
+    }
+
+    fn decode(self, line: &[u8]) -> Result<Event, record::BadRecord> {
+        match self {
+            Records::Checksummed => record::decode(line),
+            Records::Legacy => record::decode_legacy(line),
+        }
+    }
 }
 
 /// [`scan_events`] over a part of a file that starts at byte `base`: offsets handed to `each`
@@ -153,6 +160,7 @@ pub(in crate::store) fn scan_events_at(
     path: &Path,
     bytes: &[u8],
     base: usize,
+    records: Records,
     mut each: impl FnMut(usize, Event) -> Result<(), String>,
 ) -> Result<Scan, WorldError> {
     let mut offset = 0;
@@ -163,31 +171,15 @@ pub(in crate::store) fn scan_events_at(
     };
     while offset < bytes.len() {
         let rest = &bytes[offset..];
-        let (line, next, complete) = match rest.iter().position(|&b| b == b'\n') {
-            Some(i) => (&rest[..i], offset + i + 1, true),
-            None => (rest, bytes.len(), false),
+        let Some(newline) = rest.iter().position(|&b| b == b'\n') else {
+            // No newline: the append was cut short, so it was never acknowledged.
+            scan.torn = true;
+            break;
         };
-        let last = next >= bytes.len();
-        let event = match serde_json::from_slice::<Event>(line) {
-            Ok(event) if complete => event,
-            // A whole event whose newline never made it, or a cut-off last line: the write was
-            // not finished, so it was never acknowledged.
-            Ok(_) => {
-                scan.torn = true;
-                break;
-            }
-            Err(_) if last => {
-                scan.torn = true;
-                break;
-            }
-            Err(e) => {
-                return Err(corrupt(
-                    path,
-                    base + offset,
-                    format!("not a valid event ({e})"),
-                ))
-            }
-        };
+        let next = offset + newline + 1;
+        let event = records
+            .decode(&rest[..newline])
+            .map_err(|why| corrupt(path, base + offset, why))?;
         if event.version > EVENT_FORMAT_VERSION {
             return Err(corrupt(
                 path,
@@ -281,9 +273,10 @@ pub(in crate::store) fn load_run_log(
     run_id: &str,
     memory: &MemoryStore,
     read_only: bool,
+    records: Records,
 ) -> Result<LoadedRun, WorldError> {
     let bytes = fs::read(path).map_err(|e| io_error("could not read", path, e))?;
-    let scan = apply_events(path, run_id, &bytes, 0, 0, memory)?;
+    let scan = apply_events(path, run_id, &bytes, 0, 0, memory, records)?;
     if scan.count == 0 {
         return Err(corrupt(path, 0, "the log holds no complete event"));
     }
@@ -314,9 +307,10 @@ pub(in crate::store) fn apply_events(
     base: usize,
     first_seq: u64,
     memory: &MemoryStore,
+    records: Records,
 ) -> Result<Scan, WorldError> {
     let mut count = first_seq;
-    scan_events_at(path, bytes, base, |_, event| {
+    scan_events_at(path, bytes, base, records, |_, event| {
         if event.run_id != run_id {
             return Err(format!(
                 "event of run {} in the log of run {run_id}",
@@ -413,7 +407,7 @@ impl LogBatch {
 }
 
 /// Syncs the files from [`SYNC_THREADS`] threads.
-fn sync_all_at_once(paths: &[PathBuf]) -> Result<(), WorldError> {
+pub(in crate::store) fn sync_all_at_once(paths: &[PathBuf]) -> Result<(), WorldError> {
     let chunk = paths.len().div_ceil(SYNC_THREADS).max(1);
     std::thread::scope(|scope| {
         let syncers: Vec<_> = paths
@@ -443,41 +437,48 @@ fn sync_all_at_once(paths: &[PathBuf]) -> Result<(), WorldError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::EVENT_FORMAT_VERSION;
+    use crate::model::{EventKind, EVENT_FORMAT_VERSION};
     use crate::payload::Payload;
 
-    #[test]
-    fn hand_built_lines_are_what_serde_writes() {
-        let kinds = vec![
-            crate::model::EventKind::ActivityCompleted {
+    fn line(seq: u64) -> Vec<u8> {
+        let event = Event {
+            id: format!("evnt_{seq}"),
+            run_id: "wrun_x".into(),
+            seq,
+            timestamp: -5,
+            version: EVENT_FORMAT_VERSION,
+            kind: EventKind::ActivityCompleted {
                 position: 3,
                 attempt: 1,
                 output: Payload::encode(&serde_json::json!({"a": [1, "x\"y"]})).unwrap(),
             },
-            crate::model::EventKind::TimerFired { position: 0 },
-            crate::model::EventKind::WorkflowCancelled {
-                reason: Some("quote \" and \\ and \u{1}".into()),
-            },
-            crate::model::EventKind::WorkflowCompensating {},
-        ];
-        for (seq, kind) in kinds.into_iter().enumerate() {
-            let event = Event {
-                id: "evnt_01ARZ3NDEKTSV4RRFFQ69G5FAV".into(),
-                run_id: "wrun_\"odd\"".into(),
-                seq: seq as u64,
-                timestamp: -5,
-                version: EVENT_FORMAT_VERSION,
-                kind,
-            };
-            let mut expected = serde_json::to_vec(&event).unwrap();
-            expected.push(b'\n');
-            let line = encode(&[Arc::new(event.clone())]).unwrap();
-            assert_eq!(
-                String::from_utf8(line.clone()).unwrap(),
-                String::from_utf8(expected).unwrap()
-            );
-            let back: Event = serde_json::from_slice(&line[..line.len() - 1]).unwrap();
-            assert_eq!(back, event);
-        }
+        };
+        encode(&[Arc::new(event)]).unwrap()
+    }
+
+    fn scan(bytes: &[u8]) -> Result<Scan, WorldError> {
+        scan_events(Path::new("log"), bytes, Records::Checksummed, |_, _| Ok(()))
+    }
+
+    #[test]
+    fn only_a_last_line_without_its_newline_is_torn() {
+        let mut bytes = [line(0), line(1)].concat();
+        let whole = bytes.len();
+        let third = line(2);
+        bytes.extend_from_slice(&third[..third.len() - 1]);
+        let found = scan(&bytes).unwrap();
+        assert!(found.torn);
+        assert_eq!((found.count, found.good_end), (2, whole));
+
+        // A whole last line that was changed is corruption, not a torn write.
+        let mut edited = [line(0), line(1)].concat();
+        let at = edited.len() - 30;
+        edited[at] ^= 0x01;
+        let err = scan(&edited).unwrap_err().to_string();
+        assert!(
+            err.contains(&format!("byte offset {}", line(0).len())),
+            "{err}"
+        );
+        assert!(err.contains("checksum"), "{err}");
     }
 }

@@ -1,18 +1,18 @@
 //! The file store: a [`MemoryStore`] for every read, in front of a write-ahead, append-only
 //! event log per run on disk, which several processes on one host may share.
 //!
-//! Layout under the root directory (format 2, see [`format`]):
+//! Layout under the root directory (format 4, see [`format`]):
 //!
 //! ```text
 //! root/
-//!   state/format.json                 {"format": 3}
+//!   state/format.json                 {"format": 4}
 //!   state/lock                        held shared by every file store (a hybrid store takes it exclusive)
 //!   state/owners/{member}.lock        held exclusive by one open store: its liveness
 //!   state/inbox/{member}/{run_id}     "run_id changed": a note for the member driving it
 //!   leases/{run_id}                   the member driving the run
 //!   ids/{hex of workflow id}          reserves a workflow id across processes
 //!   ids/key-{hex of key}              the run an idempotency key last started, and when
-//!   workflows/{run_id}.events.ndjson  one JSON event per line, in seq order
+//!   workflows/{run_id}.events.ndjson  one record per line (an event and its checksum, see `record.rs`), in seq order
 //!   streams/{run_id}/{name}.ndjson    one stream chunk per line (see `store/streams/files.rs`)
 //!   schedules/{id}.json               one schedule each (see `store/schedules/files.rs`)
 //! ```
@@ -38,11 +38,14 @@
 //! Timers are kept in memory only, by the process driving the run: whoever starts driving a run
 //! re-arms its timers from history (see `engine::recovery`), so they need no file of their own.
 
+mod checksums;
 mod create;
 mod format;
 mod keys;
 mod lease;
 mod log;
+mod record;
+mod wal_read;
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -62,9 +65,30 @@ use super::{Appended, HookRef, MemoryStore, RunStore, Timer, TimerStore};
 use lease::Membership;
 use log::{apply_events, list_run_logs_removing, LOG_SUFFIX, TMP_SUFFIX};
 pub(in crate::store) use log::{
-    check_run_id, encode, io_error, list_run_logs, load_run_log, log_path, now, scan_events,
-    scan_events_at, sync_dir, truncate_torn, LogBatch,
+    check_run_id, encode, io_error, list_run_logs, load_run_log, log_path, now, scan_events_at,
+    sync_dir, truncate_torn, LogBatch, Records,
 };
+pub(in crate::store) use wal_read::{WalReplay, WAL_FILES};
+
+/// What the write-ahead logs of a hybrid store held when a [`FileStore`] read them (see
+/// [`FileStore::wal_summary`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct WalSummary {
+    /// Records in the WAL files, each verified.
+    pub records: u64,
+    /// Of those, events not yet compacted into their run's log: acknowledged work that only the
+    /// WAL holds until the hybrid store next compacts.
+    pub pending: u64,
+}
+
+/// True if a hybrid store holds the directory under `root` (`state/lock` taken exclusive).
+fn hybrid_store_running(root: &Path) -> bool {
+    let path = root.join("state").join("lock");
+    let Ok(file) = File::open(&path) else {
+        return false;
+    };
+    matches!(file.try_lock_shared(), Err(fs::TryLockError::WouldBlock))
+}
 
 /// The open log of one run.
 struct RunLog {
@@ -110,6 +134,8 @@ pub struct FileStore {
     member: Option<Membership>,
     /// What loading found but left alone (read-only mode only).
     warnings: Vec<String>,
+    /// What a read-only open found in a hybrid store's write-ahead logs.
+    wal: WalSummary,
     /// The runs' streams, under `streams/` (see `store/streams/files.rs`).
     pub(in crate::store) streams: super::streams::FileStreams,
     /// The schedules, under `schedules/` (see `store/schedules/files.rs`).
@@ -158,7 +184,7 @@ impl FileStore {
             fs::create_dir_all(dir).map_err(|e| io_error("could not create", dir, e))?;
         }
         sync_dir(&root)?;
-        format::check_format(&root, false)?;
+        format::check_format(&root, false, false)?;
         let member = Membership::join(&root)?;
         member.sweep_dead_members();
 
@@ -171,6 +197,7 @@ impl FileStore {
             logs: Mutex::new(HashMap::new()),
             member: Some(member),
             warnings: Vec::new(),
+            wal: WalSummary::default(),
         };
         store.load_new_runs()?;
         Ok(store)
@@ -186,7 +213,23 @@ impl FileStore {
     /// A missing `state/format.json` or an older format is reported there too. Every write
     /// (`create_run`, `append`) fails with an unsupported error.
     pub fn open_read_only(root: impl AsRef<Path>) -> Result<FileStore, WorldError> {
-        let root = root.as_ref().to_path_buf();
+        let root = root.as_ref();
+        let mut attempt = 1;
+        loop {
+            match Self::load_read_only(root) {
+                // A hybrid store compacting while the files are read can move events from its
+                // WAL into a run log between the two reads: read again.
+                Err(e) if attempt < 5 && hybrid_store_running(root) => {
+                    tracing::debug!(error = %e, attempt, "file store: read again while a hybrid store compacts");
+                    attempt += 1;
+                }
+                loaded => return loaded,
+            }
+        }
+    }
+
+    fn load_read_only(root: &Path) -> Result<FileStore, WorldError> {
+        let root = root.to_path_buf();
         let workflows = root.join("workflows");
         if !workflows.is_dir() {
             return Err(WorldError::invalid(
@@ -197,7 +240,8 @@ impl FileStore {
                 ),
             ));
         }
-        let mut warnings = format::check_format(&root, true)?;
+        let format = format::check_format(&root, true, false)?;
+        let mut warnings = format.warnings;
         let mut store = FileStore {
             streams: super::streams::FileStreams::new(&root, true, true),
             schedules: super::schedules::FileSchedules::new(&root, true),
@@ -207,17 +251,32 @@ impl FileStore {
             logs: Mutex::new(HashMap::new()),
             member: None,
             warnings: Vec::new(),
+            wal: WalSummary::default(),
         };
+        let mut counts = HashMap::new();
         for run_id in list_run_logs(&store.workflows, true)? {
             let path = log_path(&store.workflows, &run_id);
-            let loaded = load_run_log(&path, &run_id, &store.memory, true)?;
+            let loaded = load_run_log(&path, &run_id, &store.memory, true, format.records)?;
             warnings.extend(loaded.warning);
+            counts.insert(run_id, loaded.count);
+        }
+        let state = store.root.join("state");
+        let mut replay = WalReplay::new(&store.memory, &counts, format.records, true);
+        for name in WAL_FILES {
+            let replayed = replay.replay(&state.join(name))?;
+            store.wal.records += replayed.records;
+            store.wal.pending += replayed.pending;
+            warnings.extend(replayed.warning);
+        }
+        drop(replay);
+        // Runs found only in the WAL have no log yet: reads find them in memory all the same.
+        for (run_id, count) in counts {
             let log = RunLog {
-                path,
+                path: log_path(&store.workflows, &run_id),
                 file: None,
                 broken: false,
                 len: 0,
-                count: loaded.count,
+                count,
                 finished: true,
                 holder: None,
             };
@@ -228,6 +287,13 @@ impl FileStore {
         }
         store.warnings = warnings;
         Ok(store)
+    }
+
+    /// What a read-only open found in the write-ahead logs of a hybrid store (`state/wal.ndjson`
+    /// and `state/wal.next.ndjson`): every record there is verified and its events are included
+    /// in what the store shows. Empty for [`open`](Self::open), which does not read them.
+    pub fn wal_summary(&self) -> &WalSummary {
+        &self.wal
     }
 
     /// True if the store was opened with [`open_read_only`](Self::open_read_only).
@@ -260,9 +326,13 @@ impl FileStore {
     /// Reads `state/format.json` under the store root `state`'s parent, migrating an older
     /// format or writing it for a new store (see [`format`]). Read-only, problems are returned
     /// as warnings instead.
-    pub(super) fn check_format(state: &Path, read_only: bool) -> Result<Vec<String>, WorldError> {
+    pub(super) fn check_format(
+        state: &Path,
+        read_only: bool,
+        dir_lock_held: bool,
+    ) -> Result<(), WorldError> {
         let root = state.parent().unwrap_or(state);
-        format::check_format(root, read_only)
+        format::check_format(root, read_only, dir_lock_held).map(|_| ())
     }
 
     fn log_path(&self, run_id: &str) -> PathBuf {
@@ -440,6 +510,7 @@ fn catch_up(
         log.len as usize,
         log.count,
         memory,
+        Records::Checksummed,
     )?;
     log.len += scan.good_end as u64;
     log.count += scan.count;

@@ -1,18 +1,14 @@
 //! Compaction: moves the WAL's events into the per-run logs (every [`COMPACT_EVERY`], and on
-//! close), and replays the WAL into memory when the store opens.
+//! close). Replaying the WAL into memory when the store opens is `store/file/wal_read.rs`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
 use std::io::Read;
 use std::ops::Range;
-use std::path::Path;
 use std::time::Duration;
 
 use crate::error::WorldError;
-use crate::store::file::{
-    check_run_id, io_error, now, scan_events, scan_events_at, sync_dir, truncate_torn, LogBatch,
-};
-use crate::store::{MemoryStore, RunStore};
+use crate::store::file::{io_error, scan_events_at, sync_dir, LogBatch, Records};
 
 use super::Inner;
 
@@ -30,58 +26,6 @@ pub(super) struct Disk {
     /// An earlier compaction failed part-way: compaction is off until the store is reopened (the
     /// WAL keeps everything, so nothing acknowledged is lost).
     pub(super) broken: Option<String>,
-}
-
-/// Applies the WAL's events that are not in their run's log yet to `memory`, truncating a
-/// torn last line. `next` is each run's next `seq`, carried from one WAL file to the next.
-pub(super) fn replay(
-    wal_path: &Path,
-    memory: &MemoryStore,
-    counts: &HashMap<String, u64>,
-    next: &mut HashMap<String, u64>,
-) -> Result<(), WorldError> {
-    let bytes = match fs::read(wal_path) {
-        Ok(bytes) => bytes,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
-        Err(e) => return Err(io_error("could not read", wal_path, e)),
-    };
-    let scan = scan_events(wal_path, &bytes, |_, event| {
-        check_run_id(&event.run_id).map_err(|e| e.to_string())?;
-        let expected = next
-            .entry(event.run_id.clone())
-            .or_insert_with(|| counts.get(&event.run_id).copied().unwrap_or(0));
-        if event.seq < *expected {
-            // Already compacted into the run's log before a crash: it must be the same event.
-            let stored =
-                now(memory.history(&event.run_id, event.seq)).map_err(|e| e.to_string())?;
-            return match stored.first() {
-                Some(first) if first.id == event.id => Ok(()),
-                _ => Err(format!(
-                    "event {} of run {} at seq {} differs from the run log's",
-                    event.id, event.run_id, event.seq
-                )),
-            };
-        }
-        if event.seq > *expected {
-            return Err(format!(
-                "event seq {} of run {} where seq {expected} was expected",
-                event.seq, event.run_id
-            ));
-        }
-        let run_id = event.run_id.clone();
-        let stored = if event.seq == 0 {
-            now(memory.create_run(event))
-        } else {
-            now(memory.append(&run_id, vec![event])).map(|_| ())
-        };
-        stored.map_err(|e| format!("the history refuses this event: {e}"))?;
-        *expected += 1;
-        Ok(())
-    })?;
-    if scan.torn {
-        truncate_torn(wal_path, scan.good_end, bytes.len())?;
-    }
-    Ok(())
 }
 
 impl Inner {
@@ -199,28 +143,34 @@ impl Inner {
         // a WAL line is the run log's line byte for byte, so events are checked here but not
         // kept (or encoded again).
         let mut fresh: BTreeMap<String, Vec<Range<usize>>> = BTreeMap::new();
-        let scan = scan_events_at(&self.wal_path, bytes, base, |offset, event| {
-            let have = counts.get(&event.run_id).copied().unwrap_or(0)
-                + written.get(&event.run_id).copied().unwrap_or(0);
-            let batched = fresh.get(&event.run_id).map_or(0, Vec::len);
-            let expected = have + batched as u64;
-            if event.seq < expected {
-                return Ok(());
-            }
-            if event.seq > expected {
-                return Err(format!(
-                    "event seq {} of run {} where seq {expected} was expected",
-                    event.seq, event.run_id
-                ));
-            }
-            let start = offset - base;
-            let end = bytes[start..]
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(bytes.len(), |i| start + i + 1);
-            fresh.entry(event.run_id).or_default().push(start..end);
-            Ok(())
-        })?;
+        let scan = scan_events_at(
+            &self.wal_path,
+            bytes,
+            base,
+            Records::Checksummed,
+            |offset, event| {
+                let have = counts.get(&event.run_id).copied().unwrap_or(0)
+                    + written.get(&event.run_id).copied().unwrap_or(0);
+                let batched = fresh.get(&event.run_id).map_or(0, Vec::len);
+                let expected = have + batched as u64;
+                if event.seq < expected {
+                    return Ok(());
+                }
+                if event.seq > expected {
+                    return Err(format!(
+                        "event seq {} of run {} where seq {expected} was expected",
+                        event.seq, event.run_id
+                    ));
+                }
+                let start = offset - base;
+                let end = bytes[start..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(bytes.len(), |i| start + i + 1);
+                fresh.entry(event.run_id).or_default().push(start..end);
+                Ok(())
+            },
+        )?;
         if scan.torn {
             return Err(WorldError::Internal(format!(
                 "hybrid store: {} has an incomplete line at byte offset {} while open; not compacting",

@@ -5,11 +5,11 @@
 //!
 //! ```text
 //! root/
-//!   state/format.json                 {"format": 1}
+//!   state/format.json                 {"format": 4}
 //!   state/lock                        held (exclusive) while a HybridStore has the directory open
 //!   state/wal.ndjson                  every acknowledged write not yet compacted, in order
 //!   state/wal.next.ndjson             while a compaction runs: the writes made since it began
-//!   workflows/{run_id}.events.ndjson  one JSON event per line, in seq order
+//!   workflows/{run_id}.events.ndjson  one record per line, in seq order
 //!   streams/{run_id}/{name}.ndjson    stream chunks, outside the WAL (see `store/streams/files.rs`)
 //!   schedules/{id}.json               one schedule each, outside the WAL (see `store/schedules/files.rs`)
 //! ```
@@ -54,6 +54,7 @@ use crate::model::{ActivityState, Event, Page, ResolveData, WorkflowQueryFilter,
 
 use super::file::{
     check_run_id, encode, io_error, list_run_logs, load_run_log, log_path, sync_dir, FileStore,
+    Records, WalReplay, WAL_FILES,
 };
 use super::{Appended, MemoryStore, RunStore, Timer, TimerStore};
 use compact::Disk;
@@ -126,17 +127,19 @@ impl HybridStore {
         }
         sync_dir(&root)?;
         let lock = Self::lock(&state)?;
-        FileStore::check_format(&state, false)?;
+        FileStore::check_format(&state, false, true)?;
 
         let memory = MemoryStore::new();
         let mut counts = HashMap::new();
         for run_id in list_run_logs(&workflows, false)? {
-            let loaded = load_run_log(&log_path(&workflows, &run_id), &run_id, &memory, false)?;
+            let path = log_path(&workflows, &run_id);
+            let loaded = load_run_log(&path, &run_id, &memory, false, Records::Checksummed)?;
             counts.insert(run_id, loaded.count);
         }
 
-        let wal_path = state.join("wal.ndjson");
-        let next_path = state.join("wal.next.ndjson");
+        let [wal_name, next_name] = WAL_FILES;
+        let wal_path = state.join(wal_name);
+        let next_path = state.join(next_name);
         // A compaction that a crash interrupted left the newest writes in `next_path`: writes
         // go on there until the compaction at the end of this function finishes it.
         let interrupted = next_path.exists();
@@ -147,12 +150,12 @@ impl HybridStore {
             .open(active)
             .map_err(|e| io_error("could not open", active, e))?;
         sync_dir(&state)?;
-        let mut replayed = HashMap::new();
-        compact::replay(&wal_path, &memory, &counts, &mut replayed)?;
+        let mut replay = WalReplay::new(&memory, &counts, Records::Checksummed, false);
+        replay.replay(&wal_path)?;
         if interrupted {
-            compact::replay(&next_path, &memory, &counts, &mut replayed)?;
+            replay.replay(&next_path)?;
         }
-        drop(replayed);
+        drop(replay);
 
         let inner = Arc::new(Inner {
             wal: Wal::new(wal, &wal_path),

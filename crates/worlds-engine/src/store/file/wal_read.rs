@@ -1,0 +1,119 @@
+//! Reading a hybrid store's write-ahead logs (`state/wal.ndjson`, then `state/wal.next.ndjson`)
+//! into memory after the run logs: when a hybrid store opens, and read-only when a directory is
+//! inspected, so that what the WAL holds beyond the compacted logs is seen either way.
+
+use std::collections::HashMap;
+use std::fs;
+use std::path::Path;
+
+use crate::error::WorldError;
+use crate::store::{MemoryStore, RunStore};
+
+use super::log::{check_run_id, io_error, now, scan_events, truncate_torn, Records};
+
+/// The two WAL files under `state/`, in the order they are replayed.
+pub(in crate::store) const WAL_FILES: [&str; 2] = ["wal.ndjson", "wal.next.ndjson"];
+
+/// What [`WalReplay::replay`] found in one WAL file.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(in crate::store) struct Replayed {
+    /// Records in the file.
+    pub(in crate::store) records: u64,
+    /// Of those, events not in their run's log yet (applied to memory).
+    pub(in crate::store) pending: u64,
+    /// A torn last line left in place (read-only replays only).
+    pub(in crate::store) warning: Option<String>,
+}
+
+/// Replays WAL files over run logs already loaded into a memory store.
+pub(in crate::store) struct WalReplay<'a> {
+    memory: &'a MemoryStore,
+    /// Events in each run's log on disk.
+    counts: &'a HashMap<String, u64>,
+    /// Each run's next `seq`, carried from one WAL file to the next.
+    next: HashMap<String, u64>,
+    records: Records,
+    read_only: bool,
+}
+
+impl<'a> WalReplay<'a> {
+    /// A replay into `memory`, whose run logs held `counts` events. Unless `read_only`, a torn
+    /// last line is cut off.
+    pub(in crate::store) fn new(
+        memory: &'a MemoryStore,
+        counts: &'a HashMap<String, u64>,
+        records: Records,
+        read_only: bool,
+    ) -> Self {
+        WalReplay {
+            memory,
+            counts,
+            next: HashMap::new(),
+            records,
+            read_only,
+        }
+    }
+
+    /// Applies the events of the WAL file at `wal_path` that are not in their run's log yet.
+    /// A missing file holds nothing.
+    pub(in crate::store) fn replay(&mut self, wal_path: &Path) -> Result<Replayed, WorldError> {
+        let bytes = match fs::read(wal_path) {
+            Ok(bytes) => bytes,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Replayed::default()),
+            Err(e) => return Err(io_error("could not read", wal_path, e)),
+        };
+        let (memory, counts, next) = (self.memory, self.counts, &mut self.next);
+        let mut pending = 0;
+        let scan = scan_events(wal_path, &bytes, self.records, |_, event| {
+            check_run_id(&event.run_id).map_err(|e| e.to_string())?;
+            let expected = next
+                .entry(event.run_id.clone())
+                .or_insert_with(|| counts.get(&event.run_id).copied().unwrap_or(0));
+            if event.seq < *expected {
+                // Already compacted into the run's log before a crash: it must be the same
+                // event.
+                let stored =
+                    now(memory.history(&event.run_id, event.seq)).map_err(|e| e.to_string())?;
+                return match stored.first() {
+                    Some(first) if first.id == event.id => Ok(()),
+                    _ => Err(format!(
+                        "event {} of run {} at seq {} differs from the run log's",
+                        event.id, event.run_id, event.seq
+                    )),
+                };
+            }
+            if event.seq > *expected {
+                return Err(format!(
+                    "event seq {} of run {} where seq {expected} was expected",
+                    event.seq, event.run_id
+                ));
+            }
+            let run_id = event.run_id.clone();
+            let stored = if event.seq == 0 {
+                now(memory.create_run(event))
+            } else {
+                now(memory.append(&run_id, vec![event])).map(|_| ())
+            };
+            stored.map_err(|e| format!("the history refuses this event: {e}"))?;
+            *expected += 1;
+            pending += 1;
+            Ok(())
+        })?;
+        let mut warning = None;
+        if scan.torn && self.read_only {
+            warning = Some(format!(
+                "{}: incomplete last line at byte offset {} ({} bytes), left by a crash mid-write or a write in progress; opening the store for writing cuts it off",
+                wal_path.display(),
+                scan.good_end,
+                bytes.len() - scan.good_end
+            ));
+        } else if scan.torn {
+            truncate_torn(wal_path, scan.good_end, bytes.len())?;
+        }
+        Ok(Replayed {
+            records: scan.count,
+            pending,
+            warning,
+        })
+    }
+}

@@ -207,6 +207,50 @@ async fn steady_heartbeats_keep_a_long_attempt_alive(mode: Mode) {
     assert_eq!(took, 10_000, "five times its heartbeat timeout");
 }
 
+/// Regression: beats were recorded from spawned tasks, so the last ones before a step returned
+/// could land after its completion and be refused (9 of 10 beats, message "9/10").
+async fn every_beat_before_a_step_returns_is_recorded_in_order(mode: Mode) {
+    let t = test_world(mode).await;
+    let step = activity("count", |ctx: ActivityContext, _: ()| async move {
+        for i in 1..=10 {
+            ctx.heartbeat(format!("{i}/10"));
+        }
+        Ok::<_, StepError>(10)
+    });
+    let flow = single_step("count-flow", &step);
+    t.register(&step).unwrap().register(&flow).unwrap();
+    let run = t
+        .execute(&flow, (), WorkflowOptions::default())
+        .await
+        .unwrap();
+    let state = t.run_until_complete(&run.id, "1m").await.unwrap();
+    let beats: Vec<String> = state
+        .history
+        .iter()
+        .filter_map(|e| match &e.kind {
+            EventKind::ActivityHeartbeat { message, .. } => message.clone(),
+            _ => None,
+        })
+        .collect();
+    let expected: Vec<String> = (1..=10).map(|i| format!("{i}/10")).collect();
+    assert_eq!(beats, expected, "{:?}", event_types(&state));
+    let completed = state
+        .history
+        .iter()
+        .position(|e| matches!(e.kind, EventKind::ActivityCompleted { .. }))
+        .unwrap();
+    let last_beat = state
+        .history
+        .iter()
+        .rposition(|e| matches!(e.kind, EventKind::ActivityHeartbeat { .. }))
+        .unwrap();
+    assert!(last_beat < completed, "{:?}", event_types(&state));
+    assert_eq!(
+        state.activities[0].heartbeat_message.as_deref(),
+        Some("10/10")
+    );
+}
+
 async fn run_timeout_fails_a_run_that_sleeps_too_long(mode: Mode) {
     let flow = workflow("oversleeper", |ctx: WorkflowContext, _: ()| async move {
         ctx.sleep("1h").await?;
@@ -331,6 +375,7 @@ in_both_modes!(
     hung_attempt_times_out_and_the_retry_succeeds,
     silent_attempt_fails_with_heartbeat_timeout,
     steady_heartbeats_keep_a_long_attempt_alive,
+    every_beat_before_a_step_returns_is_recorded_in_order,
     run_timeout_fails_a_run_that_sleeps_too_long,
     run_finishing_in_time_is_untouched_by_its_timeout,
     sleep_accepts_unit_strings_milliseconds_and_durations,

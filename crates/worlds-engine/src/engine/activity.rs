@@ -48,7 +48,8 @@ struct ActivityInner {
     cancel: CancellationToken,
     clock: Arc<dyn Clock>,
     beat: Mutex<Beat>,
-    record: Option<Arc<dyn Fn(Option<String>) + Send + Sync>>,
+    /// Where beats are recorded; `None` outside a world.
+    record: Option<super::beats::BeatLog>,
     record_every: Millis,
     /// The token key, for [`ActivityContext::hook_token`].
     hooks: Option<Arc<crate::hooks::HookKit>>,
@@ -189,9 +190,15 @@ impl ActivityContext {
             }
         };
         if record {
-            if let Some(record) = &self.inner.record {
-                record(message);
+            if let Some(log) = &self.inner.record {
+                log.record(message);
             }
+        }
+    }
+
+    async fn flush_beats(&self) {
+        if let Some(log) = &self.inner.record {
+            log.flush().await;
         }
     }
 
@@ -323,6 +330,8 @@ impl Engine {
         self.progress
             .running_activities
             .fetch_sub(1, Ordering::AcqRel);
+        // Every beat sent before the attempt ended goes into history before its result.
+        ctx.flush_beats().await;
         match end {
             AttemptEnd::Cancelled => {}
             AttemptEnd::Returned(Ok(output)) => {
@@ -539,29 +548,12 @@ impl Engine {
         task: &ActivityTask,
         cancel: CancellationToken,
     ) -> ActivityContext {
-        let engine = Arc::downgrade(self);
-        let run_id = task.run_id.clone();
-        let (position, attempt) = (task.position, task.attempt);
-        let record: Arc<dyn Fn(Option<String>) + Send + Sync> = Arc::new(move |message| {
-            let Some(engine) = engine.upgrade() else {
-                return;
-            };
-            let run_id = run_id.clone();
-            // Heartbeats are called from synchronous code; record them in the background. A
-            // beat that lands after the attempt ended is refused by the store, harmlessly.
-            tokio::spawn(async move {
-                let _ = engine
-                    .append(
-                        &run_id,
-                        vec![EventKind::ActivityHeartbeat {
-                            position,
-                            attempt,
-                            message,
-                        }],
-                    )
-                    .await;
-            });
-        });
+        let beats = super::beats::BeatLog::new(
+            Arc::downgrade(self),
+            task.run_id.clone(),
+            task.position,
+            task.attempt,
+        );
         ActivityContext {
             inner: Arc::new(ActivityInner {
                 activity_id: task.activity_id.clone(),
@@ -576,7 +568,7 @@ impl Engine {
                     last_recorded: None,
                     message: None,
                 }),
-                record: Some(record),
+                record: Some(beats),
                 record_every: crate::clock::duration_ms(self.config.heartbeat_interval.0),
                 hooks: Some(self.hook_kit.clone()),
                 resources: Some(self.resources.clone()),

@@ -14,6 +14,7 @@
 //! Timers ([`timers`]) live in the store and fire through the world's clock.
 
 pub(crate) mod activity;
+mod beats;
 pub(crate) mod context;
 pub(crate) mod definitions;
 pub(crate) mod errors;

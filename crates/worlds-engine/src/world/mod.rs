@@ -253,11 +253,7 @@ impl World {
             .engine
             .create_run(name, input, options, None, None)
             .await?;
-        Ok(WorkflowHandle::new(
-            self.engine.clone(),
-            run_id,
-            workflow_id,
-        ))
+        Ok(WorkflowHandle::new(&self.engine, run_id, workflow_id))
     }
 
     /// A handle to an existing run, by run id or workflow id.
@@ -267,7 +263,7 @@ impl World {
     ) -> Result<WorkflowHandle<O>, WorldError> {
         let state = self.engine.store.get_run(id, ResolveData::None).await?;
         Ok(WorkflowHandle::new(
-            self.engine.clone(),
+            &self.engine,
             state.id,
             state.workflow_id,
         ))
@@ -335,28 +331,40 @@ impl World {
     ) -> Result<crate::HookResumed, WorldError> {
         let payload =
             Payload::encode(payload).map_err(|e| WorldError::serde("payload of the hook", e))?;
-        self.engine.resume_hook(token, payload).await
+        self.engine.resume_hook(token, payload, None).await
     }
 
     /// Resumes the webhook holding `token` with an HTTP request (what the world's webhook
-    /// endpoint does for a real request).
+    /// endpoint does for a real request). Besides the errors of
+    /// [`resume_hook`](Self::resume_hook): a method the webhook does not accept (405, see
+    /// [`HookOptions::methods`](crate::HookOptions::methods)).
     pub async fn resume_webhook(
         &self,
         token: &str,
         request: &crate::WebhookRequest,
     ) -> Result<crate::HookResumed, WorldError> {
-        self.resume_hook(token, request).await
+        let payload =
+            Payload::encode(request).map_err(|e| WorldError::serde("webhook request", e))?;
+        self.engine
+            .resume_hook(token, payload, Some(&request.method))
+            .await
     }
 
-    /// An axum [`Router`](axum::Router) that resumes webhooks: any request to
-    /// `{path of webhook_base_url}/{token}` resumes the webhook holding `token` and is answered
-    /// `202`. Merge it into your own server, or use [`serve_webhooks`](Self::serve_webhooks).
+    /// An axum [`Router`](axum::Router) that resumes webhooks: a request to
+    /// `{path of webhook_base_url}/{token}` with a method the webhook accepts resumes it and is
+    /// answered `202`; every refusal is `{"error": message}` with the error's status. Bodies
+    /// are limited to `max_payload_bytes` and read within the deadlines of
+    /// [`WorldConfig::webhook_server`]. Merge it into your own server (whose connections you
+    /// then protect yourself), or use [`serve_webhooks`](Self::serve_webhooks).
+    ///
+    /// The router does not keep the world alive: once the world is dropped it answers `503`.
     pub fn webhook_router(&self) -> axum::Router {
-        crate::http::webhooks_router(self.engine.clone())
+        crate::http::webhooks_router(&self.engine)
     }
 
     /// Serves [`webhook_router`](Self::webhook_router) on `addr` until the returned server is
-    /// shut down or dropped.
+    /// shut down or dropped, or the world is dropped, with the connection limits and timeouts
+    /// of [`WorldConfig::webhook_server`]. While the world is shut down it answers `503`.
     ///
     /// ```no_run
     /// # async fn demo(world: &worlds_engine::World) -> Result<(), worlds_engine::WorldError> {
@@ -368,7 +376,7 @@ impl World {
         &self,
         addr: impl tokio::net::ToSocketAddrs,
     ) -> Result<crate::http::WebhookServer, WorldError> {
-        crate::http::WebhookServer::start(self.engine.clone(), addr).await
+        crate::http::WebhookServer::start(&self.engine, addr).await
     }
 
     /// [`cancel`](Self::cancel), recording why in the `workflow_cancelled` event.
@@ -432,6 +440,18 @@ impl World {
 
     pub(crate) fn workers(&self) -> &WorkerPool {
         &self.workers
+    }
+}
+
+impl Drop for World {
+    /// Lets go of the store even where handles, routers or webhook servers of this world live
+    /// on: they hold the engine weakly, and what would keep it (the background loops) stops.
+    fn drop(&mut self) {
+        self.engine.accepting.store(false, Ordering::Release);
+        self.engine.closed.cancel();
+        if let Some(stop) = self.lifecycle.get_mut().stop.take() {
+            stop.cancel();
+        }
     }
 }
 

@@ -44,7 +44,7 @@ fn hooked() -> Workflow<String, WebhookRequest> {
 /// A started world with `hooked` registered.
 async fn world_with(config: WorldConfig) -> World {
     let world = World::new(config).unwrap();
-    world.register(&hooked()).unwrap();
+    world.register(hooked()).unwrap();
     world.start().await.unwrap();
     world
 }
@@ -476,7 +476,7 @@ async fn a_handle_kept_after_shutdown_does_not_hold_the_hybrid_directory() {
     drop(world);
 
     let world = World::new(config).expect("the directory is free once its world is gone");
-    world.register(&hooked()).unwrap();
+    world.register(hooked()).unwrap();
     world.start().await.unwrap();
     let err = timeout(BOUND, kept.result()).await.unwrap().unwrap_err();
     assert_eq!(err.kind(), ErrorKind::Unavailable, "{err}");

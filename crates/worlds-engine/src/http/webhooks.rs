@@ -528,12 +528,16 @@ mod tests {
     #[test]
     fn options_are_checked() {
         assert!(WebhookServerOptions::default().validate().is_ok());
-        let mut options = WebhookServerOptions::default();
-        options.max_connections = 0;
+        let options = WebhookServerOptions {
+            max_connections: 0,
+            ..WebhookServerOptions::default()
+        };
         let err = options.validate().unwrap_err();
         assert!(err.to_string().contains("max_connections"), "{err}");
-        let mut options = WebhookServerOptions::default();
-        options.body_deadline = Dur::ZERO;
+        let options = WebhookServerOptions {
+            body_deadline: Dur::ZERO,
+            ..WebhookServerOptions::default()
+        };
         let err = options.validate().unwrap_err();
         assert!(err.to_string().contains("body_deadline"), "{err}");
     }

@@ -162,6 +162,15 @@ async fn a_client_that_stalls_in_its_headers_is_disconnected() {
         .await
         .unwrap();
     until_closed(&mut stream).await;
+    // So is one that sends nothing, and a keep-alive connection left idle after a request.
+    let mut silent = TcpStream::connect(server.local_addr()).await.unwrap();
+    until_closed(&mut silent).await;
+    let mut idle = TcpStream::connect(server.local_addr()).await.unwrap();
+    idle.write_all(b"GET /elsewhere HTTP/1.1\r\nhost: test\r\n\r\n")
+        .await
+        .unwrap();
+    let answer = Answer::parse(&until_closed(&mut idle).await);
+    assert_eq!(answer.status, 404, "{answer:?}");
     server.shutdown().await;
     world.shutdown().await.unwrap();
 }
@@ -211,10 +220,11 @@ async fn connections_beyond_the_cap_wait_for_a_free_slot() {
     // Two open connections that send nothing fill the cap of two.
     let first = TcpStream::connect(addr).await.unwrap();
     let _second = TcpStream::connect(addr).await.unwrap();
-    let waiting = tokio::spawn(async move { send(addr, "POST", "/webhooks/nope", b"").await });
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let mut waiting = tokio::spawn(async move { send(addr, "POST", "/webhooks/nope", b"").await });
     assert!(
-        !waiting.is_finished(),
+        timeout(Duration::from_millis(300), &mut waiting)
+            .await
+            .is_err(),
         "a third connection was served while two held the cap of two"
     );
     drop(first);
@@ -493,16 +503,18 @@ async fn a_handle_kept_after_shutdown_does_not_hold_the_hybrid_directory() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_server_that_outlives_its_world_hands_the_run_to_the_next_world() {
     let dir = tempfile::tempdir().unwrap();
-    let config = durable(dir.path(), Persistence::File);
-    let world = world_with(config.clone()).await;
-    let kept = waiting_webhook(&world, "handover").await;
-    let old_server = world.serve_webhooks("127.0.0.1:0").await.unwrap();
+    let mut config = durable(dir.path(), Persistence::File);
+    config.shared_poll_interval = Dur::from_millis(50);
+    let old_world = world_with(config.clone()).await;
+    let kept = waiting_webhook(&old_world, "handover").await;
+    let old_server = old_world.serve_webhooks("127.0.0.1:0").await.unwrap();
     let old_addr = old_server.local_addr();
-    world.shutdown().await.unwrap();
-    drop(world);
+    old_world.shutdown().await.unwrap();
 
+    // The new world listens before the old one is gone, so the two addresses differ.
     let world = world_with(config).await;
     let server = world.serve_webhooks("127.0.0.1:0").await.unwrap();
+    drop(old_world);
     // The old endpoint does not take the request for a world that is gone (it refuses, or
     // it has stopped listening).
     if let Ok(Ok(mut stream)) = timeout(BOUND, TcpStream::connect(old_addr)).await {

@@ -182,9 +182,12 @@ impl World {
         Ok(())
     }
 
-    /// Stops gracefully: refuses new runs, lets every worker finish the task in hand, then
-    /// stops the timer service. Queued work stays in the store's runs and resumes on the next
-    /// start of a durable world.
+    /// Stops gracefully: refuses new runs and hook payloads (503), lets every worker finish the
+    /// task in hand, then stops the timer service. Queued work stays in the store's runs and
+    /// resumes on the next start of a durable world.
+    ///
+    /// The store stays open until the world is dropped (a shut-down world can start again);
+    /// handles and webhook servers of the world do not keep it open after that.
     pub async fn shutdown(&self) -> Result<(), WorldError> {
         self.shutdown_inner().instrument(self.log_span()).await;
         self.engine.logs.flush_reporting();
@@ -322,7 +325,8 @@ impl World {
     ///
     /// Errors: no waiting hook has the token (404: it never existed, or its run finished);
     /// the hook was already resumed (409); it expired (410); the payload does not have the
-    /// hook's type, when this process knows it (400); the payload is over the size limit (413).
+    /// hook's type, when this process knows it (400); the payload is over the size limit (413);
+    /// the world is shut down (503).
     /// Works from any process on a shared file directory.
     pub async fn resume_hook<P: Serialize + ?Sized>(
         &self,

@@ -34,6 +34,10 @@ pub enum ErrorKind {
     Unsupported,
     /// The thing existed but is gone for good: an expired hook (410).
     Gone,
+    /// A webhook was called with an HTTP method it does not accept (405).
+    MethodNotAllowed,
+    /// A request body did not arrive in time (408).
+    RequestTimeout,
     /// A fault inside the engine or its storage (500).
     Internal,
 }
@@ -50,6 +54,8 @@ impl ErrorKind {
             ErrorKind::Unavailable => 503,
             ErrorKind::Unsupported => 501,
             ErrorKind::Gone => 410,
+            ErrorKind::MethodNotAllowed => 405,
+            ErrorKind::RequestTimeout => 408,
             ErrorKind::RunFailed | ErrorKind::Internal => 500,
         }
     }
@@ -146,6 +152,17 @@ pub enum WorldError {
     /// The thing asked for existed but is gone for good (an expired hook).
     #[error("{0}")]
     Gone(String),
+    /// A webhook was called with a method it was not created for.
+    #[error("a webhook does not accept {method} requests; it accepts {}: send one of those", allowed.join(", "))]
+    MethodNotAllowed {
+        /// The method of the request.
+        method: String,
+        /// The methods the webhook accepts.
+        allowed: Vec<String>,
+    },
+    /// A request (its body) did not arrive within the time the server allows.
+    #[error("{0}")]
+    RequestTimeout(String),
     /// A value could not be serialized or deserialized.
     #[error("could not convert {what}: {source}")]
     Serialization {
@@ -179,6 +196,8 @@ impl WorldError {
             WorldError::Unavailable(_) => ErrorKind::Unavailable,
             WorldError::Unsupported(_) => ErrorKind::Unsupported,
             WorldError::Gone(_) => ErrorKind::Gone,
+            WorldError::MethodNotAllowed { .. } => ErrorKind::MethodNotAllowed,
+            WorldError::RequestTimeout(_) => ErrorKind::RequestTimeout,
             WorldError::Internal(_) => ErrorKind::Internal,
         }
     }

@@ -79,6 +79,7 @@ pub use hooks::{
     define_hook, Hook, HookDefinition, HookOptions, HookResumed, HookTicket, Webhook,
     WebhookRequest,
 };
+pub use http::{WebhookServer, WebhookServerOptions};
 pub use model::{
     ActivityOptions, ActivityState, ActivityStatus, CompensationState, Event, EventKind,
     FailureStrategy, HookState, HookStatus, OnConflict, Page, ResolveData, RunStatus, StatusFilter,

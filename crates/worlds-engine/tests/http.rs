@@ -307,7 +307,7 @@ async fn a_waiting_webhook_survives_a_restart_and_is_resumed_over_http() {
         let flow = workflow("restartable", move |ctx: WorkflowContext, _: ()| {
             let step = step.clone();
             async move {
-                let hook = ctx.create_webhook();
+                let hook = ctx.create_webhook_with(HookOptions::new().methods(["PUT"]));
                 ctx.run(&step, hook.url().to_owned()).await?;
                 Ok::<_, WorkflowError>(hook.wait().await?.body)
             }

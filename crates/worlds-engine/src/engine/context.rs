@@ -331,11 +331,28 @@ impl WorkflowContext {
             // So that `resume_hook` can refuse a payload of the wrong shape with a 400.
             self.core.hooks.add_validator(kind, validator);
         }
-        let invalid = match (&options.expires_in, &options.token) {
-            (Some(Err(message)), _) => Some(message.clone()),
-            (_, Some(token)) => crate::hooks::check_token(token).err(),
+        let methods = match (&options.methods, webhook) {
+            (None, _) => Ok(Vec::new()),
+            (Some(_), false) => Err(
+                "HookOptions::methods applies to webhooks only; use ctx.create_webhook_with"
+                    .to_owned(),
+            ),
+            (Some(methods), true) => crate::hooks::check_methods(methods).map(|methods| {
+                // The default, recorded as nothing, keeps the event as it was.
+                if methods == [crate::model::DEFAULT_WEBHOOK_METHOD] {
+                    Vec::new()
+                } else {
+                    methods
+                }
+            }),
+        };
+        let invalid = match (&options.expires_in, &options.token, &methods) {
+            (Some(Err(message)), _, _) => Some(message.clone()),
+            (_, _, Err(message)) => Some(message.clone()),
+            (_, Some(token), _) => crate::hooks::check_token(token).err(),
             _ => None,
         };
+        let methods = methods.unwrap_or_default();
         if let Some(message) = invalid {
             let position = self.core.issue_unrecorded(CommandDesc::Hook);
             let error = ContextError::InvalidArgument {
@@ -372,6 +389,7 @@ impl WorkflowContext {
                         .saturating_add(crate::clock::duration_ms(d))
                 }),
                 webhook,
+                methods: methods.clone(),
                 hook_type,
                 chosen: chosen.is_some(),
             },

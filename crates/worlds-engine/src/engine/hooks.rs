@@ -1,6 +1,7 @@
 //! The engine's side of hooks: recording new hooks, resuming them from outside, expiring them,
 //! and releasing their tokens when the run ends.
 
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::error::WorldError;
@@ -38,6 +39,7 @@ impl Engine {
             token_digest: hook.token_digest.clone(),
             expires_at: hook.expires_at,
             webhook: hook.webhook,
+            methods: hook.methods.clone(),
             hook_type: hook.hook_type.clone(),
         };
         let first = if held { conflict.clone() } else { created };
@@ -83,12 +85,31 @@ impl Engine {
         Ok(state.hook(found.position).is_some_and(|h| h.is_live()))
     }
 
-    /// Delivers a payload to the hook holding `token`.
+    /// Refuses payloads while the world is shut down: a run resumed then would wait for the
+    /// next world, and a caller told `202` would believe it was handled.
+    pub(crate) fn check_resumable(&self) -> Result<(), WorldError> {
+        if self.closed.is_cancelled() {
+            return Err(WorldError::Unavailable(
+                "the world has been dropped and accepts no hook payloads; send it to a running world".into(),
+            ));
+        }
+        if !self.accepting.load(Ordering::Acquire) {
+            return Err(WorldError::Unavailable(
+                "the world is shut down and accepts no hook payloads until it starts again; retry later".into(),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Delivers a payload to the hook holding `token`. With `method` (a request to a webhook),
+    /// the hook must accept that HTTP method.
     pub(crate) async fn resume_hook(
         &self,
         token: &str,
         payload: Payload,
+        method: Option<&str>,
     ) -> Result<HookResumed, WorldError> {
+        self.check_resumable()?;
         let digest = token_digest(token);
         let unknown = || {
             WorldError::NotFound {
@@ -116,6 +137,15 @@ impl Engine {
             }
             HookStatus::Expired => return Err(Self::expired(&hook_id, &state)),
             HookStatus::Conflict | HookStatus::Disposed => return Err(unknown()),
+        }
+        if let Some(method) = method {
+            let allowed = hook.allowed_methods();
+            if !allowed.iter().any(|m| m.eq_ignore_ascii_case(method)) {
+                return Err(WorldError::MethodNotAllowed {
+                    method: method.to_owned(),
+                    allowed: allowed.iter().map(|m| (*m).to_owned()).collect(),
+                });
+            }
         }
         if hook.expires_at.is_some_and(|at| self.clock.now_ms() >= at) {
             return Err(Self::expired(&hook_id, &state));

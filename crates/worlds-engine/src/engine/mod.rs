@@ -148,6 +148,9 @@ pub(crate) struct Engine {
     pub(crate) progress: Progress,
     pub(crate) timer_wake: Notify,
     pub(crate) accepting: AtomicBool,
+    /// Cancelled when the world is dropped: handles and webhook servers that outlive it stop
+    /// waiting on it and refuse what they are asked.
+    pub(crate) closed: CancellationToken,
     runs: Mutex<FxHashMap<Arc<str>, RunSlot>>,
     cached_runs: AtomicUsize,
     /// A counter that orders cache uses.
@@ -189,6 +192,7 @@ impl Engine {
             progress: Progress::default(),
             timer_wake: Notify::new(),
             accepting: AtomicBool::new(true),
+            closed: CancellationToken::new(),
             runs: Mutex::new(FxHashMap::default()),
             cached_runs: AtomicUsize::new(0),
             use_clock: AtomicU64::new(0),

@@ -42,11 +42,13 @@ use crate::engine::context::{CommandFuture, WorkflowContext};
 pub use token::token_digest;
 pub(crate) use token::HookKey;
 
-/// Options of a hook: a token of your own, an expiry.
+/// Options of a hook: a token of your own, an expiry, and for a webhook the HTTP methods that
+/// resume it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct HookOptions {
     pub(crate) token: Option<String>,
     pub(crate) expires_in: Option<Result<std::time::Duration, String>>,
+    pub(crate) methods: Option<Vec<String>>,
 }
 
 impl HookOptions {
@@ -70,6 +72,40 @@ impl HookOptions {
         self.expires_in = Some(duration.into_duration().map_err(|e| e.to_string()));
         self
     }
+
+    /// The HTTP methods whose requests resume a webhook (`["POST", "PUT"]`); any other method
+    /// is answered `405` and leaves the webhook waiting. Default `POST` only, so that link
+    /// previews and scanners, which send `GET` and `HEAD`, cannot use a webhook up. Only for
+    /// [`create_webhook_with`](crate::WorkflowContext::create_webhook_with): a plain hook given
+    /// methods fails its `wait()` with an invalid argument.
+    pub fn methods<I, S>(mut self, methods: I) -> Self
+    where
+        I: IntoIterator<Item = S>,
+        S: Into<String>,
+    {
+        self.methods = Some(methods.into_iter().map(Into::into).collect());
+        self
+    }
+}
+
+/// Checks the methods of a webhook and returns them upper case, without repeats.
+pub(crate) fn check_methods(methods: &[String]) -> Result<Vec<String>, String> {
+    if methods.is_empty() {
+        return Err("a webhook needs at least one HTTP method (the default is POST)".into());
+    }
+    let mut checked: Vec<String> = Vec::new();
+    for method in methods {
+        let upper = method.to_ascii_uppercase();
+        if axum::http::Method::from_bytes(upper.as_bytes()).is_err() {
+            return Err(format!(
+                "{method:?} is not an HTTP method; use names such as \"POST\" or \"PUT\""
+            ));
+        }
+        if !checked.contains(&upper) {
+            checked.push(upper);
+        }
+    }
+    Ok(checked)
 }
 
 /// What runs need to make hooks: the token key and where webhook URLs point.
@@ -128,8 +164,14 @@ impl HookKit {
 /// Longest caller-chosen token.
 const MAX_TOKEN_LEN: usize = 200;
 
-/// Checks a caller-chosen token: 1 to 200 characters that need no escaping in a URL path.
+/// Checks a caller-chosen token: 1 to 200 characters that need no escaping in a URL path, not
+/// only dots (HTTP clients resolve `.` and `..` away, so such a webhook URL cannot be called).
 pub(crate) fn check_token(token: &str) -> Result<(), String> {
+    if !token.is_empty() && token.bytes().all(|b| b == b'.') {
+        return Err(format!(
+            "a hook token must not consist of dots only ({token:?}): clients resolve it away as a path segment; add a letter or digit"
+        ));
+    }
     let ok = !token.is_empty()
         && token.len() <= MAX_TOKEN_LEN
         && token
@@ -152,6 +194,8 @@ pub(crate) struct NewHook {
     pub(crate) token_digest: String,
     pub(crate) expires_at: Option<Millis>,
     pub(crate) webhook: bool,
+    /// The HTTP methods of a webhook; empty for the default (`POST`).
+    pub(crate) methods: Vec<String>,
     pub(crate) hook_type: Option<String>,
     /// The caller chose the token, so it may clash with another live hook's.
     pub(crate) chosen: bool,

@@ -1,25 +1,113 @@
-//! The webhook endpoint: `ANY {path of webhook_base_url}/{token}` resumes the webhook holding
-//! `token` with the request and answers `202 Accepted` (`{"run_id", "hook_id"}`), or the error's
-//! status with `{"error": message}`: 404 for an unknown token, 409 for a webhook already
-//! resumed, 410 for an expired one, 413 for a body over the payload limit.
+//! The webhook endpoint: a request to `{path of webhook_base_url}/{token}` with a method the
+//! webhook accepts (`POST` unless it was created with others) resumes the webhook holding
+//! `token` and is answered `202 Accepted` (`{"run_id", "hook_id"}`). Every refusal is
+//! `{"error": message}` with the error's status: 400 for a malformed URL, 404 for an unknown
+//! token or any other path, 405 (with `Allow`) for a method the webhook does not accept, 408
+//! for a body that does not arrive in time, 409 for a webhook already resumed, 410 for an
+//! expired one, 413 for a body over `max_payload_bytes`, 503 while the world is shut down or
+//! after it was dropped.
+//!
+//! [`WebhookServer`] serves connections itself (hyper's HTTP/1 server with a timer) so that
+//! hostile clients cannot hold it: headers must arrive within a timeout (which also closes idle
+//! keep-alive connections), bodies within a deadline and without long pauses, connections
+//! beyond a limit wait in the listen backlog, and shutdown waits for requests in progress at
+//! most the world's `shutdown_grace`.
+//!
+//! These timeouts guard sockets, not workflows: they run on Tokio's timer, not on the world's
+//! [`Clock`](crate::clock::Clock), which may be virtual and would then never fire.
 
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
+use std::time::Duration;
 
-use axum::body::Bytes;
+use axum::body::{Body, Bytes};
+use axum::extract::rejection::PathRejection;
 use axum::extract::{Path, RawQuery, State};
-use axum::http::{HeaderMap, Method, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, Method, StatusCode, Uri};
 use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::{Json, Router};
-use tokio::net::ToSocketAddrs;
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use http_body_util::{BodyExt, LengthLimitError, Limited};
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::server::graceful::GracefulShutdown;
+use hyper_util::service::TowerToHyperService;
+use serde::{Deserialize, Serialize};
+use tokio::net::{TcpListener, ToSocketAddrs};
+use tokio::sync::Semaphore;
+use tokio::task::{JoinHandle, JoinSet};
+use tokio_util::sync::CancellationToken;
+use tower_http::timeout::{TimeoutBody, TimeoutError};
 
+use crate::duration::Dur;
 use crate::engine::Engine;
 use crate::error::WorldError;
-use crate::hooks::WebhookRequest;
+use crate::hooks::{HookResumed, WebhookRequest};
 use crate::payload::Payload;
+
+/// Limits of the webhook endpoint against slow or hostile clients
+/// ([`WorldConfig::webhook_server`](crate::WorldConfig::webhook_server)).
+///
+/// ```
+/// use worlds_engine::duration::Dur;
+/// use worlds_engine::WorldConfig;
+/// let mut config = WorldConfig::memory();
+/// config.webhook_server.body_deadline = Dur::from_millis(10_000);
+/// config.webhook_server.max_connections = 256;
+/// assert!(config.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+#[non_exhaustive]
+pub struct WebhookServerOptions {
+    /// Longest wait for a request's headers, from the moment the connection is ready for a
+    /// request: a client that sends them slower is disconnected, and so is an idle keep-alive
+    /// connection. Default 10 s.
+    pub header_read_timeout: Dur,
+    /// Longest pause while a request body arrives; a longer one is answered 408. Default 10 s.
+    pub body_read_timeout: Dur,
+    /// Longest time for a whole request body, however steadily it trickles in; a slower one is
+    /// answered 408. Default 30 s.
+    pub body_deadline: Dur,
+    /// Most connections served at once; further ones wait in the listen backlog until one
+    /// closes. Default 1024.
+    pub max_connections: usize,
+}
+
+impl Default for WebhookServerOptions {
+    fn default() -> Self {
+        Self {
+            header_read_timeout: Dur(Duration::from_secs(10)),
+            body_read_timeout: Dur(Duration::from_secs(10)),
+            body_deadline: Dur(Duration::from_secs(30)),
+            max_connections: 1024,
+        }
+    }
+}
+
+impl WebhookServerOptions {
+    /// Checks the values, naming the first bad field.
+    pub(crate) fn validate(&self) -> Result<(), WorldError> {
+        for (field, value) in [
+            ("header_read_timeout", self.header_read_timeout),
+            ("body_read_timeout", self.body_read_timeout),
+            ("body_deadline", self.body_deadline),
+        ] {
+            if value.0.is_zero() {
+                return Err(WorldError::invalid(
+                    format!("webhook_server.{field}"),
+                    "must be positive",
+                ));
+            }
+        }
+        if self.max_connections == 0 {
+            return Err(WorldError::invalid(
+                "webhook_server.max_connections",
+                "must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+}
 
 /// The path part of a base URL (`http://host:3000/webhooks/` → `/webhooks`), without a
 /// trailing slash; empty for a bare host.
@@ -31,26 +119,114 @@ pub(crate) fn base_path(base_url: &str) -> String {
     path.trim_end_matches('/').to_owned()
 }
 
+/// What the handlers share. The engine is held weakly: a router or server that outlives its
+/// world must not keep the world's store open.
+#[derive(Clone)]
+struct Endpoint {
+    engine: Weak<Engine>,
+    base: Arc<str>,
+    body_read_timeout: Duration,
+    body_deadline: Duration,
+}
+
+impl Endpoint {
+    fn engine(&self) -> Result<Arc<Engine>, WorldError> {
+        self.engine
+            .upgrade()
+            .filter(|engine| !engine.closed.is_cancelled())
+            .ok_or_else(|| {
+                WorldError::Unavailable(
+                    "the world behind this webhook endpoint has been dropped; send the request to a running world's endpoint".into(),
+                )
+            })
+    }
+}
+
 /// The router answering webhook requests for `engine`.
-pub(crate) fn router(engine: Arc<Engine>) -> Router {
-    let path = format!("{}/{{token}}", base_path(&engine.hook_kit.webhook_base_url));
-    Router::new().route(&path, any(receive)).with_state(engine)
+pub(crate) fn router(engine: &Arc<Engine>) -> Router {
+    let base = base_path(&engine.hook_kit.webhook_base_url);
+    let options = &engine.config.webhook_server;
+    let endpoint = Endpoint {
+        engine: Arc::downgrade(engine),
+        base: Arc::from(base.as_str()),
+        body_read_timeout: options.body_read_timeout.0,
+        body_deadline: options.body_deadline.0,
+    };
+    Router::new()
+        .route(&format!("{base}/{{token}}"), any(receive))
+        .fallback(no_such_path)
+        .with_state(endpoint)
+}
+
+async fn no_such_path(State(endpoint): State<Endpoint>, uri: Uri) -> Response {
+    refusal(&WorldError::NotFound {
+        what: "webhook endpoint",
+        id: format!("{}; webhook URLs are {}/TOKEN", uri.path(), endpoint.base),
+    })
 }
 
 async fn receive(
-    State(engine): State<Arc<Engine>>,
-    Path(token): Path<String>,
+    State(endpoint): State<Endpoint>,
+    token: Result<Path<String>, PathRejection>,
     method: Method,
     headers: HeaderMap,
     RawQuery(query): RawQuery,
-    body: Bytes,
+    body: Body,
 ) -> Response {
+    match resume(&endpoint, token, method, headers, query, body).await {
+        Ok(resumed) => (StatusCode::ACCEPTED, Json(resumed)).into_response(),
+        Err(e) => refusal(&e),
+    }
+}
+
+async fn resume(
+    endpoint: &Endpoint,
+    token: Result<Path<String>, PathRejection>,
+    method: Method,
+    headers: HeaderMap,
+    query: Option<String>,
+    body: Body,
+) -> Result<HookResumed, WorldError> {
+    let Path(token) = token.map_err(|e| {
+        WorldError::invalid(
+            "webhook URL",
+            format!(
+                "{}; the last path segment must be the webhook's token, as in its URL",
+                e.body_text()
+            ),
+        )
+    })?;
+    // Checked before the body is read, and the engine let go while it is: a slow body must
+    // not keep a dropped world's store open.
+    let limit = {
+        let engine = endpoint.engine()?;
+        engine.check_resumable()?;
+        engine.config.max_payload_bytes
+    };
+    if let Some(declared) = declared_length(&headers) {
+        if declared > limit as u64 {
+            return Err(body_too_large(
+                usize::try_from(declared).unwrap_or(usize::MAX),
+                limit,
+            ));
+        }
+    }
+    let body = read_body(body, limit, endpoint).await?;
+    let size = payload_size(&method, &headers, query.as_deref(), &body);
+    if size > limit {
+        return Err(WorldError::PayloadTooLarge {
+            what: "webhook request as a payload (its body, headers and query as JSON)".into(),
+            size,
+            limit,
+        });
+    }
     let mut request = WebhookRequest {
         method: method.as_str().to_owned(),
         query,
         body: String::from_utf8_lossy(&body).into_owned(),
         ..WebhookRequest::default()
     };
+    drop(body);
     for (name, value) in &headers {
         let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
         request
@@ -62,52 +238,149 @@ async fn receive(
             })
             .or_insert(value);
     }
-    let resumed = match Payload::encode(&request) {
-        Ok(payload) => engine.resume_hook(&token, payload).await,
-        Err(e) => Err(WorldError::serde("webhook request", e)),
-    };
-    match resumed {
-        Ok(resumed) => (StatusCode::ACCEPTED, Json(resumed)).into_response(),
-        Err(e) => {
-            let status =
-                StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-            (status, Json(serde_json::json!({ "error": e.to_string() }))).into_response()
-        }
+    let payload = Payload::encode(&request).map_err(|e| WorldError::serde("webhook request", e))?;
+    drop(request);
+    endpoint
+        .engine()?
+        .resume_hook(&token, payload, Some(method.as_str()))
+        .await
+}
+
+fn declared_length(headers: &HeaderMap) -> Option<u64> {
+    headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse().ok())
+}
+
+fn body_too_large(size: usize, limit: usize) -> WorldError {
+    WorldError::PayloadTooLarge {
+        what: "body of the webhook request".into(),
+        size,
+        limit,
     }
 }
 
+/// Reads the body: at most `limit` bytes, no pause longer than the read timeout, all of it
+/// within the deadline.
+async fn read_body(body: Body, limit: usize, endpoint: &Endpoint) -> Result<Bytes, WorldError> {
+    let idle = endpoint.body_read_timeout;
+    let deadline = endpoint.body_deadline;
+    let body = Limited::new(TimeoutBody::new(idle, body), limit);
+    match tokio::time::timeout(deadline, body.collect()).await {
+        Ok(Ok(collected)) => Ok(collected.to_bytes()),
+        Ok(Err(e)) if e.is::<LengthLimitError>() => Err(body_too_large(limit + 1, limit)),
+        Ok(Err(e)) if e.is::<TimeoutError>() => Err(WorldError::RequestTimeout(format!(
+            "the request body paused for more than {}; send the body without pauses",
+            Dur(idle)
+        ))),
+        Ok(Err(e)) => Err(WorldError::invalid(
+            "request body",
+            format!("could not be read: {e}"),
+        )),
+        Err(_) => Err(WorldError::RequestTimeout(format!(
+            "the request body did not arrive within {}; send it faster or in a smaller request",
+            Dur(deadline)
+        ))),
+    }
+}
+
+/// The size of the request as a JSON payload, reckoned without building it: a body of control
+/// bytes grows sixfold as JSON and invalid UTF-8 threefold, which must be refused before that
+/// memory is spent.
+fn payload_size(method: &Method, headers: &HeaderMap, query: Option<&str>, body: &[u8]) -> usize {
+    // `{"method":"","headers":{},"query":"","body":""}`
+    const FRAME: usize = 48;
+    let mut size =
+        FRAME + json_len(method.as_str().as_bytes()) + query.map_or(0, |q| json_len(q.as_bytes()));
+    for (name, value) in headers {
+        // `"name":"value",` (or `, ` between repeated values, which is shorter)
+        size += json_len(name.as_str().as_bytes()) + json_len(value.as_bytes()) + 6;
+    }
+    size + json_len(body)
+}
+
+/// Bytes of `text` inside a JSON string, after lossy UTF-8 conversion.
+fn json_len(text: &[u8]) -> usize {
+    text.utf8_chunks()
+        .map(|chunk| {
+            let valid: usize = chunk
+                .valid()
+                .bytes()
+                .map(|b| match b {
+                    b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+                    0..=0x1f => 6,
+                    _ => 1,
+                })
+                .sum();
+            // One U+FFFD (3 bytes) replaces each invalid sequence.
+            valid + if chunk.invalid().is_empty() { 0 } else { 3 }
+        })
+        .sum()
+}
+
+/// The one shape of every refusal: the error's status and `{"error": message}`.
+fn refusal(error: &WorldError) -> Response {
+    let status =
+        StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut response = (
+        status,
+        Json(serde_json::json!({ "error": error.to_string() })),
+    )
+        .into_response();
+    let headers = response.headers_mut();
+    match error {
+        WorldError::MethodNotAllowed { allowed, .. } => {
+            if let Ok(allow) = HeaderValue::from_str(&allowed.join(", ")) {
+                headers.insert(header::ALLOW, allow);
+            }
+        }
+        // The rest of such a body may never come, or is not worth reading.
+        WorldError::RequestTimeout(_) | WorldError::PayloadTooLarge { .. } => {
+            headers.insert(header::CONNECTION, HeaderValue::from_static("close"));
+        }
+        _ => {}
+    }
+    response
+}
+
 /// A running webhook endpoint (see [`World::serve_webhooks`](crate::World::serve_webhooks)).
-/// Dropping it stops the server too.
+/// It stops when shut down, when dropped, or when its world is dropped; it does not keep the
+/// world alive.
 #[derive(Debug)]
 pub struct WebhookServer {
     addr: SocketAddr,
-    stop: Option<oneshot::Sender<()>>,
-    task: Option<JoinHandle<std::io::Result<()>>>,
+    stop: CancellationToken,
+    task: Option<JoinHandle<()>>,
 }
+
+/// Pause after a failed `accept` (out of file descriptors, say) before the next one.
+const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
 
 impl WebhookServer {
     pub(crate) async fn start(
-        engine: Arc<Engine>,
+        engine: &Arc<Engine>,
         addr: impl ToSocketAddrs,
     ) -> Result<WebhookServer, WorldError> {
-        let listener = tokio::net::TcpListener::bind(addr)
+        let listener = TcpListener::bind(addr)
             .await
             .map_err(|e| WorldError::Unavailable(format!("could not listen for webhooks: {e}")))?;
         let addr = listener
             .local_addr()
             .map_err(|e| WorldError::Internal(format!("webhook listener has no address: {e}")))?;
-        let (stop, stopped) = oneshot::channel::<()>();
-        let app = router(engine);
-        let task = tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async {
-                    let _ = stopped.await;
-                })
-                .await
-        });
+        let stop = CancellationToken::new();
+        let serving = Serving {
+            listener,
+            router: router(engine),
+            options: engine.config.webhook_server.clone(),
+            grace: engine.config.shutdown_grace.0,
+            stop: stop.clone(),
+            world_dropped: engine.closed.clone(),
+        };
+        let task = tokio::spawn(serving.run());
         Ok(WebhookServer {
             addr,
-            stop: Some(stop),
+            stop,
             task: Some(task),
         })
     }
@@ -117,11 +390,10 @@ impl WebhookServer {
         self.addr
     }
 
-    /// Stops accepting requests and waits for those in progress.
+    /// Stops accepting connections, lets requests in progress finish for at most the world's
+    /// `shutdown_grace`, then closes the connections still open.
     pub async fn shutdown(mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
+        self.stop.cancel();
         if let Some(task) = self.task.take() {
             let _ = task.await;
         }
@@ -130,9 +402,80 @@ impl WebhookServer {
 
 impl Drop for WebhookServer {
     fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
+        self.stop.cancel();
+    }
+}
+
+/// The accept loop and its connections.
+struct Serving {
+    listener: TcpListener,
+    router: Router,
+    options: WebhookServerOptions,
+    grace: Duration,
+    stop: CancellationToken,
+    world_dropped: CancellationToken,
+}
+
+impl Serving {
+    async fn run(self) {
+        let Serving {
+            listener,
+            router,
+            options,
+            grace,
+            stop,
+            world_dropped,
+        } = self;
+        let slots = Arc::new(Semaphore::new(options.max_connections));
+        let mut http = hyper::server::conn::http1::Builder::new();
+        // Without a timer hyper never applies its header read timeout.
+        http.timer(TokioTimer::new())
+            .header_read_timeout(options.header_read_timeout.0);
+        let service = TowerToHyperService::new(router);
+        let graceful = GracefulShutdown::new();
+        let mut connections = JoinSet::new();
+        loop {
+            // A slot is taken before accepting, so connections over the limit stay in the
+            // backlog instead of being accepted and held.
+            let slot = tokio::select! {
+                () = stop.cancelled() => break,
+                () = world_dropped.cancelled() => break,
+                slot = slots.clone().acquire_owned() => match slot {
+                    Ok(slot) => slot,
+                    Err(_) => break,
+                },
+            };
+            let stream = tokio::select! {
+                () = stop.cancelled() => break,
+                () = world_dropped.cancelled() => break,
+                accepted = listener.accept() => match accepted {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "webhook endpoint: could not accept a connection");
+                        tokio::time::sleep(ACCEPT_BACKOFF).await;
+                        continue;
+                    }
+                },
+            };
+            let connection =
+                graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
+            connections.spawn(async move {
+                if let Err(e) = connection.await {
+                    tracing::debug!(error = %e, "webhook endpoint: connection ended with an error");
+                }
+                drop(slot);
+            });
+            while connections.try_join_next().is_some() {}
         }
+        drop(listener);
+        tokio::select! {
+            () = graceful.shutdown() => {}
+            () = tokio::time::sleep(grace) => tracing::warn!(
+                open = connections.len(),
+                "webhook endpoint: shutdown grace period over; closing the connections still open"
+            ),
+        }
+        connections.shutdown().await;
     }
 }
 
@@ -146,5 +489,56 @@ mod tests {
         assert_eq!(base_path("https://x.test/a/b/"), "/a/b");
         assert_eq!(base_path("http://localhost:3000"), "");
         assert_eq!(base_path("/hooks"), "/hooks");
+    }
+
+    #[test]
+    fn json_len_matches_serde_json() {
+        for text in [
+            &b"plain"[..],
+            b"quote \" and \\ backslash",
+            b"\x00\x01\x1f\n\r\t\x08\x0c",
+            b"caf\xc3\xa9 \xff\xfe broken",
+            b"",
+        ] {
+            let lossy = String::from_utf8_lossy(text);
+            let encoded = serde_json::to_string(&lossy).unwrap();
+            assert_eq!(json_len(text) + 2, encoded.len(), "{text:?}");
+        }
+    }
+
+    #[test]
+    fn payload_size_is_not_below_the_encoded_request() {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-signature", HeaderValue::from_static("abc\"def"));
+        headers.append("x-many", HeaderValue::from_static("one"));
+        headers.append("x-many", HeaderValue::from_static("two"));
+        let body = b"{\"amount\":42}\n\x01";
+        let mut request = WebhookRequest::new("POST", String::from_utf8_lossy(body))
+            .header("x-signature", "abc\"def")
+            .header("x-many", "one, two");
+        request.query = Some("a=1&b=\"2\"".into());
+        let encoded = Payload::encode(&request).unwrap();
+        let reckoned = payload_size(&Method::POST, &headers, request.query.as_deref(), body);
+        assert!(
+            reckoned >= serde_json::to_vec(&request).unwrap().len(),
+            "{reckoned} vs {encoded:?}"
+        );
+    }
+
+    #[test]
+    fn options_are_checked() {
+        assert!(WebhookServerOptions::default().validate().is_ok());
+        let options = WebhookServerOptions {
+            max_connections: 0,
+            ..WebhookServerOptions::default()
+        };
+        let err = options.validate().unwrap_err();
+        assert!(err.to_string().contains("max_connections"), "{err}");
+        let options = WebhookServerOptions {
+            body_deadline: Dur::ZERO,
+            ..WebhookServerOptions::default()
+        };
+        let err = options.validate().unwrap_err();
+        assert!(err.to_string().contains("body_deadline"), "{err}");
     }
 }

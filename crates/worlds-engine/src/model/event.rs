@@ -326,6 +326,9 @@ pub enum EventKind {
         /// True for a webhook (its payload is an HTTP request).
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         webhook: bool,
+        /// The HTTP methods that resume a webhook, upper case; empty means `POST` only.
+        #[serde(default, skip_serializing_if = "Vec::is_empty")]
+        methods: Vec<String>,
         /// The payload type's name, for hooks made by a registered `define_hook` factory.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         hook_type: Option<String>,

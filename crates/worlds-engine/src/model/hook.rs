@@ -36,6 +36,10 @@ pub struct HookState {
     /// True for a webhook.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub webhook: bool,
+    /// The HTTP methods that resume it (a webhook), upper case; empty means `POST` only. See
+    /// [`HookState::allowed_methods`].
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub methods: Vec<String>,
     /// The payload type's name, for hooks of a registered `define_hook` factory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook_type: Option<String>,
@@ -54,7 +58,21 @@ impl HookState {
     pub fn is_live(&self) -> bool {
         self.status == HookStatus::Waiting
     }
+
+    /// The HTTP methods a request to its webhook URL may use: those it was created with
+    /// ([`HookOptions::methods`](crate::HookOptions::methods)), else `POST`.
+    pub fn allowed_methods(&self) -> Vec<&str> {
+        if self.methods.is_empty() {
+            vec![DEFAULT_WEBHOOK_METHOD]
+        } else {
+            self.methods.iter().map(String::as_str).collect()
+        }
+    }
 }
+
+/// The one method a webhook accepts unless it was created with others: link previews, scanners
+/// and prefetchers send `GET` and `HEAD`, and must not use a webhook up.
+pub(crate) const DEFAULT_WEBHOOK_METHOD: &str = "POST";
 
 /// Checks that a hook at `position` of run `run_id` may move from `hook`'s status to `to`.
 pub(crate) fn check_hook_change(

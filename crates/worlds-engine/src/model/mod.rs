@@ -13,6 +13,7 @@ mod state;
 mod status;
 
 pub use event::{Event, EventKind, QueuedRun, ValueKind, EVENT_FORMAT_VERSION};
+pub(crate) use hook::DEFAULT_WEBHOOK_METHOD;
 pub use hook::{HookState, HookStatus};
 pub use options::{ActivityOptions, FailureStrategy, OnConflict, WorkflowOptions};
 pub use query::{Page, ResolveData, StatusFilter, WorkflowQueryFilter};

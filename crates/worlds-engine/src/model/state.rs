@@ -740,6 +740,7 @@ impl WorkflowState {
                 token_digest,
                 expires_at,
                 webhook,
+                methods,
                 hook_type,
             } => self.hooks.push(HookState {
                 id: hook_id.clone(),
@@ -747,6 +748,7 @@ impl WorkflowState {
                 token_digest: token_digest.clone(),
                 status: HookStatus::Waiting,
                 webhook: *webhook,
+                methods: methods.clone(),
                 hook_type: hook_type.clone(),
                 created_at: at,
                 expires_at: *expires_at,
@@ -762,6 +764,7 @@ impl WorkflowState {
                 token_digest: token_digest.clone(),
                 status: HookStatus::Conflict,
                 webhook: false,
+                methods: Vec::new(),
                 hook_type: None,
                 created_at: at,
                 expires_at: None,

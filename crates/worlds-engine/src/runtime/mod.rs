@@ -102,7 +102,7 @@ where
     let input = Payload::encode(&input)
         .map_err(|e| WorldError::serde(format!("input of workflow '{name}'"), e))?;
     let (run_id, workflow_id) = engine.create_run(name, input, options, None, None).await?;
-    Ok(WorkflowHandle::new(engine, run_id, workflow_id))
+    Ok(WorkflowHandle::new(&engine, run_id, workflow_id))
 }
 
 /// Resumes the hook holding `token` with a payload, like [`World::resume_hook`].
@@ -113,7 +113,7 @@ pub async fn resume_hook<P: Serialize + ?Sized>(
     let engine = engine()?;
     let payload =
         Payload::encode(payload).map_err(|e| WorldError::serde("payload of the hook", e))?;
-    engine.resume_hook(token, payload).await
+    engine.resume_hook(token, payload, None).await
 }
 
 /// Resumes the webhook holding `token` with an HTTP request, like [`World::resume_webhook`].
@@ -121,7 +121,11 @@ pub async fn resume_webhook(
     token: &str,
     request: &WebhookRequest,
 ) -> Result<HookResumed, WorldError> {
-    resume_hook(token, request).await
+    let engine = engine()?;
+    let payload = Payload::encode(request).map_err(|e| WorldError::serde("webhook request", e))?;
+    engine
+        .resume_hook(token, payload, Some(&request.method))
+        .await
 }
 
 /// The state of a run, by run id or workflow id, as it is now (no waiting for it to finish):

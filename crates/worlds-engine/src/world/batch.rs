@@ -67,7 +67,7 @@ impl World {
             .into_iter()
             .map(|started| {
                 started.map(|(run_id, workflow_id)| {
-                    WorkflowHandle::new(self.engine.clone(), run_id, workflow_id)
+                    WorkflowHandle::new(&self.engine, run_id, workflow_id)
                 })
             })
             .collect())

@@ -96,6 +96,10 @@ pub struct WorldConfig {
     pub webhook_base_url: String,
     /// Logging: minimum level, log directory, flush interval (see [`crate::telemetry::logs`]).
     pub logs: crate::telemetry::logs::LogsConfig,
+    /// Timeouts and the connection limit of the webhook endpoint
+    /// ([`World::serve_webhooks`](crate::World::serve_webhooks)). Its shutdown waits at most
+    /// `shutdown_grace` for requests in progress.
+    pub webhook_server: crate::http::WebhookServerOptions,
 }
 
 /// A secret that never shows in `Debug` output.
@@ -137,6 +141,7 @@ impl Default for WorldConfig {
             webhook_base_url: "http://localhost:3000/webhooks".to_owned(),
             idempotency_ttl: Dur(Duration::from_secs(5)),
             logs: Default::default(),
+            webhook_server: Default::default(),
         }
     }
 }
@@ -176,6 +181,7 @@ impl WorldConfig {
         if self.shared_poll_interval.0.is_zero() {
             return bad("shared_poll_interval", "must be positive");
         }
+        self.webhook_server.validate()?;
         Ok(())
     }
 }

@@ -1,7 +1,7 @@
 //! Handles to runs.
 
 use std::marker::PhantomData;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use serde::de::DeserializeOwned;
 
@@ -10,12 +10,17 @@ use crate::error::WorldError;
 use crate::model::{RunStatus, WorkflowState};
 
 /// A handle to one run: wait for its result, inspect it, cancel it.
+///
+/// It does not keep its world alive: once the world is dropped, its methods fail with
+/// [`Unavailable`](crate::ErrorKind::Unavailable) (a [`result`](Self::result) in progress
+/// too), and the world's store (a locked hybrid directory, a file store's runs) is free for the
+/// next world, where `world.handle(id)` gives a new handle.
 pub struct WorkflowHandle<O> {
     /// The run id (`wrun_…`).
     pub id: String,
     /// The workflow id.
     pub workflow_id: String,
-    engine: Arc<Engine>,
+    engine: Weak<Engine>,
     _output: PhantomData<fn() -> O>,
 }
 
@@ -40,30 +45,53 @@ impl<O> std::fmt::Debug for WorkflowHandle<O> {
 }
 
 impl<O: DeserializeOwned> WorkflowHandle<O> {
-    pub(crate) fn new(engine: Arc<Engine>, id: String, workflow_id: String) -> Self {
+    pub(crate) fn new(engine: &Arc<Engine>, id: String, workflow_id: String) -> Self {
         Self {
             id,
             workflow_id,
-            engine,
+            engine: Arc::downgrade(engine),
             _output: PhantomData,
         }
     }
 
-    /// Waits for the run to finish and returns its result, or why there is none.
+    /// The engine of the world, while that world exists.
+    fn engine(&self) -> Result<Arc<Engine>, WorldError> {
+        self.engine
+            .upgrade()
+            .filter(|engine| !engine.closed.is_cancelled())
+            .ok_or_else(|| {
+                WorldError::Unavailable(format!(
+                    "the world of run {} has been dropped; open a world on its store and call world.handle(\"{}\") to follow the run",
+                    self.id, self.id
+                ))
+            })
+    }
+
+    /// Waits for the run to finish and returns its result, or why there is none. Fails with
+    /// `Unavailable` if the world is dropped first.
     pub async fn result(&self) -> Result<O, WorldError> {
-        let state = self.engine.wait_terminal(&self.id).await?;
+        let engine = self.engine()?;
+        let closed = engine.closed.clone();
+        let state = tokio::select! {
+            state = engine.wait_terminal(&self.id) => state?,
+            () = closed.cancelled() => return Err(WorldError::Unavailable(format!(
+                "the world of run {} was dropped before the run finished; open a world on its store and call world.handle(\"{}\") to follow the run",
+                self.id, self.id
+            ))),
+        };
         outcome(state)
     }
 
     /// The run's current state, with its history.
     pub async fn query(&self) -> Result<WorkflowState, WorldError> {
-        crate::world::query_with_history(&self.engine, &self.id).await
+        let engine = self.engine()?;
+        crate::world::query_with_history(&engine, &self.id).await
     }
 
     /// Cancels the run (and its unfinished children). Cancelling a cancelled run is a no-op;
     /// cancelling a finished one is a conflict.
     pub async fn cancel(&self) -> Result<(), WorldError> {
-        self.engine.cancel_run(&self.id, None).await
+        self.engine()?.cancel_run(&self.id, None).await
     }
 }
 

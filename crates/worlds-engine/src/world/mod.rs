@@ -182,9 +182,12 @@ impl World {
         Ok(())
     }
 
-    /// Stops gracefully: refuses new runs, lets every worker finish the task in hand, then
-    /// stops the timer service. Queued work stays in the store's runs and resumes on the next
-    /// start of a durable world.
+    /// Stops gracefully: refuses new runs and hook payloads (503), lets every worker finish the
+    /// task in hand, then stops the timer service. Queued work stays in the store's runs and
+    /// resumes on the next start of a durable world.
+    ///
+    /// The store stays open until the world is dropped (a shut-down world can start again);
+    /// handles and webhook servers of the world do not keep it open after that.
     pub async fn shutdown(&self) -> Result<(), WorldError> {
         self.shutdown_inner().instrument(self.log_span()).await;
         self.engine.logs.flush_reporting();
@@ -253,11 +256,7 @@ impl World {
             .engine
             .create_run(name, input, options, None, None)
             .await?;
-        Ok(WorkflowHandle::new(
-            self.engine.clone(),
-            run_id,
-            workflow_id,
-        ))
+        Ok(WorkflowHandle::new(&self.engine, run_id, workflow_id))
     }
 
     /// A handle to an existing run, by run id or workflow id.
@@ -267,7 +266,7 @@ impl World {
     ) -> Result<WorkflowHandle<O>, WorldError> {
         let state = self.engine.store.get_run(id, ResolveData::None).await?;
         Ok(WorkflowHandle::new(
-            self.engine.clone(),
+            &self.engine,
             state.id,
             state.workflow_id,
         ))
@@ -326,7 +325,8 @@ impl World {
     ///
     /// Errors: no waiting hook has the token (404: it never existed, or its run finished);
     /// the hook was already resumed (409); it expired (410); the payload does not have the
-    /// hook's type, when this process knows it (400); the payload is over the size limit (413).
+    /// hook's type, when this process knows it (400); the payload is over the size limit (413);
+    /// the world is shut down (503).
     /// Works from any process on a shared file directory.
     pub async fn resume_hook<P: Serialize + ?Sized>(
         &self,
@@ -335,28 +335,40 @@ impl World {
     ) -> Result<crate::HookResumed, WorldError> {
         let payload =
             Payload::encode(payload).map_err(|e| WorldError::serde("payload of the hook", e))?;
-        self.engine.resume_hook(token, payload).await
+        self.engine.resume_hook(token, payload, None).await
     }
 
     /// Resumes the webhook holding `token` with an HTTP request (what the world's webhook
-    /// endpoint does for a real request).
+    /// endpoint does for a real request). Besides the errors of
+    /// [`resume_hook`](Self::resume_hook): a method the webhook does not accept (405, see
+    /// [`HookOptions::methods`](crate::HookOptions::methods)).
     pub async fn resume_webhook(
         &self,
         token: &str,
         request: &crate::WebhookRequest,
     ) -> Result<crate::HookResumed, WorldError> {
-        self.resume_hook(token, request).await
+        let payload =
+            Payload::encode(request).map_err(|e| WorldError::serde("webhook request", e))?;
+        self.engine
+            .resume_hook(token, payload, Some(&request.method))
+            .await
     }
 
-    /// An axum [`Router`](axum::Router) that resumes webhooks: any request to
-    /// `{path of webhook_base_url}/{token}` resumes the webhook holding `token` and is answered
-    /// `202`. Merge it into your own server, or use [`serve_webhooks`](Self::serve_webhooks).
+    /// An axum [`Router`](axum::Router) that resumes webhooks: a request to
+    /// `{path of webhook_base_url}/{token}` with a method the webhook accepts resumes it and is
+    /// answered `202`; every refusal is `{"error": message}` with the error's status. Bodies
+    /// are limited to `max_payload_bytes` and read within the deadlines of
+    /// [`WorldConfig::webhook_server`]. Merge it into your own server (whose connections you
+    /// then protect yourself), or use [`serve_webhooks`](Self::serve_webhooks).
+    ///
+    /// The router does not keep the world alive: once the world is dropped it answers `503`.
     pub fn webhook_router(&self) -> axum::Router {
-        crate::http::webhooks_router(self.engine.clone())
+        crate::http::webhooks_router(&self.engine)
     }
 
     /// Serves [`webhook_router`](Self::webhook_router) on `addr` until the returned server is
-    /// shut down or dropped.
+    /// shut down or dropped, or the world is dropped, with the connection limits and timeouts
+    /// of [`WorldConfig::webhook_server`]. While the world is shut down it answers `503`.
     ///
     /// ```no_run
     /// # async fn demo(world: &worlds_engine::World) -> Result<(), worlds_engine::WorldError> {
@@ -368,7 +380,7 @@ impl World {
         &self,
         addr: impl tokio::net::ToSocketAddrs,
     ) -> Result<crate::http::WebhookServer, WorldError> {
-        crate::http::WebhookServer::start(self.engine.clone(), addr).await
+        crate::http::WebhookServer::start(&self.engine, addr).await
     }
 
     /// [`cancel`](Self::cancel), recording why in the `workflow_cancelled` event.
@@ -432,6 +444,18 @@ impl World {
 
     pub(crate) fn workers(&self) -> &WorkerPool {
         &self.workers
+    }
+}
+
+impl Drop for World {
+    /// Lets go of the store even where handles, routers or webhook servers of this world live
+    /// on: they hold the engine weakly, and what would keep it (the background loops) stops.
+    fn drop(&mut self) {
+        self.engine.accepting.store(false, Ordering::Release);
+        self.engine.closed.cancel();
+        if let Some(stop) = self.lifecycle.get_mut().stop.take() {
+            stop.cancel();
+        }
     }
 }
 

@@ -11,9 +11,10 @@ use rustc_hash::FxHashMap;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::error::WorldError;
+use crate::error::{codes, StructuredError, WorldError};
 use crate::model::{ActivityOptions, WorkflowOptions};
 use crate::payload::Payload;
+use crate::retry::FatalError;
 
 use super::activity::ActivityContext;
 use super::context::WorkflowContext;
@@ -108,12 +109,14 @@ where
             Ok(input) => handler(ctx, input)
                 .map(|result| {
                     let output = result?;
-                    Payload::encode(&output).map_err(WorkflowError::from)
+                    Payload::encode(&output).map_err(|e| {
+                        serialization(format!("the output could not be serialized: {e}")).into()
+                    })
                 })
                 .boxed(),
             Err(e) => {
                 let message = format!("input of workflow '{label}' does not match its type: {e}");
-                async move { Err(WorkflowError::msg(message)) }.boxed()
+                async move { Err(serialization(message).into()) }.boxed()
             }
         }
     });
@@ -204,12 +207,18 @@ where
         Ok(input) => handler(ctx, input)
             .map(|result| {
                 let output = result?;
-                Payload::encode(&output).map_err(StepError::from)
+                Payload::encode(&output).map_err(|e| {
+                    let message = format!("the output could not be serialized: {e}");
+                    FatalError::new(message)
+                        .with_code(codes::SERIALIZATION)
+                        .into()
+                })
             })
             .boxed(),
         Err(e) => {
             let message = format!("input of activity '{label}' does not match its type: {e}");
-            async move { Err(StepError::fatal(message)) }.boxed()
+            let error = FatalError::new(message).with_code(codes::SERIALIZATION);
+            async move { Err(error.into()) }.boxed()
         }
     });
     Activity {
@@ -341,4 +350,10 @@ impl Registry {
         names.sort();
         names
     }
+}
+
+/// A failure to convert a value to or from its JSON payload: recorded with the
+/// `SERIALIZATION` code.
+fn serialization(message: String) -> StructuredError {
+    StructuredError::new(message).with_code(codes::SERIALIZATION)
 }

@@ -2,9 +2,12 @@
 //!
 //! The format has five fields, `minute hour day-of-month month day-of-week`, each `*`, a value,
 //! a range `a-b`, a list `a,b` or a step `*/n` / `a-b/n`. Day-of-week runs 0–6 from Sunday
-//! (7 is Sunday too). When both day fields are restricted, a day matching either one matches
-//! (Vixie cron's rule). croner's extensions are accepted as well: month and weekday names
-//! (`JAN`, `MON`), `L`, `W`, `#`, and the nicknames `@daily`, `@hourly` and so on.
+//! (7 is Sunday too). When both day fields are restricted, a day matching either one matches; a
+//! day field counts as restricted unless it is a bare `*`, so a step over the whole range
+//! (`*/2`) restricts it too (croner's rule, which croniter shares; Vixie cron treats a field
+//! starting with `*` as unrestricted). A list may not have empty elements (`1,,15`, `1,`, `,5`).
+//! croner's extensions are accepted as well: month and weekday names (`JAN`, `MON`), `L`, `W`,
+//! `#`, and the nicknames `@daily`, `@hourly` and so on.
 //!
 //! **Daylight saving time**, in a zone that has it, follows croner:
 //!
@@ -174,6 +177,7 @@ impl CronExpr {
                 found,
             });
         }
+        check_lists(trimmed)?;
         let cron = parser().parse(trimmed).map_err(|e| explain(trimmed, &e))?;
         let parsed = CronExpr {
             expression: trimmed.to_owned(),
@@ -228,6 +232,28 @@ impl CronExpr {
             after: start.timestamp().to_string(),
         }
     }
+}
+
+/// Refuses a list with an empty element (`1,,15`, `1,`, `,5`), which croner lets through.
+fn check_lists(expression: &str) -> Result<(), CronError> {
+    if expression.starts_with('@') {
+        return Ok(());
+    }
+    for (field, value) in CronField::ALL
+        .into_iter()
+        .zip(expression.split_whitespace())
+    {
+        if value.split(',').any(str::is_empty) {
+            return Err(CronError::Field {
+                expression: expression.to_owned(),
+                field,
+                value: value.to_owned(),
+                reason: "a list has an empty element".to_owned(),
+                allowed: field.range(),
+            });
+        }
+    }
+    Ok(())
 }
 
 /// croner, set to the five-field format: no seconds field, no year field.
@@ -382,6 +408,10 @@ mod tests {
             ("0 9 * * MON-XYZ", CronField::DayOfWeek, "MON-XYZ"),
             ("*/0 * * * *", CronField::Minute, "*/0"),
             ("5-1x * * * *", CronField::Minute, "5-1x"),
+            ("0 0 1,,15 * *", CronField::DayOfMonth, "1,,15"),
+            ("1, * * * *", CronField::Minute, "1,"),
+            (",5 * * * *", CronField::Minute, ",5"),
+            ("0 9 * JAN, *", CronField::Month, "JAN,"),
         ];
         for (expression, field, value) in cases {
             match CronExpr::parse(expression, None) {
@@ -396,6 +426,21 @@ mod tests {
         let message = CronExpr::parse("0 9 32 * *", None).unwrap_err().to_string();
         assert!(message.contains("day-of-month field \"32\""), "{message}");
         assert!(message.contains("1-31"), "{message}");
+    }
+
+    #[test]
+    fn a_stepped_star_restricts_its_day_field() {
+        // Day 13, or a Sunday: `*/7` is a restriction (Sundays only), so the two day fields
+        // are OR'd. 2026-01-01 is a Thursday; the first Sunday is the 4th.
+        assert_eq!(
+            next("0 0 13 * */7", None, "2026-01-01T00:00:00Z"),
+            "2026-01-04T00:00:00Z"
+        );
+        // A bare `*` leaves it unrestricted: the 13th only.
+        assert_eq!(
+            next("0 0 13 * *", None, "2026-01-01T00:00:00Z"),
+            "2026-01-13T00:00:00Z"
+        );
     }
 
     #[test]

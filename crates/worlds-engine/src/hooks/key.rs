@@ -156,10 +156,11 @@ mod tests {
     use crate::world::HookSecret;
 
     fn durable(dir: &Path) -> WorldConfig {
-        let mut config = WorldConfig::default();
-        config.persistence = Persistence::File;
-        config.persistence_path = dir.to_path_buf();
-        config
+        WorldConfig {
+            persistence: Persistence::File,
+            persistence_path: dir.to_path_buf(),
+            ..WorldConfig::default()
+        }
     }
 
     fn no_env(_: &str) -> Option<String> {

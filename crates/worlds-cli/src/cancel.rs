@@ -14,6 +14,7 @@ use anyhow::{bail, Context};
 use worlds_engine::{World, WorldError};
 
 use crate::cli::CancelArgs;
+use crate::escape::escaped;
 use crate::writer::with_world;
 
 /// Runs `worlds runs cancel`.
@@ -49,7 +50,10 @@ pub(crate) fn cancel(args: &CancelArgs, out: &mut dyn Write) -> anyhow::Result<(
         writeln!(
             out,
             "run {} ({}, workflow id {}) is {}",
-            state.id, state.name, state.workflow_id, state.status
+            escaped(&state.id),
+            escaped(&state.name),
+            escaped(&state.workflow_id),
+            state.status
         )?;
     }
     Ok(())

@@ -16,6 +16,7 @@ use worlds_engine::store::{FileStore, RunStore, WalSummary};
 use worlds_engine::{Event, EventKind, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState};
 
 use crate::cli::{DoctorArgs, ListArgs, ShowArgs};
+use crate::escape::escaped;
 
 /// Runs asked of the store per page.
 const PAGE: usize = 100;
@@ -114,7 +115,7 @@ pub(crate) fn doctor(args: &DoctorArgs, out: &mut impl Write) -> anyhow::Result<
 /// Tells stderr what a read-only open found and left alone.
 fn report_warnings(store: &FileStore) {
     for warning in store.warnings() {
-        eprintln!("warning: {warning}");
+        eprintln!("warning: {}", escaped(warning));
     }
 }
 
@@ -154,7 +155,7 @@ pub(crate) fn format_doctor(
     }
     text.push_str("every record read back and checked (with its checksum, from format 4 on)\n");
     for warning in warnings {
-        text.push_str(&format!("warning: {warning}\n"));
+        text.push_str(&format!("warning: {}\n", escaped(warning)));
     }
     if warnings.is_empty() {
         text.push_str("healthy\n");
@@ -198,12 +199,12 @@ pub(crate) fn format_runs_table(runs: &[WorkflowState]) -> String {
         let error = run
             .error
             .as_ref()
-            .map(|e| shorten(&e.message, SHORT_ERROR))
+            .map(|e| shorten(&escaped(&e.message).to_string(), SHORT_ERROR))
             .unwrap_or_default();
         table.add_row([
-            run.id.clone(),
-            run.workflow_id.clone(),
-            run.name.clone(),
+            escaped(&run.id).to_string(),
+            escaped(&run.workflow_id).to_string(),
+            escaped(&run.name).to_string(),
             run.status.to_string(),
             timestamp(run.created_at),
             duration,
@@ -223,7 +224,8 @@ fn plain(table: &Table) -> String {
 /// A run's header and the timeline of its history.
 pub(crate) fn format_run(state: &WorkflowState, history: &[&Event]) -> String {
     let mut text = String::new();
-    let mut line = |label: &str, value: String| text.push_str(&format!("{label:<12}{value}\n"));
+    let mut line =
+        |label: &str, value: String| text.push_str(&format!("{label:<12}{}\n", escaped(&value)));
     line("name", state.name.clone());
     line("status", state.status.to_string());
     line("run id", state.id.clone());
@@ -278,7 +280,7 @@ pub(crate) fn format_run(state: &WorkflowState, history: &[&Event]) -> String {
             offset(elapsed(start, event.timestamp)),
             event.kind.type_name().to_owned(),
             position,
-            details(&event.kind, &names, start),
+            escaped(&details(&event.kind, &names, start)).to_string(),
         ]);
     }
     text.push_str(&format!(

@@ -12,6 +12,7 @@ use worlds_engine::clock::Millis;
 use worlds_engine::telemetry::logs::{read_logs, LogEntry, LogQuery};
 
 use crate::cli::LogsArgs;
+use crate::escape::escaped;
 
 /// Where `--since` starts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -114,7 +115,7 @@ pub(crate) fn format_entry(entry: &LogEntry) -> String {
         humantime::format_rfc3339_millis(at),
         entry.level.as_str().to_uppercase(),
         entry.category.as_str(),
-        entry.message
+        escaped(&entry.message)
     );
     if !entry.metadata.is_empty() {
         line.push(' ');

@@ -7,6 +7,7 @@ mod bench;
 mod cancel;
 mod cli;
 mod dev;
+mod escape;
 mod inspect;
 mod logs;
 mod schedules;
@@ -27,7 +28,7 @@ fn main() -> ExitCode {
     match run() {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {error:#}");
+            eprintln!("error: {}", escape::escaped_lines(&format!("{error:#}")));
             ExitCode::FAILURE
         }
     }

@@ -15,6 +15,7 @@ use worlds_engine::store::{FileStore, ScheduleStore};
 use worlds_engine::{ScheduleConfig, World, WorldError};
 
 use crate::cli::{ScheduleIdArgs, SchedulesListArgs};
+use crate::escape::escaped;
 use crate::writer::with_world;
 
 /// A change `worlds schedules` can make.
@@ -84,7 +85,7 @@ pub(crate) fn change(
         (Some(schedule), false) => writeln!(
             out,
             "schedule {} is {}; next: {}",
-            schedule.id,
+            escaped(&schedule.id),
             if schedule.paused { "paused" } else { "active" },
             next_text(&schedule)
         )?,
@@ -93,7 +94,7 @@ pub(crate) fn change(
             "{}",
             serde_json::json!({ "id": args.id, "deleted": true })
         )?,
-        (None, false) => writeln!(out, "schedule {} is deleted", args.id)?,
+        (None, false) => writeln!(out, "schedule {} is deleted", escaped(&args.id))?,
     }
     Ok(())
 }
@@ -112,9 +113,9 @@ pub(crate) fn format_table(schedules: &[ScheduleConfig]) -> String {
     ]);
     for s in schedules {
         table.add_row([
-            s.id.clone(),
-            s.workflow_name.clone(),
-            when_text(s),
+            escaped(&s.id).to_string(),
+            escaped(&s.workflow_name).to_string(),
+            escaped(&when_text(s)).to_string(),
             state_text(s),
             next_text(s),
             s.last_execution

@@ -46,6 +46,7 @@
 
 #![forbid(unsafe_code)]
 
+mod atomic_file;
 pub mod clock;
 pub mod current;
 pub mod duration;

@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 use indicatif::{MultiProgress, ProgressBar, ProgressDrawTarget, ProgressStyle};
 
 use super::tally::Tally;
+use crate::escape::escaped;
 
 /// The progress display of a session.
 pub(crate) enum Display {
@@ -103,7 +104,7 @@ impl Live {
                         &self.in_flight,
                         ProgressBar::new(0)
                             .with_style(bar_style(""))
-                            .with_prefix(name.to_owned()),
+                            .with_prefix(escaped(name).to_string()),
                     );
                     self.workflows.push((name.to_owned(), bar.clone()));
                     bar

@@ -195,6 +195,15 @@ pub enum ContextError {
         /// Hook id.
         hook_id: String,
     },
+    /// The store did not keep an earlier chunk of this stream written by the workflow (its
+    /// `write` only queued it), so later writes to the stream are refused.
+    #[error("stream '{stream}': an earlier chunk was not stored: {message}")]
+    StreamWriteFailed {
+        /// The stream's name.
+        stream: String,
+        /// Why the store refused the chunk.
+        message: String,
+    },
     /// A recorded result could not be converted to the type the code asked for.
     #[error("the recorded result of command #{position} does not deserialize into the requested type: {message}")]
     Decode {

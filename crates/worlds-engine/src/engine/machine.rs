@@ -150,6 +150,9 @@ struct Machine {
     stream_writes: u64,
     /// Largest stream chunk, once the executor has set it.
     stream_limit: Option<usize>,
+    /// Streams the store refused a queued chunk of, with the first refusal: later writes to
+    /// them fail with it rather than appear to succeed.
+    stream_refusals: Vec<(Arc<str>, String)>,
 }
 
 impl Machine {
@@ -733,13 +736,22 @@ impl RunCore {
         &self,
         name: Arc<str>,
         data: bytes::Bytes,
-    ) -> Result<(), String> {
+    ) -> Result<(), crate::engine::errors::ContextError> {
         let mut m = self.machine.lock();
+        if let Some((_, message)) = m.stream_refusals.iter().find(|(n, _)| *n == name) {
+            return Err(crate::engine::errors::ContextError::StreamWriteFailed {
+                stream: name.to_string(),
+                message: message.clone(),
+            });
+        }
         if let Some(limit) = m.stream_limit.filter(|limit| data.len() > *limit) {
-            return Err(format!(
-                "a chunk of {} bytes is over the payload limit of {limit} bytes",
-                data.len()
-            ));
+            return Err(crate::engine::errors::ContextError::InvalidArgument {
+                call: "stream.write",
+                message: format!(
+                    "a chunk of {} bytes is over the payload limit of {limit} bytes",
+                    data.len()
+                ),
+            });
         }
         let key = format!("w{}.{}", self.info.attempt, m.stream_writes);
         m.stream_writes += 1;
@@ -752,6 +764,14 @@ impl RunCore {
     pub(crate) fn push_stream_close(&self, name: Arc<str>) {
         let mut m = self.machine.lock();
         m.stream_ops.push(crate::streams::StreamOp::Close { name });
+    }
+
+    /// Notes that the store refused a queued chunk of stream `name` (the first refusal stays).
+    pub(crate) fn refuse_stream_writes(&self, name: Arc<str>, message: String) {
+        let mut m = self.machine.lock();
+        if !m.stream_refusals.iter().any(|(n, _)| *n == name) {
+            m.stream_refusals.push((name, message));
+        }
     }
 
     /// Takes the stream operations queued since the last call, in program order.

@@ -174,8 +174,13 @@ pub(crate) struct Engine {
 }
 
 impl Engine {
-    pub(crate) fn new(config: WorldConfig, clock: Arc<dyn Clock>, store: Arc<dyn Store>) -> Self {
-        let hook_kit = Arc::new(crate::hooks::HookKit::for_config(&config));
+    pub(crate) fn new(
+        config: WorldConfig,
+        clock: Arc<dyn Clock>,
+        store: Arc<dyn Store>,
+        hook_kit: crate::hooks::HookKit,
+    ) -> Self {
+        let hook_kit = Arc::new(hook_kit);
         let logs = crate::telemetry::logs::Logs::new(&config, clock.clone());
         Self {
             hook_kit,

@@ -48,23 +48,23 @@ impl Engine {
 
     /// Stores the stream writes the workflow code issued since the last call, in order. Called
     /// after each poll, before the commands of that poll are acted on. A write the store refuses
-    /// (the stream was closed from outside) is logged: workflow code cannot be told, since the
-    /// write did not wait.
+    /// (the stream was closed, the disk failed) is logged and noted on the run: the `write` call
+    /// returned before the store saw the chunk, so the stream's next `write` reports it.
     pub(crate) async fn flush_stream_ops(&self, core: &RunCore) {
         let run_id = core.info.run_id.as_str();
         for op in core.take_stream_ops() {
-            let (name, result) = match op {
+            match op {
                 StreamOp::Write { name, key, data } => {
-                    let written = self.write_chunk(run_id, &name, Some(key), data).await;
-                    (name, written.map(|_| ()))
+                    if let Err(e) = self.write_chunk(run_id, &name, Some(key), data).await {
+                        tracing::warn!(run_id, stream = %name, error = %e, "a workflow's stream chunk was not stored");
+                        core.refuse_stream_writes(name, e.to_string());
+                    }
                 }
                 StreamOp::Close { name } => {
-                    let closed = self.close_stream(run_id, &name).await;
-                    (name, closed)
+                    if let Err(e) = self.close_stream(run_id, &name).await {
+                        tracing::warn!(run_id, stream = %name, error = %e, "a workflow's stream close was refused");
+                    }
                 }
-            };
-            if let Err(e) = result {
-                tracing::warn!(run_id, stream = %name, error = %e, "a workflow's stream write was refused");
             }
         }
     }

@@ -23,9 +23,10 @@
 //!
 //! Tokens are never stored: history keeps only their SHA-256 digest (see [`token_digest`]), and
 //! random tokens are derived from a secret so that replay can hand the workflow the same token
-//! again (see [`WorldConfig::hook_secret`](crate::WorldConfig::hook_secret)). A hook takes one
-//! payload. When its run finishes, every hook still waiting is disposed and its token released.
+//! again (see [`WorldConfig::hook_secret`](crate::WorldConfig::hook_secret), and
+//! [`HOOK_SECRET_ENV`] for where else the secret can come from). A hook takes one payload. When its run finishes, every hook still waiting is disposed and its token released.
 
+mod key;
 mod token;
 
 use std::collections::BTreeMap;
@@ -39,6 +40,7 @@ use crate::clock::Millis;
 use crate::duration::IntoDuration;
 use crate::engine::context::{CommandFuture, WorkflowContext};
 
+pub use key::HOOK_SECRET_ENV;
 pub use token::token_digest;
 pub(crate) use token::HookKey;
 
@@ -126,17 +128,23 @@ impl std::fmt::Debug for HookKit {
 }
 
 impl HookKit {
-    /// The key the configuration calls for: its secret, else a durable world's key file, else
-    /// a random key.
-    pub(crate) fn for_config(config: &crate::WorldConfig) -> Self {
-        let key = match (&config.hook_secret, config.persistence) {
-            (Some(secret), _) => HookKey::from_secret(&secret.0),
-            (None, crate::Persistence::Memory) => HookKey::random(),
-            (None, _) => HookKey::load_or_create(&config.persistence_path).unwrap_or_else(|e| {
-                tracing::warn!(error = %e, "could not read or create the hook key; hook tokens will change after a restart (set WorldConfig::hook_secret)");
-                HookKey::random()
-            }),
-        };
+    /// The kit the configuration calls for (see [`key`] for where the key comes from).
+    /// Fails if a configured key cannot be read.
+    pub(crate) fn for_config(config: &crate::WorldConfig) -> Result<Self, crate::WorldError> {
+        let (key, _source) = key::resolve(config, |name| std::env::var(name).ok())?;
+        Ok(Self::with_key(config, key))
+    }
+
+    /// The kit for a world whose store was handed over ready-made: a key that cannot be read is
+    /// logged and replaced by a random one, whose tokens do not outlive the process.
+    pub(crate) fn for_config_or_random(config: &crate::WorldConfig) -> Self {
+        Self::for_config(config).unwrap_or_else(|e| {
+            tracing::warn!(error = %e, "no hook key; hook tokens will change after a restart");
+            Self::with_key(config, HookKey::random())
+        })
+    }
+
+    fn with_key(config: &crate::WorldConfig, key: HookKey) -> Self {
         HookKit {
             key,
             webhook_base_url: config.webhook_base_url.clone(),

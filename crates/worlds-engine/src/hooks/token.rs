@@ -5,14 +5,7 @@
 //! the same token without the token ever being written down: history and indexes keep only its
 //! SHA-256 digest, and a digest cannot be turned back into a token.
 //!
-//! The key comes from [`WorldConfig::hook_secret`](crate::WorldConfig::hook_secret) when set —
-//! the way to keep it out of the data directory entirely — or else from `state/hook-key` in a
-//! durable world's directory (created on first use, readable by the owner only), or, in memory,
-//! from fresh randomness per world.
-
-use std::fs::{self, OpenOptions};
-use std::io::Write;
-use std::path::Path;
+//! Where the key comes from is decided in [`key`](super::key).
 
 use hmac::{Hmac, Mac};
 use sha2::{Digest, Sha256};
@@ -41,63 +34,23 @@ impl HookKey {
         HookKey(Sha256::digest(secret.as_bytes()).into())
     }
 
-    /// The key kept in `state/hook-key` under `root`, created if missing. Several processes on
-    /// one directory read the same key.
-    pub(crate) fn load_or_create(root: &Path) -> std::io::Result<Self> {
-        let state = root.join("state");
-        fs::create_dir_all(&state)?;
-        let path = state.join("hook-key");
-        for _ in 0..2 {
-            match fs::read(&path) {
-                Ok(bytes) if bytes.len() == 64 => {
-                    let text = String::from_utf8_lossy(&bytes);
-                    let mut key = [0u8; 32];
-                    for (i, byte) in key.iter_mut().enumerate() {
-                        *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).map_err(|_| {
-                            std::io::Error::new(
-                                std::io::ErrorKind::InvalidData,
-                                format!("{} is not a hex key", path.display()),
-                            )
-                        })?;
-                    }
-                    return Ok(HookKey(key));
-                }
-                Ok(_) => {
-                    return Err(std::io::Error::new(
-                        std::io::ErrorKind::InvalidData,
-                        format!("{} is not a 32-byte hex key", path.display()),
-                    ))
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
-                Err(e) => return Err(e),
-            }
-            let key = HookKey::random();
-            let mut options = OpenOptions::new();
-            options.write(true).create_new(true);
-            #[cfg(unix)]
-            {
-                use std::os::unix::fs::OpenOptionsExt;
-                options.mode(0o600);
-            }
-            // Written to a temporary file and linked into place, so no process reads half a key.
-            let tmp = state.join(format!("hook-key.{}.tmp", std::process::id()));
-            let _ = fs::remove_file(&tmp);
-            let mut file = options.open(&tmp)?;
-            file.write_all(hex(&key.0).as_bytes())?;
-            file.sync_all()?;
-            let linked = fs::hard_link(&tmp, &path);
-            let _ = fs::remove_file(&tmp);
-            match linked {
-                Ok(()) => return Ok(key),
-                // Another process created it first: read theirs.
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
+    /// The key written as 64 hex digits (what `state/hook-key` and a key file hold); `None` if
+    /// `text`, less surrounding whitespace, is anything else.
+    pub(crate) fn from_hex(text: &str) -> Option<Self> {
+        let text = text.trim();
+        if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
         }
-        Err(std::io::Error::other(format!(
-            "could not read or create {}",
-            path.display()
-        )))
+        let mut key = [0u8; 32];
+        for (i, byte) in key.iter_mut().enumerate() {
+            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
+        }
+        Some(HookKey(key))
+    }
+
+    /// The key as 64 hex digits.
+    pub(crate) fn to_hex(&self) -> String {
+        hex(&self.0)
     }
 
     /// The token of the hook at `position` of run `run_id`.
@@ -154,21 +107,11 @@ mod tests {
     }
 
     #[test]
-    fn the_key_file_is_created_once_and_read_back() {
-        let dir = tempfile::tempdir().unwrap();
-        let a = HookKey::load_or_create(dir.path()).unwrap();
-        let b = HookKey::load_or_create(dir.path()).unwrap();
-        assert_eq!(a.token("r", 1), b.token("r", 1));
-        #[cfg(unix)]
-        {
-            use std::os::unix::fs::PermissionsExt;
-            let mode = fs::metadata(dir.path().join("state/hook-key"))
-                .unwrap()
-                .permissions()
-                .mode();
-            assert_eq!(mode & 0o777, 0o600);
-        }
-        fs::write(dir.path().join("state/hook-key"), b"short").unwrap();
-        assert!(HookKey::load_or_create(dir.path()).is_err());
+    fn keys_round_trip_through_hex() {
+        let key = HookKey::random();
+        let back = HookKey::from_hex(&format!("{}\n", key.to_hex())).unwrap();
+        assert_eq!(key.token("r", 1), back.token("r", 1));
+        assert!(HookKey::from_hex("short").is_none());
+        assert!(HookKey::from_hex(&"zz".repeat(32)).is_none());
     }
 }

@@ -60,17 +60,17 @@ impl WorkflowStream {
     }
 
     /// Queues a chunk of bytes or text. Fails at once for an invalid stream name or a chunk over
-    /// the payload limit; nothing is queued then.
+    /// the payload limit; nothing is queued then. The store takes the chunk when the workflow
+    /// next yields; if it refuses it (the stream was closed, the disk failed), the refusal is
+    /// logged and every later `write` to this stream fails with
+    /// [`ContextError::StreamWriteFailed`].
     pub fn write(&self, data: impl Into<Bytes>) -> Result<(), ContextError> {
         let data = data.into();
-        let invalid = |message: String| ContextError::InvalidArgument {
+        super::check_name(&self.name).map_err(|e| ContextError::InvalidArgument {
             call: "stream.write",
-            message,
-        };
-        super::check_name(&self.name).map_err(|e| invalid(e.to_string()))?;
-        self.core
-            .push_stream_write(self.name.clone(), data)
-            .map_err(invalid)
+            message: e.to_string(),
+        })?;
+        self.core.push_stream_write(self.name.clone(), data)
     }
 
     /// Queues a value as a JSON chunk (read it back with [`StreamChunk::json`]).

@@ -81,12 +81,21 @@ pub struct WorldConfig {
     /// process has exited (and takes them over) and for runs other processes wrote to (a
     /// cancellation, a child's result). Default 1 s.
     pub shared_poll_interval: Dur,
-    /// The secret random hook tokens are derived from (see [`crate::hooks`]). Set it — from an
-    /// environment variable or a secrets manager, the same in every process on a directory — so
-    /// that no copy of the data directory can recreate a token. Unset, a durable world keeps a
-    /// generated key in `state/hook-key` (owner-only), and a memory world draws a new one.
+    /// The secret random hook tokens are derived from (see [`crate::hooks`]); the same in every
+    /// process on a directory. Unset, the secret is read from the
+    /// [`WORLDS_ENGINE_HOOK_SECRET`](crate::hooks::HOOK_SECRET_ENV) environment variable, else
+    /// the key from [`hook_key_file`](Self::hook_key_file). With none of the three, a memory
+    /// world draws a random key and a durable world keeps a generated one in `state/hook-key`
+    /// inside its directory — where a copy of the directory can derive every token, so opening
+    /// it logs a warning.
     #[serde(skip)]
     pub hook_secret: Option<HookSecret>,
+    /// A file outside the data directory holding the hook key as 64 hex digits (as
+    /// `openssl rand -hex 32` prints), used when neither `hook_secret` nor the environment
+    /// variable is set. Pointing it at a `state/hook-key` moved out of the directory keeps the
+    /// tokens already handed out. A file that cannot be read or holds no key fails
+    /// [`World::new`](crate::World::new). Default none.
+    pub hook_key_file: Option<PathBuf>,
     /// How long an idempotency key keeps returning the run it started: a start with the same
     /// key within this time of the first returns that run; after it, a new run starts.
     /// Default 5 s.
@@ -138,6 +147,7 @@ impl Default for WorldConfig {
                 .max_interval(Duration::from_secs(60)),
             shared_poll_interval: Dur(Duration::from_secs(1)),
             hook_secret: None,
+            hook_key_file: None,
             webhook_base_url: "http://localhost:3000/webhooks".to_owned(),
             idempotency_ttl: Dur(Duration::from_secs(5)),
             logs: Default::default(),

@@ -81,7 +81,7 @@ impl World {
     /// `Persistence::Memory`, `Persistence::File` (a [`FileStore`] at `persistence_path`) and
     /// `Persistence::Hybrid` (a [`HybridStore`] there, locked to this world) are available in
     /// this build; an error opening the store (such as another world holding the hybrid
-    /// directory) is returned.
+    /// directory) or reading a configured hook key is returned.
     pub fn new(config: WorldConfig) -> Result<World, WorldError> {
         World::with_clock(config, Arc::new(SystemClock))
     }
@@ -94,13 +94,25 @@ impl World {
             crate::Persistence::File => Arc::new(FileStore::open(&config.persistence_path)?),
             crate::Persistence::Hybrid => Arc::new(HybridStore::open(&config.persistence_path)?),
         };
-        Ok(World::with_store(config, clock, store))
+        let hook_kit = crate::hooks::HookKit::for_config(&config)?;
+        Ok(World::assemble(config, clock, store, hook_kit))
     }
 
-    /// A world on a given store and clock.
+    /// A world on a given store and clock. A configured hook key that cannot be read is logged
+    /// and replaced by a random one (use [`World::with_clock`] to have it refused).
     pub fn with_store(config: WorldConfig, clock: Arc<dyn Clock>, store: Arc<dyn Store>) -> World {
+        let hook_kit = crate::hooks::HookKit::for_config_or_random(&config);
+        World::assemble(config, clock, store, hook_kit)
+    }
+
+    fn assemble(
+        config: WorldConfig,
+        clock: Arc<dyn Clock>,
+        store: Arc<dyn Store>,
+        hook_kit: crate::hooks::HookKit,
+    ) -> World {
         World {
-            engine: Arc::new(Engine::new(config, clock, store)),
+            engine: Arc::new(Engine::new(config, clock, store, hook_kit)),
             workers: WorkerPool::default(),
             lifecycle: Mutex::new(Lifecycle::default()),
         }

@@ -12,7 +12,6 @@
 //! mid-migration is finished by the next open. A directory of a newer format is refused.
 
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
@@ -25,8 +24,7 @@ use crate::model::{Event, EventKind};
 
 use super::checksums::v3_to_v4;
 use super::lease::{member_dirs, reservation_name};
-use super::log::Records;
-use super::log::{io_error, list_run_logs, log_path, sync_dir, TMP_SUFFIX};
+use super::log::{io_error, list_run_logs, log_path, sync_dir, Records};
 
 /// The on-disk layout version this build reads and writes.
 pub(in crate::store) const STORE_FORMAT: u32 = 4;
@@ -232,18 +230,13 @@ fn migrate(root: &Path, dir_lock_held: bool) -> Result<(), WorldError> {
     Ok(())
 }
 
-/// Replaces `state/format.json` atomically (temporary file, sync, rename, directory sync).
+/// Replaces `state/format.json` atomically (a uniquely named temporary file, synced, renamed,
+/// the directory synced): processes opening a fresh directory together all write it.
 fn write_format(state: &Path, format: u32) -> Result<(), WorldError> {
     let path = state.join("format.json");
     let bytes = serde_json::to_vec(&FormatFile { format })
         .map_err(|e| WorldError::serde("format file", e))?;
-    let tmp = state.join(format!("format.json{TMP_SUFFIX}"));
-    let mut file = File::create(&tmp).map_err(|e| io_error("could not create", &tmp, e))?;
-    file.write_all(&bytes)
-        .and_then(|()| file.sync_all())
-        .map_err(|e| io_error("could not write", &tmp, e))?;
-    fs::rename(&tmp, &path).map_err(|e| io_error("could not rename", &tmp, e))?;
-    sync_dir(state)
+    crate::atomic_file::replace(&path, &bytes).map_err(|e| io_error("could not write", &path, e))
 }
 
 #[cfg(test)]

@@ -3,22 +3,22 @@
 //!
 //! A change is made under an exclusive advisory lock on `schedules/.lock` (and, inside the
 //! process, a mutex in front of it, so threads queue on the mutex rather than on the file):
-//! the record is read, the change computed, and the new record written to `{id}.json.tmp`,
-//! synced, renamed over `{id}.json` and the directory synced, so a crash leaves the old record
+//! the record is read, the change computed, and the new record written to a uniquely named
+//! temporary file, synced, renamed over `{id}.json` and the directory synced, so a crash leaves the old record
 //! or the new one, never a mix. Reads take no lock: a rename replaces the file at once.
 //!
 //! Both stores write schedules here directly, outside the hybrid store's write-ahead log:
 //! schedules change rarely, and one layout lets the `worlds` command read and change them the
 //! same way in both modes.
 
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::fs::{self, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 
+use crate::atomic_file;
 use crate::error::WorldError;
 use crate::schedule::{check_id, ScheduleConfig};
 use crate::store::file::{io_error, sync_dir};
@@ -29,7 +29,6 @@ use super::{apply, ScheduleStore, ScheduleUpdate};
 /// The format of a schedule file; a newer one is refused.
 const FORMAT: u32 = 1;
 const SUFFIX: &str = ".json";
-const TMP_SUFFIX: &str = ".json.tmp";
 const LOCK: &str = ".lock";
 
 /// A schedule file's contents.
@@ -151,20 +150,16 @@ impl FileSchedules {
             return Ok(after);
         }
         let path = self.path(id);
+        self.remove_leftovers(id);
         match &after {
             Some(record) => {
-                let tmp = self.dir.join(format!("{id}{TMP_SUFFIX}"));
                 let bytes = serde_json::to_vec_pretty(&OnDisk {
                     format: FORMAT,
                     schedule: record,
                 })
                 .map_err(|e| WorldError::serde(format!("schedule '{id}'"), e))?;
-                let mut file =
-                    File::create(&tmp).map_err(|e| io_error("could not create", &tmp, e))?;
-                file.write_all(&bytes)
-                    .and_then(|()| file.sync_all())
-                    .map_err(|e| io_error("could not write", &tmp, e))?;
-                fs::rename(&tmp, &path).map_err(|e| io_error("could not rename", &tmp, e))?;
+                atomic_file::replace(&path, &bytes)
+                    .map_err(|e| io_error("could not write", &path, e))?;
             }
             None => match fs::remove_file(&path) {
                 Ok(()) => {}
@@ -174,6 +169,24 @@ impl FileSchedules {
         }
         sync_dir(&self.dir)?;
         Ok(after)
+    }
+
+    /// Removes temporary files of schedule `id` that a crashed writer left. Called under the
+    /// lock, so no writer is midway through one.
+    fn remove_leftovers(&self, id: &str) {
+        let target = format!("{id}{SUFFIX}");
+        let Ok(entries) = fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            let name = entry.file_name();
+            if name
+                .to_str()
+                .is_some_and(|n| atomic_file::is_temp_for(n, &target))
+            {
+                let _ = fs::remove_file(entry.path());
+            }
+        }
     }
 }
 

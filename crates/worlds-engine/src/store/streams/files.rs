@@ -1,7 +1,10 @@
 //! Streams on disk, for the file and hybrid stores: `streams/{run_id}/{name}.ndjson`, append-only,
 //! one chunk per line (see [`line`](super::line)), the last line `{"done":true}` once closed.
 //! Names are percent-encoded into file names (bytes other than ASCII letters, digits, `-`, `_`
-//! and a `.` that does not lead become `%XX`).
+//! and a `.` that does not lead become `%XX`). An encoding too long for a file name (most file
+//! systems allow 255 bytes; a 200-byte name of multi-byte characters encodes to 600) is cut to
+//! a readable prefix plus `~` and a hash of the whole name, and the name itself is kept beside
+//! the stream in `{that}.name`, written before the stream file is created.
 //!
 //! A stream's chunks are loaded into memory the first time it is used. Each write appends one
 //! line under an exclusive advisory lock on the file, after reading whatever the file gained
@@ -35,6 +38,12 @@ use super::{NewChunk, Signals, StreamSignal, StreamState, StreamStore, EMPTY};
 
 /// Extension of a stream file.
 const SUFFIX: &str = ".ndjson";
+/// Extension of the file holding the name of a stream whose file name is hashed.
+const NAME_SUFFIX: &str = ".name";
+/// Longest file name a stream may have, its extension included.
+const MAX_FILE_NAME: usize = 255;
+/// Bytes of the readable prefix of a hashed file name.
+const HASHED_PREFIX: usize = 64;
 
 /// One stream file and what of it is loaded.
 struct FileStream {
@@ -85,7 +94,33 @@ impl FileStreams {
     fn path(&self, run_id: &str, name: &str) -> PathBuf {
         self.dir
             .join(run_id)
-            .join(format!("{}{SUFFIX}", encode_name(name)))
+            .join(format!("{}{SUFFIX}", file_stem(name).0))
+    }
+
+    /// Checks that a hashed stream file belongs to `name`, writing the name beside it first if
+    /// `create` (a second stream whose name hashes alike is refused, never mixed in).
+    fn claim_hashed(&self, path: &Path, name: &str, create: bool) -> Result<bool, WorldError> {
+        let stem = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.strip_suffix(SUFFIX))
+            .unwrap_or_default();
+        let sidecar = path.with_file_name(format!("{stem}{NAME_SUFFIX}"));
+        if create {
+            crate::atomic_file::create_new(&sidecar, name.as_bytes(), false)
+                .map_err(|e| io_error("could not write", &sidecar, e))?;
+        }
+        match fs::read(&sidecar) {
+            Ok(stored) if stored == name.as_bytes() => Ok(true),
+            Ok(_) => Err(WorldError::Conflict {
+                message: format!(
+                    "stream '{name}' hashes to the file of another stream ({}); use another name",
+                    sidecar.display()
+                ),
+            }),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(io_error("could not read", &sidecar, e)),
+        }
     }
 
     fn writable(&self, run_id: &str) -> Result<(), WorldError> {
@@ -108,6 +143,14 @@ impl FileStreams {
             return Ok(None);
         }
         let path = self.path(run_id, name);
+        if file_stem(name).1 && !self.claim_hashed(&path, name, false)? {
+            if !create {
+                return Ok(None);
+            }
+            let run_dir = path.parent().unwrap_or(&self.dir);
+            fs::create_dir_all(run_dir).map_err(|e| io_error("could not create", run_dir, e))?;
+            self.claim_hashed(&path, name, true)?;
+        }
         let mut options = OpenOptions::new();
         options.read(true);
         if !self.read_only {
@@ -259,10 +302,17 @@ impl FileStreams {
         for entry in entries {
             let entry = entry.map_err(|e| io_error("could not list", &dir, e))?;
             let file_name = entry.file_name();
-            let Some(encoded) = file_name.to_str().and_then(|n| n.strip_suffix(SUFFIX)) else {
+            let Some(stem) = file_name.to_str().and_then(|n| n.strip_suffix(SUFFIX)) else {
                 continue;
             };
-            if let Some(name) = decode_name(encoded) {
+            if stem.contains(HASH_MARK) {
+                let sidecar = dir.join(format!("{stem}{NAME_SUFFIX}"));
+                match fs::read(&sidecar) {
+                    Ok(bytes) => names.extend(String::from_utf8(bytes).ok()),
+                    Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(e) => return Err(io_error("could not read", &sidecar, e)),
+                }
+            } else if let Some(name) = decode_name(stem) {
                 names.push(name);
             }
         }
@@ -358,15 +408,49 @@ fn corrupt(path: &Path, offset: u64, why: impl std::fmt::Display) -> WorldError 
 /// A stream name as a file name: `%XX` for every byte but ASCII letters, digits, `-`, `_` and a
 /// `.` that does not lead.
 fn encode_name(name: &str) -> String {
+    encode_name_from(name, false)
+}
+
+/// [`encode_name`] of a part of a name; `inside` if the part does not start the name.
+fn encode_name_from(name: &str, inside: bool) -> String {
     let mut out = String::with_capacity(name.len());
     for (i, b) in name.bytes().enumerate() {
-        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || (b == b'.' && i > 0) {
+        if b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || (b == b'.' && (inside || i > 0)) {
             out.push(b as char);
         } else {
             out.push_str(&format!("%{b:02X}"));
         }
     }
     out
+}
+
+/// Separates the readable prefix of a hashed file name from its hash; `encode_name` escapes it.
+const HASH_MARK: char = '~';
+
+/// The file name of stream `name` without its extension, and whether it is hashed: the
+/// encoding when the file name fits, else a prefix of it, `~` and 32 hex digits of the name's
+/// SHA-256.
+fn file_stem(name: &str) -> (String, bool) {
+    let encoded = encode_name(name);
+    if encoded.len() + SUFFIX.len().max(NAME_SUFFIX.len()) <= MAX_FILE_NAME {
+        return (encoded, false);
+    }
+    let mut prefix = String::new();
+    for c in name.chars() {
+        let mut buf = [0u8; 4];
+        let part = encode_name_from(c.encode_utf8(&mut buf), !prefix.is_empty());
+        if prefix.len() + part.len() > HASHED_PREFIX {
+            break;
+        }
+        prefix.push_str(&part);
+    }
+    let digest = <sha2::Sha256 as sha2::Digest>::digest(name.as_bytes());
+    let mut stem = prefix;
+    stem.push(HASH_MARK);
+    for b in &digest[..16] {
+        stem.push_str(&format!("{b:02x}"));
+    }
+    (stem, true)
 }
 
 fn decode_name(encoded: &str) -> Option<String> {
@@ -451,6 +535,26 @@ mod tests {
             assert!(!encoded.starts_with('.'));
             assert!(!encoded.contains('/'));
             assert_eq!(decode_name(&encoded).as_deref(), Some(name));
+            assert_eq!(
+                file_stem(name),
+                (encoded, false),
+                "names that fit keep their file"
+            );
         }
+    }
+
+    #[test]
+    fn long_encodings_are_cut_and_hashed_within_the_file_name_limit() {
+        let long = "é".repeat(90);
+        let (stem, hashed) = file_stem(&long);
+        assert!(hashed);
+        assert!(stem.len() + SUFFIX.len() <= MAX_FILE_NAME);
+        assert!(stem.starts_with("%C3%A9"));
+        assert_ne!(file_stem(&"é".repeat(91)).0, stem);
+        // The longest encoding that fits is kept as it is.
+        let fits = "a".repeat(MAX_FILE_NAME - SUFFIX.len());
+        assert_eq!(file_stem(&fits), (fits.clone(), false));
+        assert!(file_stem(&format!("{fits}a")).1);
+        assert!(!encode_name("a~b").contains(HASH_MARK));
     }
 }

@@ -61,25 +61,41 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     });
 
+    // The step announces the webhook's URL each time it runs; print every one, so the URL on
+    // screen is always the one the run waits on.
     let url = url_rx
         .recv()
         .await
         .ok_or("the approver was never notified")?;
+    println!("the run waits on {url}");
+    tokio::spawn(async move {
+        while let Some(url) = url_rx.recv().await {
+            println!("the run now waits on {url}");
+        }
+    });
     let body = r#"{"approved": true, "by": "ada"}"#;
     if manual {
         println!("approve it with:\n  curl -X POST -H 'content-type: application/json' -d '{body}' {url}");
+        println!("(a body that is not a decision, such as {{\"approved\":\"yes\"}}, gets a 400 naming the field, and the run keeps waiting)");
     } else {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        println!("sending the approval to {url}");
         // reqwest's TLS needs a process-wide rustls crypto provider (this build uses `ring`).
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let response = reqwest::Client::new()
-            .post(&url)
-            .header("content-type", "application/json")
-            .body(body)
-            .send()
-            .await?;
-        println!("webhook answered {}", response.status());
+        let client = reqwest::Client::new();
+        for body in [r#"{"approved": "yes", "by": "ada"}"#, body] {
+            println!("sending {body} to {url}");
+            let response = client
+                .post(&url)
+                .header("content-type", "application/json")
+                .body(body)
+                .send()
+                .await?;
+            println!(
+                "webhook answered {}: {}",
+                response.status(),
+                response.text().await?
+            );
+        }
     }
 
     let outcome = run.result().await?;

@@ -69,7 +69,10 @@ pub fn approval(
                     expense.cents % 100,
                     expense.reason
                 ))?;
-                let webhook = ctx.create_webhook_with(HookOptions::new().expires_in("168h"));
+                // Only a body that reads as a `Decision` resumes it: anything else gets a 400
+                // naming the field, and the webhook keeps waiting for a corrected request.
+                let webhook =
+                    ctx.create_json_webhook::<Decision>(HookOptions::new().expires_in("168h"));
                 ctx.run(&notify, (webhook.ticket(), base)).await?;
                 progress.write("waiting for the approver")?;
                 let request = webhook.wait().await?;

@@ -320,6 +320,38 @@ impl WorkflowContext {
         Webhook { hook, url }
     }
 
+    /// A webhook that accepts only requests whose body is JSON of type `T`: any other body is
+    /// refused with 400 naming the field at fault (`field `approved`: invalid type…`), and the
+    /// webhook keeps waiting for a corrected request. `request.json::<T>()` on what
+    /// [`Webhook::wait`] returns then always succeeds.
+    ///
+    /// ```
+    /// use worlds_engine::prelude::*;
+    ///
+    /// #[derive(serde::Serialize, serde::Deserialize)]
+    /// struct Decision { approved: bool, by: String }
+    ///
+    /// let flow = workflow("approve", |ctx: WorkflowContext, _: ()| async move {
+    ///     let webhook = ctx.create_json_webhook::<Decision>(HookOptions::new());
+    ///     // Hand out `webhook.url()`; `{"approved":"yes"}` gets a 400 and changes nothing.
+    ///     let decision: Decision = webhook.wait().await?.json()?;
+    ///     Ok::<_, WorkflowError>(decision.approved)
+    /// });
+    /// # let _ = flow;
+    /// ```
+    pub fn create_json_webhook<T: DeserializeOwned>(&self, options: HookOptions) -> Webhook {
+        let kind = format!("json body: {}", std::any::type_name::<T>());
+        let hook = self.create_hook_typed(
+            options,
+            Some(kind),
+            true,
+            crate::hooks::json_body_validator_of::<T>,
+        );
+        let base = self.core.hooks.webhook_base_url.trim_end_matches('/');
+        let url = format!("{base}/{}", hook.token);
+        Webhook { hook, url }
+    }
+
     pub(crate) fn create_hook_typed<T>(
         &self,
         options: HookOptions,

@@ -302,7 +302,9 @@ impl WebhookRequest {
         self
     }
 
-    /// The body parsed as JSON.
+    /// The body parsed as JSON. For a webhook made with
+    /// [`create_json_webhook`](crate::WorkflowContext::create_json_webhook)`::<T>` this cannot
+    /// fail: a body that is not a `T` was refused before it reached the run.
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         serde_json::from_str(&self.body)
     }
@@ -443,7 +445,31 @@ pub(crate) type HookValidator =
 
 /// The payload check for type `T`.
 pub(crate) fn validator_of<T: DeserializeOwned>() -> HookValidator {
+    Arc::new(|payload: &crate::payload::Payload| check_json::<T>(payload.as_json()))
+}
+
+/// The payload check of a webhook whose request body must be JSON of type `T`.
+pub(crate) fn json_body_validator_of<T: DeserializeOwned>() -> HookValidator {
     Arc::new(|payload: &crate::payload::Payload| {
-        payload.decode::<T>().map(|_| ()).map_err(|e| e.to_string())
+        let request: WebhookRequest = payload
+            .decode()
+            .map_err(|e| format!("not a webhook request: {e}"))?;
+        check_json::<T>(&request.body).map_err(|e| format!("the request body {e}"))
     })
+}
+
+/// Checks that `json` reads as a `T`, naming the field at fault: `field `approved`: invalid
+/// type: string "yes", expected a boolean at line 1 column 17`.
+fn check_json<T: DeserializeOwned>(json: &str) -> Result<(), String> {
+    let mut reader = serde_json::Deserializer::from_str(json);
+    serde_path_to_error::deserialize::<_, T>(&mut reader)
+        .map(drop)
+        .map_err(|e| {
+            let path = e.path().to_string();
+            if path == "." {
+                format!("is not valid: {}", e.inner())
+            } else {
+                format!("field `{path}`: {}", e.inner())
+            }
+        })
 }

@@ -41,9 +41,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         cents: 12_950,
         reason: "conference ticket".into(),
     };
-    let run = world
-        .execute(&flow, expense, WorkflowOptions::default())
-        .await?;
+    // One run per expense report: a restart that starts it again finds the same run.
+    let options = WorkflowOptions::new()
+        .workflow_id("expense-grace-2026-11")
+        .on_conflict(OnConflict::UseExisting);
+    let run = world.execute(&flow, expense, options).await?;
     println!("started run {}", run.id);
 
     // Follow the run's progress stream from its first chunk; it ends when the run closes it.

@@ -100,9 +100,12 @@ async fn main() -> Result<(), WorldError> {
         cents: 4200,
     };
     println!("running {} for order {}", place_order.name(), order.id);
-    let run = world
-        .execute(&place_order, order, WorkflowOptions::default())
-        .await?;
+    // One run per order: the workflow id comes from the order, so running this again after a
+    // restart finds the same run instead of placing the order twice.
+    let options = WorkflowOptions::new()
+        .workflow_id(format!("place-order-{}", order.id))
+        .on_conflict(OnConflict::UseExisting);
+    let run = world.execute(&place_order, order, options).await?;
     println!("result: {}", run.result().await?);
 
     let state = run.query().await?;

@@ -41,7 +41,10 @@ async fn main() -> Result<(), WorldError> {
         .execute(
             &demo.order_saga,
             order,
-            WorkflowOptions::new().workflow_id("order-A-1001"),
+            // One run per order: after a restart, the same call finds this run again.
+            WorkflowOptions::new()
+                .workflow_id("order-A-1001")
+                .on_conflict(OnConflict::UseExisting),
         )
         .await?;
     match run.result().await {

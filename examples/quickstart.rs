@@ -21,8 +21,9 @@ async fn main() -> Result<(), WorldError> {
     demo.register(&world)?;
     world.start().await?;
 
+    let order_id = "A-1001";
     let order = Order {
-        id: "A-1001".into(),
+        id: order_id.into(),
         cents: 4200,
         sku: "SKU-42".into(),
         quantity: 2,
@@ -31,7 +32,10 @@ async fn main() -> Result<(), WorldError> {
         .execute(
             &demo.checkout,
             order,
-            WorkflowOptions::new().workflow_id("order-A-1001"),
+            // One run per order: after a restart, the same call finds this run again.
+            WorkflowOptions::new()
+                .workflow_id(format!("order-{order_id}"))
+                .on_conflict(OnConflict::UseExisting),
         )
         .await?;
     println!("started run {} (workflow id {})", run.id, run.workflow_id);

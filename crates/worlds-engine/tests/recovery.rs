@@ -80,6 +80,49 @@ async fn a_new_world_on_the_same_store_resumes_a_sleeping_run() {
     assert_eq!((charged_1.get(), charged_2.get()), (0, 1));
 }
 
+/// The pattern the README teaches for programs that start their runs when they start: a
+/// workflow id from the business key with `OnConflict::UseExisting`. The restarted program
+/// makes the same `execute()` call and gets the run already there, sleeping or finished, so no
+/// step runs a second time; with default options it would start a second run.
+#[tokio::test]
+async fn a_restarted_program_that_starts_its_run_again_finds_the_same_run() {
+    let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
+    let reserved = Counter::default();
+    let charged = Counter::default();
+    let options = || {
+        WorkflowOptions::new()
+            .workflow_id("order-A-1001")
+            .on_conflict(OnConflict::UseExisting)
+    };
+    let mut at = DEFAULT_START;
+    let mut ids = Vec::new();
+    // Three "program starts": mid-sleep, then after the run finished.
+    for hours in [0, 2, 0] {
+        let world = world_on(&store, at).await;
+        let (reserve, charge) = (add_one("reserve", &reserved), add_one("charge", &charged));
+        world.register(&reserve).unwrap().register(&charge).unwrap();
+        let flow = order_flow(&reserve, &charge);
+        world.register(&flow).unwrap();
+        world.start().await.unwrap();
+        let run = world.execute(&flow, 1, options()).await.unwrap();
+        ids.push(run.id.clone());
+        if hours > 0 {
+            world.run_until_complete(&run.id, "2h").await.unwrap();
+            assert_eq!(run.result().await.unwrap(), 3);
+        }
+        world.settle().await;
+        at = world.now() + 10;
+        world.shutdown().await.unwrap();
+    }
+    assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
+    assert_eq!((reserved.get(), charged.get()), (1, 1));
+    let runs = store
+        .list_runs(&worlds_engine::WorkflowQueryFilter::new())
+        .await
+        .unwrap();
+    assert_eq!(runs.data.len(), 1);
+}
+
 #[tokio::test]
 async fn a_step_lost_mid_attempt_is_retried_and_the_stale_attempt_cannot_record() {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());

@@ -238,6 +238,35 @@ impl World {
     /// `idempotency_ttl` before, no run starts: the handle is that of the run the key started.
     /// A start waits only while another start with the same key is being created, never while
     /// a run executes.
+    ///
+    /// **Restarts.** With `WorkflowOptions::default()` every call starts a new run. A program
+    /// that starts its runs when it starts would start them again after each restart (and
+    /// their steps would run again, in the new runs): derive the workflow id from the business
+    /// key and pass [`OnConflict::UseExisting`](crate::OnConflict), so a second call returns the
+    /// run already there. [`handle`](Self::handle) finds a run again without starting one.
+    ///
+    /// ```
+    /// use worlds_engine::prelude::*;
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), WorldError> {
+    /// let ship = workflow("ship", |_ctx: WorkflowContext, order: String| async move {
+    ///     Ok::<_, WorkflowError>(format!("shipped {order}"))
+    /// });
+    /// let world = World::new(WorldConfig::memory())?;
+    /// world.register(&ship)?;
+    /// world.start().await?;
+    /// let once = || {
+    ///     WorkflowOptions::new()
+    ///         .workflow_id("ship-A-1001")
+    ///         .on_conflict(OnConflict::UseExisting)
+    /// };
+    /// let first = world.execute(&ship, "A-1001".to_owned(), once()).await?;
+    /// let again = world.execute(&ship, "A-1001".to_owned(), once()).await?;
+    /// assert_eq!(first.id, again.id); // the same run, not a second one
+    /// assert_eq!(again.result().await?, "shipped A-1001");
+    /// # world.shutdown().await
+    /// # }
+    /// ```
     pub async fn execute<I, O>(
         &self,
         workflow: &Workflow<I, O>,

@@ -209,9 +209,10 @@ impl WorkflowContext {
     }
 
     /// Runs a named step: `f` is the step's code, written in place instead of registered as an
-    /// activity. It runs on a worker with the default activity options (no retries unless
-    /// given), its result is recorded under `name`, and on replay the recorded result is
-    /// returned without calling `f`.
+    /// activity. It runs on a worker with the default activity options — so a failure is
+    /// retried, 3 attempts in all with exponential backoff from 1 s, unless
+    /// [`step_with`](Self::step_with) says otherwise — its result is recorded under `name`, and
+    /// on replay the recorded result is returned without calling `f`.
     ///
     /// The name labels the step in history and is checked on replay: the step at this
     /// position must carry the same name every time, or the run fails as non-deterministic.

@@ -163,6 +163,51 @@ pub(in crate::store) fn scan_events_at(
     records: Records,
     mut each: impl FnMut(usize, Event) -> Result<(), String>,
 ) -> Result<Scan, WorldError> {
+    scan_lines_at(
+        path,
+        bytes,
+        base,
+        |line| {
+            let event = records.decode(line).map_err(|why| why.to_string())?;
+            if event.version > EVENT_FORMAT_VERSION {
+                return Err(format!(
+                    "event format version {} is newer than this build's {EVENT_FORMAT_VERSION}",
+                    event.version
+                ));
+            }
+            Ok(event)
+        },
+        |offset, event| each(offset, event),
+    )
+}
+
+/// [`scan_events_at`] reading only each record's run id and `seq` (every checksum is still
+/// verified): for compaction, which moves lines this process wrote without looking inside.
+pub(in crate::store) fn scan_headers_at(
+    path: &Path,
+    bytes: &[u8],
+    base: usize,
+    mut each: impl FnMut(usize, record::Header<'_>) -> Result<(), String>,
+) -> Result<Scan, WorldError> {
+    scan_lines_at(
+        path,
+        bytes,
+        base,
+        |line| record::decode_header(line).map_err(|why| why.to_string()),
+        |offset, header| each(offset, header),
+    )
+}
+
+/// Splits `bytes` into lines, decoding each whole one with `decode` and handing it to `each`;
+/// stops at a last line without its newline (torn). A line `decode` or `each` refuses is
+/// corruption at its offset.
+fn scan_lines_at<'b, T>(
+    path: &Path,
+    bytes: &'b [u8],
+    base: usize,
+    decode: impl Fn(&'b [u8]) -> Result<T, String>,
+    mut each: impl FnMut(usize, T) -> Result<(), String>,
+) -> Result<Scan, WorldError> {
     let mut offset = 0;
     let mut scan = Scan {
         good_end: 0,
@@ -177,20 +222,8 @@ pub(in crate::store) fn scan_events_at(
             break;
         };
         let next = offset + newline + 1;
-        let event = records
-            .decode(&rest[..newline])
-            .map_err(|why| corrupt(path, base + offset, why))?;
-        if event.version > EVENT_FORMAT_VERSION {
-            return Err(corrupt(
-                path,
-                base + offset,
-                format!(
-                    "event format version {} is newer than this build's {EVENT_FORMAT_VERSION}",
-                    event.version
-                ),
-            ));
-        }
-        each(base + offset, event).map_err(|why| corrupt(path, base + offset, why))?;
+        let item = decode(&rest[..newline]).map_err(|why| corrupt(path, base + offset, why))?;
+        each(base + offset, item).map_err(|why| corrupt(path, base + offset, why))?;
         scan.count += 1;
         offset = next;
         scan.good_end = next;

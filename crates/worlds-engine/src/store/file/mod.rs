@@ -65,7 +65,7 @@ use super::{Appended, HookRef, MemoryStore, RunStore, Timer, TimerStore};
 use lease::Membership;
 use log::{apply_events, list_run_logs_removing, LOG_SUFFIX, TMP_SUFFIX};
 pub(in crate::store) use log::{
-    check_run_id, encode, io_error, list_run_logs, load_run_log, log_path, now, scan_events_at,
+    check_run_id, encode, io_error, list_run_logs, load_run_log, log_path, now, scan_headers_at,
     sync_dir, truncate_torn, LogBatch, Records,
 };
 pub(in crate::store) use wal_read::{WalReplay, WAL_FILES};

@@ -15,7 +15,6 @@
 //! checksum or does not decode is corruption, wherever it is in the file.
 
 use std::fmt;
-use std::io::Write as _;
 
 use crate::model::Event;
 
@@ -79,8 +78,11 @@ fn seal(buf: &mut Vec<u8>, start: usize) {
     buf.pop();
     let crc = checksum(&buf[start..]);
     buf.extend_from_slice(CRC_KEY);
-    // Writing to a Vec cannot fail.
-    let _ = writeln!(buf, "{crc:08x}\"}}");
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    for shift in (0..8).rev() {
+        buf.push(HEX[(crc >> (shift * 4)) as usize & 0xf]);
+    }
+    buf.extend_from_slice(b"\"}\n");
 }
 
 /// Checks the checksum of a whole `line` (without its newline).
@@ -107,6 +109,23 @@ pub(in crate::store) fn verify(line: &[u8]) -> Result<(), BadRecord> {
 
 /// Verifies and decodes a whole `line` (without its newline).
 pub(in crate::store) fn decode(line: &[u8]) -> Result<Event, BadRecord> {
+    verify(line)?;
+    serde_json::from_slice(line).map_err(|e| BadRecord::NotAnEvent(e.to_string()))
+}
+
+/// The part of a record compaction needs: which run, which position in its history.
+#[derive(Debug, serde::Deserialize)]
+pub(in crate::store) struct Header<'a> {
+    /// The run.
+    #[serde(borrow)]
+    pub(in crate::store) run_id: std::borrow::Cow<'a, str>,
+    /// Its position in the run's history.
+    pub(in crate::store) seq: u64,
+}
+
+/// Verifies a whole `line` and reads its [`Header`]; the rest of the line is skipped over
+/// without being decoded.
+pub(in crate::store) fn decode_header(line: &[u8]) -> Result<Header<'_>, BadRecord> {
     verify(line)?;
     serde_json::from_slice(line).map_err(|e| BadRecord::NotAnEvent(e.to_string()))
 }

@@ -8,7 +8,7 @@ use std::ops::Range;
 use std::time::Duration;
 
 use crate::error::WorldError;
-use crate::store::file::{io_error, scan_events_at, sync_dir, LogBatch, Records};
+use crate::store::file::{io_error, scan_headers_at, sync_dir, LogBatch};
 
 use super::Inner;
 
@@ -140,37 +140,38 @@ impl Inner {
         base: usize,
     ) -> Result<(), WorldError> {
         // Lines of the events not yet in each run's log, in order, as byte ranges of `bytes`:
-        // a WAL line is the run log's line byte for byte, so events are checked here but not
-        // kept (or encoded again).
+        // a WAL line is the run log's line byte for byte, so only each record's checksum, run
+        // and `seq` are read (this process wrote and checked the events when they were
+        // appended, and the next open reads them whole).
         let mut fresh: BTreeMap<String, Vec<Range<usize>>> = BTreeMap::new();
-        let scan = scan_events_at(
-            &self.wal_path,
-            bytes,
-            base,
-            Records::Checksummed,
-            |offset, event| {
-                let have = counts.get(&event.run_id).copied().unwrap_or(0)
-                    + written.get(&event.run_id).copied().unwrap_or(0);
-                let batched = fresh.get(&event.run_id).map_or(0, Vec::len);
-                let expected = have + batched as u64;
-                if event.seq < expected {
-                    return Ok(());
+        let scan = scan_headers_at(&self.wal_path, bytes, base, |offset, event| {
+            let run_id: &str = &event.run_id;
+            let have = counts.get(run_id).copied().unwrap_or(0)
+                + written.get(run_id).copied().unwrap_or(0);
+            let batched = fresh.get(run_id).map_or(0, Vec::len);
+            let expected = have + batched as u64;
+            if event.seq < expected {
+                return Ok(());
+            }
+            if event.seq > expected {
+                return Err(format!(
+                    "event seq {} of run {} where seq {expected} was expected",
+                    event.seq, event.run_id
+                ));
+            }
+            let start = offset - base;
+            let end = bytes[start..]
+                .iter()
+                .position(|&b| b == b'\n')
+                .map_or(bytes.len(), |i| start + i + 1);
+            match fresh.get_mut(run_id) {
+                Some(lines) => lines.push(start..end),
+                None => {
+                    fresh.insert(run_id.to_owned(), vec![start..end]);
                 }
-                if event.seq > expected {
-                    return Err(format!(
-                        "event seq {} of run {} where seq {expected} was expected",
-                        event.seq, event.run_id
-                    ));
-                }
-                let start = offset - base;
-                let end = bytes[start..]
-                    .iter()
-                    .position(|&b| b == b'\n')
-                    .map_or(bytes.len(), |i| start + i + 1);
-                fresh.entry(event.run_id).or_default().push(start..end);
-                Ok(())
-            },
-        )?;
+            }
+            Ok(())
+        })?;
         if scan.torn {
             return Err(WorldError::Internal(format!(
                 "hybrid store: {} has an incomplete line at byte offset {} while open; not compacting",

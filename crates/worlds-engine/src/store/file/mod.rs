@@ -81,15 +81,6 @@ pub struct WalSummary {
     pub pending: u64,
 }
 
-/// True if a hybrid store holds the directory under `root` (`state/lock` taken exclusive).
-fn hybrid_store_running(root: &Path) -> bool {
-    let path = root.join("state").join("lock");
-    let Ok(file) = File::open(&path) else {
-        return false;
-    };
-    matches!(file.try_lock_shared(), Err(fs::TryLockError::WouldBlock))
-}
-
 /// The open log of one run.
 struct RunLog {
     path: PathBuf,
@@ -213,23 +204,7 @@ impl FileStore {
     /// A missing `state/format.json` or an older format is reported there too. Every write
     /// (`create_run`, `append`) fails with an unsupported error.
     pub fn open_read_only(root: impl AsRef<Path>) -> Result<FileStore, WorldError> {
-        let root = root.as_ref();
-        let mut attempt = 1;
-        loop {
-            match Self::load_read_only(root) {
-                // A hybrid store compacting while the files are read can move events from its
-                // WAL into a run log between the two reads: read again.
-                Err(e) if attempt < 5 && hybrid_store_running(root) => {
-                    tracing::debug!(error = %e, attempt, "file store: read again while a hybrid store compacts");
-                    attempt += 1;
-                }
-                loaded => return loaded,
-            }
-        }
-    }
-
-    fn load_read_only(root: &Path) -> Result<FileStore, WorldError> {
-        let root = root.to_path_buf();
+        let root = root.as_ref().to_path_buf();
         let workflows = root.join("workflows");
         if !workflows.is_dir() {
             return Err(WorldError::invalid(
@@ -242,6 +217,18 @@ impl FileStore {
         }
         let format = format::check_format(&root, true, false)?;
         let mut warnings = format.warnings;
+        // The WAL files are read before the run logs: a hybrid world running on the directory
+        // may compact meanwhile, moving events from its WAL into the logs, and logs only grow,
+        // so whatever the WAL held when it was read is then either still in it or in a log.
+        // (Read the other way round, a compaction in between would leave a gap.)
+        let state = root.join("state");
+        let mut wals = Vec::new();
+        for name in WAL_FILES {
+            let path = state.join(name);
+            if let Some(bytes) = wal_read::read_wal(&path)? {
+                wals.push((path, bytes));
+            }
+        }
         let mut store = FileStore {
             streams: super::streams::FileStreams::new(&root, true, true),
             schedules: super::schedules::FileSchedules::new(&root, true),
@@ -260,10 +247,9 @@ impl FileStore {
             warnings.extend(loaded.warning);
             counts.insert(run_id, loaded.count);
         }
-        let state = store.root.join("state");
         let mut replay = WalReplay::new(&store.memory, &counts, format.records, true);
-        for name in WAL_FILES {
-            let replayed = replay.replay(&state.join(name))?;
+        for (path, bytes) in &wals {
+            let replayed = replay.replay_bytes(path, bytes)?;
             store.wal.records += replayed.records;
             store.wal.pending += replayed.pending;
             warnings.extend(replayed.warning);

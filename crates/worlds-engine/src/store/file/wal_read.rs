@@ -11,6 +11,15 @@ use crate::store::{MemoryStore, RunStore};
 
 use super::log::{check_run_id, io_error, now, scan_events, truncate_torn, Records};
 
+/// The contents of the WAL file at `path`, `None` if there is none.
+pub(in crate::store) fn read_wal(path: &Path) -> Result<Option<Vec<u8>>, WorldError> {
+    match fs::read(path) {
+        Ok(bytes) => Ok(Some(bytes)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io_error("could not read", path, e)),
+    }
+}
+
 /// The two WAL files under `state/`, in the order they are replayed.
 pub(in crate::store) const WAL_FILES: [&str; 2] = ["wal.ndjson", "wal.next.ndjson"];
 
@@ -57,14 +66,21 @@ impl<'a> WalReplay<'a> {
     /// Applies the events of the WAL file at `wal_path` that are not in their run's log yet.
     /// A missing file holds nothing.
     pub(in crate::store) fn replay(&mut self, wal_path: &Path) -> Result<Replayed, WorldError> {
-        let bytes = match fs::read(wal_path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Replayed::default()),
-            Err(e) => return Err(io_error("could not read", wal_path, e)),
-        };
+        match read_wal(wal_path)? {
+            Some(bytes) => self.replay_bytes(wal_path, &bytes),
+            None => Ok(Replayed::default()),
+        }
+    }
+
+    /// [`replay`](Self::replay) of `bytes`, read from `wal_path` earlier.
+    pub(in crate::store) fn replay_bytes(
+        &mut self,
+        wal_path: &Path,
+        bytes: &[u8],
+    ) -> Result<Replayed, WorldError> {
         let (memory, counts, next) = (self.memory, self.counts, &mut self.next);
         let mut pending = 0;
-        let scan = scan_events(wal_path, &bytes, self.records, |_, event| {
+        let scan = scan_events(wal_path, bytes, self.records, |_, event| {
             check_run_id(&event.run_id).map_err(|e| e.to_string())?;
             let expected = next
                 .entry(event.run_id.clone())

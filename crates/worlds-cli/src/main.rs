@@ -11,6 +11,7 @@ mod escape;
 mod inspect;
 mod logs;
 mod schedules;
+mod show;
 mod writer;
 
 use std::process::ExitCode;
@@ -40,7 +41,7 @@ fn run() -> anyhow::Result<()> {
     match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Runs(RunsCommand::List(args)) => inspect::list(&args, &mut std::io::stdout()),
-        Command::Runs(RunsCommand::Show(args)) => inspect::show(&args, &mut std::io::stdout()),
+        Command::Runs(RunsCommand::Show(args)) => show::show(&args, &mut std::io::stdout()),
         Command::Runs(RunsCommand::Cancel(args)) => cancel::cancel(&args, &mut std::io::stdout()),
         Command::Schedules(SchedulesCommand::List(args)) => {
             schedules::list(&args, &mut std::io::stdout())

@@ -125,3 +125,41 @@ fn doctor_exits_zero_when_healthy_and_non_zero_on_corruption() {
     assert!(!output.status.success());
     assert!(text(&output.stderr).contains("no worlds-engine data in"));
 }
+
+#[test]
+fn a_cancelled_run_is_shown_as_cancelled_not_completed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, pending) = populate(dir.path());
+    let store = FileStore::open(dir.path()).unwrap();
+    let cancelled = Event {
+        id: "evnt_cancel".to_owned(),
+        run_id: pending.clone(),
+        seq: 0,
+        timestamp: 1_700_000_000_500,
+        version: EVENT_FORMAT_VERSION,
+        kind: EventKind::WorkflowCancelled {
+            reason: Some("no longer needed".to_owned()),
+        },
+    };
+    futures::executor::block_on(store.append(&pending, vec![cancelled])).unwrap();
+    drop(store);
+
+    let output = worlds(&["runs", "show", &pending], dir.path());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let shown = text(&output.stdout);
+    let header: Vec<&str> = shown.lines().take_while(|l| !l.is_empty()).collect();
+    assert!(
+        header
+            .iter()
+            .any(|l| l.starts_with("status") && l.ends_with("cancelled")),
+        "{shown}"
+    );
+    assert!(
+        !header.iter().any(|l| l.contains("completed")),
+        "a cancelled run's header must not say completed:\n{shown}"
+    );
+    assert!(
+        header.iter().any(|l| l.contains("no longer needed")),
+        "{shown}"
+    );
+}

@@ -16,7 +16,7 @@ use worlds_engine::clock::Millis;
 use worlds_engine::store::{FileStore, RunStore, WalSummary};
 use worlds_engine::{ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState};
 
-use crate::cli::{DoctorArgs, ListArgs};
+use crate::cli::{DoctorArgs, ListArgs, DEFAULT_DIR};
 use crate::escape::escaped;
 
 /// Runs asked of the store per page.
@@ -27,6 +27,27 @@ const SHORT_ERROR: usize = 60;
 /// Opens the store read-only, with the directory named in any error.
 pub(crate) fn open(dir: &Path) -> anyhow::Result<FileStore> {
     FileStore::open_read_only(dir).with_context(|| format!("could not read {}", dir.display()))
+}
+
+/// ` --dir PATH` for a command the user is told to run, unless `dir` is the default; the path
+/// is quoted for a POSIX shell when it needs to be, so the command can be pasted as printed.
+pub(crate) fn dir_flag(dir: &Path) -> String {
+    if dir == Path::new(DEFAULT_DIR) {
+        String::new()
+    } else {
+        format!(" --dir {}", shell_word(&dir.display().to_string()))
+    }
+}
+
+/// `text` as one word for a POSIX shell: as is when it holds only safe characters, otherwise
+/// in single quotes.
+pub(crate) fn shell_word(text: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:=@,%".contains(c);
+    if !text.is_empty() && text.chars().all(safe) {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
 }
 
 /// Up to `limit` runs matching `filter`, newest first, paging through the store.
@@ -68,6 +89,23 @@ pub(crate) fn list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> 
         filter = filter.workflow_name(name.clone());
     }
     let (runs, more) = collect_runs(&store, filter, args.limit)?;
+    if runs.is_empty() {
+        // On stderr: a script reading stdout sees no runs, a person sees why.
+        if args.statuses.is_empty() && args.name.is_none() {
+            eprintln!(
+                "no runs in {} yet: `worlds dev{}` starts some (the bundled demo workflows), \
+                 or a program starts them with World::execute",
+                escaped(&args.dir.display().to_string()),
+                dir_flag(&args.dir)
+            );
+        } else {
+            eprintln!(
+                "no runs match (`worlds runs list{}` lists them all)",
+                dir_flag(&args.dir)
+            );
+        }
+        return Ok(());
+    }
     if args.json {
         out.write_all(format_runs_json(&runs)?.as_bytes())?;
     } else {

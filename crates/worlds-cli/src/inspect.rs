@@ -10,11 +10,13 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use comfy_table::{presets, Table};
 use worlds_engine::clock::Millis;
 use worlds_engine::store::{FileStore, RunStore, WalSummary};
-use worlds_engine::{ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState};
+use worlds_engine::{
+    ErrorKind, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState, WorldError,
+};
 
 use crate::cli::{DoctorArgs, ListArgs, DEFAULT_DIR};
 use crate::escape::escaped;
@@ -26,7 +28,51 @@ const SHORT_ERROR: usize = 60;
 
 /// Opens the store read-only, with the directory named in any error.
 pub(crate) fn open(dir: &Path) -> anyhow::Result<FileStore> {
+    check_dir(dir)?;
     FileStore::open_read_only(dir).with_context(|| format!("could not read {}", dir.display()))
+}
+
+/// Refuses a `--dir` that does not exist, or that holds no world while a `.worlds-engine`
+/// beside it does (the user named the project directory instead of the world's), saying which
+/// `--dir` was probably meant.
+pub(crate) fn check_dir(dir: &Path) -> anyhow::Result<()> {
+    let nested = dir.join(".worlds-engine");
+    let hint = if nested.join("workflows").is_dir() {
+        format!(
+            "; the world's directory is probably {} (pass --dir {})",
+            nested.display(),
+            shell_word(&nested.display().to_string())
+        )
+    } else {
+        String::new()
+    };
+    if !dir.exists() {
+        let default = if dir == Path::new(DEFAULT_DIR) {
+            " (the default --dir: run the command where `worlds dev` or your program ran, or pass --dir)"
+        } else {
+            ""
+        };
+        bail!("{} does not exist{default}{hint}", dir.display());
+    }
+    if !dir.is_dir() {
+        bail!("{} is not a directory", dir.display());
+    }
+    if !hint.is_empty() && !dir.join("workflows").is_dir() {
+        bail!("no worlds-engine data in {}{hint}", dir.display());
+    }
+    Ok(())
+}
+
+/// Adds to a "not found" error how to see the ids that exist.
+pub(crate) fn not_found_hint(error: WorldError, dir: &Path) -> anyhow::Error {
+    if error.kind() == ErrorKind::NotFound {
+        anyhow::anyhow!(
+            "{error} (`worlds runs list{}` lists the runs)",
+            dir_flag(dir)
+        )
+    } else {
+        anyhow::Error::new(error)
+    }
 }
 
 /// ` --dir PATH` for a command the user is told to run, unless `dir` is the default; the path
@@ -658,7 +704,7 @@ mod tests {
 
         let (result, _) = doctor_output(f.dir().join("missing"));
         let message = format!("{:#}", result.unwrap_err());
-        assert!(message.contains("no worlds-engine data in"), "{message}");
+        assert!(message.contains("does not exist"), "{message}");
     }
 
     #[test]

@@ -20,7 +20,9 @@ use worlds_engine::{Event, EventKind, Payload, ResolveData, RunStatus, WorkflowS
 
 use crate::cli::ShowArgs;
 use crate::escape::escaped;
-use crate::inspect::{duration, elapsed, offset, open, plain, report_warnings, shorten, timestamp};
+use crate::inspect::{
+    duration, elapsed, not_found_hint, offset, open, plain, report_warnings, shorten, timestamp,
+};
 
 /// Longest input, output or error shown in the header.
 const SHORT_VALUE: usize = 200;
@@ -29,7 +31,8 @@ const SHORT_VALUE: usize = 200;
 pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let store = open(&args.dir)?;
     report_warnings(&store);
-    let mut state = futures::executor::block_on(store.get_run(&args.id, ResolveData::All))?;
+    let mut state = futures::executor::block_on(store.get_run(&args.id, ResolveData::All))
+        .map_err(|e| not_found_hint(e, &args.dir))?;
     let history = futures::executor::block_on(store.history(&state.id, 0))?;
     if args.json {
         state.history = history.iter().map(|e| (**e).clone()).collect();

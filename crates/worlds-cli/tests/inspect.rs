@@ -123,7 +123,7 @@ fn doctor_exits_zero_when_healthy_and_non_zero_on_corruption() {
 
     let output = worlds(&["doctor"], &dir.path().join("missing"));
     assert!(!output.status.success());
-    assert!(text(&output.stderr).contains("no worlds-engine data in"));
+    assert!(text(&output.stderr).contains("does not exist"));
 }
 
 #[test]

@@ -10,11 +10,12 @@
 
 use std::io::Write;
 
-use anyhow::{bail, Context};
+use anyhow::Context;
 use worlds_engine::{World, WorldError};
 
 use crate::cli::CancelArgs;
 use crate::escape::escaped;
+use crate::inspect::not_found_hint;
 use crate::writer::with_world;
 
 /// Runs `worlds runs cancel`.
@@ -27,7 +28,7 @@ pub(crate) fn cancel(args: &CancelArgs, out: &mut dyn Write) -> anyhow::Result<(
             .unwrap_or_else(|| "cancelled with `worlds runs cancel`".to_owned());
         match world.cancel_with_reason(&args.id, reason).await {
             Ok(()) => {}
-            Err(e @ WorldError::NotFound { .. }) => bail!("{e}"),
+            Err(e @ WorldError::NotFound { .. }) => return Err(not_found_hint(e, &args.dir)),
             Err(e) => {
                 return Err(anyhow::Error::new(e).context(format!("could not cancel {}", args.id)))
             }

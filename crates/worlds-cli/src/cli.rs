@@ -7,26 +7,58 @@ use worlds_engine::RunStatus;
 
 /// The `worlds` command: run, inspect and benchmark worlds-engine.
 #[derive(Debug, Parser)]
-#[command(name = "worlds", version, about, propagate_version = true)]
+#[command(
+    name = "worlds",
+    version,
+    about,
+    propagate_version = true,
+    after_help = EXAMPLES
+)]
 pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub(crate) command: Command,
 }
 
+impl Cli {
+    /// Whether the command was asked for JSON output (its errors are then JSON too).
+    pub(crate) fn json(&self) -> bool {
+        match &self.command {
+            Command::Bench(args) => args.json,
+            Command::Runs(RunsCommand::List(args)) => args.json,
+            Command::Runs(RunsCommand::Show(args)) => args.json,
+            Command::Runs(RunsCommand::Cancel(args)) => args.json,
+            Command::Schedules(SchedulesCommand::List(args)) => args.json,
+            Command::Schedules(
+                SchedulesCommand::Pause(args)
+                | SchedulesCommand::Resume(args)
+                | SchedulesCommand::Delete(args),
+            ) => args.json,
+            Command::Logs(args) => args.json,
+            Command::Doctor(_) | Command::Dev(_) => false,
+        }
+    }
+}
+
+/// Shown after `worlds --help`: a first session, in the order a new user needs it.
+const EXAMPLES: &str = "\
+Examples:
+  worlds dev                         run the demo workflows on ./.worlds-engine, live
+  worlds runs list                   the runs in ./.worlds-engine, newest first
+  worlds runs list --status failed --json
+  worlds runs show <RUN_OR_WORKFLOW_ID>
+                                     one run: what happened, what it waits for
+  worlds runs cancel <ID> --reason 'not needed'
+  worlds logs --level warn --since 1h
+  worlds doctor --dir path/to/.worlds-engine
+
+Every command reads ./.worlds-engine unless --dir names another directory.
+With --json, output is JSON for scripts, and so is an error: one object
+{\"error\": {\"message\": ...}} on stderr, with a non-zero exit status.";
+
 /// The subcommands.
 #[derive(Debug, Subcommand)]
 pub(crate) enum Command {
-    /// Run the benchmark workloads (see the benchmark contract) and print one result per workload.
-    Bench(BenchArgs),
-    /// Inspect the runs stored in a world's directory (read-only: safe while the world runs).
-    #[command(subcommand)]
-    Runs(RunsCommand),
-    /// List, pause, resume or delete the schedules in a world's directory.
-    #[command(subcommand)]
-    Schedules(SchedulesCommand),
-    /// Check a world's directory: format, runs by status, torn or corrupt event logs.
-    Doctor(DoctorArgs),
     /// Run the bundled demo workflows on a durable world and show their progress live.
     ///
     /// Opens a world on the directory (hybrid storage by default), registers the demo workflows
@@ -42,10 +74,21 @@ pub(crate) enum Command {
     /// Started on a directory that holds unfinished runs, `worlds dev` resumes them and, unless
     /// `--runs` is given, starts no new ones.
     Dev(DevArgs),
+    /// List, show or cancel the runs stored in a world's directory (list and show only read,
+    /// so they are safe while the world runs).
+    #[command(subcommand)]
+    Runs(RunsCommand),
+    /// List, pause, resume or delete the schedules in a world's directory.
+    #[command(subcommand)]
+    Schedules(SchedulesCommand),
+    /// Check a world's directory: format, runs by status, torn or corrupt event logs.
+    Doctor(DoctorArgs),
     /// Show a world's log entries, oldest first (read-only: safe while the world runs).
     ///
     /// Reads the day files a world writes to logs/ in its data directory (or --log-dir).
     Logs(LogsArgs),
+    /// Run the benchmark workloads (see the benchmark contract) and print one result per workload.
+    Bench(BenchArgs),
 }
 
 /// The default `--dir`: where a world on file or hybrid storage keeps its state by default.
@@ -289,7 +332,7 @@ pub(crate) enum WorkloadArg {
     All,
 }
 
-/// Storage backends a benchmark can name.
+/// Storage backends a benchmark can run on (only those that exist: `--help` lists these).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub(crate) enum Backend {
     /// In process memory.
@@ -298,8 +341,6 @@ pub(crate) enum Backend {
     File,
     /// Memory plus a write-ahead log on disk.
     Hybrid,
-    /// PostgreSQL.
-    Postgres,
 }
 
 impl Backend {
@@ -309,7 +350,6 @@ impl Backend {
             Backend::Memory => "memory",
             Backend::File => "file",
             Backend::Hybrid => "hybrid",
-            Backend::Postgres => "postgres",
         }
     }
 }

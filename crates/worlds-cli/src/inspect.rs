@@ -1,4 +1,5 @@
-//! `worlds runs list`, `worlds runs show` and `worlds doctor`: read a world's data directory.
+//! `worlds runs list` and `worlds doctor`: read a world's data directory (`worlds runs show` is
+//! in `show.rs`).
 //!
 //! Every command opens the store with [`FileStore::open_read_only`], which writes nothing, so they
 //! are safe to run while a world is running on the same directory. The `format_*` functions turn
@@ -9,13 +10,15 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, UNIX_EPOCH};
 
-use anyhow::Context;
+use anyhow::{bail, Context};
 use comfy_table::{presets, Table};
 use worlds_engine::clock::Millis;
 use worlds_engine::store::{FileStore, RunStore, WalSummary};
-use worlds_engine::{Event, EventKind, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState};
+use worlds_engine::{
+    ErrorKind, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState, WorldError,
+};
 
-use crate::cli::{DoctorArgs, ListArgs, ShowArgs};
+use crate::cli::{DoctorArgs, ListArgs, DEFAULT_DIR};
 use crate::escape::escaped;
 
 /// Runs asked of the store per page.
@@ -24,8 +27,73 @@ const PAGE: usize = 100;
 const SHORT_ERROR: usize = 60;
 
 /// Opens the store read-only, with the directory named in any error.
-fn open(dir: &Path) -> anyhow::Result<FileStore> {
+pub(crate) fn open(dir: &Path) -> anyhow::Result<FileStore> {
+    check_dir(dir)?;
     FileStore::open_read_only(dir).with_context(|| format!("could not read {}", dir.display()))
+}
+
+/// Refuses a `--dir` that does not exist, or that holds no world while a `.worlds-engine`
+/// beside it does (the user named the project directory instead of the world's), saying which
+/// `--dir` was probably meant.
+pub(crate) fn check_dir(dir: &Path) -> anyhow::Result<()> {
+    let nested = dir.join(".worlds-engine");
+    let hint = if nested.join("workflows").is_dir() {
+        format!(
+            "; the world's directory is probably {} (pass --dir {})",
+            nested.display(),
+            shell_word(&nested.display().to_string())
+        )
+    } else {
+        String::new()
+    };
+    if !dir.exists() {
+        let default = if dir == Path::new(DEFAULT_DIR) {
+            " (the default --dir: run the command where `worlds dev` or your program ran, or pass --dir)"
+        } else {
+            ""
+        };
+        bail!("{} does not exist{default}{hint}", dir.display());
+    }
+    if !dir.is_dir() {
+        bail!("{} is not a directory", dir.display());
+    }
+    if !hint.is_empty() && !dir.join("workflows").is_dir() {
+        bail!("no worlds-engine data in {}{hint}", dir.display());
+    }
+    Ok(())
+}
+
+/// Adds to a "not found" error how to see the ids that exist.
+pub(crate) fn not_found_hint(error: WorldError, dir: &Path) -> anyhow::Error {
+    if error.kind() == ErrorKind::NotFound {
+        anyhow::anyhow!(
+            "{error} (`worlds runs list{}` lists the runs)",
+            dir_flag(dir)
+        )
+    } else {
+        anyhow::Error::new(error)
+    }
+}
+
+/// ` --dir PATH` for a command the user is told to run, unless `dir` is the default; the path
+/// is quoted for a POSIX shell when it needs to be, so the command can be pasted as printed.
+pub(crate) fn dir_flag(dir: &Path) -> String {
+    if dir == Path::new(DEFAULT_DIR) {
+        String::new()
+    } else {
+        format!(" --dir {}", shell_word(&dir.display().to_string()))
+    }
+}
+
+/// `text` as one word for a POSIX shell: as is when it holds only safe characters, otherwise
+/// in single quotes.
+pub(crate) fn shell_word(text: &str) -> String {
+    let safe = |c: char| c.is_ascii_alphanumeric() || "/._-+:=@,%".contains(c);
+    if !text.is_empty() && text.chars().all(safe) {
+        text.to_owned()
+    } else {
+        format!("'{}'", text.replace('\'', r"'\''"))
+    }
 }
 
 /// Up to `limit` runs matching `filter`, newest first, paging through the store.
@@ -67,6 +135,23 @@ pub(crate) fn list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> 
         filter = filter.workflow_name(name.clone());
     }
     let (runs, more) = collect_runs(&store, filter, args.limit)?;
+    if runs.is_empty() {
+        // On stderr: a script reading stdout sees no runs, a person sees why.
+        if args.statuses.is_empty() && args.name.is_none() {
+            eprintln!(
+                "no runs in {} yet: `worlds dev{}` starts some (the bundled demo workflows), \
+                 or a program starts them with World::execute",
+                escaped(&args.dir.display().to_string()),
+                dir_flag(&args.dir)
+            );
+        } else {
+            eprintln!(
+                "no runs match (`worlds runs list{}` lists them all)",
+                dir_flag(&args.dir)
+            );
+        }
+        return Ok(());
+    }
     if args.json {
         out.write_all(format_runs_json(&runs)?.as_bytes())?;
     } else {
@@ -77,23 +162,6 @@ pub(crate) fn list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> 
             "showing the newest {} runs; more match (raise --limit)",
             runs.len()
         );
-    }
-    Ok(())
-}
-
-/// `worlds runs show`.
-pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let store = open(&args.dir)?;
-    report_warnings(&store);
-    let mut state = futures::executor::block_on(store.get_run(&args.id, ResolveData::All))?;
-    let history = futures::executor::block_on(store.history(&state.id, 0))?;
-    if args.json {
-        state.history = history.iter().map(|e| (**e).clone()).collect();
-        serde_json::to_writer_pretty(&mut *out, &state)?;
-        writeln!(out)?;
-    } else {
-        let history: Vec<&Event> = history.iter().map(|e| &**e).collect();
-        out.write_all(format_run(&state, &history).as_bytes())?;
     }
     Ok(())
 }
@@ -113,7 +181,7 @@ pub(crate) fn doctor(args: &DoctorArgs, out: &mut impl Write) -> anyhow::Result<
 }
 
 /// Tells stderr what a read-only open found and left alone.
-fn report_warnings(store: &FileStore) {
+pub(crate) fn report_warnings(store: &FileStore) {
     for warning in store.warnings() {
         eprintln!("warning: {}", escaped(warning));
     }
@@ -216,167 +284,13 @@ pub(crate) fn format_runs_table(runs: &[WorkflowState]) -> String {
 }
 
 /// A borderless table as text, without trailing spaces.
-fn plain(table: &Table) -> String {
+pub(crate) fn plain(table: &Table) -> String {
     let lines: Vec<String> = table.lines().map(|l| l.trim_end().to_owned()).collect();
     lines.join("\n")
 }
 
-/// A run's header and the timeline of its history.
-pub(crate) fn format_run(state: &WorkflowState, history: &[&Event]) -> String {
-    let mut text = String::new();
-    let mut line =
-        |label: &str, value: String| text.push_str(&format!("{label:<12}{}\n", escaped(&value)));
-    line("name", state.name.clone());
-    line("status", state.status.to_string());
-    line("run id", state.id.clone());
-    line("workflow id", state.workflow_id.clone());
-    if let Some(parent) = &state.parent_id {
-        line("parent", parent.clone());
-    }
-    line("created", timestamp(state.created_at));
-    if let Some(at) = state.started_at {
-        line("started", timestamp(at));
-    }
-    if let Some(at) = state.completed_at {
-        line(
-            "completed",
-            format!(
-                "{} (after {})",
-                timestamp(at),
-                duration(elapsed(state.created_at, at))
-            ),
-        );
-    }
-    line("attempt", state.attempt.to_string());
-    if let Some(reason) = &state.quarantine {
-        line("quarantine", reason.clone());
-    }
-    if let Some(error) = &state.error {
-        let code = error
-            .code
-            .as_ref()
-            .map(|c| format!(" [{c}]"))
-            .unwrap_or_default();
-        line("error", format!("{}{code}", error.message));
-    }
-
-    let start = history.first().map_or(0, |e| e.timestamp);
-    let mut names: BTreeMap<u32, &str> = BTreeMap::new();
-    let mut table = Table::new();
-    table
-        .load_style(presets::NOTHING)
-        .set_header(["SEQ", "TIME", "EVENT", "POS", "DETAILS"]);
-    for event in history {
-        if let EventKind::ActivityScheduled { position, name, .. } = &event.kind {
-            names.insert(*position, name);
-        }
-        let position = event
-            .kind
-            .position()
-            .map(|p| p.to_string())
-            .unwrap_or_default();
-        table.add_row([
-            event.seq.to_string(),
-            offset(elapsed(start, event.timestamp)),
-            event.kind.type_name().to_owned(),
-            position,
-            escaped(&details(&event.kind, &names, start)).to_string(),
-        ]);
-    }
-    text.push_str(&format!(
-        "\nhistory ({} events)\n{}\n",
-        history.len(),
-        plain(&table)
-    ));
-    text
-}
-
-/// What a timeline line says about an event beyond its type and position.
-fn details(kind: &EventKind, names: &BTreeMap<u32, &str>, start: Millis) -> String {
-    let step = |position: &u32| {
-        names
-            .get(position)
-            .map(|n| format!("{n:?} "))
-            .unwrap_or_default()
-    };
-    match kind {
-        EventKind::WorkflowQueued(run) => format!("workflow {:?}", run.name),
-        EventKind::WorkflowStarted { attempt, .. } => format!("attempt {attempt}"),
-        EventKind::WorkflowRetry {
-            attempt,
-            delay_ms,
-            error,
-            ..
-        } => format!(
-            "attempt {attempt} in {}: {}",
-            duration(*delay_ms),
-            error.message
-        ),
-        EventKind::WorkflowFailed { error } => error.message.clone(),
-        EventKind::WorkflowCancelled { reason } => reason.clone().unwrap_or_default(),
-        EventKind::WorkflowQuarantined { reason } => reason.clone(),
-        EventKind::CompensationAdded {
-            compensation_id, ..
-        }
-        | EventKind::CompensationExecuted {
-            compensation_id, ..
-        } => compensation_id.clone(),
-        EventKind::CompensationFailed {
-            compensation_id,
-            error,
-            ..
-        } => format!("{compensation_id}: {}", error.message),
-        EventKind::ActivityScheduled { name, .. } => format!("{name:?}"),
-        EventKind::ActivityStarted { position, attempt }
-        | EventKind::ActivityCompleted {
-            position, attempt, ..
-        } => format!("{}attempt {attempt}", step(position)),
-        EventKind::ActivityFailed {
-            position,
-            attempt,
-            error,
-            retrying,
-        } => format!(
-            "{}attempt {attempt}{}: {}",
-            step(position),
-            if *retrying { " (retrying)" } else { "" },
-            error.message
-        ),
-        EventKind::ActivityRetry {
-            position,
-            attempt,
-            delay_ms,
-        } => format!(
-            "{}attempt {attempt} in {}",
-            step(position),
-            duration(*delay_ms)
-        ),
-        EventKind::ActivityHeartbeat {
-            position,
-            attempt,
-            message,
-        } => {
-            let message = message
-                .as_ref()
-                .map(|m| format!(": {m}"))
-                .unwrap_or_default();
-            format!("{}attempt {attempt}{message}", step(position))
-        }
-        EventKind::TimerScheduled { fire_at, .. } => {
-            format!("fires at {}", offset(elapsed(start, *fire_at)))
-        }
-        EventKind::ChildWorkflowStarted { child_id, name, .. } => format!("{name:?} {child_id}"),
-        EventKind::ChildWorkflowCompleted { child_id, .. } => child_id.clone(),
-        EventKind::ChildWorkflowFailed {
-            child_id, error, ..
-        } => format!("{child_id}: {}", error.message),
-        EventKind::ValueRecorded { kind, .. } => format!("{kind:?}").to_lowercase(),
-        _ => String::new(),
-    }
-}
-
 /// A time as `2024-01-02 03:04:05Z` (UTC).
-fn timestamp(at: Millis) -> String {
+pub(crate) fn timestamp(at: Millis) -> String {
     let time = UNIX_EPOCH + Duration::from_millis(u64::try_from(at).unwrap_or(0));
     humantime::format_rfc3339_seconds(time)
         .to_string()
@@ -384,17 +298,17 @@ fn timestamp(at: Millis) -> String {
 }
 
 /// Milliseconds from `from` to `to` (0 if `to` is earlier).
-fn elapsed(from: Millis, to: Millis) -> u64 {
+pub(crate) fn elapsed(from: Millis, to: Millis) -> u64 {
     u64::try_from(to.saturating_sub(from)).unwrap_or(0)
 }
 
 /// A duration as `1s 250ms`.
-fn duration(ms: u64) -> String {
+pub(crate) fn duration(ms: u64) -> String {
     humantime::format_duration(Duration::from_millis(ms)).to_string()
 }
 
 /// Time since the first event: `+12ms`, `+1.250s`, `+2m 5s`.
-fn offset(ms: u64) -> String {
+pub(crate) fn offset(ms: u64) -> String {
     if ms < 1_000 {
         format!("+{ms}ms")
     } else if ms < 60_000 {
@@ -405,7 +319,7 @@ fn offset(ms: u64) -> String {
 }
 
 /// The first line of `text`, cut to `max` characters.
-fn shorten(text: &str, max: usize) -> String {
+pub(crate) fn shorten(text: &str, max: usize) -> String {
     let line = text.lines().next().unwrap_or_default();
     if line.chars().count() <= max && line.len() == text.trim_end().len() {
         return line.to_owned();
@@ -423,9 +337,11 @@ mod tests {
     use worlds_engine::clock::{Clock, VirtualClock};
     use worlds_engine::ids::IdGenerator;
     use worlds_engine::model::EVENT_FORMAT_VERSION;
-    use worlds_engine::{Payload, StructuredError};
+    use worlds_engine::{Event, EventKind, Payload, StructuredError};
 
     use super::*;
+    use crate::cli::ShowArgs;
+    use crate::show::{details, show};
 
     /// Writes runs through a [`FileStore`], one event at a time on a virtual clock.
     struct Fixture {
@@ -788,7 +704,7 @@ mod tests {
 
         let (result, _) = doctor_output(f.dir().join("missing"));
         let message = format!("{:#}", result.unwrap_err());
-        assert!(message.contains("no worlds-engine data in"), "{message}");
+        assert!(message.contains("does not exist"), "{message}");
     }
 
     #[test]

@@ -4,7 +4,7 @@
 //! reads, so it is safe while a world writes to them.
 
 use std::io::Write;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use anyhow::Context;
@@ -53,11 +53,16 @@ pub(crate) fn parse_since(text: &str) -> Result<Since, String> {
 /// `worlds logs`.
 pub(crate) fn logs(args: &LogsArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let dir = log_dir(args);
+    match &args.log_dir {
+        None => crate::inspect::check_dir(&args.dir)?,
+        Some(named) if !named.exists() => anyhow::bail!("{} does not exist", named.display()),
+        Some(_) => {}
+    }
     if !dir.is_dir() {
-        anyhow::bail!(
-            "no log directory at {} (a file or hybrid world writes its logs to logs/ in its data directory; --log-dir reads another)",
-            dir.display()
-        );
+        // A world that has not written its first batch yet (or was killed before it): nothing
+        // is wrong with the directory.
+        eprintln!("{}", no_records_yet(&dir));
+        return Ok(());
     }
     let mut query = LogQuery::new().limit(args.limit.saturating_add(1));
     if let Some(category) = args.category {
@@ -71,6 +76,10 @@ pub(crate) fn logs(args: &LogsArgs, out: &mut impl Write) -> anyhow::Result<()> 
     }
     let mut entries =
         read_logs(&dir, &query).with_context(|| format!("could not read {}", dir.display()))?;
+    let filtered = args.category.is_some() || args.level.is_some() || args.since.is_some();
+    if entries.is_empty() && !filtered {
+        eprintln!("{}", no_records_yet(&dir));
+    }
     let more = entries.len() > args.limit;
     if more {
         entries.remove(0);
@@ -91,6 +100,19 @@ pub(crate) fn logs(args: &LogsArgs, out: &mut impl Write) -> anyhow::Result<()> 
         );
     }
     Ok(())
+}
+
+/// What to say when a directory holds no log records: that none were written yet, and how a
+/// world comes to write them.
+fn no_records_yet(dir: &Path) -> String {
+    format!(
+        "no log records were written to {} yet. A world writes them there in batches (every 2 s \
+         and when it shuts down) from the events its log layer receives: \
+         `telemetry::init_logging(&world)` installs it, or add `world.log_layer()` to the \
+         program's own subscriber (`worlds dev` does this). A world killed before its first \
+         batch leaves none; a world whose LogsConfig::dir is elsewhere is read with --log-dir.",
+        escaped(&dir.display().to_string())
+    )
 }
 
 /// The directory the command reads.

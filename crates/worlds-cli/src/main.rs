@@ -1,7 +1,8 @@
 //! `worlds`: the command-line tool for worlds-engine.
 //!
 //! Subcommands live in their own modules; [`run`] dispatches to them. Results (data) go to
-//! stdout, progress and diagnostics to stderr.
+//! stdout, progress and diagnostics to stderr. Under `--json` an error is one JSON object on
+//! stderr, `{"error": {"message": "…"}}`, and the exit status is non-zero.
 
 mod bench;
 mod cancel;
@@ -11,6 +12,7 @@ mod escape;
 mod inspect;
 mod logs;
 mod schedules;
+mod show;
 mod writer;
 
 use std::process::ExitCode;
@@ -25,22 +27,61 @@ use crate::cli::{Cli, Command, RunsCommand, SchedulesCommand};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    match run() {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(error) => return usage_error(&error),
+    };
+    let json = cli.json();
+    match run(cli) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
-            eprintln!("error: {}", escape::escaped_lines(&format!("{error:#}")));
+            let message = format!("{error:#}");
+            if json {
+                // A script asked for JSON: the error is JSON too, on stderr like every error,
+                // so stdout holds only data.
+                eprintln!("{}", json_error(&message));
+            } else {
+                eprintln!("error: {}", escape::escaped_lines(&message));
+            }
             ExitCode::FAILURE
         }
     }
 }
 
+/// `{"error": {"message": …}}`: how an error is reported under `--json`.
+fn json_error(message: &str) -> serde_json::Value {
+    serde_json::json!({ "error": { "message": message } })
+}
+
+/// Reports a command line clap refused: as JSON when `--json` was among the arguments, as clap
+/// prints it otherwise (help and version requests included).
+fn usage_error(error: &clap::Error) -> ExitCode {
+    use clap::error::ErrorKind;
+    let informational = matches!(
+        error.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    );
+    if informational || !std::env::args_os().any(|a| a == "--json") {
+        error.exit();
+    }
+    let rendered = error.render().to_string();
+    let message = rendered
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches("error: ");
+    eprintln!("{}", json_error(message));
+    ExitCode::from(2)
+}
+
 /// Parses the command line and runs the chosen subcommand.
-fn run() -> anyhow::Result<()> {
-    let cli = Cli::parse();
+fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Runs(RunsCommand::List(args)) => inspect::list(&args, &mut std::io::stdout()),
-        Command::Runs(RunsCommand::Show(args)) => inspect::show(&args, &mut std::io::stdout()),
+        Command::Runs(RunsCommand::Show(args)) => show::show(&args, &mut std::io::stdout()),
         Command::Runs(RunsCommand::Cancel(args)) => cancel::cancel(&args, &mut std::io::stdout()),
         Command::Schedules(SchedulesCommand::List(args)) => {
             schedules::list(&args, &mut std::io::stdout())

@@ -8,10 +8,10 @@
 use std::io::Write;
 use std::time::{Duration, UNIX_EPOCH};
 
-use anyhow::{bail, Context};
+use anyhow::bail;
 use comfy_table::{presets, Table};
 use worlds_engine::clock::Millis;
-use worlds_engine::store::{FileStore, ScheduleStore};
+use worlds_engine::store::ScheduleStore;
 use worlds_engine::{ScheduleConfig, World, WorldError};
 
 use crate::cli::{ScheduleIdArgs, SchedulesListArgs};
@@ -38,8 +38,7 @@ impl Action {
 
 /// `worlds schedules list`.
 pub(crate) fn list(args: &SchedulesListArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let store = FileStore::open_read_only(&args.dir)
-        .with_context(|| format!("could not read {}", args.dir.display()))?;
+    let store = crate::inspect::open(&args.dir)?;
     let schedules = futures::executor::block_on(store.list_schedules())?;
     if args.json {
         for schedule in &schedules {

@@ -30,6 +30,7 @@ pub(crate) fn with_world<T>(
     instead: &str,
     write: impl AsyncFnOnce(&World) -> anyhow::Result<T>,
 ) -> anyhow::Result<T> {
+    crate::inspect::check_dir(dir)?;
     if !dir.join("workflows").is_dir() {
         bail!(
             "no worlds-engine data in {} (it has no workflows/ directory)",

@@ -537,3 +537,18 @@ async fn a_server_that_outlives_its_world_hands_the_run_to_the_next_world() {
     server.shutdown().await;
     world.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_address_in_use_error_does_not_name_the_address() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap();
+    let world = world_with(config()).await;
+    let err = timeout(BOUND, world.serve_webhooks(addr))
+        .await
+        .unwrap()
+        .map(|_| ())
+        .unwrap_err();
+    let message = err.to_string();
+    assert!(message.contains(&addr.to_string()), "{message}");
+    world.shutdown().await.unwrap();
+}

@@ -62,8 +62,6 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }),
         sleep: args.sleep_ms.map(Duration::from_millis).unwrap_or(W3_SLEEP),
     };
-    // Refuse an unavailable backend before spending time on a runtime.
-    check_backend(settings.backend)?;
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -124,7 +122,6 @@ fn config(
     live_runs: usize,
     dir: Option<std::path::PathBuf>,
 ) -> anyhow::Result<WorldConfig> {
-    check_backend(settings.backend)?;
     let mut config = WorldConfig::memory();
     let persistence = match settings.backend {
         Backend::File => Some(Persistence::File),
@@ -142,17 +139,6 @@ fn config(
     config.max_workers = config.max_workers.max(settings.workers);
     config.max_cached_runs = config.max_cached_runs.max(live_runs + 64);
     Ok(config)
-}
-
-/// Refuses a backend the benchmark cannot run yet.
-fn check_backend(backend: Backend) -> anyhow::Result<()> {
-    match backend {
-        Backend::Memory | Backend::File | Backend::Hybrid => Ok(()),
-        other => bail!(
-            "backend `{}` is not available yet in the benchmark; use `--backend memory`, `file` or `hybrid`",
-            other.name()
-        ),
-    }
 }
 
 /// An empty directory for one benchmark world's files, under the system's temporary directory.
@@ -286,15 +272,5 @@ mod tests {
         let flat = w6.flat.unwrap();
         assert!(flat.early_ms.unwrap() > 0.0 && flat.late_ms.unwrap() > 0.0);
         assert!(flat.late_over_early.is_some());
-    }
-
-    #[test]
-    fn unavailable_backends_are_errors() {
-        let error = check_backend(Backend::Postgres).unwrap_err().to_string();
-        assert!(error.contains("not available yet"), "{error}");
-        assert!(error.contains("postgres"), "{error}");
-        assert!(config(&tiny(), 10, None).is_ok());
-        assert!(check_backend(Backend::File).is_ok());
-        assert!(check_backend(Backend::Hybrid).is_ok());
     }
 }

@@ -153,7 +153,8 @@ async fn session(args: &DevArgs) -> anyhow::Result<()> {
                 stopped = world.shutdown() => stopped?,
                 _ = tokio::signal::ctrl_c() => bail!(
                     "interrupted again: stopped without waiting for the steps in progress \
-                     (they are retried when `worlds dev` resumes their runs)"
+                     (they are retried when `{}` resumes their runs)",
+                    report::resume_command(args)
                 ),
             }
             late?;

@@ -9,7 +9,7 @@ use worlds_engine::Persistence;
 
 use super::tally::Tally;
 use super::tracker::Tracker;
-use crate::cli::{DevArgs, DEFAULT_DIR};
+use crate::cli::{DevArgs, PersistenceArg};
 
 /// What the session is about to do, on stderr.
 pub(crate) fn announce(args: &DevArgs, persistence: Persistence, demo: &Demo, tracker: &Tracker) {
@@ -35,7 +35,10 @@ pub(crate) fn announce(args: &DevArgs, persistence: Persistence, demo: &Demo, tr
     if persistence == Persistence::Memory {
         eprintln!("Ctrl-C stops");
     } else {
-        eprintln!("Ctrl-C stops; `worlds dev` again resumes what is in flight");
+        eprintln!(
+            "Ctrl-C stops; `{}` again resumes what is in flight",
+            resume_command(args)
+        );
     }
 }
 
@@ -57,13 +60,21 @@ fn runs(n: usize) -> &'static str {
     }
 }
 
-/// ` --dir PATH`, unless `dir` is the default.
+/// ` --dir PATH`, unless `dir` is the default (quoted for a shell when it needs to be).
 fn dir_flag(dir: &Path) -> String {
-    if dir == Path::new(DEFAULT_DIR) {
-        String::new()
-    } else {
-        format!(" --dir {}", dir.display())
-    }
+    crate::inspect::dir_flag(dir)
+}
+
+/// The `worlds dev` command that resumes this session's directory: the same `--dir` and
+/// `--persistence` (a file-mode directory reopened in the default hybrid mode would not be the
+/// same world).
+pub(crate) fn resume_command(args: &DevArgs) -> String {
+    let persistence = match args.persistence {
+        PersistenceArg::Hybrid => "",
+        PersistenceArg::File => " --persistence file",
+        PersistenceArg::Memory => " --persistence memory",
+    };
+    format!("worlds dev{}{persistence}", dir_flag(&args.dir))
 }
 
 /// The closing summary once every run has finished, on stdout.
@@ -109,10 +120,10 @@ pub(crate) fn stopped(args: &DevArgs, persistence: Persistence, tally: &Tally, t
         );
     } else {
         println!(
-            "{left} {} still in flight, kept in {}: `worlds dev{}` again resumes {}",
+            "{left} {} still in flight, kept in {}: `{}` again resumes {}",
             runs(left),
             args.dir.display(),
-            dir_flag(&args.dir),
+            resume_command(args),
             if left == 1 { "it" } else { "them" }
         );
     }
@@ -123,11 +134,17 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
+    use crate::cli::DEFAULT_DIR;
 
     #[test]
     fn dir_flag_only_when_not_the_default() {
         assert_eq!(dir_flag(Path::new(DEFAULT_DIR)), "");
         assert_eq!(dir_flag(&PathBuf::from("/tmp/w")), " --dir /tmp/w");
+        assert_eq!(dir_flag(&PathBuf::from("/tmp/my w")), " --dir '/tmp/my w'");
+        assert_eq!(
+            dir_flag(&PathBuf::from("/tmp/it's")),
+            r" --dir '/tmp/it'\''s'"
+        );
         assert_eq!(runs(1), "run");
         assert_eq!(runs(2), "runs");
     }

@@ -362,9 +362,22 @@ impl WebhookServer {
         engine: &Arc<Engine>,
         addr: impl ToSocketAddrs,
     ) -> Result<WebhookServer, WorldError> {
-        let listener = TcpListener::bind(addr)
+        // Resolved first so that an error (an address in use, say) can name the address: the
+        // caller may have passed a host name or a port another program holds.
+        let addrs: Vec<std::net::SocketAddr> = tokio::net::lookup_host(addr)
             .await
-            .map_err(|e| WorldError::Unavailable(format!("could not listen for webhooks: {e}")))?;
+            .map_err(|e| {
+                WorldError::Unavailable(format!("could not resolve the webhook address: {e}"))
+            })?
+            .collect();
+        let named = addrs
+            .iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join(", ");
+        let listener = TcpListener::bind(addrs.as_slice()).await.map_err(|e| {
+            WorldError::Unavailable(format!("could not listen for webhooks on {named}: {e}"))
+        })?;
         let addr = listener
             .local_addr()
             .map_err(|e| WorldError::Internal(format!("webhook listener has no address: {e}")))?;

@@ -1,0 +1,520 @@
+//! `worlds runs show`: what happened to one run and what it waits for, on one screen.
+//!
+//! The header gives the run's status, input, and output or error; a table gives each step's
+//! status and attempts; an unfinished run says what it waits on now (a timer, a hook, a step
+//! running or waiting for its retry, a child run, a workflow retry); the timeline marks where
+//! the run was resumed after a restart or a takeover. Like the other read commands it opens
+//! the store read-only.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use comfy_table::{presets, Table};
+use worlds_engine::clock::Millis;
+use worlds_engine::error::codes;
+use worlds_engine::model::{ActivityStatus, HookStatus};
+use worlds_engine::store::{FileStore, RunStore};
+use worlds_engine::{Event, EventKind, Payload, ResolveData, RunStatus, WorkflowState};
+
+use crate::cli::ShowArgs;
+use crate::escape::escaped;
+use crate::inspect::{
+    duration, elapsed, not_found_hint, offset, open, plain, report_warnings, shorten, timestamp,
+};
+
+/// Longest input, output or error shown in the header.
+const SHORT_VALUE: usize = 200;
+
+/// `worlds runs show`.
+pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let store = open(&args.dir)?;
+    report_warnings(&store);
+    let mut state = futures::executor::block_on(store.get_run(&args.id, ResolveData::All))
+        .map_err(|e| not_found_hint(e, &args.dir))?;
+    let history = futures::executor::block_on(store.history(&state.id, 0))?;
+    if args.json {
+        state.history = history.iter().map(|e| (**e).clone()).collect();
+        serde_json::to_writer_pretty(&mut *out, &state)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let history: Vec<&Event> = history.iter().map(|e| &**e).collect();
+    let context = Context {
+        driver: driver_of(&args.dir, &state.id),
+        children: children_of(&store, &state),
+        now: now_ms(),
+    };
+    out.write_all(format_run(&state, &history, &context).as_bytes())?;
+    Ok(())
+}
+
+/// What `runs show` knows about a run beyond its state and history.
+#[derive(Debug, Default)]
+pub(crate) struct Context {
+    /// The process driving the run, from its lease (file mode), as `process PID`.
+    pub(crate) driver: Option<String>,
+    /// The run's children and their status.
+    pub(crate) children: Vec<(String, RunStatus)>,
+    /// The current time, for "in 5m".
+    pub(crate) now: Millis,
+}
+
+/// `process PID` from `leases/{run_id}`, which names the member driving the run in file mode
+/// (`m{pid}-{random}`); `None` without a lease (a hybrid directory, or a run no one drives).
+fn driver_of(dir: &Path, run_id: &str) -> Option<String> {
+    let member = std::fs::read_to_string(dir.join("leases").join(run_id)).ok()?;
+    let member = member.trim();
+    let pid = member
+        .strip_prefix('m')
+        .and_then(|rest| rest.split('-').next())
+        .filter(|pid| !pid.is_empty() && pid.chars().all(|c| c.is_ascii_digit()));
+    Some(match pid {
+        Some(pid) => format!("process {pid} (member {member})"),
+        None => format!("member {member}"),
+    })
+}
+
+/// The status of each child run (children the store cannot read are left out).
+fn children_of(store: &FileStore, state: &WorkflowState) -> Vec<(String, RunStatus)> {
+    state
+        .children
+        .iter()
+        .filter_map(|child| {
+            let run = futures::executor::block_on(store.get_run(child, ResolveData::None)).ok()?;
+            Some((run.id, run.status))
+        })
+        .collect()
+}
+
+fn now_ms() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// A run's header, its steps, what it waits on, and the timeline of its history.
+pub(crate) fn format_run(state: &WorkflowState, history: &[&Event], context: &Context) -> String {
+    let mut text = String::new();
+    let mut line =
+        |label: &str, value: String| text.push_str(&format!("{label:<12}{}\n", escaped(&value)));
+    line("name", state.name.clone());
+    line("status", state.status.to_string());
+    line("run id", state.id.clone());
+    line("workflow id", state.workflow_id.clone());
+    if let Some(parent) = &state.parent_id {
+        line("parent", parent.clone());
+    }
+    line("created", timestamp(state.created_at));
+    if let Some(at) = state.started_at {
+        line("started", timestamp(at));
+    }
+    if let Some(at) = state.completed_at {
+        // Labelled with how the run ended: a cancelled or failed run did not complete.
+        line(
+            state.status.as_str(),
+            format!(
+                "{} (after {})",
+                timestamp(at),
+                duration(elapsed(state.created_at, at))
+            ),
+        );
+    }
+    line("attempt", state.attempt.to_string());
+    if let Some(reason) = &state.quarantine {
+        line("quarantine", reason.clone());
+    }
+    if let Some(input) = &state.input {
+        line("input", payload(input));
+    }
+    if let Some(output) = &state.output {
+        line("output", payload(output));
+    }
+    if let Some(error) = &state.error {
+        let label = if state.status == RunStatus::Cancelled {
+            "reason"
+        } else {
+            "error"
+        };
+        let code = error
+            .code
+            .as_ref()
+            .map(|c| format!(" [{c}]"))
+            .unwrap_or_default();
+        line(label, format!("{}{code}", error.message));
+    }
+    let resumed = resumptions(history);
+    if !resumed.is_empty() {
+        line(
+            "resumed",
+            format!(
+                "{} time(s) after a restart or takeover (marked in the history)",
+                resumed.len()
+            ),
+        );
+    }
+    if !state.status.is_terminal() {
+        let waits = waiting_on(state, history, context);
+        let mut label = "waiting on";
+        for wait in waits {
+            line(label, wait);
+            label = "";
+        }
+    }
+
+    if !state.activities.is_empty() {
+        text.push_str(&format!(
+            "\nsteps ({})\n{}\n",
+            state.activities.len(),
+            steps_table(state, history)
+        ));
+    }
+
+    let start = history.first().map_or(0, |e| e.timestamp);
+    let mut names: BTreeMap<u32, &str> = BTreeMap::new();
+    let mut table = Table::new();
+    table
+        .load_style(presets::NOTHING)
+        .set_header(["SEQ", "TIME", "EVENT", "POS", "DETAILS"]);
+    for event in history {
+        if let EventKind::ActivityScheduled { position, name, .. } = &event.kind {
+            names.insert(*position, name);
+        }
+        let position = event
+            .kind
+            .position()
+            .map(|p| p.to_string())
+            .unwrap_or_default();
+        let mut detail = details(&event.kind, &names, start);
+        if resumed.contains(&event.seq) {
+            detail = format!("<< resumed after a restart or takeover: {detail}");
+        }
+        table.add_row([
+            event.seq.to_string(),
+            offset(elapsed(start, event.timestamp)),
+            event.kind.type_name().to_owned(),
+            position,
+            escaped(&detail).to_string(),
+        ]);
+    }
+    text.push_str(&format!(
+        "\nhistory ({} events)\n{}\n",
+        history.len(),
+        plain(&table)
+    ));
+    text
+}
+
+/// A payload as compact JSON, cut to [`SHORT_VALUE`] characters.
+fn payload(value: &Payload) -> String {
+    shorten(value.as_json(), SHORT_VALUE)
+}
+
+/// The sequence numbers of the events where the run was resumed by another process (or the
+/// same program restarted): a step attempt recorded as lost (`WORKER_LOST`, written by recovery
+/// for the attempt that was running when its process stopped), or a `workflow_started` after
+/// the first one that no `workflow_retry` asked for. A run that was waiting on a timer or a
+/// hook when its process stopped leaves no trace: recovery re-arms it without an event.
+pub(crate) fn resumptions(history: &[&Event]) -> Vec<u64> {
+    let mut seqs = Vec::new();
+    let mut started = false;
+    let mut retry_asked = false;
+    for event in history {
+        match &event.kind {
+            EventKind::WorkflowStarted { .. } => {
+                if started && !retry_asked {
+                    seqs.push(event.seq);
+                }
+                started = true;
+                retry_asked = false;
+            }
+            EventKind::WorkflowRetry { .. } => retry_asked = true,
+            EventKind::ActivityFailed { error, .. }
+                if error.code.as_deref() == Some(codes::WORKER_LOST) =>
+            {
+                seqs.push(event.seq);
+            }
+            _ => {}
+        }
+    }
+    seqs
+}
+
+/// Each step: position, name, status, attempts (with those lost to a stopped process), and its
+/// last error.
+fn steps_table(state: &WorkflowState, history: &[&Event]) -> String {
+    let mut lost: BTreeMap<u32, u32> = BTreeMap::new();
+    for event in history {
+        if let EventKind::ActivityFailed {
+            position, error, ..
+        } = &event.kind
+        {
+            if error.code.as_deref() == Some(codes::WORKER_LOST) {
+                *lost.entry(*position).or_default() += 1;
+            }
+        }
+    }
+    let mut table = Table::new();
+    table.load_style(presets::NOTHING).set_header([
+        "POS",
+        "STEP",
+        "STATUS",
+        "ATTEMPTS",
+        "LAST ERROR",
+    ]);
+    for step in &state.activities {
+        let attempts = match lost.get(&step.position) {
+            Some(n) => format!("{} ({n} lost)", step.attempt),
+            None => step.attempt.to_string(),
+        };
+        let error = step
+            .error
+            .as_ref()
+            .map(|e| shorten(&e.message, 60))
+            .unwrap_or_default();
+        table.add_row([
+            step.position.to_string(),
+            escaped(&step.name).to_string(),
+            activity_status(step.status).to_owned(),
+            attempts,
+            escaped(&error).to_string(),
+        ]);
+    }
+    plain(&table)
+}
+
+fn activity_status(status: ActivityStatus) -> &'static str {
+    match status {
+        ActivityStatus::Scheduled => "queued",
+        ActivityStatus::Running => "running",
+        ActivityStatus::Retrying => "retrying",
+        ActivityStatus::Completed => "completed",
+        ActivityStatus::Failed => "failed",
+    }
+}
+
+/// What an unfinished run waits on now, one item per line.
+pub(crate) fn waiting_on(
+    state: &WorkflowState,
+    history: &[&Event],
+    context: &Context,
+) -> Vec<String> {
+    let when = |at: Millis| {
+        let now = context.now;
+        if at >= now {
+            format!("{} (in {})", timestamp(at), duration(elapsed(now, at)))
+        } else {
+            format!("{} (due {} ago)", timestamp(at), duration(elapsed(at, now)))
+        }
+    };
+    let since = |at: Millis| {
+        format!(
+            "{} ({} ago)",
+            timestamp(at),
+            duration(elapsed(at, context.now))
+        )
+    };
+    let mut waits = Vec::new();
+    if state.status == RunStatus::Pending {
+        waits.push("a worker to start it".to_owned());
+    }
+    if let Some(retry) = state.retry_pending() {
+        waits.push(format!(
+            "workflow attempt {} at {}",
+            retry.attempt,
+            when(retry.due_at)
+        ));
+    }
+    // When each step's retry is due: the `activity_retry` event's time plus its delay.
+    let mut retry_due: BTreeMap<u32, Millis> = BTreeMap::new();
+    for event in history {
+        if let EventKind::ActivityRetry {
+            position, delay_ms, ..
+        } = &event.kind
+        {
+            let delay = i64::try_from(*delay_ms).unwrap_or(i64::MAX);
+            retry_due.insert(*position, event.timestamp.saturating_add(delay));
+        }
+    }
+    for step in &state.activities {
+        let name = format!("step {:?} (position {})", step.name, step.position);
+        match step.status {
+            ActivityStatus::Scheduled => {
+                waits.push(format!(
+                    "{name}: queued for a worker since {}",
+                    since(step.scheduled_at)
+                ));
+            }
+            ActivityStatus::Running => {
+                let mut wait = format!("{name}: attempt {} running", step.attempt);
+                if let Some(at) = step.started_at {
+                    wait.push_str(&format!(" since {}", since(at)));
+                }
+                if let Some(driver) = &context.driver {
+                    wait.push_str(&format!(" in {driver}"));
+                }
+                if let Some(at) = step.last_heartbeat {
+                    wait.push_str(&format!(", last heartbeat {}", since(at)));
+                }
+                waits.push(wait);
+            }
+            ActivityStatus::Retrying => {
+                let mut wait = format!("{name}: attempt {}", step.attempt + 1);
+                match retry_due.get(&step.position) {
+                    Some(at) => wait.push_str(&format!(" at {}", when(*at))),
+                    None => wait.push_str(" after its retry delay"),
+                }
+                waits.push(wait);
+            }
+            ActivityStatus::Completed | ActivityStatus::Failed => {}
+        }
+    }
+    for (position, fire_at) in state.pending_timers() {
+        waits.push(format!(
+            "a timer (position {position}) until {}",
+            when(fire_at)
+        ));
+    }
+    for hook in &state.hooks {
+        if hook.status != HookStatus::Waiting {
+            continue;
+        }
+        let kind = if hook.webhook { "webhook" } else { "hook" };
+        let mut wait = format!(
+            "{kind} {} (position {}) since {}",
+            hook.id,
+            hook.position,
+            since(hook.created_at)
+        );
+        if let Some(at) = hook.expires_at {
+            wait.push_str(&format!(", expires {}", when(at)));
+        }
+        waits.push(wait);
+    }
+    for (child, status) in &context.children {
+        if !status.is_terminal() {
+            waits.push(format!("child run {child} ({status})"));
+        }
+    }
+    if waits.is_empty() {
+        waits.push(
+            "its workflow code to take the next step (nothing recorded to wait on)".to_owned(),
+        );
+    } else if let Some(driver) = &context.driver {
+        if !waits.iter().any(|w| w.contains(driver.as_str())) {
+            waits.push(format!("driven by {driver}"));
+        }
+    }
+    waits
+}
+
+/// What a timeline line says about an event beyond its type and position.
+pub(crate) fn details(kind: &EventKind, names: &BTreeMap<u32, &str>, start: Millis) -> String {
+    let step = |position: &u32| {
+        names
+            .get(position)
+            .map(|n| format!("{n:?} "))
+            .unwrap_or_default()
+    };
+    match kind {
+        EventKind::WorkflowQueued(run) => format!("workflow {:?}", run.name),
+        EventKind::WorkflowStarted { attempt, .. } => format!("attempt {attempt}"),
+        EventKind::WorkflowRetry {
+            attempt,
+            delay_ms,
+            error,
+            ..
+        } => format!(
+            "attempt {attempt} in {}: {}",
+            duration(*delay_ms),
+            error.message
+        ),
+        EventKind::WorkflowFailed { error } => error.message.clone(),
+        EventKind::WorkflowCancelled { reason } => reason.clone().unwrap_or_default(),
+        EventKind::WorkflowQuarantined { reason } => reason.clone(),
+        EventKind::CompensationAdded {
+            compensation_id, ..
+        }
+        | EventKind::CompensationExecuted {
+            compensation_id, ..
+        } => compensation_id.clone(),
+        EventKind::CompensationFailed {
+            compensation_id,
+            error,
+            ..
+        } => format!("{compensation_id}: {}", error.message),
+        EventKind::ActivityScheduled { name, .. } => format!("{name:?}"),
+        EventKind::ActivityStarted { position, attempt }
+        | EventKind::ActivityCompleted {
+            position, attempt, ..
+        } => format!("{}attempt {attempt}", step(position)),
+        EventKind::ActivityFailed {
+            position,
+            attempt,
+            error,
+            retrying,
+        } => format!(
+            "{}attempt {attempt}{}: {}{}",
+            step(position),
+            if *retrying { " (retrying)" } else { "" },
+            error.message,
+            error
+                .code
+                .as_deref()
+                .filter(|c| *c == codes::WORKER_LOST)
+                .map(|c| format!(" [{c}]"))
+                .unwrap_or_default()
+        ),
+        EventKind::ActivityRetry {
+            position,
+            attempt,
+            delay_ms,
+        } => format!(
+            "{}attempt {attempt} in {}",
+            step(position),
+            duration(*delay_ms)
+        ),
+        EventKind::ActivityHeartbeat {
+            position,
+            attempt,
+            message,
+        } => {
+            let message = message
+                .as_ref()
+                .map(|m| format!(": {m}"))
+                .unwrap_or_default();
+            format!("{}attempt {attempt}{message}", step(position))
+        }
+        EventKind::TimerScheduled { fire_at, .. } => {
+            format!("fires at {}", offset(elapsed(start, *fire_at)))
+        }
+        EventKind::HookCreated {
+            hook_id,
+            webhook,
+            expires_at,
+            ..
+        } => {
+            let kind = if *webhook { "webhook" } else { "hook" };
+            match expires_at {
+                Some(at) => format!(
+                    "{kind} {hook_id}, expires at {}",
+                    offset(elapsed(start, *at))
+                ),
+                None => format!("{kind} {hook_id}"),
+            }
+        }
+        EventKind::HookReceived { hook_id, .. }
+        | EventKind::HookExpired { hook_id, .. }
+        | EventKind::HookDisposed { hook_id, .. }
+        | EventKind::HookConflict { hook_id, .. } => hook_id.clone(),
+        EventKind::ChildWorkflowStarted { child_id, name, .. } => format!("{name:?} {child_id}"),
+        EventKind::ChildWorkflowCompleted { child_id, .. } => child_id.clone(),
+        EventKind::ChildWorkflowFailed {
+            child_id, error, ..
+        } => format!("{child_id}: {}", error.message),
+        EventKind::ValueRecorded { kind, .. } => format!("{kind:?}").to_lowercase(),
+        _ => String::new(),
+    }
+}

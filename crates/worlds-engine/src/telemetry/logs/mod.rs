@@ -72,7 +72,7 @@ use sink::LogFiles;
 /// assert_eq!(config.logs.flush_interval.0.as_secs(), 2);
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct LogsConfig {
     /// The least severe level written (to files, and to the console of [`init_logging`]).
@@ -84,8 +84,10 @@ pub struct LogsConfig {
     /// Write files at all. Default true; false keeps a durable world's logs on the console.
     pub files: bool,
     /// How often waiting entries are written, on the world's clock. Default 2 s.
+    #[serde(alias = "flushInterval")]
     pub flush_interval: Dur,
     /// Day files kept: older ones are removed when a new day starts. Default: all are kept.
+    #[serde(alias = "maxFiles")]
     pub max_files: Option<usize>,
     /// [`init_logging`] also writes to standard error. Default true.
     pub console: bool,
@@ -93,6 +95,7 @@ pub struct LogsConfig {
     /// engine's where it runs on the caller's task, such as in `World::execute`). Default true;
     /// turn it off on all worlds but one when a process runs several, or each world's files
     /// get a copy of them.
+    #[serde(alias = "captureUnattributed")]
     pub capture_unattributed: bool,
 }
 

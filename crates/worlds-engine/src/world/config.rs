@@ -9,6 +9,29 @@ use crate::duration::Dur;
 use crate::model::FailureStrategy;
 use crate::retry::RetryConfig;
 
+/// The environment variable that sets the default data directory of file and hybrid worlds
+/// (see [`WorldConfig::persistence_path`]); the `worlds` command line reads it for `--dir`.
+pub const DATA_DIR_ENV: &str = "WORLDS_ENGINE_DIR";
+
+/// The data directory when neither the configuration nor [`DATA_DIR_ENV`] names one, relative
+/// to the current directory.
+pub const DEFAULT_DATA_DIR: &str = ".worlds-engine";
+
+/// The default data directory: [`DATA_DIR_ENV`] if set and not empty, else
+/// [`DEFAULT_DATA_DIR`].
+///
+/// ```
+/// # if std::env::var_os(worlds_engine::DATA_DIR_ENV).is_none() {
+/// assert_eq!(worlds_engine::default_data_dir().to_str(), Some(".worlds-engine"));
+/// # }
+/// ```
+pub fn default_data_dir() -> PathBuf {
+    match std::env::var_os(DATA_DIR_ENV) {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(DEFAULT_DATA_DIR),
+    }
+}
+
 /// Where a world keeps its state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -66,7 +89,12 @@ pub struct WorldConfig {
     pub scale_interval: Dur,
     /// Storage mode. Default hybrid.
     pub persistence: Persistence,
-    /// Directory for file and hybrid storage. Default `.worlds-engine`.
+    /// Directory for file and hybrid storage. Default: the [`DATA_DIR_ENV`] environment variable
+    /// (`WORLDS_ENGINE_DIR`) when it is set, else `.worlds-engine` ([`DEFAULT_DATA_DIR`]) in the
+    /// current directory — so a program started from another folder would find another world:
+    /// set the variable, or this field, to an absolute path. A path set here (in code or in a
+    /// deserialized configuration) always wins over the variable, which only replaces the
+    /// default. [`World::data_dir`](crate::World::data_dir) gives the absolute path in use.
     #[serde(alias = "persistencePath")]
     pub persistence_path: PathBuf,
     /// What to do when a workflow fails, unless the workflow says otherwise. Default retry.
@@ -163,7 +191,7 @@ impl Default for WorldConfig {
             scale_down_threshold: 0.3,
             scale_interval: Dur(Duration::from_secs(10)),
             persistence: Persistence::Hybrid,
-            persistence_path: PathBuf::from(".worlds-engine"),
+            persistence_path: default_data_dir(),
             failure_strategy: FailureStrategy::Retry,
             heartbeat_interval: Dur(Duration::from_millis(5000)),
             heartbeat_timeout: Dur(Duration::from_millis(30000)),

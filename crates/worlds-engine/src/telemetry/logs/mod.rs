@@ -34,10 +34,17 @@
 //!   ([`World::log_span`](crate::World::log_span)) that its workers and background loops run
 //!   in, and each world's layer takes only the events inside its own span (plus, unless
 //!   [`LogsConfig::capture_unattributed`] is off, events inside no world's span).
+//! * **The world's own records**: a world writes its lifecycle — `world started` (with the
+//!   absolute data directory and the number of runs resumed), `run created`, `run failed`,
+//!   `run quarantined…`, `run resumed from its history`, `resumed unfinished runs`,
+//!   `world stopped` — to its files directly, so they are there even when the application
+//!   installed no layer. They are emitted as tracing events too, for the application's own
+//!   subscriber; the world layers skip those events, so installing one does not double them.
 //! * **Reading back**: [`read_logs`] (and `World::query_logs`, `worlds logs`) filters the files
 //!   by category, minimum level and time.
 
 mod date;
+pub(crate) mod direct;
 mod entry;
 mod init;
 mod layer;
@@ -53,6 +60,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use direct::world_log;
 pub use entry::{LogCategory, LogEntry, LogLevel, LogQuery, UnknownName};
 pub use init::{init_logging, ClockTime};
 pub use layer::WorldLogLayer;
@@ -244,6 +252,12 @@ impl Logs {
     /// The directory the day files go to, if this world writes any.
     pub(crate) fn dir(&self) -> Option<&Path> {
         self.files.as_ref().map(LogFiles::dir)
+    }
+
+    /// True if an entry at `level` would be written: the world writes files and `level` is at
+    /// or above the configured minimum.
+    pub(crate) fn takes(&self, level: LogLevel) -> bool {
+        self.files.is_some() && level >= self.config.level
     }
 
     /// Queues one entry, stamped now on the world's clock.

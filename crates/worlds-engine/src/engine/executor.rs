@@ -228,6 +228,7 @@ impl Engine {
             self.ids.clone(),
             self.hook_kit.clone(),
             self.local_steps.clone(),
+            self.logs.clone(),
             base,
         ));
         core.set_stream_limit(self.config.max_payload_bytes);

@@ -40,6 +40,8 @@
 //!   `world stopped` — to its files directly, so they are there even when the application
 //!   installed no layer. They are emitted as tracing events too, for the application's own
 //!   subscriber; the world layers skip those events, so installing one does not double them.
+//!   So are the lines workflow code logs with
+//!   [`WorkflowContext::log`](crate::WorkflowContext::log) and its shorthands.
 //! * **Reading back**: [`read_logs`] (and `World::query_logs`, `worlds logs`) filters the files
 //!   by category, minimum level and time.
 

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use worlds_engine::RunStatus;
+use worlds_engine::{RunStatus, DATA_DIR_ENV};
 
 /// The `worlds` command: run, inspect and benchmark worlds-engine.
 #[derive(Debug, Parser)]
@@ -91,7 +91,8 @@ pub(crate) enum Command {
     Bench(BenchArgs),
 }
 
-/// The default `--dir`: where a world on file or hybrid storage keeps its state by default.
+/// The default `--dir` when `WORLDS_ENGINE_DIR` is not set: where a world on file or hybrid
+/// storage keeps its state by default.
 pub(crate) const DEFAULT_DIR: &str = "./.worlds-engine";
 
 /// The subcommands of `worlds runs`.
@@ -116,7 +117,7 @@ pub(crate) struct CancelArgs {
     pub(crate) id: String,
 
     /// The world's data directory.
-    #[arg(long, default_value = DEFAULT_DIR)]
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
 
     /// Why, recorded in the `workflow_cancelled` event.
@@ -132,7 +133,7 @@ pub(crate) struct CancelArgs {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ListArgs {
     /// The world's data directory.
-    #[arg(long, default_value = DEFAULT_DIR)]
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
 
     /// Only runs in this status (repeat for several).
@@ -159,7 +160,7 @@ pub(crate) struct ShowArgs {
     pub(crate) id: String,
 
     /// The world's data directory.
-    #[arg(long, default_value = DEFAULT_DIR)]
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
 
     /// Print the run state with its history as one JSON object instead of text.
@@ -188,7 +189,7 @@ pub(crate) enum SchedulesCommand {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct SchedulesListArgs {
     /// The world's data directory.
-    #[arg(long, default_value = DEFAULT_DIR)]
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
 
     /// Print one JSON object per line (the stored schedule) instead of a table.
@@ -203,7 +204,7 @@ pub(crate) struct ScheduleIdArgs {
     pub(crate) id: String,
 
     /// The world's data directory.
-    #[arg(long, default_value = DEFAULT_DIR)]
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
 
     /// Print the outcome as one JSON object instead of text.
@@ -215,7 +216,7 @@ pub(crate) struct ScheduleIdArgs {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct DoctorArgs {
     /// The world's data directory.
-    #[arg(long, default_value = DEFAULT_DIR)]
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
 }
 
@@ -223,7 +224,7 @@ pub(crate) struct DoctorArgs {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct DevArgs {
     /// The world's data directory (file and hybrid storage).
-    #[arg(long, default_value = DEFAULT_DIR)]
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
 
     /// New runs to start. Default: 20, or none if the directory holds runs in flight (those are
@@ -481,7 +482,7 @@ mod tests {
 #[derive(Debug, Clone, Args)]
 pub(crate) struct LogsArgs {
     /// The world's data directory; its log files are in its logs/ folder.
-    #[arg(long, default_value = DEFAULT_DIR)]
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
 
     /// Read the log files in this directory instead (a memory world's configured log folder).

@@ -92,7 +92,10 @@ pub use schedule::{CatchUp, Schedule, ScheduleConfig};
 pub use streams::{StepStream, StreamChunk, StreamInfo, WorkflowStream, DEFAULT_STREAM};
 pub use telemetry::{HeartbeatEntry, HeartbeatKind, WorldMetrics};
 pub use worker::{WorkerInfo, WorkerStatus};
-pub use world::{HookSecret, Persistence, WorkflowHandle, World, WorldConfig};
+pub use world::{
+    default_data_dir, HookSecret, Persistence, WorkflowHandle, World, WorldConfig, DATA_DIR_ENV,
+    DEFAULT_DATA_DIR,
+};
 // The attributes that turn an `async fn` into a workflow, an activity or a durable step. They
 // share their names with the `activity` and `workflow` functions: macros live in a namespace of their own.
 pub use worlds_engine_macros::{activity, step, workflow};

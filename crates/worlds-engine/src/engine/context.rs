@@ -13,6 +13,7 @@ use crate::clock::Millis;
 use crate::duration::IntoDuration;
 use crate::model::{ActivityOptions, ValueKind, WorkflowOptions};
 use crate::payload::Payload;
+use crate::telemetry::logs::{world_log, LogLevel};
 
 use crate::hooks::{validator_of, Hook, HookOptions, NewHook, Webhook, WebhookRequest};
 
@@ -114,6 +115,111 @@ impl WorkflowContext {
     /// next await; code in a long loop between awaits can check this to stop early.
     pub fn is_cancelled(&self) -> bool {
         self.core.is_cancelled()
+    }
+
+    /// True while the workflow function is re-running code whose commands history already
+    /// holds: after a restart, or when a run evicted from memory resumes, the function runs
+    /// again from the top, and each call returns its recorded result. Code that does something
+    /// other than a command (printing, counting) can check this to do it only once; for log
+    /// lines, [`log`](Self::log) and its shorthands already do.
+    ///
+    /// ```
+    /// use worlds_engine::prelude::*;
+    /// let flow = workflow("report", |ctx: WorkflowContext, n: u64| async move {
+    ///     if !ctx.is_replaying() {
+    ///         println!("starting with {n}"); // once, not again on every replay
+    ///     }
+    ///     ctx.sleep("1m").await?;
+    ///     Ok::<_, WorkflowError>(n)
+    /// });
+    /// # let _ = flow;
+    /// ```
+    pub fn is_replaying(&self) -> bool {
+        self.core.is_replaying()
+    }
+
+    /// Logs a line from workflow code, once: nothing is logged while the code
+    /// [is replaying](Self::is_replaying) what history already holds, so a resumed run does not
+    /// repeat its earlier lines. The line is a `tracing` event (category `workflow`, with the
+    /// `run_id` and `workflow` fields) for the application's subscriber, and an entry in the
+    /// world's log files whether or not a subscriber is installed.
+    ///
+    /// ```
+    /// use worlds_engine::prelude::*;
+    /// use worlds_engine::telemetry::logs::LogLevel;
+    /// let flow = workflow("ship", |ctx: WorkflowContext, order: u64| async move {
+    ///     ctx.info(format!("shipping order {order}"));
+    ///     ctx.sleep("1h").await?;
+    ///     ctx.log(LogLevel::Debug, "shipped");
+    ///     Ok::<_, WorkflowError>(order)
+    /// });
+    /// # let _ = flow;
+    /// ```
+    pub fn log(&self, level: LogLevel, message: impl AsRef<str>) {
+        if self.is_replaying() {
+            return;
+        }
+        let message = message.as_ref();
+        let info = &self.core.info;
+        let (run_id, workflow) = (info.run_id.as_str(), info.name.as_str());
+        let logs = &self.core.logs;
+        match level {
+            LogLevel::Debug => {
+                world_log!(
+                    logs,
+                    DEBUG,
+                    Workflow,
+                    message,
+                    run_id = run_id,
+                    workflow = workflow
+                )
+            }
+            LogLevel::Info => {
+                world_log!(
+                    logs,
+                    INFO,
+                    Workflow,
+                    message,
+                    run_id = run_id,
+                    workflow = workflow
+                )
+            }
+            LogLevel::Warn => {
+                world_log!(
+                    logs,
+                    WARN,
+                    Workflow,
+                    message,
+                    run_id = run_id,
+                    workflow = workflow
+                )
+            }
+            LogLevel::Error => {
+                world_log!(
+                    logs,
+                    ERROR,
+                    Workflow,
+                    message,
+                    run_id = run_id,
+                    workflow = workflow
+                )
+            }
+        }
+    }
+
+    /// [`log`](Self::log) at level info: logged once, not again on replay.
+    pub fn info(&self, message: impl AsRef<str>) {
+        self.log(LogLevel::Info, message);
+    }
+
+    /// [`log`](Self::log) at level warn: logged once, not again on replay.
+    pub fn warn(&self, message: impl AsRef<str>) {
+        self.log(LogLevel::Warn, message);
+    }
+
+    /// [`log`](Self::log) at level error: logged once, not again on replay.
+    pub fn error(&self, message: impl AsRef<str>) {
+        self.log(LogLevel::Error, message);
     }
 
     /// Runs an activity with its default options and returns its result.

@@ -11,6 +11,7 @@ use crate::error::{codes, StructuredError, WorldError};
 use crate::model::{EventKind, FailureStrategy, RunStatus, WorkflowOptions, WorkflowState};
 use crate::payload::Payload;
 use crate::store::{Timer, TimerKind};
+use crate::telemetry::logs::world_log;
 
 use super::context::WorkflowContext;
 use super::definitions::WorkflowFuture;
@@ -227,6 +228,7 @@ impl Engine {
             self.ids.clone(),
             self.hook_kit.clone(),
             self.local_steps.clone(),
+            self.logs.clone(),
             base,
         ));
         core.set_stream_limit(self.config.max_payload_bytes);
@@ -622,7 +624,18 @@ impl Engine {
                     .append(run_id, vec![failed, EventKind::WorkflowCompensating {}])
                     .await
                 {
-                    Ok(_) => return Ok(Next::Compensate),
+                    Ok(_) => {
+                        world_log!(
+                            self.logs,
+                            WARN,
+                            Workflow,
+                            "run failed; running its compensations",
+                            run_id = run_id,
+                            workflow = core.info.name,
+                            error = error.to_string(),
+                        );
+                        return Ok(Next::Compensate);
+                    }
                     Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {}
                     Err(e) => return Err(e),
                 }
@@ -662,7 +675,17 @@ impl Engine {
         let delay = self.config.workflow_retry.delay(failed_attempt);
         let delay_ms = crate::clock::duration_ms(delay).max(0) as u64;
         let attempt = failed_attempt + 1;
-        tracing::info!(run_id, attempt, delay_ms, error = %error, "workflow failed; restarting it after a delay");
+        world_log!(
+            self.logs,
+            INFO,
+            Workflow,
+            "workflow failed; restarting it after a delay",
+            run_id = run_id,
+            workflow = core.info.name,
+            attempt = attempt,
+            delay_ms = delay_ms,
+            error = error.to_string(),
+        );
         let retry = EventKind::WorkflowRetry {
             attempt,
             delay_ms,
@@ -800,12 +823,42 @@ impl Engine {
         run_id: &str,
         kinds: Vec<EventKind>,
     ) -> Result<(), WorldError> {
+        let failed = kinds.iter().find_map(|kind| match kind {
+            EventKind::WorkflowFailed { error } => Some(error.to_string()),
+            _ => None,
+        });
+        let quarantined = kinds.iter().find_map(|kind| match kind {
+            EventKind::WorkflowQuarantined { reason } => Some(reason.clone()),
+            _ => None,
+        });
         match self.append(run_id, kinds).await {
             Ok(_) => {
                 let state = self
                     .store
                     .get_run(run_id, crate::model::ResolveData::All)
                     .await?;
+                if let Some(error) = failed {
+                    world_log!(
+                        self.logs,
+                        WARN,
+                        Workflow,
+                        "run failed",
+                        run_id = run_id,
+                        workflow = state.name,
+                        error = error
+                    );
+                }
+                if let Some(reason) = quarantined {
+                    world_log!(
+                        self.logs,
+                        ERROR,
+                        Workflow,
+                        "run quarantined: it is kept as it is for inspection",
+                        run_id = run_id,
+                        workflow = state.name,
+                        reason = reason
+                    );
+                }
                 self.on_terminal(&state).await;
                 Ok(())
             }

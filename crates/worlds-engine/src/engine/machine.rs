@@ -238,6 +238,8 @@ pub(crate) struct RunCore {
     pub(crate) ids: Arc<IdGenerator>,
     pub(crate) hooks: Arc<crate::hooks::HookKit>,
     pub(crate) steps: Arc<super::steps::LocalSteps>,
+    /// The world's logs, for the lines workflow code logs through its context.
+    pub(crate) logs: Arc<crate::telemetry::logs::Logs>,
     cancelled: AtomicBool,
     machine: Mutex<Machine>,
 }
@@ -250,6 +252,7 @@ impl RunCore {
         ids: Arc<IdGenerator>,
         hooks: Arc<crate::hooks::HookKit>,
         steps: Arc<super::steps::LocalSteps>,
+        logs: Arc<crate::telemetry::logs::Logs>,
         base: u32,
     ) -> Self {
         Self {
@@ -258,6 +261,7 @@ impl RunCore {
             ids,
             hooks,
             steps,
+            logs,
             cancelled: AtomicBool::new(false),
             machine: Mutex::new(Machine {
                 next_position: base,
@@ -265,6 +269,16 @@ impl RunCore {
                 ..Machine::default()
             }),
         }
+    }
+
+    /// True while the code is re-issuing commands history already holds: history has a command
+    /// at or after the position the code will issue next. The code reached this point before,
+    /// so whatever it did here that is not a command (a log line) was done already.
+    pub(crate) fn is_replaying(&self) -> bool {
+        let m = self.machine.lock();
+        // `recorded` only grows, and its last entry is always filled.
+        m.index(m.next_position)
+            .is_some_and(|next| m.recorded.len() > next)
     }
 
     pub(crate) fn is_cancelled(&self) -> bool {

@@ -11,6 +11,7 @@ use crate::error::{codes, StructuredError, WorldError};
 use crate::model::{ActivityStatus, EventKind, ResolveData};
 use crate::payload::Payload;
 use crate::store::{Timer, TimerKind};
+use crate::telemetry::logs::world_log;
 
 use super::{ActivityTask, Engine};
 
@@ -40,6 +41,7 @@ impl Engine {
         for run_id in runs {
             let state = self.store.get_run(&run_id, ResolveData::All).await?;
             found.runs += 1;
+            let before = found.clone();
             self.adopt(&state);
 
             // Timers: re-arm every sleep not yet fired and every retry not yet started.
@@ -185,16 +187,32 @@ impl Engine {
                 }
             }
             self.schedule_workflow(&run_id);
+            world_log!(
+                self.logs,
+                INFO,
+                Workflow,
+                "run resumed from its history",
+                run_id = run_id,
+                workflow = state.name,
+                status = state.status.to_string(),
+                events = state.history.len(),
+                steps_requeued = found.steps_requeued - before.steps_requeued,
+                attempts_lost = found.attempts_lost - before.attempts_lost,
+                timers = found.timers_rearmed - before.timers_rearmed,
+            );
         }
         self.timer_wake.notify_one();
         if found.runs > 0 {
-            tracing::info!(
+            world_log!(
+                self.logs,
+                INFO,
+                World,
+                "resumed unfinished runs",
                 runs = found.runs,
                 steps_requeued = found.steps_requeued,
                 attempts_lost = found.attempts_lost,
                 timers = found.timers_rearmed,
                 children_created = found.children_created,
-                "resumed unfinished runs"
             );
         }
         Ok(found)

@@ -9,6 +9,7 @@ use crate::model::{Event, EventKind, OnConflict, QueuedRun, ResolveData, Workflo
 use crate::payload::Payload;
 use crate::queue::QueueEntry;
 use crate::store::{Timer, TimerKind};
+use crate::telemetry::logs::world_log;
 
 use super::definitions::WorkflowDef;
 use super::idempotency::{Claim, KeyedRun};
@@ -297,6 +298,15 @@ impl Engine {
         for (new, id) in runs.iter().zip(&ids) {
             let created_at = new.first.timestamp;
             self.metrics.run_created(id, created_at);
+            world_log!(
+                self.logs,
+                INFO,
+                Workflow,
+                "run created",
+                run_id = new.first.run_id,
+                workflow = *new.name,
+                workflow_id = new.route.workflow_id,
+            );
             if let Some(ms) = new.timeout_ms {
                 let timer = Timer {
                     fire_at: created_at.saturating_add(ms as i64),

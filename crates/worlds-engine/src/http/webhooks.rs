@@ -56,20 +56,24 @@ use crate::payload::Payload;
 /// assert!(config.validate().is_ok());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct WebhookServerOptions {
     /// Longest wait for a request's headers, from the moment the connection is ready for a
     /// request: a client that sends them slower is disconnected, and so is an idle keep-alive
     /// connection. Default 10 s.
+    #[serde(alias = "headerReadTimeout")]
     pub header_read_timeout: Dur,
     /// Longest pause while a request body arrives; a longer one is answered 408. Default 10 s.
+    #[serde(alias = "bodyReadTimeout")]
     pub body_read_timeout: Dur,
     /// Longest time for a whole request body, however steadily it trickles in; a slower one is
     /// answered 408. Default 30 s.
+    #[serde(alias = "bodyDeadline")]
     pub body_deadline: Dur,
     /// Most connections served at once; further ones wait in the listen backlog until one
     /// closes. Default 1024.
+    #[serde(alias = "maxConnections")]
     pub max_connections: usize,
 }
 

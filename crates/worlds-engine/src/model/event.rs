@@ -202,7 +202,11 @@ pub enum EventKind {
         /// The input.
         input: Payload,
         /// Options the workflow set for this call, over the activity's defaults.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "super::stored_options::activity"
+        )]
         options: Option<Box<ActivityOptions>>,
         /// A named step (`ctx.step`): its code is a closure in the workflow, not a registered
         /// activity.
@@ -280,7 +284,11 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         input: Option<Payload>,
         /// The options the child was started with.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
+        #[serde(
+            default,
+            skip_serializing_if = "Option::is_none",
+            deserialize_with = "super::stored_options::workflow"
+        )]
         options: Option<Box<WorkflowOptions>>,
     },
     /// The child completed; this resolves the command.

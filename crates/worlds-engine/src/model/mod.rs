@@ -11,6 +11,7 @@ mod options;
 mod query;
 mod state;
 mod status;
+mod stored_options;
 
 pub use event::{Event, EventKind, QueuedRun, ValueKind, EVENT_FORMAT_VERSION};
 pub(crate) use hook::DEFAULT_WEBHOOK_METHOD;

@@ -55,19 +55,36 @@ pub enum OnConflict {
 ///     .timeout(Duration::from_secs(3600));
 /// assert_eq!(opts.workflow_id.as_deref(), Some("order-42"));
 /// ```
+///
+/// Deserializing accepts the snake_case names and the specification's camelCase ones
+/// (`workflowId`, `taskQueue`, `failureStrategy`, `maxRetries`…), and refuses any other key
+/// by name, so that a misspelled option is an error rather than a silent default:
+///
+/// ```
+/// use worlds_engine::{FailureStrategy, WorkflowOptions};
+/// let opts: WorkflowOptions =
+///     serde_json::from_str(r#"{"workflowId":"order-42","failureStrategy":"quarantine"}"#).unwrap();
+/// assert_eq!(opts.failure_strategy, Some(FailureStrategy::Quarantine));
+/// let typo = serde_json::from_str::<WorkflowOptions>(r#"{"maxRetry":5}"#).unwrap_err();
+/// assert!(typo.to_string().contains("unknown field `maxRetry`"));
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct WorkflowOptions {
     /// A caller-chosen id, unique among runs; defaults to the run id.
+    #[serde(alias = "workflowId")]
     pub workflow_id: Option<String>,
     /// The task queue its tasks go to; `None` is the default queue.
+    #[serde(alias = "taskQueue")]
     pub task_queue: Option<String>,
     /// Queue priority: higher runs first. Default 0.
     pub priority: Option<i32>,
     /// What to do on failure; defaults to the world's strategy.
+    #[serde(alias = "failureStrategy")]
     pub failure_strategy: Option<FailureStrategy>,
     /// How many times the `retry` strategy restarts the workflow. Default 3.
+    #[serde(alias = "maxRetries")]
     pub max_retries: Option<u32>,
     /// The run fails if it has not finished this long after it was queued.
     pub timeout: Option<Dur>,
@@ -75,8 +92,10 @@ pub struct WorkflowOptions {
     /// world's `idempotency_ttl` (5 s by default) of the first start returns the first run
     /// instead of starting another. Meant for retries of one request (a client resending, a
     /// load balancer duplicating), not as a lasting id: use `workflow_id` for that.
+    #[serde(alias = "idempotencyKey")]
     pub idempotency_key: Option<String>,
     /// What to do when `workflow_id` is taken. Default [`OnConflict::Fail`].
+    #[serde(alias = "onConflict")]
     pub on_conflict: Option<OnConflict>,
 }
 
@@ -169,8 +188,11 @@ impl WorkflowOptions {
 ///     .heartbeat_timeout(Duration::from_secs(5));
 /// assert_eq!(opts.retry.unwrap().max_attempts, 5);
 /// ```
+///
+/// Deserializing accepts the snake_case names and the specification's camelCase ones
+/// (`heartbeatTimeout`, `taskQueue`), and refuses any other key by name.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct ActivityOptions {
     /// Retry policy; defaults to [`RetryConfig::default`].
@@ -178,8 +200,10 @@ pub struct ActivityOptions {
     /// Each attempt fails as timed out (and may be retried) after this long.
     pub timeout: Option<Dur>,
     /// An attempt that does not heartbeat for this long fails as timed out (and may be retried).
+    #[serde(alias = "heartbeatTimeout")]
     pub heartbeat_timeout: Option<Dur>,
     /// The task queue its tasks go to; `None` is the workflow's queue.
+    #[serde(alias = "taskQueue")]
     pub task_queue: Option<String>,
 }
 

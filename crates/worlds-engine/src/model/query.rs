@@ -69,18 +69,22 @@ impl<const N: usize> From<[RunStatus; N]> for StatusFilter {
 /// assert_eq!(filter.limit, Some(20));
 /// ```
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct WorkflowQueryFilter {
     /// Only runs in this status (or these statuses).
     pub status: Option<StatusFilter>,
     /// Only runs of this workflow.
+    #[serde(alias = "workflowName")]
     pub workflow_name: Option<String>,
     /// Only children of this run.
+    #[serde(alias = "parentId")]
     pub parent_id: Option<String>,
     /// Only runs created at or after this time (ms since the Unix epoch).
+    #[serde(alias = "startedAfter")]
     pub started_after: Option<Millis>,
     /// Only runs created before this time (ms since the Unix epoch).
+    #[serde(alias = "startedBefore")]
     pub started_before: Option<Millis>,
     /// Only quarantined runs (`Some(true)`) or only runs not quarantined (`Some(false)`).
     pub quarantined: Option<bool>,
@@ -91,6 +95,7 @@ pub struct WorkflowQueryFilter {
     /// Continue after this run id (from [`Page::cursor`]).
     pub cursor: Option<String>,
     /// How much data to return per run.
+    #[serde(alias = "resolveData")]
     pub resolve_data: ResolveData,
 }
 

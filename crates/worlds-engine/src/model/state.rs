@@ -45,7 +45,11 @@ pub struct ActivityState {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub input: Option<Payload>,
     /// Options the workflow set for this call, over the activity's defaults.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "super::stored_options::activity"
+    )]
     pub options: Option<Box<ActivityOptions>>,
     /// A named step (`ctx.step`), whose code lives in the workflow.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]

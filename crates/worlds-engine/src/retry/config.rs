@@ -24,6 +24,7 @@ pub enum Backoff {
 /// Serialized with snake_case field names and intervals in milliseconds; when deserializing,
 /// missing fields take their [`Default`] values, intervals may also be strings such as `"5s"`,
 /// and the camelCase names (`maxAttempts`, `initialInterval`, `maxInterval`) are accepted too.
+/// Any other key is refused with an error naming it.
 ///
 /// ```
 /// use std::time::Duration;
@@ -37,7 +38,7 @@ pub enum Backoff {
 /// assert_eq!(config.base_delay(3), Duration::from_millis(2_000));
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 pub struct RetryConfig {
     /// Total attempts, counting the first try: 1 means no retry. 0 behaves like 1.
     #[serde(alias = "maxAttempts")]

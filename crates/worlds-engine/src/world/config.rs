@@ -9,6 +9,29 @@ use crate::duration::Dur;
 use crate::model::FailureStrategy;
 use crate::retry::RetryConfig;
 
+/// The environment variable that sets the default data directory of file and hybrid worlds
+/// (see [`WorldConfig::persistence_path`]); the `worlds` command line reads it for `--dir`.
+pub const DATA_DIR_ENV: &str = "WORLDS_ENGINE_DIR";
+
+/// The data directory when neither the configuration nor [`DATA_DIR_ENV`] names one, relative
+/// to the current directory.
+pub const DEFAULT_DATA_DIR: &str = ".worlds-engine";
+
+/// The default data directory: [`DATA_DIR_ENV`] if set and not empty, else
+/// [`DEFAULT_DATA_DIR`].
+///
+/// ```
+/// # if std::env::var_os(worlds_engine::DATA_DIR_ENV).is_none() {
+/// assert_eq!(worlds_engine::default_data_dir().to_str(), Some(".worlds-engine"));
+/// # }
+/// ```
+pub fn default_data_dir() -> PathBuf {
+    match std::env::var_os(DATA_DIR_ENV) {
+        Some(dir) if !dir.is_empty() => PathBuf::from(dir),
+        _ => PathBuf::from(DEFAULT_DATA_DIR),
+    }
+}
+
 /// Where a world keeps its state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -33,53 +56,87 @@ pub enum Persistence {
 /// assert_eq!(config.min_workers, 2);
 /// assert_eq!(config.persistence_path.to_str(), Some(".worlds-engine"));
 /// ```
+///
+/// Deserializing (from a configuration file, say) takes missing fields from the defaults,
+/// accepts the snake_case names and the specification's camelCase ones (`minWorkers`,
+/// `persistencePath`, `heartbeatTimeout`…), and refuses any other key by name:
+///
+/// ```
+/// use worlds_engine::WorldConfig;
+/// let config: WorldConfig = serde_json::from_str(r#"{"minWorkers":5,"maxWorkers":20}"#).unwrap();
+/// assert_eq!((config.min_workers, config.max_workers), (5, 20));
+/// let typo = serde_json::from_str::<WorldConfig>(r#"{"minWorker":5}"#).unwrap_err();
+/// assert!(typo.to_string().contains("unknown field `minWorker`"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct WorldConfig {
     /// Workers kept running at all times. Default 2.
+    #[serde(alias = "minWorkers")]
     pub min_workers: usize,
     /// Most workers the pool grows to. Default 10.
+    #[serde(alias = "maxWorkers")]
     pub max_workers: usize,
     /// Busy/total ratio at or above which the pool grows. Default 0.7.
+    #[serde(alias = "scaleThreshold")]
     pub scale_threshold: f64,
     /// Busy/total ratio at or below which the pool shrinks. Default 0.3.
+    #[serde(alias = "scaleDownThreshold")]
     pub scale_down_threshold: f64,
     /// How often the autoscaler looks at the workload. Default 10 s.
+    #[serde(alias = "scaleInterval")]
     pub scale_interval: Dur,
     /// Storage mode. Default hybrid.
     pub persistence: Persistence,
-    /// Directory for file and hybrid storage. Default `.worlds-engine`.
+    /// Directory for file and hybrid storage. Default: the [`DATA_DIR_ENV`] environment variable
+    /// (`WORLDS_ENGINE_DIR`) when it is set, else `.worlds-engine` ([`DEFAULT_DATA_DIR`]) in the
+    /// current directory — so a program started from another folder would find another world:
+    /// set the variable, or this field, to an absolute path. A path set here (in code or in a
+    /// deserialized configuration) always wins over the variable, which only replaces the
+    /// default. [`World::data_dir`](crate::World::data_dir) gives the absolute path in use.
+    #[serde(alias = "persistencePath")]
     pub persistence_path: PathBuf,
     /// What to do when a workflow fails, unless the workflow says otherwise. Default retry.
+    #[serde(alias = "failureStrategy")]
     pub failure_strategy: FailureStrategy,
     /// Interval between heartbeats (and the most often an activity heartbeat is written to
     /// history). Default 5 s.
+    #[serde(alias = "heartbeatInterval")]
     pub heartbeat_interval: Dur,
     /// Silence after which a worker or activity is considered dead. Default 30 s.
+    #[serde(alias = "heartbeatTimeout")]
     pub heartbeat_timeout: Dur,
     /// Largest input, output or hook payload, in bytes. Default 4 MiB.
+    #[serde(alias = "maxPayloadBytes")]
     pub max_payload_bytes: usize,
     /// Most runs kept live in memory between their tasks; beyond it, the least recently used
     /// are evicted and resume by replay. Default 10 000.
+    #[serde(alias = "maxCachedRuns")]
     pub max_cached_runs: usize,
     /// Evict every run from memory after each of its tasks, so every await resumes by replay.
     /// Slow; for testing that workflows replay correctly. Default false.
+    #[serde(alias = "evictAfterEveryTask")]
     pub evict_after_every_task: bool,
     /// Extra workers dedicated to named task queues, one per entry.
+    #[serde(alias = "taskQueues")]
     pub task_queues: Vec<String>,
     /// How long `shutdown` waits for in-flight work before giving up on it. Default 30 s.
+    #[serde(alias = "shutdownGrace")]
     pub shutdown_grace: Dur,
     /// How long a running step may go on after its run was cancelled, to clean up, before it
     /// is abandoned. Default 5 s.
+    #[serde(alias = "cancelGrace")]
     pub cancel_grace: Dur,
     /// Backoff between restarts of a failed workflow under the `retry` strategy (its
     /// `max_attempts` is ignored: `max_retries` of the workflow counts restarts). Default
     /// exponential from 1 s, doubling, at most 60 s, with 0–10 % jitter.
+    #[serde(alias = "workflowRetry")]
     pub workflow_retry: RetryConfig,
     /// With file storage shared by several processes: how often this world looks for runs whose
     /// process has exited (and takes them over) and for runs other processes wrote to (a
     /// cancellation, a child's result). Default 1 s.
+    #[serde(alias = "sharedPollInterval")]
     pub shared_poll_interval: Dur,
     /// The secret random hook tokens are derived from (see [`crate::hooks`]); the same in every
     /// process on a directory. Unset, the secret is read from the
@@ -95,19 +152,23 @@ pub struct WorldConfig {
     /// variable is set. Pointing it at a `state/hook-key` moved out of the directory keeps the
     /// tokens already handed out. A file that cannot be read or holds no key fails
     /// [`World::new`](crate::World::new). Default none.
+    #[serde(alias = "hookKeyFile")]
     pub hook_key_file: Option<PathBuf>,
     /// How long an idempotency key keeps returning the run it started: a start with the same
     /// key within this time of the first returns that run; after it, a new run starts.
     /// Default 5 s.
+    #[serde(alias = "idempotencyTtl")]
     pub idempotency_ttl: Dur,
     /// The start of every webhook URL: a webhook's URL is this, `/`, and its token. Default
     /// `http://localhost:3000/webhooks`.
+    #[serde(alias = "webhookBaseUrl")]
     pub webhook_base_url: String,
     /// Logging: minimum level, log directory, flush interval (see [`crate::telemetry::logs`]).
     pub logs: crate::telemetry::logs::LogsConfig,
     /// Timeouts and the connection limit of the webhook endpoint
     /// ([`World::serve_webhooks`](crate::World::serve_webhooks)). Its shutdown waits at most
     /// `shutdown_grace` for requests in progress.
+    #[serde(alias = "webhookServer")]
     pub webhook_server: crate::http::WebhookServerOptions,
 }
 
@@ -130,7 +191,7 @@ impl Default for WorldConfig {
             scale_down_threshold: 0.3,
             scale_interval: Dur(Duration::from_secs(10)),
             persistence: Persistence::Hybrid,
-            persistence_path: PathBuf::from(".worlds-engine"),
+            persistence_path: default_data_dir(),
             failure_strategy: FailureStrategy::Retry,
             heartbeat_interval: Dur(Duration::from_millis(5000)),
             heartbeat_timeout: Dur(Duration::from_millis(30000)),

@@ -24,9 +24,12 @@ use crate::error::WorldError;
 use crate::model::{Page, ResolveData, WorkflowOptions, WorkflowQueryFilter, WorkflowState};
 use crate::payload::Payload;
 use crate::store::{FileStore, HybridStore, MemoryStore, Store};
+use crate::telemetry::logs::world_log;
 use crate::worker::{WorkerInfo, WorkerPool};
 
-pub use config::{HookSecret, Persistence, WorldConfig};
+pub use config::{
+    default_data_dir, HookSecret, Persistence, WorldConfig, DATA_DIR_ENV, DEFAULT_DATA_DIR,
+};
 pub use handle::WorkflowHandle;
 
 #[derive(Default)]
@@ -189,9 +192,54 @@ impl World {
         for queue in &self.engine.config.task_queues {
             self.workers.spawn(&self.engine, Some(queue.clone()));
         }
-        self.engine.recover().await?;
-        tracing::info!(workers = self.workers.len(), "world started");
+        let resumed = self.engine.recover().await?.runs;
+        let workers = self.workers.len();
+        // The directory is logged in full: a relative default depends on the directory the
+        // program was started from, and a different one silently means a different world.
+        match self.data_dir() {
+            Some(dir) => world_log!(
+                self.engine.logs,
+                INFO,
+                World,
+                "world started",
+                dir = dir.display().to_string(),
+                resumed_runs = resumed,
+                workers = workers,
+            ),
+            None => world_log!(
+                self.engine.logs,
+                INFO,
+                World,
+                "world started",
+                resumed_runs = resumed,
+                workers = workers,
+            ),
+        }
         Ok(())
+    }
+
+    /// The absolute path of the directory a file or hybrid world keeps its data in (from
+    /// [`WorldConfig::persistence_path`], which a relative path resolves against the current
+    /// directory); `None` for a memory world. Starting logs it, with the number of unfinished
+    /// runs resumed from it.
+    ///
+    /// ```
+    /// use worlds_engine::{World, WorldConfig};
+    /// let world = World::new(WorldConfig::memory())?;
+    /// assert_eq!(world.data_dir(), None);
+    /// # Ok::<(), worlds_engine::WorldError>(())
+    /// ```
+    pub fn data_dir(&self) -> Option<std::path::PathBuf> {
+        let config = &self.engine.config;
+        if config.persistence == crate::Persistence::Memory {
+            return None;
+        }
+        let path = &config.persistence_path;
+        Some(
+            std::fs::canonicalize(path)
+                .or_else(|_| std::path::absolute(path))
+                .unwrap_or_else(|_| path.clone()),
+        )
     }
 
     /// Stops gracefully: refuses new runs and hook payloads (503), lets every worker finish the
@@ -225,7 +273,7 @@ impl World {
         for task in background {
             let _ = task.await;
         }
-        tracing::info!("world stopped");
+        world_log!(self.engine.logs, INFO, World, "world stopped");
     }
 
     /// Starts a run of a workflow and returns a handle to it.

@@ -71,6 +71,10 @@ where
     }
 
     fn on_event(&self, event: &Event<'_>, ctx: Context<'_, S>) {
+        if super::direct::is_already_written() {
+            // Its entry went to the world's files directly.
+            return;
+        }
         let world = ctx.event_scope(event).and_then(|scope| {
             scope
                 .into_iter()

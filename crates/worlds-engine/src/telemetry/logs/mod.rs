@@ -34,10 +34,19 @@
 //!   ([`World::log_span`](crate::World::log_span)) that its workers and background loops run
 //!   in, and each world's layer takes only the events inside its own span (plus, unless
 //!   [`LogsConfig::capture_unattributed`] is off, events inside no world's span).
+//! * **The world's own records**: a world writes its lifecycle — `world started` (with the
+//!   absolute data directory and the number of runs resumed), `run created`, `run failed`,
+//!   `run quarantined…`, `run resumed from its history`, `resumed unfinished runs`,
+//!   `world stopped` — to its files directly, so they are there even when the application
+//!   installed no layer. They are emitted as tracing events too, for the application's own
+//!   subscriber; the world layers skip those events, so installing one does not double them.
+//!   So are the lines workflow code logs with
+//!   [`WorkflowContext::log`](crate::WorkflowContext::log) and its shorthands.
 //! * **Reading back**: [`read_logs`] (and `World::query_logs`, `worlds logs`) filters the files
 //!   by category, minimum level and time.
 
 mod date;
+pub(crate) mod direct;
 mod entry;
 mod init;
 mod layer;
@@ -53,6 +62,7 @@ use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
+pub(crate) use direct::world_log;
 pub use entry::{LogCategory, LogEntry, LogLevel, LogQuery, UnknownName};
 pub use init::{init_logging, ClockTime};
 pub use layer::WorldLogLayer;
@@ -72,7 +82,7 @@ use sink::LogFiles;
 /// assert_eq!(config.logs.flush_interval.0.as_secs(), 2);
 /// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
+#[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct LogsConfig {
     /// The least severe level written (to files, and to the console of [`init_logging`]).
@@ -84,8 +94,10 @@ pub struct LogsConfig {
     /// Write files at all. Default true; false keeps a durable world's logs on the console.
     pub files: bool,
     /// How often waiting entries are written, on the world's clock. Default 2 s.
+    #[serde(alias = "flushInterval")]
     pub flush_interval: Dur,
     /// Day files kept: older ones are removed when a new day starts. Default: all are kept.
+    #[serde(alias = "maxFiles")]
     pub max_files: Option<usize>,
     /// [`init_logging`] also writes to standard error. Default true.
     pub console: bool,
@@ -93,6 +105,7 @@ pub struct LogsConfig {
     /// engine's where it runs on the caller's task, such as in `World::execute`). Default true;
     /// turn it off on all worlds but one when a process runs several, or each world's files
     /// get a copy of them.
+    #[serde(alias = "captureUnattributed")]
     pub capture_unattributed: bool,
 }
 
@@ -241,6 +254,12 @@ impl Logs {
     /// The directory the day files go to, if this world writes any.
     pub(crate) fn dir(&self) -> Option<&Path> {
         self.files.as_ref().map(LogFiles::dir)
+    }
+
+    /// True if an entry at `level` would be written: the world writes files and `level` is at
+    /// or above the configured minimum.
+    pub(crate) fn takes(&self, level: LogLevel) -> bool {
+        self.files.is_some() && level >= self.config.level
     }
 
     /// Queues one entry, stamped now on the world's clock.

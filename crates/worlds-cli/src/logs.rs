@@ -106,11 +106,12 @@ pub(crate) fn logs(args: &LogsArgs, out: &mut impl Write) -> anyhow::Result<()> 
 /// world comes to write them.
 fn no_records_yet(dir: &Path) -> String {
     format!(
-        "no log records were written to {} yet. A world writes them there in batches (every 2 s \
-         and when it shuts down) from the events its log layer receives: \
-         `telemetry::init_logging(&world)` installs it, or add `world.log_layer()` to the \
-         program's own subscriber (`worlds dev` does this). A world killed before its first \
-         batch leaves none; a world whose LogsConfig::dir is elsewhere is read with --log-dir.",
+        "no log records were written to {} yet. A file or hybrid world writes its own records \
+         there (started, runs created, resumed, failed, quarantined) in batches, every 2 s and \
+         when it shuts down, so a world killed before its first batch leaves none; with \
+         `telemetry::init_logging(&world)` or `world.log_layer()` in the program's subscriber, \
+         its other tracing events go there too. A world whose LogsConfig::dir is elsewhere is \
+         read with --log-dir.",
         escaped(&dir.display().to_string())
     )
 }

@@ -177,7 +177,7 @@ pub(in crate::store) fn scan_events_at(
             }
             Ok(event)
         },
-        |offset, event| each(offset, event),
+        &mut each,
     )
 }
 
@@ -194,7 +194,7 @@ pub(in crate::store) fn scan_headers_at(
         bytes,
         base,
         |line| record::decode_header(line).map_err(|why| why.to_string()),
-        |offset, header| each(offset, header),
+        &mut each,
     )
 }
 

@@ -164,10 +164,11 @@ impl Inner {
                 .iter()
                 .position(|&b| b == b'\n')
                 .map_or(bytes.len(), |i| start + i + 1);
+            let line = start..end;
             match fresh.get_mut(run_id) {
-                Some(lines) => lines.push(start..end),
+                Some(lines) => lines.push(line),
                 None => {
-                    fresh.insert(run_id.to_owned(), vec![start..end]);
+                    fresh.insert(run_id.to_owned(), vec![line]);
                 }
             }
             Ok(())

@@ -48,6 +48,7 @@
 
 mod atomic_file;
 pub mod clock;
+mod config;
 pub mod current;
 pub mod duration;
 mod engine;
@@ -71,6 +72,9 @@ pub mod testing;
 mod worker;
 mod world;
 
+pub use config::{
+    default_data_dir, HookSecret, Persistence, WorldConfig, DATA_DIR_ENV, DEFAULT_DATA_DIR,
+};
 pub use engine::activity::ActivityContext;
 pub use engine::context::{CommandFuture, WorkflowContext, WorkflowMetadata};
 pub use engine::definitions::{activity, workflow, Activity, Definition, Workflow};
@@ -92,10 +96,7 @@ pub use schedule::{CatchUp, Schedule, ScheduleConfig};
 pub use streams::{StepStream, StreamChunk, StreamInfo, WorkflowStream, DEFAULT_STREAM};
 pub use telemetry::{HeartbeatEntry, HeartbeatKind, WorldMetrics};
 pub use worker::{WorkerInfo, WorkerStatus};
-pub use world::{
-    default_data_dir, HookSecret, Persistence, WorkflowHandle, World, WorldConfig, DATA_DIR_ENV,
-    DEFAULT_DATA_DIR,
-};
+pub use world::{WorkflowHandle, World};
 // The attributes that turn an `async fn` into a workflow, an activity or a durable step. They
 // share their names with the `activity` and `workflow` functions: macros live in a namespace of their own.
 pub use worlds_engine_macros::{activity, step, workflow};

@@ -38,6 +38,7 @@ use tokio::sync::{oneshot, Notify};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
+use crate::config::WorldConfig;
 use crate::error::{codes, StructuredError, WorldError};
 use crate::ids::IdGenerator;
 use crate::model::{
@@ -46,7 +47,6 @@ use crate::model::{
 use crate::payload::Payload;
 use crate::queue::{QueueEntry, TaskQueue};
 use crate::store::{Store, Timer};
-use crate::world::WorldConfig;
 
 use definitions::Registry;
 use machine::RunCore;

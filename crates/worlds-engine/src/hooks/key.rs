@@ -15,8 +15,8 @@
 
 use std::path::Path;
 
+use crate::config::{Persistence, WorldConfig};
 use crate::error::WorldError;
-use crate::world::{Persistence, WorldConfig};
 
 use super::HookKey;
 
@@ -153,7 +153,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
-    use crate::world::HookSecret;
+    use crate::config::HookSecret;
 
     fn durable(dir: &Path) -> WorldConfig {
         WorldConfig {

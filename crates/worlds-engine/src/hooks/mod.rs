@@ -130,21 +130,23 @@ impl std::fmt::Debug for HookKit {
 impl HookKit {
     /// The kit the configuration calls for (see [`key`] for where the key comes from).
     /// Fails if a configured key cannot be read.
-    pub(crate) fn for_config(config: &crate::WorldConfig) -> Result<Self, crate::WorldError> {
+    pub(crate) fn for_config(
+        config: &crate::config::WorldConfig,
+    ) -> Result<Self, crate::WorldError> {
         let (key, _source) = key::resolve(config, |name| std::env::var(name).ok())?;
         Ok(Self::with_key(config, key))
     }
 
     /// The kit for a world whose store was handed over ready-made: a key that cannot be read is
     /// logged and replaced by a random one, whose tokens do not outlive the process.
-    pub(crate) fn for_config_or_random(config: &crate::WorldConfig) -> Self {
+    pub(crate) fn for_config_or_random(config: &crate::config::WorldConfig) -> Self {
         Self::for_config(config).unwrap_or_else(|e| {
             tracing::warn!(error = %e, "no hook key; hook tokens will change after a restart");
             Self::with_key(config, HookKey::random())
         })
     }
 
-    fn with_key(config: &crate::WorldConfig, key: HookKey) -> Self {
+    fn with_key(config: &crate::config::WorldConfig, key: HookKey) -> Self {
         HookKit {
             key,
             webhook_base_url: config.webhook_base_url.clone(),

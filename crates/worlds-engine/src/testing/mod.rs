@@ -17,11 +17,12 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::clock::{Clock, Millis, VirtualClock};
+use crate::config::WorldConfig;
 use crate::duration::IntoDuration;
 use crate::error::WorldError;
 use crate::model::{ResolveData, WorkflowState};
 use crate::store::Store;
-use crate::world::{World, WorldConfig};
+use crate::world::World;
 
 /// The start of virtual time unless configured: 2026-01-01T00:00:00Z.
 pub const DEFAULT_START: Millis = 1_767_225_600_000;
@@ -121,7 +122,7 @@ impl TestWorld {
     pub async fn with_options(options: TestWorldOptions) -> TestWorld {
         let clock = VirtualClock::new(options.initial_time);
         let mut config = options.config;
-        config.persistence = crate::Persistence::Memory;
+        config.persistence = crate::config::Persistence::Memory;
         if let Err(e) = config.validate() {
             panic!("test world configuration is invalid: {e}");
         }

@@ -24,9 +24,9 @@ use std::sync::{Arc, Weak};
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::duration_ms;
+use crate::config::WorldConfig;
 use crate::engine::Engine;
 use crate::telemetry::metrics::workload;
-use crate::world::WorldConfig;
 
 use super::{PoolInner, WorkerStatus};
 

@@ -1,7 +1,6 @@
 //! The world: the object a program creates, registers definitions on, and starts runs with.
 
 mod batch;
-mod config;
 mod handle;
 mod schedules;
 mod streams;
@@ -27,9 +26,7 @@ use crate::store::{FileStore, HybridStore, MemoryStore, Store};
 use crate::telemetry::logs::world_log;
 use crate::worker::{WorkerInfo, WorkerPool};
 
-pub use config::{
-    default_data_dir, HookSecret, Persistence, WorldConfig, DATA_DIR_ENV, DEFAULT_DATA_DIR,
-};
+use crate::config::WorldConfig;
 pub use handle::WorkflowHandle;
 
 #[derive(Default)]

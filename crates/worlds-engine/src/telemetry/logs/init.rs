@@ -10,7 +10,7 @@ use tracing_subscriber::Layer;
 
 use super::date;
 use crate::clock::Clock;
-use crate::World;
+use crate::world::World;
 
 /// Installs a process-wide subscriber that writes `world`'s events to its log files and, if
 /// [`LogsConfig::console`](super::LogsConfig::console), every event at or above the world's

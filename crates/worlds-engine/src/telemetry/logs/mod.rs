@@ -56,10 +56,8 @@ mod sink;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 pub(crate) use direct::world_log;
@@ -69,79 +67,9 @@ pub use layer::WorldLogLayer;
 pub use query::read_logs;
 
 use crate::clock::{duration_ms, Clock};
-use crate::duration::Dur;
 use sink::LogFiles;
 
-/// How a world logs. Part of [`WorldConfig`](crate::WorldConfig) as `logs`.
-///
-/// ```
-/// use worlds_engine::telemetry::logs::{LogLevel, LogsConfig};
-/// use worlds_engine::WorldConfig;
-/// let mut config = WorldConfig::memory();
-/// config.logs = LogsConfig::default().level(LogLevel::Debug).dir("/var/log/my-app");
-/// assert_eq!(config.logs.flush_interval.0.as_secs(), 2);
-/// ```
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-#[non_exhaustive]
-pub struct LogsConfig {
-    /// The least severe level written (to files, and to the console of [`init_logging`]).
-    /// Default `info`.
-    pub level: LogLevel,
-    /// Where the day files go. Default: `logs` under `persistence_path` for file and hybrid
-    /// worlds; none for memory worlds (console only).
-    pub dir: Option<PathBuf>,
-    /// Write files at all. Default true; false keeps a durable world's logs on the console.
-    pub files: bool,
-    /// How often waiting entries are written, on the world's clock. Default 2 s.
-    #[serde(alias = "flushInterval")]
-    pub flush_interval: Dur,
-    /// Day files kept: older ones are removed when a new day starts. Default: all are kept.
-    #[serde(alias = "maxFiles")]
-    pub max_files: Option<usize>,
-    /// [`init_logging`] also writes to standard error. Default true.
-    pub console: bool,
-    /// Take events that happen inside no world's span (the application's own events, and the
-    /// engine's where it runs on the caller's task, such as in `World::execute`). Default true;
-    /// turn it off on all worlds but one when a process runs several, or each world's files
-    /// get a copy of them.
-    #[serde(alias = "captureUnattributed")]
-    pub capture_unattributed: bool,
-}
-
-impl Default for LogsConfig {
-    fn default() -> Self {
-        Self {
-            level: LogLevel::Info,
-            dir: None,
-            files: true,
-            flush_interval: Dur(Duration::from_secs(2)),
-            max_files: None,
-            console: true,
-            capture_unattributed: true,
-        }
-    }
-}
-
-impl LogsConfig {
-    /// Sets the minimum level.
-    pub fn level(mut self, level: LogLevel) -> Self {
-        self.level = level;
-        self
-    }
-
-    /// Writes the day files to `dir`.
-    pub fn dir(mut self, dir: impl Into<PathBuf>) -> Self {
-        self.dir = Some(dir.into());
-        self
-    }
-
-    /// Sets how often waiting entries are written.
-    pub fn flush_interval(mut self, every: Duration) -> Self {
-        self.flush_interval = Dur(every);
-        self
-    }
-}
+pub use crate::config::LogsConfig;
 
 /// A log directory that could not be read or written.
 #[derive(Debug, thiserror::Error)]
@@ -208,10 +136,10 @@ pub(crate) struct Logs {
 }
 
 impl Logs {
-    pub(crate) fn new(config: &crate::WorldConfig, clock: Arc<dyn Clock>) -> Arc<Logs> {
+    pub(crate) fn new(config: &crate::config::WorldConfig, clock: Arc<dyn Clock>) -> Arc<Logs> {
         let logs = &config.logs;
         let dir = logs.dir.clone().or_else(|| {
-            (config.persistence != crate::Persistence::Memory)
+            (config.persistence != crate::config::Persistence::Memory)
                 .then(|| config.persistence_path.join("logs"))
         });
         let files = dir
@@ -352,7 +280,7 @@ mod tests {
     #[test]
     fn the_world_span_is_what_the_layer_looks_for() {
         let clock = Arc::new(crate::clock::VirtualClock::new(0));
-        let logs = Logs::new(&crate::WorldConfig::memory(), clock);
+        let logs = Logs::new(&crate::config::WorldConfig::memory(), clock);
         tracing::subscriber::with_default(tracing_subscriber::registry(), || {
             let span = logs.span();
             let meta = span.metadata().expect("the span is enabled");

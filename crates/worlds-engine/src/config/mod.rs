@@ -1,4 +1,14 @@
 //! World configuration, with the defaults the specification sets.
+//!
+//! It sits below every part that reads it (engine, workers, hooks, telemetry, the webhook
+//! endpoint): it depends only on plain data types (durations, retry policies, the failure
+//! strategy, errors), so reading the configuration never ties a part to the world above it.
+
+mod logs;
+mod webhook_server;
+
+pub use logs::{LogLevel, LogsConfig, UnknownName};
+pub use webhook_server::WebhookServerOptions;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -164,12 +174,12 @@ pub struct WorldConfig {
     #[serde(alias = "webhookBaseUrl")]
     pub webhook_base_url: String,
     /// Logging: minimum level, log directory, flush interval (see [`crate::telemetry::logs`]).
-    pub logs: crate::telemetry::logs::LogsConfig,
+    pub logs: LogsConfig,
     /// Timeouts and the connection limit of the webhook endpoint
     /// ([`World::serve_webhooks`](crate::World::serve_webhooks)). Its shutdown waits at most
     /// `shutdown_grace` for requests in progress.
     #[serde(alias = "webhookServer")]
-    pub webhook_server: crate::http::WebhookServerOptions,
+    pub webhook_server: WebhookServerOptions,
 }
 
 /// A secret that never shows in `Debug` output.

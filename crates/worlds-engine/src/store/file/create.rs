@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::clock::Millis;
 use crate::error::WorldError;
 use crate::model::{Event, EventKind};
-use crate::store::RunStore;
+use crate::store::IdempotencyStore;
 
 use super::keys::KeyRecord;
 use super::lease::Membership;

@@ -27,8 +27,9 @@
 //! run's log (`flock`); before writing, the store reads whatever other processes appended since
 //! it last looked, so the history's rules are checked against the whole history. Each run is
 //! driven by one process at a time, its lease holder ([`lease`]); the engine asks
-//! [`RunStore::claim_runs`] for runs whose holder is gone and [`RunStore::external_changes`]
-//! for runs another process wrote to. Reads of runs another process drives catch up from disk
+//! [`LeaseStore::claim_runs`](super::LeaseStore::claim_runs) for runs whose holder is gone and
+//! [`LeaseStore::external_changes`](super::LeaseStore::external_changes) for runs another
+//! process wrote to. Reads of runs another process drives catch up from disk
 //! first, so queries see every process's work.
 //!
 //! [`FileStore::open_read_only`] loads the same way for inspection (the `worlds` CLI) but never

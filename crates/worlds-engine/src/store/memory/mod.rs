@@ -248,7 +248,7 @@ impl MemoryStore {
         Ok(RunHandle { run_id: id, entry })
     }
 
-    /// Appends events like [`RunStore::append`] — checked against every event accepted so far,
+    /// Appends events like [`EventStore::append`] — checked against every event accepted so far,
     /// published or not, and given the next `seq` — but invisible to readers until
     /// [`publish`](Self::publish)ed.
     pub(crate) fn append_unpublished(
@@ -338,7 +338,7 @@ impl MemoryStore {
         }
     }
 
-    /// The run's events from `from_seq` on, published or not (see [`RunStore::history_tip`]).
+    /// The run's events from `from_seq` on, published or not (see [`EventStore::history_tip`]).
     pub(crate) fn history_tip(
         &self,
         run_id: &str,

@@ -337,6 +337,7 @@ mod tests {
     use worlds_engine::clock::{Clock, VirtualClock};
     use worlds_engine::ids::IdGenerator;
     use worlds_engine::model::EVENT_FORMAT_VERSION;
+    use worlds_engine::store::EventStore;
     use worlds_engine::{Event, EventKind, Payload, StructuredError};
 
     use super::*;

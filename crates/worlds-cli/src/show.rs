@@ -15,7 +15,7 @@ use comfy_table::{presets, Table};
 use worlds_engine::clock::Millis;
 use worlds_engine::error::codes;
 use worlds_engine::model::{ActivityStatus, HookStatus};
-use worlds_engine::store::{FileStore, RunStore};
+use worlds_engine::store::{EventStore, FileStore, RunStore};
 use worlds_engine::{Event, EventKind, Payload, ResolveData, RunStatus, WorkflowState};
 
 use crate::cli::ShowArgs;

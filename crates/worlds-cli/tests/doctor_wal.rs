@@ -11,7 +11,7 @@ use serde_json::json;
 use worlds_engine::clock::{Clock, VirtualClock};
 use worlds_engine::ids::IdGenerator;
 use worlds_engine::model::{QueuedRun, EVENT_FORMAT_VERSION};
-use worlds_engine::store::{HybridStore, RunStore};
+use worlds_engine::store::{EventStore, HybridStore, RunStore};
 use worlds_engine::{Event, EventKind, Payload};
 
 /// Copies a directory as a `kill -9` would leave it.

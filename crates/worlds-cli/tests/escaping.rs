@@ -9,7 +9,7 @@ use serde_json::json;
 use worlds_engine::clock::{Clock, VirtualClock};
 use worlds_engine::ids::IdGenerator;
 use worlds_engine::model::EVENT_FORMAT_VERSION;
-use worlds_engine::store::{FileStore, RunStore};
+use worlds_engine::store::{EventStore, FileStore, RunStore};
 use worlds_engine::{Event, EventKind, Payload, StructuredError};
 
 const WORKFLOW_ID: &str = "order\u{1b}[2J\nrun wrun_FORGED completed";

@@ -17,7 +17,7 @@ use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use worlds_engine::model::ResolveData;
 use worlds_engine::prelude::*;
-use worlds_engine::store::{FileStore, HybridStore, RunStore};
+use worlds_engine::store::{FileStore, HybridStore, Store};
 use worlds_engine::EventKind;
 
 const DIR_VAR: &str = "WORLDS_CRASH_DIR";
@@ -283,7 +283,7 @@ fn crash_loop(persistence: &str) {
     );
 
     // Check the store directly, every child gone.
-    let store: Box<dyn RunStore> = if persistence == "hybrid" {
+    let store: Box<dyn Store> = if persistence == "hybrid" {
         Box::new(HybridStore::open(&dir).expect("reopen store"))
     } else {
         Box::new(FileStore::open(&dir).expect("reopen store"))

@@ -12,7 +12,7 @@ use common::{add_one, Counter};
 use serde_json::json;
 use worlds_engine::clock::Millis;
 use worlds_engine::prelude::*;
-use worlds_engine::store::{FileStore, RunStore, Store};
+use worlds_engine::store::{EventStore, FileStore, RunStore, Store};
 use worlds_engine::testing::{TestWorld, TestWorldOptions, DEFAULT_START};
 use worlds_engine::{ErrorKind, ResolveData, RunStatus, WorkflowQueryFilter};
 

@@ -7,7 +7,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use common::store_events::{log_of, started, Maker};
-use worlds_engine::store::{FileStore, RunStore};
+use worlds_engine::store::{EventStore, FileStore, RunStore};
 use worlds_engine::{ErrorKind, EventKind, ResolveData, RunStatus, WorkflowQueryFilter};
 
 /// A run that has started.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use common::store_events::{log_of, populate, snapshot, started, step, Maker};
 use worlds_engine::prelude::*;
-use worlds_engine::store::{HybridStore, RunStore};
+use worlds_engine::store::{EventStore, HybridStore, RunStore};
 use worlds_engine::{ErrorKind, Event, EventKind, ResolveData};
 
 fn wal_of(dir: &Path) -> PathBuf {

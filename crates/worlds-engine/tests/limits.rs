@@ -11,9 +11,11 @@ use async_trait::async_trait;
 use common::{event_types, test_world_with, Counter, Mode};
 use worlds_engine::clock::{Millis, VirtualClock};
 use worlds_engine::error::codes;
+use worlds_engine::model::ListQuery;
 use worlds_engine::prelude::*;
 use worlds_engine::store::{
-    Appended, MemoryStore, NewChunk, RunStore, ScheduleStore, ScheduleUpdate, StreamSignal,
+    Appended, EventStore, HookRecord, HookStore, IdempotencyStore, LeaseStore, MemoryStore,
+    NewChunk, RunStore, ScheduleStore, ScheduleUpdate, StepRecord, StepStore, StreamSignal,
     StreamStore, Timer, TimerStore,
 };
 use worlds_engine::testing::DEFAULT_START;
@@ -223,20 +225,28 @@ impl RunStore for CountingStore {
     async fn create_run(&self, first: Event) -> Result<(), WorldError> {
         self.inner.create_run(first).await
     }
-    async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
-        self.inner.append(run_id, events).await
-    }
     async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
         self.inner.get_run(id, resolve).await
     }
-    async fn find_hook(
+    async fn list_runs(
         &self,
-        token_digest: &str,
-    ) -> Result<Option<worlds_engine::store::HookRef>, WorldError> {
-        self.inner.find_hook(token_digest).await
+        filter: &WorkflowQueryFilter,
+    ) -> Result<Page<WorkflowState>, WorldError> {
+        self.inner.list_runs(filter).await
     }
-    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
-        self.inner.get_activity(run_id, position).await
+    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {
+        self.inner.unfinished_runs().await
+    }
+}
+
+impl IdempotencyStore for CountingStore {}
+
+impl LeaseStore for CountingStore {}
+
+#[async_trait]
+impl EventStore for CountingStore {
+    async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
+        self.inner.append(run_id, events).await
     }
     async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
         if from_seq == 0 {
@@ -247,14 +257,65 @@ impl RunStore for CountingStore {
             .fetch_add(events.len() as u64, Ordering::SeqCst);
         Ok(events)
     }
-    async fn list_runs(
+    async fn list_events(
         &self,
-        filter: &WorkflowQueryFilter,
-    ) -> Result<Page<WorkflowState>, WorldError> {
-        self.inner.list_runs(filter).await
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<Arc<Event>>, WorldError> {
+        self.inner.list_events(run_id, query).await
     }
-    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {
-        self.inner.unfinished_runs().await
+    async fn list_events_by_correlation_id(
+        &self,
+        correlation_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<Arc<Event>>, WorldError> {
+        self.inner
+            .list_events_by_correlation_id(correlation_id, query)
+            .await
+    }
+}
+
+#[async_trait]
+impl StepStore for CountingStore {
+    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
+        self.inner.get_activity(run_id, position).await
+    }
+    async fn get_step(
+        &self,
+        step_id: &str,
+        resolve: ResolveData,
+    ) -> Result<StepRecord, WorldError> {
+        self.inner.get_step(step_id, resolve).await
+    }
+    async fn list_steps(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<ActivityState>, WorldError> {
+        self.inner.list_steps(run_id, query).await
+    }
+}
+
+#[async_trait]
+impl HookStore for CountingStore {
+    async fn find_hook(
+        &self,
+        token_digest: &str,
+    ) -> Result<Option<worlds_engine::store::HookRef>, WorldError> {
+        self.inner.find_hook(token_digest).await
+    }
+    async fn get_hook(&self, hook_id: &str) -> Result<HookRecord, WorldError> {
+        self.inner.get_hook(hook_id).await
+    }
+    async fn list_run_hooks(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<HookRecord>, WorldError> {
+        self.inner.list_run_hooks(run_id, query).await
+    }
+    async fn list_waiting_hooks(&self, query: &ListQuery) -> Result<Page<HookRecord>, WorldError> {
+        self.inner.list_waiting_hooks(query).await
     }
 }
 

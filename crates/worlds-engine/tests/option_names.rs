@@ -10,7 +10,7 @@ use common::{add_one, Counter};
 use worlds_engine::http::WebhookServerOptions;
 use worlds_engine::prelude::*;
 use worlds_engine::retry::{Backoff, RetryConfig};
-use worlds_engine::store::{MemoryStore, RunStore, Store};
+use worlds_engine::store::{EventStore, MemoryStore, RunStore, Store};
 use worlds_engine::telemetry::logs::LogsConfig;
 use worlds_engine::testing::{TestWorld, TestWorldOptions, DEFAULT_START};
 use worlds_engine::{Event, EventKind, FailureStrategy, Persistence, RunStatus};

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use worlds_engine::model::ResolveData;
 use worlds_engine::prelude::*;
-use worlds_engine::store::{FileStore, HybridStore, RunStore};
+use worlds_engine::store::{FileStore, HybridStore, Store};
 use worlds_engine::EventKind;
 
 const DIR_VAR: &str = "WORLDS_POISON_DIR";
@@ -128,7 +128,7 @@ fn poison_step_runs_out_of_attempts(persistence: &str) {
     assert_eq!(aborted, ATTEMPTS, "one crash per allowed attempt");
 
     let rt = tokio::runtime::Runtime::new().unwrap();
-    let store: Box<dyn RunStore> = match persistence {
+    let store: Box<dyn Store> = match persistence {
         "hybrid" => Box::new(HybridStore::open(dir.path()).unwrap()),
         _ => Box::new(FileStore::open(dir.path()).unwrap()),
     };

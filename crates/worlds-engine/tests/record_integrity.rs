@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use common::store_events::{completed, log_of, populate, snapshot, step, Maker};
 use serde_json::json;
-use worlds_engine::store::{FileStore, HybridStore, RunStore};
+use worlds_engine::store::{EventStore, FileStore, HybridStore, RunStore};
 use worlds_engine::{Event, ResolveData, RunStatus};
 
 fn wal_of(dir: &Path) -> PathBuf {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use common::{add_one, event_types, Counter};
 use worlds_engine::prelude::*;
-use worlds_engine::store::{MemoryStore, RunStore, Store};
+use worlds_engine::store::{EventStore, MemoryStore, RunStore, Store};
 use worlds_engine::testing::{TestWorld, TestWorldOptions, DEFAULT_START};
 use worlds_engine::{Event, RunStatus};
 

@@ -231,7 +231,7 @@ impl Engine {
 
     /// Appends events that need to survive a crash of this process but not yet of the machine
     /// (a step's start, before the step runs): see
-    /// [`RunStore::append_written`](crate::store::RunStore::append_written).
+    /// [`EventStore::append_written`](crate::store::EventStore::append_written).
     pub(crate) async fn append_written(
         &self,
         run_id: &str,
@@ -242,7 +242,7 @@ impl Engine {
 
     /// Appends events whose loss in a crash a restart repairs by itself (a step's result, the
     /// commands workflow code issues again on replay): the store may return before they are
-    /// durable (see [`RunStore::append_nowait`](crate::store::RunStore::append_nowait)).
+    /// durable (see [`EventStore::append_nowait`](crate::store::EventStore::append_nowait)).
     pub(crate) async fn append_nowait(
         &self,
         run_id: &str,

@@ -420,6 +420,44 @@ impl EventKind {
         }
     }
 
+    /// Replaces the event's payloads (inputs, outputs, recorded values, hook payloads) by
+    /// `null`, or leaves an optional one out: what a list asked for with
+    /// [`ResolveData::None`](super::ResolveData::None) returns. Errors and metadata stay.
+    pub fn strip_data(&mut self) {
+        match self {
+            EventKind::WorkflowQueued(run) => run.input = Payload::null(),
+            EventKind::WorkflowCompleted { output }
+            | EventKind::ActivityCompleted { output, .. }
+            | EventKind::ChildWorkflowCompleted { output, .. } => *output = Payload::null(),
+            EventKind::ActivityScheduled { input, .. } => *input = Payload::null(),
+            EventKind::ChildWorkflowStarted { input, .. } => *input = None,
+            EventKind::ValueRecorded { value, .. } => *value = Payload::null(),
+            EventKind::HookReceived { payload, .. } => *payload = Payload::null(),
+            // Listed one by one, so that a new kind with a payload is a compile error here.
+            EventKind::WorkflowStarted { .. }
+            | EventKind::WorkflowRetry { .. }
+            | EventKind::WorkflowCompensating {}
+            | EventKind::WorkflowCompensated {}
+            | EventKind::WorkflowQuarantined { .. }
+            | EventKind::CompensationAdded { .. }
+            | EventKind::CompensationExecuted { .. }
+            | EventKind::CompensationFailed { .. }
+            | EventKind::WorkflowFailed { .. }
+            | EventKind::WorkflowCancelled { .. }
+            | EventKind::ActivityStarted { .. }
+            | EventKind::ActivityFailed { .. }
+            | EventKind::ActivityRetry { .. }
+            | EventKind::ActivityHeartbeat { .. }
+            | EventKind::TimerScheduled { .. }
+            | EventKind::TimerFired { .. }
+            | EventKind::ChildWorkflowFailed { .. }
+            | EventKind::HookCreated { .. }
+            | EventKind::HookConflict { .. }
+            | EventKind::HookExpired { .. }
+            | EventKind::HookDisposed { .. } => {}
+        }
+    }
+
     /// The command position this event concerns, if it concerns one.
     pub fn position(&self) -> Option<u32> {
         match self {

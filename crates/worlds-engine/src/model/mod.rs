@@ -17,6 +17,6 @@ pub use event::{Event, EventKind, QueuedRun, ValueKind, EVENT_FORMAT_VERSION};
 pub(crate) use hook::DEFAULT_WEBHOOK_METHOD;
 pub use hook::{HookState, HookStatus};
 pub use options::{ActivityOptions, FailureStrategy, OnConflict, WorkflowOptions};
-pub use query::{Page, ResolveData, StatusFilter, WorkflowQueryFilter};
+pub use query::{ListQuery, Page, ResolveData, SortOrder, StatusFilter, WorkflowQueryFilter};
 pub use state::{ActivityState, ActivityStatus, CompensationState, PendingRetry, WorkflowState};
 pub use status::RunStatus;

@@ -176,3 +176,77 @@ pub struct Page<T> {
     /// True if more items follow.
     pub has_more: bool,
 }
+
+/// Which way a list runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SortOrder {
+    /// Oldest first: history order, command order.
+    #[default]
+    #[serde(alias = "asc")]
+    Ascending,
+    /// Newest first.
+    #[serde(alias = "desc")]
+    Descending,
+}
+
+/// One page of a list of a run's events, steps or hooks: where to start, how many, which way and
+/// how much data.
+///
+/// A cursor comes from the previous page's [`Page::cursor`] and is only meaningful to the same
+/// list in the same order; a cursor that is not one is refused (400).
+///
+/// ```
+/// use worlds_engine::model::{ListQuery, ResolveData, SortOrder};
+/// let query = ListQuery::new()
+///     .limit(20)
+///     .order(SortOrder::Descending)
+///     .resolve_data(ResolveData::None);
+/// assert_eq!(query.limit, Some(20));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+#[non_exhaustive]
+pub struct ListQuery {
+    /// At most this many items (default 100).
+    pub limit: Option<usize>,
+    /// Continue after the last item of the previous page (from [`Page::cursor`]).
+    pub cursor: Option<String>,
+    /// Which way to list (default ascending).
+    #[serde(alias = "sortOrder")]
+    pub order: SortOrder,
+    /// Payloads kept ([`ResolveData::All`], the default) or left out.
+    #[serde(alias = "resolveData")]
+    pub resolve_data: ResolveData,
+}
+
+impl ListQuery {
+    /// The first page, ascending, payloads kept.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// At most `limit` items.
+    pub fn limit(mut self, limit: usize) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// Continue after this cursor.
+    pub fn cursor(mut self, cursor: impl Into<String>) -> Self {
+        self.cursor = Some(cursor.into());
+        self
+    }
+
+    /// Lists in this order.
+    pub fn order(mut self, order: SortOrder) -> Self {
+        self.order = order;
+        self
+    }
+
+    /// Sets how much data to return.
+    pub fn resolve_data(mut self, resolve: ResolveData) -> Self {
+        self.resolve_data = resolve;
+        self
+    }
+}

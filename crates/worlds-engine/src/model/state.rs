@@ -562,6 +562,32 @@ impl WorkflowState {
         }
     }
 
+    /// The correlation id of one of this run's events: the id of the step (`step_…`), hook
+    /// (`hook_…`) or child run (`wrun_…`) it concerns, `None` for events about the run itself,
+    /// its timers, recorded values and compensations. A step's later events carry only its
+    /// position, so they are matched through the step scheduled there.
+    pub fn correlation_id<'a>(&'a self, kind: &'a EventKind) -> Option<&'a str> {
+        match kind {
+            EventKind::ActivityScheduled { activity_id, .. } => Some(activity_id),
+            EventKind::ActivityStarted { position, .. }
+            | EventKind::ActivityCompleted { position, .. }
+            | EventKind::ActivityFailed { position, .. }
+            | EventKind::ActivityRetry { position, .. }
+            | EventKind::ActivityHeartbeat { position, .. } => {
+                self.activity(*position).map(|a| a.id.as_str())
+            }
+            EventKind::HookCreated { hook_id, .. }
+            | EventKind::HookReceived { hook_id, .. }
+            | EventKind::HookConflict { hook_id, .. }
+            | EventKind::HookExpired { hook_id, .. }
+            | EventKind::HookDisposed { hook_id, .. } => Some(hook_id),
+            EventKind::ChildWorkflowStarted { child_id, .. }
+            | EventKind::ChildWorkflowCompleted { child_id, .. }
+            | EventKind::ChildWorkflowFailed { child_id, .. } => Some(child_id),
+            _ => None,
+        }
+    }
+
     /// The hook created at command `position`, if any.
     pub fn hook(&self, position: u32) -> Option<&HookState> {
         self.hooks.iter().find(|h| h.position == position)

@@ -113,6 +113,15 @@ impl HookIndex {
         }
     }
 
+    /// Every hook whose token the index holds as waiting (as of the latest accepted events).
+    pub(super) fn live(&self) -> Vec<HookRef> {
+        self.by_digest
+            .values()
+            .filter(|h| h.live)
+            .map(|h| h.at.clone())
+            .collect()
+    }
+
     /// The hook a token digest belongs to, if its run has not finished.
     pub(super) fn find(&self, token_digest: &str) -> Option<HookRef> {
         self.by_digest.get(token_digest).map(|h| h.at.clone())

@@ -1,11 +1,26 @@
 //! Storage: the [`Store`] contract and its implementations (memory, file, hybrid).
 //!
 //! A store keeps each run's history (append-only), the run state materialized from it, the
-//! durable timers, the runs' streams and the schedules. The contract is split by duty —
-//! [`RunStore`] for runs and their events, [`TimerStore`] for timers, [`StreamStore`] for
-//! streams, [`ScheduleStore`] for schedules — and [`Store`] is their sum. Every backend materializes state with the same rules ([`WorkflowState::check`]
-//! and [`WorkflowState::apply`]), so they agree on what a history means; one conformance suite
-//! (`tests/store_conformance.rs`) runs against each.
+//! timers, the runs' streams and the schedules. The contract is one small trait per duty, and
+//! [`Store`] is their sum (implemented for every type that implements them all, so
+//! `Arc<dyn Store>` is what the engine holds):
+//!
+//! | duty | trait |
+//! |---|---|
+//! | run records: create, get, list | [`RunStore`] |
+//! | idempotency keys | [`IdempotencyStore`] |
+//! | each run's history: append, read, list | [`EventStore`] |
+//! | steps: by position, by id, listed | [`StepStore`] |
+//! | hooks: by token, by id, listed | [`HookStore`] |
+//! | sharing runs between processes | [`LeaseStore`] |
+//! | timers | [`TimerStore`] |
+//! | streams | [`StreamStore`] |
+//! | schedules | [`ScheduleStore`] |
+//!
+//! Every backend materializes state with the same rules ([`WorkflowState::check`] and
+//! [`WorkflowState::apply`]), so they agree on what a history means; one conformance suite
+//! (`tests/store_conformance.rs`) runs against each. The file and hybrid stores answer every
+//! read from a [`MemoryStore`] they keep in front of the disk, so the reads are written once.
 
 mod file;
 mod hook_index;
@@ -22,7 +37,8 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Millis;
 use crate::error::WorldError;
 use crate::model::{
-    ActivityState, Event, Page, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState,
+    ActivityState, Event, HookState, ListQuery, Page, ResolveData, RunStatus, WorkflowQueryFilter,
+    WorkflowState,
 };
 
 pub use file::{FileStore, WalSummary};
@@ -31,6 +47,24 @@ pub use hybrid::HybridStore;
 pub use memory::MemoryStore;
 pub use schedules::{ScheduleChange, ScheduleStore, ScheduleUpdate};
 pub use streams::{NewChunk, StreamSignal, StreamStore};
+
+/// A step found by its id, with its run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepRecord {
+    /// The run that scheduled it.
+    pub run_id: String,
+    /// The step.
+    pub step: ActivityState,
+}
+
+/// A hook with its run.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HookRecord {
+    /// The run that created it.
+    pub run_id: String,
+    /// The hook.
+    pub hook: HookState,
+}
 
 /// The result of an append.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,7 +75,7 @@ pub struct Appended {
     pub status: RunStatus,
 }
 
-/// Runs and their histories.
+/// Run records: creating runs and reading their materialized state.
 #[async_trait]
 pub trait RunStore: Send + Sync {
     /// Creates a run from its first event (`workflow_queued`). Fails with a conflict (409) if the
@@ -59,6 +93,23 @@ pub trait RunStore: Send + Sync {
         futures::future::join_all(firsts.into_iter().map(|first| self.create_run(first))).await
     }
 
+    /// The run with this run id or workflow id (404 if none), without its history (read that
+    /// with [`history`](EventStore::history)).
+    async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError>;
+
+    /// Runs matching the filter, newest first, one page at a time (history left out).
+    async fn list_runs(
+        &self,
+        filter: &WorkflowQueryFilter,
+    ) -> Result<Page<WorkflowState>, WorldError>;
+
+    /// Ids of runs that have not finished (pending, running or compensating).
+    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError>;
+}
+
+/// Idempotency keys: which run a start key already started.
+#[async_trait]
+pub trait IdempotencyStore: RunStore {
     /// The id of the newest run whose `workflow_queued` carries this idempotency key and was
     /// created at or after `since` (ms since the Unix epoch), if any. The default knows none:
     /// a store without this index leaves de-duplication to the engine's memory.
@@ -71,7 +122,7 @@ pub trait RunStore: Send + Sync {
         Ok(None)
     }
 
-    /// Creates a run like [`create_run`](Self::create_run), unless its `workflow_queued`
+    /// Creates a run like [`create_run`](RunStore::create_run), unless its `workflow_queued`
     /// carries an idempotency key that a run created at or after `since` already has: then it
     /// creates nothing and returns `Some` of that run's id.
     ///
@@ -90,7 +141,11 @@ pub trait RunStore: Send + Sync {
         }
         self.create_run(first).await.map(|()| None)
     }
+}
 
+/// Each run's history: appends at three durability levels, and reads.
+#[async_trait]
+pub trait EventStore: Send + Sync {
     /// Appends events to a run's history atomically: all are stored or none. The store assigns
     /// `seq` and refuses events the run's state does not accept (see [`WorkflowState::check`]):
     /// a second completion of a step, anything after the run finished.
@@ -130,17 +185,6 @@ pub trait RunStore: Send + Sync {
         Ok(())
     }
 
-    /// The run with this run id or workflow id (404 if none), without its history (read that
-    /// with [`history`](Self::history)).
-    async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError>;
-
-    /// The hook holding a token, by the token's SHA-256 digest: a waiting hook, or one that
-    /// took its payload or expired in a run that has not finished. `None` once the run is over.
-    async fn find_hook(&self, token_digest: &str) -> Result<Option<HookRef>, WorldError>;
-
-    /// One activity of a run, by command position (404 if none).
-    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError>;
-
     /// The run's events with `seq >= from_seq`, in order.
     ///
     /// Events are shared (`Arc`): a store that keeps them in memory hands out references to
@@ -162,15 +206,77 @@ pub trait RunStore: Send + Sync {
         self.history(run_id, from_seq).await
     }
 
-    /// Runs matching the filter, newest first, one page at a time (history left out).
-    async fn list_runs(
+    /// One page of the run's events (run id, not workflow id), ordered by `seq`; the cursor is
+    /// the `seq` of the page's last event. With [`ResolveData::None`] their payloads read
+    /// `null` (see [`EventKind::strip_data`](crate::model::EventKind::strip_data)). 404 if the
+    /// run does not exist.
+    async fn list_events(
         &self,
-        filter: &WorkflowQueryFilter,
-    ) -> Result<Page<WorkflowState>, WorldError>;
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<Arc<Event>>, WorldError>;
 
-    /// Ids of runs that have not finished (pending, running or compensating).
-    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError>;
+    /// One page of the events that concern a step, hook or child run, by its id (`step_…`,
+    /// `hook_…`, `wrun_…`), ordered like [`list_events`](Self::list_events): the events of the
+    /// run that scheduled the step, created the hook or started the child, whose
+    /// [correlation id](WorkflowState::correlation_id) is that id. (A child's own history is
+    /// its run's [`list_events`](Self::list_events).) An id no run recorded gives an empty page.
+    async fn list_events_by_correlation_id(
+        &self,
+        correlation_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<Arc<Event>>, WorldError>;
+}
 
+/// Steps (activities) of runs, as the run state materializes them.
+#[async_trait]
+pub trait StepStore: Send + Sync {
+    /// One activity of a run, by command position (404 if none).
+    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError>;
+
+    /// A step by its id (`step_…`), with the run it belongs to (404 if no run has it). Its
+    /// input and output are left out with [`ResolveData::None`].
+    async fn get_step(&self, step_id: &str, resolve: ResolveData)
+        -> Result<StepRecord, WorldError>;
+
+    /// One page of a run's steps (run id), in command order; the cursor is the position of the
+    /// page's last step. Inputs and outputs are left out with [`ResolveData::None`]. 404 if the
+    /// run does not exist.
+    async fn list_steps(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<ActivityState>, WorldError>;
+}
+
+/// Hooks of runs: by token (to resume one), by id, and listed.
+#[async_trait]
+pub trait HookStore: Send + Sync {
+    /// The hook holding a token, by the token's SHA-256 digest: a waiting hook, or one that
+    /// took its payload or expired in a run that has not finished. `None` once the run is over.
+    async fn find_hook(&self, token_digest: &str) -> Result<Option<HookRef>, WorldError>;
+
+    /// A hook by its id (`hook_…`), with the run it belongs to (404 if no run has it).
+    async fn get_hook(&self, hook_id: &str) -> Result<HookRecord, WorldError>;
+
+    /// One page of a run's hooks (run id), whatever their status, in command order; the cursor
+    /// is the position of the page's last hook. 404 if the run does not exist. A hook holds no
+    /// payload, so [`ListQuery::resolve_data`] changes nothing.
+    async fn list_run_hooks(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<HookRecord>, WorldError>;
+
+    /// One page of the hooks still waiting for their payload, in every run, ordered by run id
+    /// (creation order) then position; the cursor is `{run id}#{position}` of the page's last
+    /// hook.
+    async fn list_waiting_hooks(&self, query: &ListQuery) -> Result<Page<HookRecord>, WorldError>;
+}
+
+/// Sharing runs between processes: which runs this process drives, and what others changed.
+#[async_trait]
+pub trait LeaseStore: RunStore {
     /// True if other processes may use the same storage at the same time (the file store):
     /// the engine then polls [`claim_runs`](Self::claim_runs) and
     /// [`external_changes`](Self::external_changes).
@@ -255,7 +361,29 @@ pub trait TimerStore: Send + Sync {
     async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError>;
 }
 
-/// A complete storage backend.
-pub trait Store: RunStore + TimerStore + StreamStore + ScheduleStore {}
+/// A complete storage backend: the sum of the duties. Implement each duty trait and this follows.
+pub trait Store:
+    RunStore
+    + IdempotencyStore
+    + EventStore
+    + StepStore
+    + HookStore
+    + LeaseStore
+    + TimerStore
+    + StreamStore
+    + ScheduleStore
+{
+}
 
-impl<T: RunStore + TimerStore + StreamStore + ScheduleStore> Store for T {}
+impl<T> Store for T where
+    T: RunStore
+        + IdempotencyStore
+        + EventStore
+        + StepStore
+        + HookStore
+        + LeaseStore
+        + TimerStore
+        + StreamStore
+        + ScheduleStore
+{
+}

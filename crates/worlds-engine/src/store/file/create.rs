@@ -9,7 +9,7 @@ use std::sync::Arc;
 use crate::clock::Millis;
 use crate::error::WorldError;
 use crate::model::{Event, EventKind};
-use crate::store::RunStore;
+use crate::store::IdempotencyStore;
 
 use super::keys::KeyRecord;
 use super::lease::Membership;
@@ -123,7 +123,7 @@ impl FileStore {
         results
     }
 
-    /// [`RunStore::create_run_once`]: the key's record in `ids/` is read and rewritten under
+    /// [`IdempotencyStore::create_run_once`]: the key's record in `ids/` is read and rewritten under
     /// its lock, and the run created before the lock is let go, so two processes starting with
     /// one key cannot both create a run. Nothing in between waits on the async runtime, so a
     /// second start in this process cannot hold up the one holding the lock.
@@ -152,7 +152,7 @@ impl FileStore {
         }
     }
 
-    /// [`RunStore::find_by_idempotency_key`]: this process's runs first, then the key's record,
+    /// [`IdempotencyStore::find_by_idempotency_key`]: this process's runs first, then the key's record,
     /// which other processes write.
     pub(super) async fn find_key(
         &self,

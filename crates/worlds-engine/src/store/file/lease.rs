@@ -20,13 +20,19 @@
 //! Workflow ids other than the run id are reserved across processes in `ids/`, one file each,
 //! created exclusively.
 
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use crate::error::WorldError;
+use async_trait::async_trait;
 
-use super::log::{io_error, TMP_SUFFIX};
+use crate::error::WorldError;
+use crate::model::ResolveData;
+use crate::store::{LeaseStore, RunStore};
+
+use super::log::{io_error, now, TMP_SUFFIX};
+use super::{catch_up, locked, FileStore, Slot};
 
 /// Longest workflow id written into a reservation file name as is (hex, two characters a byte).
 const MAX_PLAIN_ID_BYTES: usize = 60;
@@ -276,6 +282,114 @@ pub(super) fn reservation_name(workflow_id: &str) -> String {
         hash = hash.wrapping_mul(0x0100_0000_01b3);
     }
     format!("{}-{hash:016x}", hex(&bytes[..MAX_PLAIN_ID_BYTES]))
+}
+
+// Leases: each unfinished run is driven by one live process; a process whose lease holder is
+// gone takes the run over, and processes tell the holder of a run they wrote to.
+#[async_trait]
+impl LeaseStore for FileStore {
+    fn is_shared(&self) -> bool {
+        self.member.is_some()
+    }
+
+    async fn claim_runs(
+        &self,
+        can_run: &(dyn for<'n> Fn(&'n str) -> bool + Send + Sync),
+    ) -> Result<Vec<String>, WorldError> {
+        let member = self.writable()?;
+        self.load_new_runs()?;
+        let slots: Vec<(String, Slot)> = self
+            .logs
+            .lock()
+            .iter()
+            .map(|(id, slot)| (id.clone(), slot.clone()))
+            .collect();
+        let mut alive: HashMap<String, bool> = HashMap::new();
+        let mut is_alive = |holder: &str| {
+            *alive
+                .entry(holder.to_owned())
+                .or_insert_with(|| member.is_alive(holder))
+        };
+        let mut claimed = Vec::new();
+        for (run_id, slot) in slots {
+            let mut guard = slot.lock().await;
+            let log = &mut *guard;
+            if log.finished || log.broken {
+                continue;
+            }
+            match log.holder.as_deref() {
+                Some(holder) if holder == member.id => continue,
+                Some(holder) if is_alive(holder) => continue,
+                _ => {}
+            }
+            let Some(file) = log.file.as_ref() else {
+                continue;
+            };
+            let file = file
+                .try_clone()
+                .map_err(|e| io_error("could not open", &log.path, e))?;
+            let path = log.path.clone();
+            let took = locked(&file, &path, || {
+                // Read again under the lock: another process may have claimed it meanwhile.
+                log.holder = member.lease_of(&run_id);
+                if let Some(holder) = log.holder.as_deref() {
+                    if holder == member.id || member.is_alive(holder) {
+                        return Ok(false);
+                    }
+                }
+                catch_up(&self.memory, &run_id, log, true)?;
+                if log.finished {
+                    return Ok(false);
+                }
+                let state = now(self.memory.get_run(&run_id, ResolveData::None))?;
+                if !can_run(&state.name) {
+                    return Ok(false);
+                }
+                member.take_lease(&run_id)?;
+                log.holder = Some(member.id.clone());
+                Ok(true)
+            })?;
+            if took {
+                claimed.push(run_id);
+            }
+        }
+        if !claimed.is_empty() {
+            member.sweep_dead_members();
+        }
+        Ok(claimed)
+    }
+
+    async fn external_changes(&self) -> Result<Vec<String>, WorldError> {
+        let Some(member) = &self.member else {
+            return Ok(Vec::new());
+        };
+        let mut changed = Vec::new();
+        for run_id in member.notes()? {
+            let slot = match self.slot_or_load(&run_id) {
+                Ok(slot) => slot,
+                Err(WorldError::NotFound { .. }) => {
+                    member.clear_note(&run_id)?;
+                    continue;
+                }
+                Err(e) => return Err(e),
+            };
+            let mut guard = slot.lock().await;
+            let log = &mut *guard;
+            let Some(file) = log.file.as_ref() else {
+                continue;
+            };
+            let file = file
+                .try_clone()
+                .map_err(|e| io_error("could not open", &log.path, e))?;
+            let path = log.path.clone();
+            locked(&file, &path, || {
+                member.clear_note(&run_id)?;
+                catch_up(&self.memory, &run_id, log, true)
+            })?;
+            changed.push(run_id);
+        }
+        Ok(changed)
+    }
 }
 
 #[cfg(test)]

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use crate::error::WorldError;
 use crate::model::{Event, EVENT_FORMAT_VERSION};
-use crate::store::{MemoryStore, RunStore};
+use crate::store::{EventStore, MemoryStore, RunStore};
 
 use super::record;
 

@@ -27,8 +27,9 @@
 //! run's log (`flock`); before writing, the store reads whatever other processes appended since
 //! it last looked, so the history's rules are checked against the whole history. Each run is
 //! driven by one process at a time, its lease holder ([`lease`]); the engine asks
-//! [`RunStore::claim_runs`] for runs whose holder is gone and [`RunStore::external_changes`]
-//! for runs another process wrote to. Reads of runs another process drives catch up from disk
+//! [`LeaseStore::claim_runs`](super::LeaseStore::claim_runs) for runs whose holder is gone and
+//! [`LeaseStore::external_changes`](super::LeaseStore::external_changes) for runs another
+//! process wrote to. Reads of runs another process drives catch up from disk
 //! first, so queries see every process's work.
 //!
 //! [`FileStore::open_read_only`] loads the same way for inspection (the `worlds` CLI) but never
@@ -44,6 +45,7 @@ mod format;
 mod keys;
 mod lease;
 mod log;
+mod read;
 mod record;
 mod wal_read;
 
@@ -58,9 +60,9 @@ use parking_lot::Mutex;
 
 use crate::clock::Millis;
 use crate::error::WorldError;
-use crate::model::{ActivityState, Event, Page, ResolveData, WorkflowQueryFilter, WorkflowState};
+use crate::model::{Event, ListQuery, Page, ResolveData, WorkflowQueryFilter, WorkflowState};
 
-use super::{Appended, HookRef, MemoryStore, RunStore, Timer, TimerStore};
+use super::{Appended, EventStore, IdempotencyStore, MemoryStore, RunStore, Timer, TimerStore};
 
 use lease::Membership;
 use log::{apply_events, list_run_logs_removing, LOG_SUFFIX, TMP_SUFFIX};
@@ -526,6 +528,28 @@ impl RunStore for FileStore {
         self.create_many(firsts).await
     }
 
+    async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
+        let run_id = self.resolve(id).await?;
+        self.refresh(&run_id).await?;
+        self.memory.get_run(&run_id, resolve).await
+    }
+
+    async fn list_runs(
+        &self,
+        filter: &WorkflowQueryFilter,
+    ) -> Result<Page<WorkflowState>, WorldError> {
+        self.refresh_all().await?;
+        self.memory.list_runs(filter).await
+    }
+
+    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {
+        self.refresh_all().await?;
+        self.memory.unfinished_runs().await
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for FileStore {
     async fn find_by_idempotency_key(
         &self,
         key: &str,
@@ -541,7 +565,10 @@ impl RunStore for FileStore {
     ) -> Result<Option<String>, WorldError> {
         self.create_once(first, since).await
     }
+}
 
+#[async_trait]
+impl EventStore for FileStore {
     async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
         let member = self.writable()?;
         if let Some(other) = events.iter().find(|e| e.run_id != run_id) {
@@ -608,148 +635,31 @@ impl RunStore for FileStore {
         })
     }
 
-    async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
-        let run_id = self.resolve(id).await?;
-        self.refresh(&run_id).await?;
-        self.memory.get_run(&run_id, resolve).await
-    }
-
-    async fn find_hook(&self, token_digest: &str) -> Result<Option<HookRef>, WorldError> {
-        if let Some(found) = self.memory.find_hook(token_digest).await? {
-            self.refresh(&found.run_id).await?;
-            return self.memory.find_hook(token_digest).await;
-        }
-        // Another process may have created it.
-        self.refresh_all().await?;
-        self.memory.find_hook(token_digest).await
-    }
-
-    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
-        let run_id = self.resolve(run_id).await?;
-        self.refresh(&run_id).await?;
-        self.memory.get_activity(&run_id, position).await
-    }
-
     async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
         let run_id = self.resolve(run_id).await?;
         self.refresh(&run_id).await?;
         self.memory.history(&run_id, from_seq).await
     }
 
-    async fn list_runs(
+    async fn list_events(
         &self,
-        filter: &WorkflowQueryFilter,
-    ) -> Result<Page<WorkflowState>, WorldError> {
-        self.refresh_all().await?;
-        self.memory.list_runs(filter).await
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<Arc<Event>>, WorldError> {
+        let run_id = self.resolve(run_id).await?;
+        self.refresh(&run_id).await?;
+        self.memory.list_events(&run_id, query).await
     }
 
-    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {
-        self.refresh_all().await?;
-        self.memory.unfinished_runs().await
-    }
-
-    fn is_shared(&self) -> bool {
-        self.member.is_some()
-    }
-
-    async fn claim_runs(
+    async fn list_events_by_correlation_id(
         &self,
-        can_run: &(dyn for<'n> Fn(&'n str) -> bool + Send + Sync),
-    ) -> Result<Vec<String>, WorldError> {
-        let member = self.writable()?;
-        self.load_new_runs()?;
-        let slots: Vec<(String, Slot)> = self
-            .logs
-            .lock()
-            .iter()
-            .map(|(id, slot)| (id.clone(), slot.clone()))
-            .collect();
-        let mut alive: HashMap<String, bool> = HashMap::new();
-        let mut is_alive = |holder: &str| {
-            *alive
-                .entry(holder.to_owned())
-                .or_insert_with(|| member.is_alive(holder))
-        };
-        let mut claimed = Vec::new();
-        for (run_id, slot) in slots {
-            let mut guard = slot.lock().await;
-            let log = &mut *guard;
-            if log.finished || log.broken {
-                continue;
-            }
-            match log.holder.as_deref() {
-                Some(holder) if holder == member.id => continue,
-                Some(holder) if is_alive(holder) => continue,
-                _ => {}
-            }
-            let Some(file) = log.file.as_ref() else {
-                continue;
-            };
-            let file = file
-                .try_clone()
-                .map_err(|e| io_error("could not open", &log.path, e))?;
-            let path = log.path.clone();
-            let took = locked(&file, &path, || {
-                // Read again under the lock: another process may have claimed it meanwhile.
-                log.holder = member.lease_of(&run_id);
-                if let Some(holder) = log.holder.as_deref() {
-                    if holder == member.id || member.is_alive(holder) {
-                        return Ok(false);
-                    }
-                }
-                catch_up(&self.memory, &run_id, log, true)?;
-                if log.finished {
-                    return Ok(false);
-                }
-                let state = now(self.memory.get_run(&run_id, ResolveData::None))?;
-                if !can_run(&state.name) {
-                    return Ok(false);
-                }
-                member.take_lease(&run_id)?;
-                log.holder = Some(member.id.clone());
-                Ok(true)
-            })?;
-            if took {
-                claimed.push(run_id);
-            }
-        }
-        if !claimed.is_empty() {
-            member.sweep_dead_members();
-        }
-        Ok(claimed)
-    }
-
-    async fn external_changes(&self) -> Result<Vec<String>, WorldError> {
-        let Some(member) = &self.member else {
-            return Ok(Vec::new());
-        };
-        let mut changed = Vec::new();
-        for run_id in member.notes()? {
-            let slot = match self.slot_or_load(&run_id) {
-                Ok(slot) => slot,
-                Err(WorldError::NotFound { .. }) => {
-                    member.clear_note(&run_id)?;
-                    continue;
-                }
-                Err(e) => return Err(e),
-            };
-            let mut guard = slot.lock().await;
-            let log = &mut *guard;
-            let Some(file) = log.file.as_ref() else {
-                continue;
-            };
-            let file = file
-                .try_clone()
-                .map_err(|e| io_error("could not open", &log.path, e))?;
-            let path = log.path.clone();
-            locked(&file, &path, || {
-                member.clear_note(&run_id)?;
-                catch_up(&self.memory, &run_id, log, true)
-            })?;
-            changed.push(run_id);
-        }
-        Ok(changed)
+        correlation_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<Arc<Event>>, WorldError> {
+        self.refresh_owner(correlation_id).await?;
+        self.memory
+            .list_events_by_correlation_id(correlation_id, query)
+            .await
     }
 }
 

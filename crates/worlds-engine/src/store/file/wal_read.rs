@@ -7,7 +7,7 @@ use std::fs;
 use std::path::Path;
 
 use crate::error::WorldError;
-use crate::store::{MemoryStore, RunStore};
+use crate::store::{EventStore, MemoryStore, RunStore};
 
 use super::log::{check_run_id, io_error, now, scan_events, truncate_torn, Records};
 

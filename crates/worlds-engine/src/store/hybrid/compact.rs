@@ -220,7 +220,7 @@ mod tests {
 
     use crate::model::{Event, EventKind, QueuedRun, ResolveData, EVENT_FORMAT_VERSION};
     use crate::payload::Payload;
-    use crate::store::{HybridStore, RunStore};
+    use crate::store::{EventStore, HybridStore, RunStore};
 
     fn event(run_id: &str, n: u64, kind: EventKind) -> Event {
         Event {

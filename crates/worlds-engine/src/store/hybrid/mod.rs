@@ -50,13 +50,18 @@ use parking_lot::Mutex;
 
 use crate::clock::Millis;
 use crate::error::WorldError;
-use crate::model::{ActivityState, Event, Page, ResolveData, WorkflowQueryFilter, WorkflowState};
+use crate::model::{
+    ActivityState, Event, ListQuery, Page, ResolveData, WorkflowQueryFilter, WorkflowState,
+};
 
 use super::file::{
     check_run_id, encode, io_error, list_run_logs, load_run_log, log_path, sync_dir, FileStore,
     Records, WalReplay, WAL_FILES,
 };
-use super::{Appended, MemoryStore, RunStore, Timer, TimerStore};
+use super::{
+    Appended, EventStore, HookRecord, HookStore, IdempotencyStore, LeaseStore, MemoryStore,
+    RunStore, StepRecord, StepStore, Timer, TimerStore,
+};
 use compact::Disk;
 use wal::{Publish, Wait, Wal};
 
@@ -308,6 +313,24 @@ impl RunStore for HybridStore {
         .await
     }
 
+    async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
+        self.inner.memory.get_run(id, resolve).await
+    }
+
+    async fn list_runs(
+        &self,
+        filter: &WorkflowQueryFilter,
+    ) -> Result<Page<WorkflowState>, WorldError> {
+        self.inner.memory.list_runs(filter).await
+    }
+
+    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {
+        self.inner.memory.unfinished_runs().await
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for HybridStore {
     async fn find_by_idempotency_key(
         &self,
         key: &str,
@@ -315,7 +338,10 @@ impl RunStore for HybridStore {
     ) -> Result<Option<String>, WorldError> {
         self.inner.memory.find_by_idempotency_key(key, since).await
     }
+}
 
+#[async_trait]
+impl EventStore for HybridStore {
     async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
         self.append_with(run_id, events, Wait::Synced).await
     }
@@ -344,18 +370,6 @@ impl RunStore for HybridStore {
         self.inner.wal.wait(ticket, Wait::Synced).await
     }
 
-    async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
-        self.inner.memory.get_run(id, resolve).await
-    }
-
-    async fn find_hook(&self, token_digest: &str) -> Result<Option<super::HookRef>, WorldError> {
-        self.inner.memory.find_hook(token_digest).await
-    }
-
-    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
-        self.inner.memory.get_activity(run_id, position).await
-    }
-
     async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
         self.inner.memory.history(run_id, from_seq).await
     }
@@ -368,17 +382,74 @@ impl RunStore for HybridStore {
         self.inner.memory.history_tip(run_id, from_seq)
     }
 
-    async fn list_runs(
+    async fn list_events(
         &self,
-        filter: &WorkflowQueryFilter,
-    ) -> Result<Page<WorkflowState>, WorldError> {
-        self.inner.memory.list_runs(filter).await
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<Arc<Event>>, WorldError> {
+        self.inner.memory.list_events(run_id, query).await
     }
 
-    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {
-        self.inner.memory.unfinished_runs().await
+    async fn list_events_by_correlation_id(
+        &self,
+        correlation_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<Arc<Event>>, WorldError> {
+        self.inner
+            .memory
+            .list_events_by_correlation_id(correlation_id, query)
+            .await
     }
 }
+
+#[async_trait]
+impl StepStore for HybridStore {
+    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
+        self.inner.memory.get_activity(run_id, position).await
+    }
+
+    async fn get_step(
+        &self,
+        step_id: &str,
+        resolve: ResolveData,
+    ) -> Result<StepRecord, WorldError> {
+        self.inner.memory.get_step(step_id, resolve).await
+    }
+
+    async fn list_steps(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<ActivityState>, WorldError> {
+        self.inner.memory.list_steps(run_id, query).await
+    }
+}
+
+#[async_trait]
+impl HookStore for HybridStore {
+    async fn find_hook(&self, token_digest: &str) -> Result<Option<super::HookRef>, WorldError> {
+        self.inner.memory.find_hook(token_digest).await
+    }
+
+    async fn get_hook(&self, hook_id: &str) -> Result<HookRecord, WorldError> {
+        self.inner.memory.get_hook(hook_id).await
+    }
+
+    async fn list_run_hooks(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<HookRecord>, WorldError> {
+        self.inner.memory.list_run_hooks(run_id, query).await
+    }
+
+    async fn list_waiting_hooks(&self, query: &ListQuery) -> Result<Page<HookRecord>, WorldError> {
+        self.inner.memory.list_waiting_hooks(query).await
+    }
+}
+
+/// One process holds the directory: every unfinished run is its to drive (the defaults).
+impl LeaseStore for HybridStore {}
 
 /// Timers live in memory only: the engine re-arms them from run history on start.
 #[async_trait]

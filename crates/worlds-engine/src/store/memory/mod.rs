@@ -1,4 +1,7 @@
-//! The in-memory store: fast, and gone when the process exits.
+//! The in-memory store: fast, and gone when the process exits. The lists and lookups by id of
+//! steps, hooks and events are in `read.rs`.
+
+mod read;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -10,11 +13,13 @@ use rustc_hash::{FxHashMap, FxHashSet};
 use crate::clock::Millis;
 use crate::error::WorldError;
 use crate::model::{
-    ActivityState, Event, Page, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState,
+    Event, EventKind, ListQuery, Page, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState,
 };
 
-use super::hook_index::{touches_hooks, HookIndex, HookRef};
-use super::{Appended, RunStore, Timer, TimerKind, TimerStore};
+use super::hook_index::{touches_hooks, HookIndex};
+use super::{
+    Appended, EventStore, IdempotencyStore, LeaseStore, RunStore, Timer, TimerKind, TimerStore,
+};
 
 /// Default page size of [`RunStore::list_runs`] when the filter sets no limit.
 const DEFAULT_PAGE: usize = 100;
@@ -175,6 +180,10 @@ pub struct MemoryStore {
     timers: Mutex<Timers>,
     /// Taken after a run's lock, never before one.
     hooks: Mutex<HookIndex>,
+    /// The run each step id, hook id and child run id was recorded in, for the lookups by id
+    /// (see `read.rs`). Ids are unique (ULIDs); should one repeat, the first run to record it
+    /// keeps it. Taken after a run's lock, never before one.
+    owners: Mutex<FxHashMap<Box<str>, Arc<str>>>,
     /// The runs' streams (see `store/streams/memory.rs`).
     pub(in crate::store) streams: super::streams::MemoryStreams,
     /// The schedules (see `store/schedules/memory.rs`).
@@ -239,7 +248,7 @@ impl MemoryStore {
         Ok(RunHandle { run_id: id, entry })
     }
 
-    /// Appends events like [`RunStore::append`] — checked against every event accepted so far,
+    /// Appends events like [`EventStore::append`] — checked against every event accepted so far,
     /// published or not, and given the next `seq` — but invisible to readers until
     /// [`publish`](Self::publish)ed.
     pub(crate) fn append_unpublished(
@@ -283,6 +292,7 @@ impl MemoryStore {
                 hooks.apply(run_id, &events, &entry.state);
             }
             drop(hooks);
+            self.record_owners(&id, &events);
             let events: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
             entry.history.extend(events.iter().cloned());
             (entry.state.status, events)
@@ -328,7 +338,7 @@ impl MemoryStore {
         }
     }
 
-    /// The run's events from `from_seq` on, published or not (see [`RunStore::history_tip`]).
+    /// The run's events from `from_seq` on, published or not (see [`EventStore::history_tip`]).
     pub(crate) fn history_tip(
         &self,
         run_id: &str,
@@ -340,6 +350,24 @@ impl MemoryStore {
         let entry = shared.lock();
         let from = (from_seq as usize).min(entry.history.len());
         Ok(entry.history[from..].to_vec())
+    }
+
+    /// Files the step, hook and child ids these events introduce under their run.
+    fn record_owners(&self, run_id: &Arc<str>, events: &[Event]) {
+        let mut owners = None;
+        for event in events {
+            let id = match &event.kind {
+                EventKind::ActivityScheduled { activity_id, .. } => activity_id,
+                EventKind::HookCreated { hook_id, .. }
+                | EventKind::HookConflict { hook_id, .. } => hook_id,
+                EventKind::ChildWorkflowStarted { child_id, .. } => child_id,
+                _ => continue,
+            };
+            owners
+                .get_or_insert_with(|| self.owners.lock())
+                .entry(Box::from(id.as_str()))
+                .or_insert_with(|| run_id.clone());
+        }
     }
 
     /// True if every event of the run is visible (or the run does not exist).
@@ -400,27 +428,6 @@ impl RunStore for MemoryStore {
         results
     }
 
-    async fn find_by_idempotency_key(
-        &self,
-        key: &str,
-        since: Millis,
-    ) -> Result<Option<String>, WorldError> {
-        let index = self.index.lock();
-        Ok(index
-            .by_idempotency_key
-            .get(key)
-            .filter(|(_, at)| *at >= since)
-            .map(|(run_id, _)| run_id.to_string()))
-    }
-
-    async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
-        let (appended, run) = self.append_unpublished(run_id, events)?;
-        if let Some(last) = appended.events.last() {
-            self.publish(&run, last.seq + 1);
-        }
-        Ok(appended)
-    }
-
     async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
         let shared = self
             .resolve(id)
@@ -430,31 +437,6 @@ impl RunStore for MemoryStore {
             .visible_state()
             .map(|state| state.view(resolve))
             .ok_or_else(|| WorldError::not_found("run", id))
-    }
-
-    async fn find_hook(&self, token_digest: &str) -> Result<Option<HookRef>, WorldError> {
-        Ok(self.hooks.lock().find(token_digest))
-    }
-
-    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
-        self.entry(run_id)
-            .and_then(|shared| {
-                let entry = shared.lock();
-                entry.visible_state()?.activity(position).cloned()
-            })
-            .ok_or_else(|| WorldError::not_found("activity", format!("{run_id}#{position}")))
-    }
-
-    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
-        let shared = self
-            .entry(run_id)
-            .ok_or_else(|| WorldError::not_found("run", run_id))?;
-        let entry = shared.lock();
-        if entry.visible == 0 {
-            return Err(WorldError::not_found("run", run_id));
-        }
-        let from = (from_seq as usize).min(entry.visible());
-        Ok(entry.history[from..entry.visible()].to_vec())
     }
 
     async fn list_runs(
@@ -553,6 +535,64 @@ impl RunStore for MemoryStore {
         Ok(ids)
     }
 }
+
+#[async_trait]
+impl IdempotencyStore for MemoryStore {
+    async fn find_by_idempotency_key(
+        &self,
+        key: &str,
+        since: Millis,
+    ) -> Result<Option<String>, WorldError> {
+        let index = self.index.lock();
+        Ok(index
+            .by_idempotency_key
+            .get(key)
+            .filter(|(_, at)| *at >= since)
+            .map(|(run_id, _)| run_id.to_string()))
+    }
+}
+
+#[async_trait]
+impl EventStore for MemoryStore {
+    async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
+        let (appended, run) = self.append_unpublished(run_id, events)?;
+        if let Some(last) = appended.events.last() {
+            self.publish(&run, last.seq + 1);
+        }
+        Ok(appended)
+    }
+
+    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
+        let shared = self
+            .entry(run_id)
+            .ok_or_else(|| WorldError::not_found("run", run_id))?;
+        let entry = shared.lock();
+        if entry.visible == 0 {
+            return Err(WorldError::not_found("run", run_id));
+        }
+        let from = (from_seq as usize).min(entry.visible());
+        Ok(entry.history[from..entry.visible()].to_vec())
+    }
+
+    async fn list_events(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<Arc<Event>>, WorldError> {
+        self.read_events(run_id, query)
+    }
+
+    async fn list_events_by_correlation_id(
+        &self,
+        correlation_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<Arc<Event>>, WorldError> {
+        self.read_correlated_events(correlation_id, query)
+    }
+}
+
+/// One process: every unfinished run is this process's to drive (the defaults).
+impl LeaseStore for MemoryStore {}
 
 #[async_trait]
 impl TimerStore for MemoryStore {

@@ -448,6 +448,9 @@ impl World {
     /// then protect yourself), or use [`serve_webhooks`](Self::serve_webhooks).
     ///
     /// The router does not keep the world alive: once the world is dropped it answers `503`.
+    ///
+    /// Needs the `http` feature.
+    #[cfg(feature = "http")]
     pub fn webhook_router(&self) -> axum::Router {
         crate::http::webhooks_router(&self.engine)
     }
@@ -462,6 +465,9 @@ impl World {
     /// println!("webhooks at http://{}/webhooks/TOKEN", server.local_addr());
     /// # Ok(()) }
     /// ```
+    ///
+    /// Needs the `http` feature.
+    #[cfg(feature = "http")]
     pub async fn serve_webhooks(
         &self,
         addr: impl tokio::net::ToSocketAddrs,
@@ -528,6 +534,8 @@ impl World {
         &self.engine
     }
 
+    /// The worker pool, for the test harness ([`crate::testing`]).
+    #[cfg(feature = "test-util")]
     pub(crate) fn workers(&self) -> &WorkerPool {
         &self.workers
     }

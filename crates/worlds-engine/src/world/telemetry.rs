@@ -1,14 +1,13 @@
 //! The world's logs and its metrics in Prometheus form.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use tracing::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
 use super::World;
-use crate::telemetry::logs::{LogEntry, LogError, LogQuery, Logs};
+use crate::telemetry::logs::{LogEntry, LogError, LogQuery};
 
 impl World {
     /// A [`tracing_subscriber::Layer`] that writes this world's events to its log files, as
@@ -75,11 +74,15 @@ impl World {
     /// assert!(text.contains("# TYPE worlds_runs_total counter"));
     /// # Ok::<(), WorldError>(())
     /// ```
+    ///
+    /// Needs the `prometheus` feature.
+    #[cfg(feature = "prometheus")]
     pub fn metrics_prometheus(&self) -> String {
         crate::telemetry::prometheus::encode(&self.get_metrics(), &self.engine.metrics)
     }
 
-    pub(crate) fn logs(&self) -> &Arc<Logs> {
+    #[cfg(feature = "console-log")]
+    pub(crate) fn logs(&self) -> &std::sync::Arc<crate::telemetry::logs::Logs> {
         &self.engine.logs
     }
 }

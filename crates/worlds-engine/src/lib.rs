@@ -8,7 +8,7 @@
 //! The roles, and how data flows between them:
 //!
 //! * [`World`] — what your program creates: holds the registered definitions, a [`store`], a
-//!   task [`queue`] and the workers, and starts runs.
+//!   task queue and the workers, and starts runs.
 //! * A **workflow** ([`workflow()`]) — deterministic orchestration code. It talks to the outside
 //!   only through its [`WorkflowContext`]: `ctx.run(step)`, `ctx.sleep(..)`,
 //!   `ctx.execute_child(..)`, `ctx.now()`.
@@ -105,8 +105,8 @@ pub mod ids;
 mod macro_support;
 pub mod model;
 mod payload;
-pub mod queue;
-pub mod resources;
+mod queue;
+mod resources;
 pub mod retry;
 pub mod runtime;
 pub mod schedule;
@@ -125,24 +125,15 @@ pub use engine::activity::ActivityContext;
 pub use engine::context::{CommandFuture, WorkflowContext, WorkflowMetadata};
 pub use engine::definitions::{activity, workflow, Activity, Definition, Workflow};
 pub use engine::errors::{ContextError, StepError, WorkflowError};
-pub use error::{ErrorKind, NonDeterminism, StructuredError, WorldError};
+pub use error::{ErrorKind, StructuredError, WorldError};
 pub use hooks::{
-    define_hook, Hook, HookDefinition, HookOptions, HookResumed, HookTicket, Webhook,
-    WebhookRequest,
+    define_hook, Hook, HookDefinition, HookOptions, HookTicket, Webhook, WebhookRequest,
 };
-#[cfg(feature = "http")]
-pub use http::WebhookServer;
-pub use http::WebhookServerOptions;
 pub use model::{
-    ActivityOptions, ActivityState, ActivityStatus, CompensationState, Event, EventKind,
-    FailureStrategy, HookState, HookStatus, OnConflict, Page, ResolveData, RunStatus, StatusFilter,
-    WorkflowOptions, WorkflowQueryFilter, WorkflowState,
+    ActivityOptions, ActivityStatus, Event, EventKind, FailureStrategy, HookStatus, OnConflict,
+    ResolveData, RunStatus, WorkflowOptions, WorkflowQueryFilter, WorkflowState,
 };
 pub use payload::Payload;
-pub use runtime::initialize_runtime;
-pub use schedule::{CatchUp, Schedule, ScheduleConfig};
-pub use streams::{StepStream, StreamChunk, StreamInfo, WorkflowStream, DEFAULT_STREAM};
-pub use telemetry::{HeartbeatEntry, HeartbeatKind, WorldMetrics};
 pub use worker::{WorkerInfo, WorkerStatus};
 pub use world::{WorkflowHandle, World};
 // The attributes that turn an `async fn` into a workflow, an activity or a durable step. They
@@ -156,20 +147,23 @@ pub mod __private {
     pub use crate::macro_support::*;
 }
 
-/// Everything the common path needs: `use worlds_engine::prelude::*;`.
+/// What a workflow author uses day to day, `use worlds_engine::prelude::*;`: the definitions
+/// and their contexts, options and errors, [`World`] and [`WorldConfig`], and the common enums.
+/// Inspection ([`WorkflowState`], [`WorkflowQueryFilter`]), retry details
+/// ([`retry::Backoff`]) and the rest are imported from the crate root or their module.
 ///
 /// `workflow` and `activity` here are both the functions that make a definition from a closure
 /// and the attributes (`#[workflow]`, `#[activity]`) that make one from an `async fn`; `step`
 /// is the `#[step]` attribute.
 pub mod prelude {
-    pub use crate::retry::{retry_patterns, Backoff, FatalError, RetryConfig, RetryableError};
+    pub use crate::retry::{retry_patterns, FatalError, RetryConfig, RetryableError};
     #[cfg(feature = "macros")]
     pub use crate::step;
     pub use crate::{
         activity, define_hook, workflow, Activity, ActivityContext, ActivityOptions, ContextError,
-        FailureStrategy, Hook, HookDefinition, HookOptions, OnConflict, Persistence, RunStatus,
+        FailureStrategy, HookDefinition, HookOptions, OnConflict, Persistence, RunStatus,
         StepError, WebhookRequest, Workflow, WorkflowContext, WorkflowError, WorkflowHandle,
-        WorkflowOptions, WorkflowQueryFilter, WorkflowState, World, WorldConfig, WorldError,
+        WorkflowOptions, World, WorldConfig, WorldError,
     };
 }
 

@@ -25,7 +25,7 @@ pub const THROUGHPUT_WINDOW_MS: Millis = 60_000;
 /// A snapshot of a world's activity, as `World::get_metrics()` reports it.
 ///
 /// ```
-/// use worlds_engine::WorldMetrics;
+/// use worlds_engine::telemetry::WorldMetrics;
 /// let idle = WorldMetrics::default();
 /// assert_eq!(idle.workload, 0.0);
 /// assert_eq!(idle.throughput.per_hour, 0);

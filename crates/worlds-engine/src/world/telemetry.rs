@@ -13,7 +13,7 @@ impl World {
     /// A [`tracing_subscriber::Layer`] that writes this world's events to its log files, as
     /// entries at or above [`LogsConfig::level`](crate::telemetry::logs::LogsConfig::level).
     /// Add it to the application's subscriber (see [`crate::telemetry::logs`]), or let
-    /// [`init_logging`](crate::telemetry::init_logging) install one. A world that writes no
+    /// `telemetry::init_logging` (feature `console-log`) install one. A world that writes no
     /// files (a memory world without a log directory) gives a layer that writes nothing.
     pub fn log_layer<S>(&self) -> impl Layer<S> + Send + Sync + 'static
     where

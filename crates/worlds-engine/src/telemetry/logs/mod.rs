@@ -15,7 +15,7 @@
 //! # }
 //! ```
 //!
-//! or lets [`init_logging`] install a subscriber that writes to the console and the files.
+//! or lets `init_logging` (feature `console-log`) install a subscriber that writes to the console and the files.
 //!
 //! * **Files**: `{persistence_path}/logs/{YYYY-MM-DD}.log` for file and hybrid worlds, or
 //!   [`LogsConfig::dir`]; a memory world writes files only when `dir` is set. One JSON entry

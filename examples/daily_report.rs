@@ -14,6 +14,7 @@ use serde::{Deserialize, Serialize};
 use worlds_engine::clock::Millis;
 use worlds_engine::prelude::*;
 use worlds_engine::testing::{TestWorld, TestWorldOptions};
+use worlds_engine::WorkflowQueryFilter;
 
 /// What a report run is asked for; the schedule's input is `{}`, so every field has a default.
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]

@@ -11,8 +11,9 @@ use std::time::{Duration, UNIX_EPOCH};
 use anyhow::bail;
 use comfy_table::{presets, Table};
 use worlds_engine::clock::Millis;
+use worlds_engine::schedule::ScheduleConfig;
 use worlds_engine::store::ScheduleStore;
-use worlds_engine::{ScheduleConfig, World, WorldError};
+use worlds_engine::{World, WorldError};
 
 use crate::cli::{ScheduleIdArgs, SchedulesListArgs};
 use crate::escape::escaped;
@@ -173,7 +174,7 @@ mod tests {
     use serde_json::json;
     use worlds_engine::clock::SystemClock;
     use worlds_engine::prelude::*;
-    use worlds_engine::Schedule;
+    use worlds_engine::schedule::Schedule;
 
     use super::*;
 

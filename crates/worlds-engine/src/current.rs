@@ -113,7 +113,9 @@ pub fn sleep_until(at: Millis) -> Current<()> {
     Current::from(workflow_context("sleep_until").map(|ctx| ctx.sleep_until(at)))
 }
 
-/// A durable HTTP request of the current workflow ([`WorkflowContext::fetch`]).
+/// A durable HTTP request of the current workflow ([`WorkflowContext::fetch`]). Needs the
+/// `fetch` feature.
+#[cfg(feature = "fetch")]
 pub fn fetch(
     url: &str,
     request: crate::fetch::FetchRequest,

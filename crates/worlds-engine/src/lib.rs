@@ -8,7 +8,7 @@
 //! The roles, and how data flows between them:
 //!
 //! * [`World`] — what your program creates: holds the registered definitions, a [`store`], a
-//!   task [`queue`] and the workers, and starts runs.
+//!   task queue and the workers, and starts runs.
 //! * A **workflow** ([`workflow()`]) — deterministic orchestration code. It talks to the outside
 //!   only through its [`WorkflowContext`]: `ctx.run(step)`, `ctx.sleep(..)`,
 //!   `ctx.execute_child(..)`, `ctx.now()`.
@@ -16,10 +16,11 @@
 //!   [`RetryConfig`](retry::RetryConfig), with timeouts and heartbeats ([`ActivityContext`]).
 //! * The **history** — the run's append-only list of [`Event`]s; run state
 //!   ([`WorkflowState`]) is derived from it.
-//! * The [`clock`] — the only source of time, so tests ([`testing::TestWorld`]) can skip days.
+//! * The [`clock`] — the only source of time, so tests (`testing::TestWorld`, feature
+//!   `test-util`) can skip days.
 //!
-//! Definitions can also be written as `async fn`s with the attributes [`macro@workflow`],
-//! [`macro@step`] (a function whose call is a durable step) and [`macro@activity`]; see
+//! Definitions can also be written as `async fn`s with the attributes `#[workflow]`, `#[step]`
+//! (a function whose call is a durable step) and `#[activity]` (feature `macros`); see
 //! `examples/macros.rs`.
 //!
 //! ```
@@ -43,6 +44,49 @@
 //! # Ok::<(), WorldError>(())
 //! # }).unwrap();
 //! ```
+//!
+//! # Features
+//!
+//! The core — worlds, definitions, contexts, hooks and webhooks (resumed with
+//! [`World::resume_webhook`]), schedules, streams, the stores, metrics and logs — needs no
+//! feature. What not every program needs, and what brings heavy dependencies, is opt-in:
+//!
+//! | feature | default | enables |
+//! | --- | --- | --- |
+//! | `macros` | yes | the attributes `#[workflow]`, `#[step]` and `#[activity]` (worlds-engine-macros) |
+//! | `http` | no | the webhook endpoint: `World::webhook_router` (an axum `Router`), `World::serve_webhooks` and `http::WebhookServer` (axum, hyper, tower-http) |
+//! | `fetch` | no | durable HTTP requests: `WorkflowContext::fetch`, `current::fetch` and the `fetch` module (reqwest, rustls) |
+//! | `prometheus` | no | `World::metrics_prometheus` and `telemetry::prometheus`, with the run-duration histogram (prometheus-client) |
+//! | `console-log` | no | `telemetry::init_logging` and `telemetry::logs::ClockTime`: a ready-made subscriber that also prints to the console (tracing-subscriber's `fmt`) |
+//! | `test-util` | no | the `testing` module: `TestWorld`, an in-memory world on virtual time |
+//!
+//! [`WorldConfig`] has the same fields whatever the features (`webhook_server` included), so a
+//! configuration reads the same with or without them.
+//!
+//! # Where things are
+//!
+//! The crate root and the [`prelude`] hold what a workflow author uses every day: [`World`],
+//! [`WorldConfig`], the definitions and their contexts, options and errors. The rest lives in
+//! the module it belongs to:
+//!
+//! | module | holds |
+//! | --- | --- |
+//! | [`model`] | run statuses, history events, run and step state, options, queries and pages |
+//! | [`error`] | [`WorldError`], its kinds and codes, the stored error form, non-determinism reports |
+//! | [`retry`] | [`RetryConfig`](retry::RetryConfig), backoff, ready-made patterns, predicates, `with_retry` |
+//! | [`hooks`] | hooks and webhooks: definitions, options, tickets, the requests that resume them |
+//! | [`schedule`] | cron and one-off schedules: `Schedule`, `ScheduleConfig`, catch-up policies |
+//! | [`streams`] | the chunks a run publishes while it works, their writers and readers |
+//! | [`telemetry`] | metrics (`WorldMetrics`), heartbeat views, logs (the log layer, reading logs back) |
+//! | [`store`] | the `Store` contract and its memory, file and hybrid implementations |
+//! | [`runtime`] | free functions on a world set once with `initialize_runtime` |
+//! | [`current`] | free functions on the workflow or step the calling code runs in |
+//! | [`clock`] | the `Clock` trait, the system clock and a virtual clock |
+//! | [`duration`] | durations as users write them (`"5s"`, `"1h"`) |
+//! | [`ids`] | the prefixed identifiers of runs, steps, events, hooks and chunks |
+//! | [`http`] | the webhook endpoint's options, and with `http` its router and server |
+//! | `fetch` | durable HTTP requests (feature `fetch`) |
+//! | `testing` | the virtual-time test harness (feature `test-util`) |
 
 #![forbid(unsafe_code)]
 
@@ -53,6 +97,7 @@ pub mod current;
 pub mod duration;
 mod engine;
 pub mod error;
+#[cfg(feature = "fetch")]
 pub mod fetch;
 pub mod hooks;
 pub mod http;
@@ -60,14 +105,15 @@ pub mod ids;
 mod macro_support;
 pub mod model;
 mod payload;
-pub mod queue;
-pub mod resources;
+mod queue;
+mod resources;
 pub mod retry;
 pub mod runtime;
 pub mod schedule;
 pub mod store;
 pub mod streams;
 pub mod telemetry;
+#[cfg(feature = "test-util")]
 pub mod testing;
 mod worker;
 mod world;
@@ -79,26 +125,20 @@ pub use engine::activity::ActivityContext;
 pub use engine::context::{CommandFuture, WorkflowContext, WorkflowMetadata};
 pub use engine::definitions::{activity, workflow, Activity, Definition, Workflow};
 pub use engine::errors::{ContextError, StepError, WorkflowError};
-pub use error::{ErrorKind, NonDeterminism, StructuredError, WorldError};
+pub use error::{ErrorKind, StructuredError, WorldError};
 pub use hooks::{
-    define_hook, Hook, HookDefinition, HookOptions, HookResumed, HookTicket, Webhook,
-    WebhookRequest,
+    define_hook, Hook, HookDefinition, HookOptions, HookTicket, Webhook, WebhookRequest,
 };
-pub use http::{WebhookServer, WebhookServerOptions};
 pub use model::{
-    ActivityOptions, ActivityState, ActivityStatus, CompensationState, Event, EventKind,
-    FailureStrategy, HookState, HookStatus, OnConflict, Page, ResolveData, RunStatus, StatusFilter,
-    WorkflowOptions, WorkflowQueryFilter, WorkflowState,
+    ActivityOptions, ActivityStatus, Event, EventKind, FailureStrategy, HookStatus, OnConflict,
+    ResolveData, RunStatus, WorkflowOptions, WorkflowQueryFilter, WorkflowState,
 };
 pub use payload::Payload;
-pub use runtime::initialize_runtime;
-pub use schedule::{CatchUp, Schedule, ScheduleConfig};
-pub use streams::{StepStream, StreamChunk, StreamInfo, WorkflowStream, DEFAULT_STREAM};
-pub use telemetry::{HeartbeatEntry, HeartbeatKind, WorldMetrics};
 pub use worker::{WorkerInfo, WorkerStatus};
 pub use world::{WorkflowHandle, World};
 // The attributes that turn an `async fn` into a workflow, an activity or a durable step. They
 // share their names with the `activity` and `workflow` functions: macros live in a namespace of their own.
+#[cfg(feature = "macros")]
 pub use worlds_engine_macros::{activity, step, workflow};
 
 /// What the code generated by the attributes calls; not a public API.
@@ -107,19 +147,23 @@ pub mod __private {
     pub use crate::macro_support::*;
 }
 
-/// Everything the common path needs: `use worlds_engine::prelude::*;`.
+/// What a workflow author uses day to day, `use worlds_engine::prelude::*;`: the definitions
+/// and their contexts, options and errors, [`World`] and [`WorldConfig`], and the common enums.
+/// Inspection ([`WorkflowState`], [`WorkflowQueryFilter`]), retry details
+/// ([`retry::Backoff`]) and the rest are imported from the crate root or their module.
 ///
 /// `workflow` and `activity` here are both the functions that make a definition from a closure
 /// and the attributes (`#[workflow]`, `#[activity]`) that make one from an `async fn`; `step`
 /// is the `#[step]` attribute.
 pub mod prelude {
-    pub use crate::retry::{retry_patterns, Backoff, FatalError, RetryConfig, RetryableError};
+    pub use crate::retry::{retry_patterns, FatalError, RetryConfig, RetryableError};
+    #[cfg(feature = "macros")]
+    pub use crate::step;
     pub use crate::{
-        activity, define_hook, step, workflow, Activity, ActivityContext, ActivityOptions,
-        ContextError, FailureStrategy, Hook, HookDefinition, HookOptions, OnConflict, Persistence,
-        RunStatus, StepError, WebhookRequest, Workflow, WorkflowContext, WorkflowError,
-        WorkflowHandle, WorkflowOptions, WorkflowQueryFilter, WorkflowState, World, WorldConfig,
-        WorldError,
+        activity, define_hook, workflow, Activity, ActivityContext, ActivityOptions, ContextError,
+        FailureStrategy, HookDefinition, HookOptions, OnConflict, Persistence, RunStatus,
+        StepError, WebhookRequest, Workflow, WorkflowContext, WorkflowError, WorkflowHandle,
+        WorkflowOptions, World, WorldConfig, WorldError,
     };
 }
 

@@ -1,24 +1,6 @@
-//! Shared application state for steps: a database pool, an HTTP client, a configuration.
-//!
-//! Register values on the world once, by type (`world.provide(pool)`); a step reads them from its
-//! context (`ctx.resource::<Pool>()`), so step code reaches the application's resources without
-//! globals and without capturing them in every closure.
-//!
-//! ```
-//! use std::sync::Arc;
-//! use worlds_engine::prelude::*;
-//!
-//! struct Mailer { from: String }
-//!
-//! let send = activity("send-mail", |ctx: ActivityContext, to: String| async move {
-//!     let mailer: Arc<Mailer> = ctx.resource::<Mailer>()?;
-//!     Ok::<_, StepError>(format!("from {} to {to}", mailer.from))
-//! });
-//! let world = World::new(WorldConfig::memory())?;
-//! world.provide(Mailer { from: "shop@example.com".into() });
-//! world.register(&send)?;
-//! # Ok::<(), WorldError>(())
-//! ```
+//! Shared application state for steps: values registered on the world by type
+//! ([`World::provide`](crate::World::provide)) and read by steps from their context
+//! (`ctx.resource::<Pool>()`).
 
 use std::any::{Any, TypeId};
 use std::sync::Arc;

@@ -10,6 +10,7 @@ use parking_lot::Mutex;
 use tokio::sync::{oneshot, Notify};
 use worlds_engine::prelude::*;
 use worlds_engine::WorkerStatus;
+use worlds_engine::WorkflowQueryFilter;
 
 /// Lets every runnable task take its turn. Used instead of `settle` while a run's task sits in
 /// the queue with no free worker: `settle` would wait for it.

@@ -5,6 +5,7 @@ mod common;
 
 use common::{add_one, event_types, test_world, Counter, Mode};
 use worlds_engine::prelude::*;
+use worlds_engine::WorkflowQueryFilter;
 
 /// A child that doubles its input after a short sleep, so the parent really waits on it.
 fn doubler(name: &str) -> Workflow<u64, u64> {

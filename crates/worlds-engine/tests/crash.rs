@@ -19,6 +19,7 @@ use worlds_engine::model::ResolveData;
 use worlds_engine::prelude::*;
 use worlds_engine::store::{FileStore, HybridStore, Store};
 use worlds_engine::EventKind;
+use worlds_engine::WorkflowQueryFilter;
 
 const DIR_VAR: &str = "WORLDS_CRASH_DIR";
 const FROM_VAR: &str = "WORLDS_CRASH_FROM";

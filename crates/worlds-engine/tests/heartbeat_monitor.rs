@@ -8,8 +8,9 @@ use std::sync::Arc;
 
 use tokio::sync::Notify;
 use worlds_engine::prelude::*;
+use worlds_engine::telemetry::HeartbeatKind;
 use worlds_engine::testing::TestWorld;
-use worlds_engine::{EventKind, HeartbeatKind, WorkerStatus};
+use worlds_engine::{EventKind, WorkerStatus};
 
 use common::{event_types, Counter};
 

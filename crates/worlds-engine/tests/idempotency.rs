@@ -11,6 +11,7 @@ use worlds_engine::clock::VirtualClock;
 use worlds_engine::prelude::*;
 use worlds_engine::testing::{TestWorld, DEFAULT_START};
 use worlds_engine::ErrorKind;
+use worlds_engine::WorkflowQueryFilter;
 
 use common::memory_config;
 

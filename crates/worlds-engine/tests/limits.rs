@@ -11,18 +11,18 @@ use async_trait::async_trait;
 use common::{event_types, test_world_with, Counter, Mode};
 use worlds_engine::clock::{Millis, VirtualClock};
 use worlds_engine::error::codes;
-use worlds_engine::model::ListQuery;
+use worlds_engine::model::{ActivityState, ListQuery, Page};
 use worlds_engine::prelude::*;
+use worlds_engine::schedule::ScheduleConfig;
 use worlds_engine::store::{
     Appended, EventStore, HookRecord, HookStore, IdempotencyStore, LeaseStore, MemoryStore,
     NewChunk, RunStore, ScheduleStore, ScheduleUpdate, StepRecord, StepStore, StreamSignal,
     StreamStore, Timer, TimerStore,
 };
+use worlds_engine::streams::{StreamChunk, StreamInfo};
 use worlds_engine::testing::DEFAULT_START;
-use worlds_engine::{
-    ActivityState, ActivityStatus, Event, Page, ResolveData, RunStatus, ScheduleConfig,
-    StreamChunk, StreamInfo, WorkflowQueryFilter,
-};
+use worlds_engine::WorkflowState;
+use worlds_engine::{ActivityStatus, Event, ResolveData, RunStatus, WorkflowQueryFilter};
 
 const LIMIT: usize = 1024;
 

@@ -13,6 +13,7 @@ use worlds_engine::retry::{Backoff, RetryConfig};
 use worlds_engine::store::{EventStore, MemoryStore, RunStore, Store};
 use worlds_engine::telemetry::logs::LogsConfig;
 use worlds_engine::testing::{TestWorld, TestWorldOptions, DEFAULT_START};
+use worlds_engine::WorkflowQueryFilter;
 use worlds_engine::{Event, EventKind, FailureStrategy, Persistence, RunStatus};
 
 #[test]

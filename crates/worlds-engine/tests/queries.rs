@@ -10,6 +10,7 @@ use worlds_engine::ids::timestamp_ms;
 use worlds_engine::model::EVENT_FORMAT_VERSION;
 use worlds_engine::prelude::*;
 use worlds_engine::testing::TestWorld;
+use worlds_engine::WorkflowState;
 use worlds_engine::{ResolveData, RunStatus, WorkerStatus, WorkflowQueryFilter};
 
 /// A workflow that runs one step and then sleeps for `input` minutes.

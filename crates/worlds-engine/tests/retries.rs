@@ -14,7 +14,9 @@ use worlds_engine::retry::should_retry::{
     is_network_error_message, is_rate_limit_error_message, is_server_error_message,
     is_transient_error_message,
 };
+use worlds_engine::retry::Backoff;
 use worlds_engine::retry::{retryable_on, with_retry_on};
+use worlds_engine::WorkflowState;
 use worlds_engine::{ActivityStatus, StructuredError, WorkerStatus};
 
 /// An activity that fails its first `failures` attempts, then returns the attempt number.

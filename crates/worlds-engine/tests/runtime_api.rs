@@ -7,6 +7,7 @@ use worlds_engine::prelude::*;
 use worlds_engine::runtime;
 use worlds_engine::testing::TestWorld;
 use worlds_engine::ErrorKind;
+use worlds_engine::WorkflowQueryFilter;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 struct Approval {
@@ -56,7 +57,7 @@ async fn the_runtime_api_acts_on_the_initialized_world() {
 
     let world = TestWorld::new().await;
     world.register(&flow).unwrap();
-    worlds_engine::initialize_runtime(&world);
+    worlds_engine::runtime::initialize_runtime(&world);
     assert!(runtime::is_initialized());
 
     let run = runtime::start(
@@ -130,7 +131,7 @@ async fn the_runtime_api_acts_on_the_initialized_world() {
 
     // Initializing again switches to the new world.
     let other = TestWorld::new().await;
-    worlds_engine::initialize_runtime(&other);
+    worlds_engine::runtime::initialize_runtime(&other);
     assert_eq!(
         runtime::get_run(&run.id).await.unwrap_err().kind(),
         ErrorKind::NotFound

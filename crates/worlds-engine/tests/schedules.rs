@@ -11,10 +11,13 @@ use std::time::Duration;
 use serde_json::{json, Value};
 use worlds_engine::clock::{Millis, VirtualClock};
 use worlds_engine::prelude::*;
+use worlds_engine::schedule::ScheduleConfig;
 use worlds_engine::schedule::{firing_workflow_id, CatchUp, Firing, Schedule};
 use worlds_engine::store::{FileStore, MemoryStore, Store};
 use worlds_engine::testing::{TestWorld, TestWorldOptions, DEFAULT_START as T0};
-use worlds_engine::{ErrorKind, ResolveData, ScheduleConfig};
+use worlds_engine::WorkflowQueryFilter;
+use worlds_engine::WorkflowState;
+use worlds_engine::{ErrorKind, ResolveData};
 
 const MIN: Millis = 60_000;
 const HOUR: Millis = 60 * MIN;

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use parking_lot::Mutex;
 use worlds_engine::prelude::*;
 use worlds_engine::ErrorKind;
+use worlds_engine::WorkflowQueryFilter;
 
 const DIR_VAR: &str = "WORLDS_SHARED_DIR";
 

@@ -22,9 +22,10 @@ use worlds_engine::model::{HookStatus, ListQuery, SortOrder, EVENT_FORMAT_VERSIO
 use worlds_engine::store::{
     FileStore, HookRef, HybridStore, MemoryStore, NewChunk, Store, Timer, TimerKind,
 };
+use worlds_engine::streams::StreamInfo;
 use worlds_engine::{
-    ActivityStatus, ErrorKind, Event, EventKind, Payload, ResolveData, RunStatus, StreamInfo,
-    StructuredError, WorkflowQueryFilter, WorldError,
+    ActivityStatus, ErrorKind, Event, EventKind, Payload, ResolveData, RunStatus, StructuredError,
+    WorkflowQueryFilter, WorldError,
 };
 
 const T0: Millis = 1_767_225_600_000;

@@ -12,8 +12,9 @@ use tokio::sync::{oneshot, Mutex as AsyncMutex};
 use worlds_engine::clock::Millis;
 use worlds_engine::prelude::*;
 use worlds_engine::store::{FileStore, NewChunk, Store, StreamStore};
+use worlds_engine::streams::{StreamChunk, StreamInfo};
 use worlds_engine::testing::{TestWorld, TestWorldOptions, DEFAULT_START};
-use worlds_engine::{ErrorKind, StreamChunk, StreamInfo};
+use worlds_engine::ErrorKind;
 
 use common::{memory_config, test_world, test_world_with, Counter, Mode};
 

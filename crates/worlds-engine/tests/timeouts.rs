@@ -10,6 +10,8 @@ use worlds_engine::clock::Clock;
 use worlds_engine::duration::{parse_duration, DurationError, IntoDuration};
 use worlds_engine::model::EventKind;
 use worlds_engine::prelude::*;
+use worlds_engine::retry::Backoff;
+use worlds_engine::WorkflowState;
 use worlds_engine::{ActivityStatus, Event, StructuredError};
 
 /// Retry quickly and predictably, so the timeout under test is the only long wait.

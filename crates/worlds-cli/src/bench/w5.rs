@@ -28,6 +28,7 @@ use anyhow::{bail, Context as _};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use worlds_engine::prelude::*;
 use worlds_engine::ActivityStatus;
+use worlds_engine::WorkflowQueryFilter;
 
 use crate::cli::Backend;
 

@@ -176,7 +176,7 @@ pub struct WorldConfig {
     /// Logging: minimum level, log directory, flush interval (see [`crate::telemetry::logs`]).
     pub logs: LogsConfig,
     /// Timeouts and the connection limit of the webhook endpoint
-    /// ([`World::serve_webhooks`](crate::World::serve_webhooks)). Its shutdown waits at most
+    /// (`World::serve_webhooks`, feature `http`). Its shutdown waits at most
     /// `shutdown_grace` for requests in progress.
     #[serde(alias = "webhookServer")]
     pub webhook_server: WebhookServerOptions,

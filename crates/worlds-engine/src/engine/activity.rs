@@ -101,8 +101,7 @@ impl ActivityContext {
     }
 
     /// The value of type `T` the world was given with
-    /// [`World::provide`](crate::World::provide): a database pool, an HTTP client. See
-    /// [`crate::resources`].
+    /// [`World::provide`](crate::World::provide): a database pool, an HTTP client.
     pub fn resource<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, crate::WorldError> {
         match &self.inner.resources {
             Some(resources) => resources.get::<T>(),

@@ -37,13 +37,12 @@ use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::{TimeoutBody, TimeoutError};
 
+use crate::config::WebhookServerOptions;
 use crate::duration::Dur;
 use crate::engine::Engine;
 use crate::error::WorldError;
 use crate::hooks::{HookResumed, WebhookRequest};
 use crate::payload::Payload;
-
-pub use crate::config::WebhookServerOptions;
 
 /// The path part of a base URL (`http://host:3000/webhooks/` → `/webhooks`), without a
 /// trailing slash; empty for a bare host.

@@ -63,28 +63,28 @@ use tokio::sync::Notify;
 mod tests;
 
 /// Milliseconds since the Unix epoch.
-pub type Millis = i64;
+pub(crate) type Millis = i64;
 
 /// A task waiting in a [`TaskQueue`], with its routing and ordering data.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct QueueEntry<T> {
+pub(crate) struct QueueEntry<T> {
     /// The task payload.
-    pub task: T,
+    pub(crate) task: T,
     /// The run the task belongs to; used by [`TaskQueue::remove_run`].
-    pub run_id: Arc<str>,
+    pub(crate) run_id: Arc<str>,
     /// Higher values are taken first.
-    pub priority: i32,
+    pub(crate) priority: i32,
     /// Earlier times are taken first among tasks of equal priority.
-    pub scheduled_at: Millis,
+    pub(crate) scheduled_at: Millis,
     /// Name of the task queue; `None` is the default queue.
-    pub task_queue: Option<Arc<str>>,
+    pub(crate) task_queue: Option<Arc<str>>,
 }
 
 /// Handle to a queued task, returned by [`TaskQueue::push`].
 ///
 /// Keys compare in queue order: a smaller key is taken first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct TaskKey {
+pub(crate) struct TaskKey {
     priority: Reverse<i32>,
     scheduled_at: Millis,
     seq: u64,
@@ -107,12 +107,14 @@ impl TaskKey {
 
 /// Selects which tasks a consumer takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum QueueFilter<'a> {
+pub(crate) enum QueueFilter<'a> {
     /// The best task across the default queue and all named queues.
     Any,
     /// Only tasks of the named queue.
     Only(&'a str),
     /// Only tasks of the default queue (`task_queue == None`).
+    // Part of the queue's complete API, which its unit tests exercise; the engine does not use it.
+    #[cfg_attr(not(test), allow(dead_code))]
     Default,
 }
 
@@ -269,7 +271,7 @@ struct Wakes {
 /// Priority queue of tasks shared by workers; share it through an `Arc`.
 ///
 /// See the [module docs](self) for ordering, complexity and waking.
-pub struct TaskQueue<T> {
+pub(crate) struct TaskQueue<T> {
     state: Mutex<State<T>>,
     any: Notify,
     default: Notify,
@@ -294,7 +296,7 @@ impl<T> fmt::Debug for TaskQueue<T> {
 
 impl<T: Send + 'static> TaskQueue<T> {
     /// Creates an empty, open queue.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             state: Mutex::new(State::new()),
             any: Notify::new(),
@@ -307,7 +309,7 @@ impl<T: Send + 'static> TaskQueue<T> {
     /// Pushing into a closed queue still enqueues the task: it can be taken
     /// by [`try_pop`](Self::try_pop), [`pop`](Self::pop) or
     /// [`drain`](Self::drain).
-    pub fn push(&self, entry: QueueEntry<T>) -> TaskKey {
+    pub(crate) fn push(&self, entry: QueueEntry<T>) -> TaskKey {
         let (key, wakes) = {
             let mut state = self.state.lock();
             let mut wakes = Wakes {
@@ -324,7 +326,7 @@ impl<T: Send + 'static> TaskQueue<T> {
 
     /// Enqueues several tasks under one lock and wakes up to one waiter per
     /// task in each class that can take it.
-    pub fn push_many(&self, entries: impl IntoIterator<Item = QueueEntry<T>>) {
+    pub(crate) fn push_many(&self, entries: impl IntoIterator<Item = QueueEntry<T>>) {
         let wakes = {
             let mut state = self.state.lock();
             let mut total = 0usize;
@@ -386,7 +388,9 @@ impl<T: Send + 'static> TaskQueue<T> {
     }
 
     /// Takes the best task matching `filter`, without waiting. O(log n).
-    pub fn try_pop(&self, filter: QueueFilter<'_>) -> Option<QueueEntry<T>> {
+    // Part of the queue's complete API, which its unit tests exercise; the engine does not use it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn try_pop(&self, filter: QueueFilter<'_>) -> Option<QueueEntry<T>> {
         self.state.lock().pop(filter)
     }
 
@@ -395,7 +399,7 @@ impl<T: Send + 'static> TaskQueue<T> {
     /// Returns `None` once the queue is closed and holds no task matching
     /// `filter`. Cancel safe: dropping the future never loses a task nor a
     /// wake-up meant for another waiter.
-    pub async fn pop(&self, filter: QueueFilter<'_>) -> Option<QueueEntry<T>> {
+    pub(crate) async fn pop(&self, filter: QueueFilter<'_>) -> Option<QueueEntry<T>> {
         let named = {
             let mut state = self.state.lock();
             if let Some(entry) = state.pop(filter) {
@@ -434,13 +438,15 @@ impl<T: Send + 'static> TaskQueue<T> {
     }
 
     /// Removes the task with `key`, if it is still queued. O(log n).
-    pub fn remove(&self, key: TaskKey) -> Option<QueueEntry<T>> {
+    // Part of the queue's complete API, which its unit tests exercise; the engine does not use it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn remove(&self, key: TaskKey) -> Option<QueueEntry<T>> {
         self.state.lock().remove(&key)
     }
 
     /// Removes every queued task of `run_id` and returns them in queue order.
     /// O(k log n) for k removed tasks.
-    pub fn remove_run(&self, run_id: &str) -> Vec<QueueEntry<T>> {
+    pub(crate) fn remove_run(&self, run_id: &str) -> Vec<QueueEntry<T>> {
         let mut state = self.state.lock();
         let run: Arc<str> = Arc::from(run_id);
         let keys: Vec<TaskKey> = state
@@ -460,17 +466,23 @@ impl<T: Send + 'static> TaskQueue<T> {
     }
 
     /// Number of queued tasks across all task queues.
-    pub fn len(&self) -> usize {
+    // The engine asks only on behalf of the test harness (feature `test-util`).
+    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
+    pub(crate) fn len(&self) -> usize {
         self.state.lock().entries.len()
     }
 
     /// Whether no task is queued.
-    pub fn is_empty(&self) -> bool {
+    // The engine asks only on behalf of the test harness (feature `test-util`).
+    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
+    pub(crate) fn is_empty(&self) -> bool {
         self.state.lock().entries.is_empty()
     }
 
     /// Number of tasks in one task queue; `None` is the default queue.
-    pub fn len_of(&self, task_queue: Option<&str>) -> usize {
+    // The engine asks only on behalf of the test harness (feature `test-util`).
+    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
+    pub(crate) fn len_of(&self, task_queue: Option<&str>) -> usize {
         self.state.lock().len_of(task_queue)
     }
 
@@ -478,7 +490,9 @@ impl<T: Send + 'static> TaskQueue<T> {
     ///
     /// Afterwards [`pop`](Self::pop) no longer waits: it returns the
     /// remaining matching tasks, then `None`.
-    pub fn close(&self) {
+    // Part of the queue's complete API, which its unit tests exercise; the engine does not use it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn close(&self) {
         let named: Vec<Arc<Notify>> = {
             let mut state = self.state.lock();
             state.closed = true;
@@ -496,12 +510,16 @@ impl<T: Send + 'static> TaskQueue<T> {
     }
 
     /// Whether [`close`](Self::close) was called.
-    pub fn is_closed(&self) -> bool {
+    // Part of the queue's complete API, which its unit tests exercise; the engine does not use it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn is_closed(&self) -> bool {
         self.state.lock().closed
     }
 
     /// Removes and returns every queued task, in queue order. O(n).
-    pub fn drain(&self) -> Vec<QueueEntry<T>> {
+    // Part of the queue's complete API, which its unit tests exercise; the engine does not use it.
+    #[cfg_attr(not(test), allow(dead_code))]
+    pub(crate) fn drain(&self) -> Vec<QueueEntry<T>> {
         let mut state = self.state.lock();
         state.default_queue.clear();
         state.named.clear();

@@ -21,7 +21,7 @@ pub enum HeartbeatKind {
 /// The last sign of life of one worker or one running activity attempt.
 ///
 /// ```
-/// use worlds_engine::{HeartbeatEntry, HeartbeatKind};
+/// use worlds_engine::telemetry::{HeartbeatEntry, HeartbeatKind};
 /// let entry = HeartbeatEntry {
 ///     id: "worker-1".into(),
 ///     kind: HeartbeatKind::Worker,

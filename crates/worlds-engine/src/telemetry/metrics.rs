@@ -10,7 +10,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use parking_lot::Mutex;
+#[cfg(feature = "prometheus")]
 use prometheus_client::metrics::family::Family;
+#[cfg(feature = "prometheus")]
 use prometheus_client::metrics::histogram::Histogram;
 use serde::{Deserialize, Serialize};
 
@@ -23,7 +25,7 @@ pub const THROUGHPUT_WINDOW_MS: Millis = 60_000;
 /// A snapshot of a world's activity, as `World::get_metrics()` reports it.
 ///
 /// ```
-/// use worlds_engine::WorldMetrics;
+/// use worlds_engine::telemetry::WorldMetrics;
 /// let idle = WorldMetrics::default();
 /// assert_eq!(idle.workload, 0.0);
 /// assert_eq!(idle.throughput.per_hour, 0);
@@ -84,16 +86,20 @@ pub struct Throughput {
 }
 
 /// Labels of a run-duration histogram: the status the run ended in.
+#[cfg(feature = "prometheus")]
 pub(crate) type StatusLabel = [(&'static str, &'static str); 1];
 
 /// Run durations by final status, in seconds.
+#[cfg(feature = "prometheus")]
 pub(crate) type RunDurations = Family<StatusLabel, Histogram, fn() -> Histogram>;
 
 /// Upper bounds of the run-duration buckets, in seconds: 10 ms to a day.
+#[cfg(feature = "prometheus")]
 pub(crate) const RUN_DURATION_BUCKETS: [f64; 13] = [
     0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3_600.0, 14_400.0, 86_400.0,
 ];
 
+#[cfg(feature = "prometheus")]
 fn run_duration_histogram() -> Histogram {
     Histogram::new(RUN_DURATION_BUCKETS)
 }
@@ -104,16 +110,21 @@ pub(crate) struct MetricsRecorder {
     started_at: Mutex<Option<Millis>>,
     /// Step outcomes, counted without a lock.
     steps: StepCounts,
-    /// Time from acceptance to the final status, for runs accepted by this process.
+    /// Time from acceptance to the final status, for runs accepted by this process. Only the
+    /// Prometheus export reads it, so without that feature it is not kept.
+    #[cfg(feature = "prometheus")]
     durations: RunDurations,
 }
 
+// Derivable without the `prometheus` feature; written out for the histogram's constructor.
+#[cfg_attr(not(feature = "prometheus"), allow(clippy::derivable_impls))]
 impl Default for MetricsRecorder {
     fn default() -> Self {
         Self {
             inner: Mutex::default(),
             started_at: Mutex::default(),
             steps: StepCounts::default(),
+            #[cfg(feature = "prometheus")]
             durations: Family::new_with_constructor(run_duration_histogram),
         }
     }
@@ -127,7 +138,9 @@ struct StepCounts {
     failed: AtomicU64,
 }
 
-/// Counts kept for the Prometheus export beyond [`WorldMetrics`].
+/// Counts kept for the Prometheus export beyond [`WorldMetrics`]. Still counted without the
+/// `prometheus` feature (a few relaxed atomic additions), so that the counting has one shape.
+#[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct DetailCounts {
     /// Runs that reached `cancelled`.
@@ -307,13 +320,22 @@ impl MetricsRecorder {
             }
         }
         if let Some((status, took)) = ended {
-            self.durations
-                .get_or_create(&[("status", status.as_str())])
-                .observe(took as f64 / 1_000.0);
+            self.observe_duration(status, took);
         }
     }
 
+    /// A run reached its final `status` `took` ms after it was accepted. Only the Prometheus
+    /// histogram keeps this; without that feature there is nothing to record it in.
+    #[cfg_attr(not(feature = "prometheus"), allow(unused_variables))]
+    fn observe_duration(&self, status: RunStatus, took: Millis) {
+        #[cfg(feature = "prometheus")]
+        self.durations
+            .get_or_create(&[("status", status.as_str())])
+            .observe(took as f64 / 1_000.0);
+    }
+
     /// Counts beyond [`WorldMetrics`], for the Prometheus export.
+    #[cfg_attr(not(feature = "prometheus"), allow(dead_code))]
     pub(crate) fn details(&self) -> DetailCounts {
         let (cancelled, compensated) = {
             let counts = self.inner.lock();
@@ -329,6 +351,7 @@ impl MetricsRecorder {
     }
 
     /// Run durations by final status.
+    #[cfg(feature = "prometheus")]
     pub(crate) fn run_durations(&self) -> &RunDurations {
         &self.durations
     }

@@ -6,13 +6,16 @@
 //!   worker and each running activity attempt, and whether it is considered dead.
 //! * [`logs`] — the world's tracing events as entries, on the console and in daily NDJSON
 //!   files, and read back with filters.
-//! * [`prometheus`] — `World::metrics_prometheus()`: the metrics in the Prometheus text format.
+//! * `prometheus` — `World::metrics_prometheus()`: the metrics in the Prometheus text format
+//!   (feature `prometheus`).
 
 pub(crate) mod heartbeat;
 pub mod logs;
 pub(crate) mod metrics;
+#[cfg(feature = "prometheus")]
 pub mod prometheus;
 
 pub use heartbeat::{HeartbeatEntry, HeartbeatKind};
+#[cfg(feature = "console-log")]
 pub use logs::init_logging;
 pub use metrics::{Throughput, WorkerMetrics, WorkflowMetrics, WorldMetrics, THROUGHPUT_WINDOW_MS};

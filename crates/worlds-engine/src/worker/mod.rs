@@ -31,7 +31,7 @@ use tracing::Instrument;
 
 use crate::clock::{duration_ms, Millis};
 use crate::engine::{Engine, Task};
-use crate::queue::{QueueFilter, TaskQueue};
+use crate::queue::QueueFilter;
 use crate::telemetry::WorkerMetrics;
 
 /// What a worker is doing.
@@ -253,7 +253,8 @@ impl WorkerPool {
 
     /// True if an idle worker could take a task from `queue` now (test harness: is there work
     /// that will start without anything else happening first?).
-    pub(crate) fn idle_worker_can_take(&self, queue: &TaskQueue<Task>) -> bool {
+    #[cfg(feature = "test-util")]
+    pub(crate) fn idle_worker_can_take(&self, queue: &crate::queue::TaskQueue<Task>) -> bool {
         let workers = self.inner.workers.lock();
         workers.list.iter().any(|w| {
             w.shared.status() == WorkerStatus::Idle
@@ -267,6 +268,7 @@ impl WorkerPool {
 
     /// Stops the worker's beats (test hook): to the monitor it looks like a worker whose
     /// thread is stuck. Returns false if there is no such worker.
+    #[cfg(feature = "test-util")]
     pub(crate) fn freeze_heartbeat(&self, id: &str) -> bool {
         let workers = self.inner.workers.lock();
         match workers

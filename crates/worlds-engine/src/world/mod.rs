@@ -399,9 +399,26 @@ impl World {
         self.engine.cancel_run(id, None).await
     }
 
-    /// Gives steps a value of type `T` (a database pool, an HTTP client), read with
-    /// [`ActivityContext::resource`](crate::ActivityContext::resource); a second value of the
-    /// same type replaces the first. See [`crate::resources`].
+    /// Gives steps a value of type `T` (a database pool, an HTTP client, a configuration), read
+    /// with [`ActivityContext::resource`](crate::ActivityContext::resource); a second value of
+    /// the same type replaces the first. Step code so reaches the application's resources
+    /// without globals and without capturing them in every closure.
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// use worlds_engine::prelude::*;
+    ///
+    /// struct Mailer { from: String }
+    ///
+    /// let send = activity("send-mail", |ctx: ActivityContext, to: String| async move {
+    ///     let mailer: Arc<Mailer> = ctx.resource::<Mailer>()?;
+    ///     Ok::<_, StepError>(format!("from {} to {to}", mailer.from))
+    /// });
+    /// let world = World::new(WorldConfig::memory())?;
+    /// world.provide(Mailer { from: "shop@example.com".into() });
+    /// world.register(&send)?;
+    /// # Ok::<(), WorldError>(())
+    /// ```
     pub fn provide<T: Send + Sync + 'static>(&self, value: T) -> &Self {
         self.engine.resources.provide(value);
         self
@@ -418,7 +435,7 @@ impl World {
         &self,
         token: &str,
         payload: &P,
-    ) -> Result<crate::HookResumed, WorldError> {
+    ) -> Result<crate::hooks::HookResumed, WorldError> {
         let payload =
             Payload::encode(payload).map_err(|e| WorldError::serde("payload of the hook", e))?;
         self.engine.resume_hook(token, payload, None).await
@@ -432,7 +449,7 @@ impl World {
         &self,
         token: &str,
         request: &crate::WebhookRequest,
-    ) -> Result<crate::HookResumed, WorldError> {
+    ) -> Result<crate::hooks::HookResumed, WorldError> {
         let payload =
             Payload::encode(request).map_err(|e| WorldError::serde("webhook request", e))?;
         self.engine
@@ -448,6 +465,9 @@ impl World {
     /// then protect yourself), or use [`serve_webhooks`](Self::serve_webhooks).
     ///
     /// The router does not keep the world alive: once the world is dropped it answers `503`.
+    ///
+    /// Needs the `http` feature.
+    #[cfg(feature = "http")]
     pub fn webhook_router(&self) -> axum::Router {
         crate::http::webhooks_router(&self.engine)
     }
@@ -462,6 +482,9 @@ impl World {
     /// println!("webhooks at http://{}/webhooks/TOKEN", server.local_addr());
     /// # Ok(()) }
     /// ```
+    ///
+    /// Needs the `http` feature.
+    #[cfg(feature = "http")]
     pub async fn serve_webhooks(
         &self,
         addr: impl tokio::net::ToSocketAddrs,
@@ -502,7 +525,7 @@ impl World {
     }
 
     /// Metrics: uptime, worker and run counts, throughput over the last 60 s, and workload.
-    /// See [`WorldMetrics`](crate::WorldMetrics) for what each number counts.
+    /// See [`WorldMetrics`](crate::telemetry::WorldMetrics) for what each number counts.
     pub fn get_metrics(&self) -> crate::telemetry::WorldMetrics {
         self.engine
             .metrics
@@ -528,6 +551,8 @@ impl World {
         &self.engine
     }
 
+    /// The worker pool, for the test harness ([`crate::testing`]).
+    #[cfg(feature = "test-util")]
     pub(crate) fn workers(&self) -> &WorkerPool {
         &self.workers
     }

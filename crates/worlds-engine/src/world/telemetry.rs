@@ -1,20 +1,19 @@
 //! The world's logs and its metrics in Prometheus form.
 
 use std::path::Path;
-use std::sync::Arc;
 
 use tracing::Subscriber;
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::Layer;
 
 use super::World;
-use crate::telemetry::logs::{LogEntry, LogError, LogQuery, Logs};
+use crate::telemetry::logs::{LogEntry, LogError, LogQuery};
 
 impl World {
     /// A [`tracing_subscriber::Layer`] that writes this world's events to its log files, as
     /// entries at or above [`LogsConfig::level`](crate::telemetry::logs::LogsConfig::level).
     /// Add it to the application's subscriber (see [`crate::telemetry::logs`]), or let
-    /// [`init_logging`](crate::telemetry::init_logging) install one. A world that writes no
+    /// `telemetry::init_logging` (feature `console-log`) install one. A world that writes no
     /// files (a memory world without a log directory) gives a layer that writes nothing.
     pub fn log_layer<S>(&self) -> impl Layer<S> + Send + Sync + 'static
     where
@@ -75,11 +74,15 @@ impl World {
     /// assert!(text.contains("# TYPE worlds_runs_total counter"));
     /// # Ok::<(), WorldError>(())
     /// ```
+    ///
+    /// Needs the `prometheus` feature.
+    #[cfg(feature = "prometheus")]
     pub fn metrics_prometheus(&self) -> String {
         crate::telemetry::prometheus::encode(&self.get_metrics(), &self.engine.metrics)
     }
 
-    pub(crate) fn logs(&self) -> &Arc<Logs> {
+    #[cfg(feature = "console-log")]
+    pub(crate) fn logs(&self) -> &std::sync::Arc<crate::telemetry::logs::Logs> {
         &self.engine.logs
     }
 }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use worlds_engine::prelude::*;
 use worlds_engine::testing::TestWorld;
+use worlds_engine::WorkflowState;
 
 /// Which way a test world keeps runs between tasks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

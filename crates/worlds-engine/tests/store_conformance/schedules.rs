@@ -4,8 +4,9 @@
 use std::sync::Arc;
 
 use serde_json::json;
+use worlds_engine::schedule::ScheduleConfig;
 use worlds_engine::store::{ScheduleChange, Store};
-use worlds_engine::{ErrorKind, Payload, ScheduleConfig, WorldError};
+use worlds_engine::{ErrorKind, Payload, WorldError};
 
 use super::T0;
 

@@ -60,6 +60,7 @@ pub(crate) fn parse_file_name(name: &str) -> Option<i64> {
 }
 
 /// `ms` as an RFC 3339 UTC time with milliseconds: `2026-01-31T23:59:59.999Z`.
+#[cfg(any(feature = "console-log", test))]
 pub(crate) fn rfc3339(ms: Millis) -> String {
     let (y, m, d) = civil(day_of(ms));
     let in_day = ms.rem_euclid(MS_PER_DAY);

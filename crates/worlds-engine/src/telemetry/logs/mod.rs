@@ -15,7 +15,7 @@
 //! # }
 //! ```
 //!
-//! or lets [`init_logging`] install a subscriber that writes to the console and the files.
+//! or lets `init_logging` (feature `console-log`) install a subscriber that writes to the console and the files.
 //!
 //! * **Files**: `{persistence_path}/logs/{YYYY-MM-DD}.log` for file and hybrid worlds, or
 //!   [`LogsConfig::dir`]; a memory world writes files only when `dir` is set. One JSON entry
@@ -48,6 +48,7 @@
 mod date;
 pub(crate) mod direct;
 mod entry;
+#[cfg(feature = "console-log")]
 mod init;
 mod layer;
 mod query;
@@ -62,6 +63,7 @@ use tokio_util::sync::CancellationToken;
 
 pub(crate) use direct::world_log;
 pub use entry::{LogCategory, LogEntry, LogLevel, LogQuery, UnknownName};
+#[cfg(feature = "console-log")]
 pub use init::{init_logging, ClockTime};
 pub use layer::WorldLogLayer;
 pub use query::read_logs;
@@ -175,6 +177,7 @@ impl Logs {
         &self.config
     }
 
+    #[cfg(feature = "console-log")]
     pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
         &self.clock
     }

@@ -256,6 +256,7 @@ impl Engine {
         // instead of going unnoticed, even a step that kills the process every time. Not
         // synced: the sync of the next waited write (at the latest the run's end) covers it.
         let started = self
+            .journal
             .append_written(
                 &run_id,
                 vec![EventKind::ActivityStarted {
@@ -335,7 +336,7 @@ impl Engine {
         match end {
             AttemptEnd::Cancelled => {}
             AttemptEnd::Returned(Ok(output)) => {
-                let check = self.check_payload(
+                let check = self.journal.check_payload(
                     || format!("output of step #{} '{}'", task.position, task.name),
                     &output,
                 );
@@ -347,6 +348,7 @@ impl Engine {
                         // crash before then loses the result of an attempt whose start is on
                         // record: it counts as lost and runs again, as at-least-once allows.
                         let done = self
+                            .journal
                             .append_nowait(
                                 &run_id,
                                 vec![EventKind::ActivityCompleted {
@@ -429,6 +431,7 @@ impl Engine {
         let delay_ms = crate::clock::duration_ms(delay).max(0) as u64;
         let next = task.attempt + 1;
         let recorded = self
+            .journal
             .append(
                 &task.run_id,
                 vec![
@@ -505,6 +508,7 @@ impl Engine {
     /// Records the final failure of a step and wakes its workflow.
     async fn record_failure(&self, task: &ActivityTask, error: StructuredError) {
         let done = self
+            .journal
             .append(
                 &task.run_id,
                 vec![EventKind::ActivityFailed {
@@ -549,7 +553,7 @@ impl Engine {
         cancel: CancellationToken,
     ) -> ActivityContext {
         let beats = super::beats::BeatLog::new(
-            Arc::downgrade(self),
+            Arc::downgrade(&self.journal),
             task.run_id.clone(),
             task.position,
             task.attempt,

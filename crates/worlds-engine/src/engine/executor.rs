@@ -193,7 +193,7 @@ impl Engine {
                 first_position: 0,
             };
             // Not waited for: a start lost in a crash is recorded again by the next load.
-            let appended = self.append_nowait(run_id, vec![started]).await?;
+            let appended = self.journal.append_nowait(run_id, vec![started]).await?;
             for event in &appended.events {
                 state.apply(event);
             }
@@ -398,7 +398,8 @@ impl Engine {
                             .with_code(codes::NOT_REGISTERED),
                         )
                     } else {
-                        self.check_payload(|| format!("input of step #{position} '{name}'"), &input)
+                        self.journal
+                            .check_payload(|| format!("input of step #{position} '{name}'"), &input)
                             .err()
                             .map(|e| {
                                 StructuredError::new(e.to_string())
@@ -494,7 +495,7 @@ impl Engine {
         }
         // Not waited for: a command lost in a crash is issued again when the code replays, and
         // whatever it leads to (a step's result, a timer firing) is recorded after it, durably.
-        let recorded = match self.append_nowait(run_id, events).await {
+        let recorded = match self.journal.append_nowait(run_id, events).await {
             Ok(appended) if recorded_hooks.is_empty() => appended.events,
             Ok(appended) => {
                 recorded_hooks.extend(appended.events);
@@ -545,15 +546,16 @@ impl Engine {
             };
             let error = StructuredError::new(format!("could not start child workflow: {e}"))
                 .with_code(code);
-            self.append(
-                parent_id,
-                vec![EventKind::ChildWorkflowFailed {
-                    position,
-                    child_id,
-                    error,
-                }],
-            )
-            .await?;
+            self.journal
+                .append(
+                    parent_id,
+                    vec![EventKind::ChildWorkflowFailed {
+                        position,
+                        child_id,
+                        error,
+                    }],
+                )
+                .await?;
             self.schedule_workflow(parent_id);
         }
         Ok(())
@@ -578,7 +580,10 @@ impl Engine {
         let run_id = &core.info.run_id;
         let error = match result {
             Ok(output) => {
-                match self.check_payload(|| format!("output of workflow run {run_id}"), &output) {
+                match self
+                    .journal
+                    .check_payload(|| format!("output of workflow run {run_id}"), &output)
+                {
                     Ok(()) => {
                         self.finish_with(run_id, vec![EventKind::WorkflowCompleted { output }])
                             .await?;
@@ -621,6 +626,7 @@ impl Engine {
             }
             FailureStrategy::Compensate if core.has_compensations() => {
                 match self
+                    .journal
                     .append(run_id, vec![failed, EventKind::WorkflowCompensating {}])
                     .await
                 {
@@ -692,7 +698,7 @@ impl Engine {
             next_position: core.next_position(),
             error,
         };
-        match self.append(run_id, vec![retry]).await {
+        match self.journal.append(run_id, vec![retry]).await {
             Ok(_) => {}
             Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
                 return Ok(())
@@ -721,14 +727,15 @@ impl Engine {
         let Some(pending) = state.retry_pending().filter(|p| p.attempt == attempt) else {
             return Ok(());
         };
-        self.append(
-            run_id,
-            vec![EventKind::WorkflowStarted {
-                attempt,
-                first_position: pending.first_position,
-            }],
-        )
-        .await?;
+        self.journal
+            .append(
+                run_id,
+                vec![EventKind::WorkflowStarted {
+                    attempt,
+                    first_position: pending.first_position,
+                }],
+            )
+            .await?;
         self.schedule_workflow(run_id);
         Ok(())
     }
@@ -831,7 +838,7 @@ impl Engine {
             EventKind::WorkflowQuarantined { reason } => Some(reason.clone()),
             _ => None,
         });
-        match self.append(run_id, kinds).await {
+        match self.journal.append(run_id, kinds).await {
             Ok(_) => {
                 let state = self
                     .store

@@ -43,11 +43,11 @@ impl Engine {
             hook_type: hook.hook_type.clone(),
         };
         let first = if held { conflict.clone() } else { created };
-        let appended = match self.append(run_id, vec![first]).await {
+        let appended = match self.journal.append(run_id, vec![first]).await {
             Ok(appended) => appended,
             // Taken between the look-up and the append.
             Err(WorldError::Conflict { .. }) if !held && self.run_is_active(run_id).await? => {
-                self.append(run_id, vec![conflict]).await?
+                self.journal.append(run_id, vec![conflict]).await?
             }
             Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
                 return Ok(None)
@@ -150,7 +150,8 @@ impl Engine {
         if hook.expires_at.is_some_and(|at| self.clock.now_ms() >= at) {
             return Err(Self::expired(&hook_id, &state));
         }
-        self.check_payload(|| format!("payload of hook {hook_id}"), &payload)?;
+        self.journal
+            .check_payload(|| format!("payload of hook {hook_id}"), &payload)?;
         if let Some(kind) = &hook.hook_type {
             if let Some(validate) = self.hook_kit.validator(kind) {
                 validate(&payload).map_err(|e| {
@@ -166,7 +167,7 @@ impl Engine {
             hook_id: hook_id.clone(),
             payload,
         };
-        match self.append(&state.id, vec![received]).await {
+        match self.journal.append(&state.id, vec![received]).await {
             Ok(_) => {
                 self.schedule_workflow(&state.id);
                 Ok(HookResumed {
@@ -207,7 +208,7 @@ impl Engine {
             position,
             hook_id: hook.id.clone(),
         };
-        self.append(run_id, vec![expired]).await?;
+        self.journal.append(run_id, vec![expired]).await?;
         self.schedule_workflow(run_id);
         Ok(())
     }
@@ -227,7 +228,7 @@ impl Engine {
         if disposed.is_empty() {
             return;
         }
-        if let Err(e) = self.append(&state.id, disposed).await {
+        if let Err(e) = self.journal.append(&state.id, disposed).await {
             tracing::debug!(run_id = %state.id, error = %e, "could not record disposed hooks");
         }
     }

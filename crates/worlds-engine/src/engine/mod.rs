@@ -21,6 +21,7 @@ pub(crate) mod errors;
 mod executor;
 mod hooks;
 mod idempotency;
+pub(crate) mod journal;
 pub(crate) mod machine;
 mod recovery;
 mod sharing;
@@ -40,30 +41,18 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::error::{codes, StructuredError, WorldError};
 use crate::ids::IdGenerator;
-use crate::model::{
-    ActivityOptions, Event, EventKind, ResolveData, RunStatus, WorkflowState, EVENT_FORMAT_VERSION,
-};
+use crate::model::{ActivityOptions, EventKind, ResolveData, RunStatus, WorkflowState};
 use crate::payload::Payload;
 use crate::queue::{QueueEntry, TaskQueue};
 use crate::store::{Store, Timer};
 use crate::world::WorldConfig;
 
 use definitions::Registry;
+use journal::Journal;
 use machine::RunCore;
 
 /// Restarts the `retry` failure strategy allows unless a workflow says otherwise.
 pub(crate) const DEFAULT_MAX_RETRIES: u32 = 3;
-
-/// How far an append must get before the engine goes on.
-#[derive(Debug, Clone, Copy)]
-enum Durability {
-    /// Accepted by the store, durable soon after.
-    Queued,
-    /// Safe from a crash of this process.
-    Written,
-    /// Safe from a crash of the machine.
-    Synced,
-}
 
 /// A unit of work for a worker.
 pub(crate) enum Task {
@@ -143,9 +132,11 @@ pub(crate) struct Engine {
     pub(crate) clock: Arc<dyn Clock>,
     pub(crate) ids: Arc<IdGenerator>,
     pub(crate) store: Arc<dyn Store>,
+    /// The only writer of history.
+    pub(crate) journal: Arc<Journal>,
     pub(crate) registry: Registry,
     pub(crate) queue: TaskQueue<Task>,
-    pub(crate) progress: Progress,
+    pub(crate) progress: Arc<Progress>,
     pub(crate) timer_wake: Notify,
     pub(crate) accepting: AtomicBool,
     /// Cancelled when the world is dropped: handles and webhook servers that outlive it stop
@@ -157,8 +148,6 @@ pub(crate) struct Engine {
     use_clock: AtomicU64,
     waiters: Mutex<FxHashMap<String, Vec<oneshot::Sender<()>>>>,
     cancels: Mutex<FxHashMap<String, CancellationToken>>,
-    /// Run counts for `World::get_metrics()`, kept from the recorded events.
-    pub(crate) metrics: crate::telemetry::metrics::MetricsRecorder,
     /// The hook token key and webhook base URL.
     pub(crate) hook_kit: Arc<crate::hooks::HookKit>,
     /// Idempotency keys being started, and recently started, by this process.
@@ -182,19 +171,29 @@ impl Engine {
     ) -> Self {
         let hook_kit = Arc::new(hook_kit);
         let logs = crate::telemetry::logs::Logs::new(&config, clock.clone());
+        let ids = Arc::new(IdGenerator::new(clock.clone()));
+        let progress = Arc::new(Progress::default());
+        let journal = Arc::new(Journal::new(
+            store.clone(),
+            clock.clone(),
+            ids.clone(),
+            progress.clone(),
+            config.max_payload_bytes,
+        ));
         Self {
             hook_kit,
             logs,
             local_steps: Arc::default(),
             resources: Arc::default(),
             schedules: Default::default(),
-            ids: Arc::new(IdGenerator::new(clock.clone())),
+            ids,
+            journal,
             config,
             clock,
             store,
             registry: Registry::default(),
             queue: TaskQueue::new(),
-            progress: Progress::default(),
+            progress,
             timer_wake: Notify::new(),
             accepting: AtomicBool::new(true),
             closed: CancellationToken::new(),
@@ -203,91 +202,14 @@ impl Engine {
             use_clock: AtomicU64::new(0),
             waiters: Mutex::new(FxHashMap::default()),
             cancels: Mutex::new(FxHashMap::default()),
-            metrics: Default::default(),
             keys: Default::default(),
         }
     }
 
-    /// Builds an event stamped with a fresh id and the current time; the store sets `seq`.
-    pub(crate) fn event(&self, run_id: &str, kind: EventKind) -> Event {
-        Event {
-            id: self.ids.event_id(),
-            run_id: run_id.to_owned(),
-            seq: 0,
-            timestamp: self.clock.now_ms(),
-            version: EVENT_FORMAT_VERSION,
-            kind,
-        }
-    }
-
-    /// Appends events to a run durably and tells waiters that something happened.
-    pub(crate) async fn append(
-        &self,
-        run_id: &str,
-        kinds: Vec<EventKind>,
-    ) -> Result<crate::store::Appended, WorldError> {
-        self.append_with(run_id, kinds, Durability::Synced).await
-    }
-
-    /// Appends events that need to survive a crash of this process but not yet of the machine
-    /// (a step's start, before the step runs): see
-    /// [`RunStore::append_written`](crate::store::RunStore::append_written).
-    pub(crate) async fn append_written(
-        &self,
-        run_id: &str,
-        kinds: Vec<EventKind>,
-    ) -> Result<crate::store::Appended, WorldError> {
-        self.append_with(run_id, kinds, Durability::Written).await
-    }
-
-    /// Appends events whose loss in a crash a restart repairs by itself (a step's result, the
-    /// commands workflow code issues again on replay): the store may return before they are
-    /// durable (see [`RunStore::append_nowait`](crate::store::RunStore::append_nowait)).
-    pub(crate) async fn append_nowait(
-        &self,
-        run_id: &str,
-        kinds: Vec<EventKind>,
-    ) -> Result<crate::store::Appended, WorldError> {
-        self.append_with(run_id, kinds, Durability::Queued).await
-    }
-
-    async fn append_with(
-        &self,
-        run_id: &str,
-        kinds: Vec<EventKind>,
-        durability: Durability,
-    ) -> Result<crate::store::Appended, WorldError> {
-        let events = kinds.into_iter().map(|k| self.event(run_id, k)).collect();
-        let appended = match durability {
-            Durability::Synced => self.store.append(run_id, events).await?,
-            Durability::Written => self.store.append_written(run_id, events).await?,
-            Durability::Queued => self.store.append_nowait(run_id, events).await?,
-        };
-        self.metrics.record(run_id, &appended.events);
-        self.progress.epoch.fetch_add(1, Ordering::Relaxed);
-        self.progress.changed.notify_waiters();
-        Ok(appended)
-    }
-
-    pub(crate) fn check_payload(
-        &self,
-        what: impl FnOnce() -> String,
-        payload: &Payload,
-    ) -> Result<(), WorldError> {
-        let limit = self.config.max_payload_bytes;
-        if payload.size() > limit {
-            return Err(WorldError::PayloadTooLarge {
-                what: what(),
-                size: payload.size(),
-                limit,
-            });
-        }
-        Ok(())
-    }
-
     /// Gives an existing run (read back from the store) a scheduling slot.
     pub(crate) fn adopt(&self, state: &WorkflowState) {
-        self.metrics
+        self.journal
+            .metrics()
             .run_adopted(&state.id, state.status, self.clock.now_ms());
         let mut runs = self.runs.lock();
         let slot = runs.entry(Arc::from(state.id.as_str())).or_default();
@@ -510,7 +432,7 @@ impl Engine {
                         }),
                 },
             };
-            if self.append(parent, vec![kind]).await.is_ok() {
+            if self.journal.append(parent, vec![kind]).await.is_ok() {
                 self.schedule_workflow(parent);
             }
         }
@@ -542,6 +464,7 @@ impl Engine {
             core.mark_cancelled();
         }
         let appended = self
+            .journal
             .append(&state.id, vec![EventKind::WorkflowCancelled { reason }])
             .await;
         match appended {

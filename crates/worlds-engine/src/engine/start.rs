@@ -104,7 +104,7 @@ impl Engine {
             }
         }
         let firsts = bulk.iter().map(|(_, new)| new.first.clone()).collect();
-        let created = self.store.create_runs(firsts).await;
+        let created = self.journal.create_runs(firsts).await;
         let mut admitted = Vec::with_capacity(bulk.len());
         for ((i, new), outcome) in bulk.into_iter().zip(created) {
             results[i] = Some(outcome.map(|()| new.started()));
@@ -133,7 +133,8 @@ impl Engine {
     ) -> Result<NewRun, WorldError> {
         let name = &*def.name;
         let mut options = options.or(&def.options);
-        self.check_payload(|| format!("input of workflow '{name}'"), &input)?;
+        self.journal
+            .check_payload(|| format!("input of workflow '{name}'"), &input)?;
         (def.validate)(&input).map_err(|e| {
             WorldError::invalid(
                 "input",
@@ -165,7 +166,7 @@ impl Engine {
             Some((id, position)) => (Some(id), Some(position)),
             None => (None, None),
         };
-        let first = self.event(
+        let first = self.journal.event(
             &run_id,
             EventKind::WorkflowQueued(Box::new(QueuedRun {
                 name: name.to_owned(),
@@ -243,9 +244,9 @@ impl Engine {
         since: Option<crate::clock::Millis>,
     ) -> Result<Started, WorldError> {
         let created = match since {
-            Some(since) => self.store.create_run_once(new.first.clone(), since).await,
+            Some(since) => self.journal.create_run_once(new.first.clone(), since).await,
             None => self
-                .store
+                .journal
                 .create_run(new.first.clone())
                 .await
                 .map(|()| None),
@@ -297,7 +298,7 @@ impl Engine {
             .collect();
         for (new, id) in runs.iter().zip(&ids) {
             let created_at = new.first.timestamp;
-            self.metrics.run_created(id, created_at);
+            self.journal.metrics().run_created(id, created_at);
             world_log!(
                 self.logs,
                 INFO,

@@ -23,14 +23,10 @@ impl Engine {
         data: Bytes,
     ) -> Result<StreamChunk, WorldError> {
         check_name(name)?;
-        let limit = self.config.max_payload_bytes;
-        if data.len() > limit {
-            return Err(WorldError::PayloadTooLarge {
-                what: format!("a chunk of stream '{name}' of run {run_id}"),
-                size: data.len(),
-                limit,
-            });
-        }
+        self.journal.check_size(
+            || format!("a chunk of stream '{name}' of run {run_id}"),
+            data.len(),
+        )?;
         let chunk = NewChunk {
             id: self.ids.next(CHUNK_PREFIX),
             created_at: self.clock.now_ms(),

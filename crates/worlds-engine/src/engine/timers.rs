@@ -52,6 +52,7 @@ impl Engine {
         let run_id = timer.run_id.as_str();
         let result = match timer.kind {
             TimerKind::Sleep { position } => self
+                .journal
                 .append(run_id, vec![EventKind::TimerFired { position }])
                 .await
                 .map(|_| self.schedule_workflow(run_id)),

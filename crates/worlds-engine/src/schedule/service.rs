@@ -89,7 +89,8 @@ impl Engine {
                 })?;
         let (input, input_fn) = match input {
             InputSource::Value(Ok(payload)) => {
-                self.check_payload(|| format!("input of schedule '{id}'"), &payload)?;
+                self.journal
+                    .check_payload(|| format!("input of schedule '{id}'"), &payload)?;
                 (def.validate)(&payload).map_err(|e| {
                     WorldError::invalid(
                         "input",

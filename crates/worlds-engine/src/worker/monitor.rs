@@ -147,7 +147,7 @@ async fn hand_off(engine: &Arc<Engine>, task: TaskRef) {
             ..
         } => {
             // The attempt's start may not be readable yet (it is recorded without waiting).
-            let _ = engine.store.wait_durable(&run_id).await;
+            let _ = engine.journal.wait_durable(&run_id).await;
             let state = engine.store.get_activity(&run_id, position).await;
             match state {
                 Ok(a) if a.status == ActivityStatus::Running && a.attempt == attempt => {

@@ -184,7 +184,10 @@ impl World {
             ));
             life.stop = Some(stop);
             life.background.extend(self.workers.start(&self.engine));
-            self.engine.metrics.mark_started(self.engine.clock.now_ms());
+            self.engine
+                .journal
+                .metrics()
+                .mark_started(self.engine.clock.now_ms());
         }
         for _ in 0..self.engine.config.min_workers {
             self.workers.spawn(&self.engine, None);
@@ -266,7 +269,7 @@ impl World {
             _ = self.workers.stop_all() => {}
             _ = grace => tracing::warn!("shutdown grace period over; abandoning tasks still running"),
         }
-        self.engine.metrics.mark_stopped();
+        self.engine.journal.metrics().mark_stopped();
         if let Some(stop) = stop {
             stop.cancel();
         }
@@ -508,7 +511,8 @@ impl World {
     /// See [`WorldMetrics`](crate::WorldMetrics) for what each number counts.
     pub fn get_metrics(&self) -> crate::telemetry::WorldMetrics {
         self.engine
-            .metrics
+            .journal
+            .metrics()
             .snapshot(self.engine.clock.now_ms(), self.workers.counts())
     }
 

@@ -76,7 +76,7 @@ impl World {
     /// # Ok::<(), WorldError>(())
     /// ```
     pub fn metrics_prometheus(&self) -> String {
-        crate::telemetry::prometheus::encode(&self.get_metrics(), &self.engine.metrics)
+        crate::telemetry::prometheus::encode(&self.get_metrics(), self.engine.journal.metrics())
     }
 
     pub(crate) fn logs(&self) -> &Arc<Logs> {

@@ -534,16 +534,12 @@ impl Engine {
     ) -> Result<(), WorldError> {
         let state = self.store.get_activity(run_id, position).await?;
         let workflow_id = self.route_workflow_id(run_id).unwrap_or_default();
-        self.enqueue_activity(ActivityTask {
-            run_id: run_id.into(),
+        self.enqueue_activity(ActivityTask::from_state(
+            run_id.into(),
             workflow_id,
-            activity_id: state.id,
-            position,
-            name: state.name.into(),
-            input: state.input.unwrap_or_else(Payload::null),
+            &state,
             attempt,
-            options: state.options,
-        });
+        ));
         Ok(())
     }
 

@@ -22,6 +22,7 @@ mod executor;
 mod hooks;
 mod idempotency;
 pub(crate) mod journal;
+mod lost;
 pub(crate) mod machine;
 mod recovery;
 mod sharing;
@@ -41,7 +42,9 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::Clock;
 use crate::error::{codes, StructuredError, WorldError};
 use crate::ids::IdGenerator;
-use crate::model::{ActivityOptions, EventKind, ResolveData, RunStatus, WorkflowState};
+use crate::model::{
+    ActivityOptions, ActivityState, EventKind, ResolveData, RunStatus, WorkflowState,
+};
 use crate::payload::Payload;
 use crate::queue::{QueueEntry, TaskQueue};
 use crate::store::{Store, Timer};
@@ -72,6 +75,27 @@ pub(crate) struct ActivityTask {
     pub(crate) input: Payload,
     pub(crate) attempt: u32,
     pub(crate) options: Option<Box<ActivityOptions>>,
+}
+
+impl ActivityTask {
+    /// Attempt `attempt` of the step `state` describes, in run `run_id`.
+    pub(crate) fn from_state(
+        run_id: Arc<str>,
+        workflow_id: String,
+        state: &ActivityState,
+        attempt: u32,
+    ) -> Self {
+        ActivityTask {
+            run_id,
+            workflow_id,
+            activity_id: state.id.clone(),
+            position: state.position,
+            name: state.name.as_str().into(),
+            input: state.input.clone().unwrap_or_else(Payload::null),
+            attempt,
+            options: state.options.clone(),
+        }
+    }
 }
 
 /// How a run's tasks are queued.

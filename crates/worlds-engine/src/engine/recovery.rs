@@ -7,12 +7,12 @@
 
 use std::collections::HashMap;
 
-use crate::error::{codes, StructuredError, WorldError};
+use crate::error::WorldError;
 use crate::model::{ActivityStatus, EventKind, ResolveData};
-use crate::payload::Payload;
 use crate::store::{Timer, TimerKind};
 use crate::telemetry::logs::world_log;
 
+use super::lost::Loss;
 use super::{ActivityTask, Engine};
 
 /// What recovery found and restarted.
@@ -129,16 +129,12 @@ impl Engine {
             for activity in &state.activities {
                 match activity.status {
                     ActivityStatus::Scheduled => {
-                        self.enqueue_activity(ActivityTask {
-                            run_id: run_id.as_str().into(),
-                            workflow_id: state.workflow_id.clone(),
-                            activity_id: activity.id.clone(),
-                            position: activity.position,
-                            name: activity.name.as_str().into(),
-                            input: activity.input.clone().unwrap_or_else(Payload::null),
-                            attempt: activity.attempt + 1,
-                            options: activity.options.clone(),
-                        });
+                        self.enqueue_activity(ActivityTask::from_state(
+                            run_id.as_str().into(),
+                            state.workflow_id.clone(),
+                            activity,
+                            activity.attempt + 1,
+                        ));
                         found.steps_requeued += 1;
                     }
                     ActivityStatus::Retrying => {
@@ -158,29 +154,13 @@ impl Engine {
                     }
                     ActivityStatus::Running => {
                         // The attempt died with the process that ran it.
-                        let task = ActivityTask {
-                            run_id: run_id.as_str().into(),
-                            workflow_id: state.workflow_id.clone(),
-                            activity_id: activity.id.clone(),
-                            position: activity.position,
-                            name: activity.name.as_str().into(),
-                            input: activity.input.clone().unwrap_or_else(Payload::null),
-                            attempt: activity.attempt,
-                            options: activity.options.clone(),
-                        };
-                        let options = self.activity_options(&task.name, task.options.as_deref());
-                        let error = StructuredError::new(format!(
-                            "attempt {} of activity '{}' was lost: the process running it stopped",
-                            activity.attempt, activity.name
-                        ))
-                        .with_code(codes::WORKER_LOST);
-                        self.record_attempt_failure(
-                            &task,
-                            &options,
-                            error,
-                            Some(Some(std::time::Duration::ZERO)),
-                        )
-                        .await;
+                        let task = ActivityTask::from_state(
+                            run_id.as_str().into(),
+                            state.workflow_id.clone(),
+                            activity,
+                            activity.attempt,
+                        );
+                        self.record_lost_attempt(&task, Loss::ProcessStopped).await;
                         found.attempts_lost += 1;
                     }
                     ActivityStatus::Completed | ActivityStatus::Failed => {}

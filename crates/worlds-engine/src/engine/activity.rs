@@ -247,7 +247,7 @@ impl Engine {
         let Some((handler, task)) = self.step_handler(task).await else {
             return;
         };
-        let token = self.run_token(&run_id);
+        let token = self.runs.token(&run_id);
         if token.is_cancelled() {
             return;
         }
@@ -360,7 +360,7 @@ impl Engine {
                             .await;
                         if done.is_ok() {
                             self.local_steps.forget(&run_id, task.position);
-                            self.schedule_workflow(&run_id);
+                            self.runs.schedule(&run_id);
                         }
                     }
                     Err(e) => {
@@ -487,7 +487,7 @@ impl Engine {
             let run_id = task.run_id.clone();
             match self.local_steps.park(task) {
                 None => {
-                    self.schedule_workflow(&run_id);
+                    self.runs.schedule(&run_id);
                     return None;
                 }
                 Some(task) => {
@@ -521,7 +521,7 @@ impl Engine {
             .await;
         if done.is_ok() {
             self.local_steps.forget(&task.run_id, task.position);
-            self.schedule_workflow(&task.run_id);
+            self.runs.schedule(&task.run_id);
         }
     }
 
@@ -533,7 +533,7 @@ impl Engine {
         attempt: u32,
     ) -> Result<(), WorldError> {
         let state = self.store.get_activity(run_id, position).await?;
-        let workflow_id = self.route_workflow_id(run_id).unwrap_or_default();
+        let workflow_id = self.runs.workflow_id(run_id).unwrap_or_default();
         self.enqueue_activity(ActivityTask::from_state(
             run_id.into(),
             workflow_id,

@@ -1,7 +1,6 @@
 //! The workflow executor: advances one run as far as its history and code allow.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
@@ -17,6 +16,7 @@ use super::context::WorkflowContext;
 use super::definitions::WorkflowFuture;
 use super::errors::WorkflowError;
 use super::machine::{NewCommand, RunCore, RunInfo};
+use super::runs::TaskEnd;
 use super::{ActivityTask, Engine};
 
 /// Which code a live run is executing.
@@ -39,6 +39,13 @@ pub(crate) struct LiveRun {
     next_seq: u64,
     /// The future has been polled at least once.
     polled: bool,
+}
+
+impl LiveRun {
+    /// Everything it waits for is a timer: keeping it in memory would buy nothing.
+    pub(super) fn waits_only_on_timers(&self) -> bool {
+        self.core.waits_only_on_timers()
+    }
 }
 
 /// What became of a run after a workflow task.
@@ -69,26 +76,14 @@ impl Engine {
     /// Runs one workflow task: advances the run until its code waits on something not yet
     /// recorded, or until it finishes.
     pub(crate) async fn process_workflow(&self, run_id: &Arc<str>) {
-        let cached = {
-            let mut runs = self.runs.lock();
-            let Some(slot) = runs.get_mut(&**run_id) else {
-                return;
-            };
-            slot.queued = false;
-            slot.executing = true;
-            let cached = slot.cached.take();
-            if cached.is_some() {
-                self.cached_runs.fetch_sub(1, Ordering::Relaxed);
-            }
-            cached
+        let Some(cached) = self.runs.begin_task(run_id) else {
+            return;
         };
         let outcome = match cached {
             Some(live) => self.advance(*live).await,
             None => match self.load(run_id).await {
                 Ok(Loaded::Live(live)) => {
-                    if let Some(slot) = self.runs.lock().get_mut(&**run_id) {
-                        slot.core = Some(live.core.clone());
-                    }
+                    self.runs.set_core(run_id, live.core.clone());
                     self.advance(live).await
                 }
                 Ok(Loaded::Dormant) => Ok(Outcome::Dormant),
@@ -96,73 +91,18 @@ impl Engine {
                 Err(e) => Err(e),
             },
         };
-        let again = {
-            let mut runs = self.runs.lock();
-            let Some(slot) = runs.get_mut(&**run_id) else {
-                return;
-            };
-            slot.executing = false;
-            match outcome {
-                // A run asleep on a timer is not kept: waiting must cost nothing, and it
-                // resumes by replay when the timer fires.
-                Ok(Outcome::Waiting(live))
-                    if !self.config.evict_after_every_task && !live.core.waits_only_on_timers() =>
-                {
-                    slot.cached = Some(Box::new(live));
-                    slot.last_used = self.use_clock.fetch_add(1, Ordering::Relaxed);
-                    self.cached_runs.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(Outcome::Waiting(_) | Outcome::Dormant) => {
-                    slot.core = None;
-                }
-                Ok(Outcome::Done) => {
-                    runs.remove(&**run_id);
-                    return;
-                }
-                Err(e) => {
-                    // Keep the slot, drop the machine: the next task for this run rebuilds it
-                    // from the store.
-                    tracing::warn!(run_id = %run_id, error = %e, "workflow task failed; the run resumes from its history on its next task");
-                    slot.core = None;
-                }
+        let end = match outcome {
+            Ok(Outcome::Waiting(live)) => TaskEnd::Waiting(live),
+            Ok(Outcome::Dormant) => TaskEnd::Idle,
+            Ok(Outcome::Done) => TaskEnd::Done,
+            Err(e) => {
+                // Keep the slot, drop the machine: the next task for this run rebuilds it from
+                // the store.
+                tracing::warn!(run_id = %run_id, error = %e, "workflow task failed; the run resumes from its history on its next task");
+                TaskEnd::Idle
             }
-            std::mem::take(&mut slot.dirty)
         };
-        self.trim_cache(run_id);
-        if again {
-            self.schedule_workflow(run_id);
-        }
-    }
-
-    /// Evicts cached runs beyond the configured bound; they resume by replay when needed.
-    ///
-    /// The least recently used go first. Eviction brings the cache down to 90 % of the bound,
-    /// so the scan it needs happens once per many tasks rather than on every one.
-    fn trim_cache(&self, just_ran: &str) {
-        let limit = self.config.max_cached_runs;
-        if self.cached_runs.load(Ordering::Relaxed) <= limit {
-            return;
-        }
-        let target = limit - limit / 10;
-        let mut runs = self.runs.lock();
-        let mut candidates: Vec<(u64, Arc<str>)> = runs
-            .iter()
-            .filter(|(id, slot)| &***id != just_ran && !slot.executing && slot.cached.is_some())
-            .map(|(id, slot)| (slot.last_used, id.clone()))
-            .collect();
-        candidates.sort_unstable_by_key(|(used, _)| *used);
-        let excess = self
-            .cached_runs
-            .load(Ordering::Relaxed)
-            .saturating_sub(target);
-        for (_, id) in candidates.into_iter().take(excess) {
-            if let Some(slot) = runs.get_mut(&id) {
-                if slot.cached.take().is_some() {
-                    slot.core = None;
-                    self.cached_runs.fetch_sub(1, Ordering::Relaxed);
-                }
-            }
-        }
+        self.runs.end_task(run_id, end);
     }
 
     /// Rebuilds a run from its history (cold start or after eviction).
@@ -556,7 +496,7 @@ impl Engine {
                     }],
                 )
                 .await?;
-            self.schedule_workflow(parent_id);
+            self.runs.schedule(parent_id);
         }
         Ok(())
     }
@@ -705,7 +645,7 @@ impl Engine {
             }
             Err(e) => return Err(e),
         }
-        self.abandon_attempt(run_id);
+        self.runs.abandon_attempt(run_id);
         self.add_timer(Timer {
             fire_at: self.clock.now_ms().saturating_add(delay_ms as i64),
             run_id: run_id.to_owned(),
@@ -736,7 +676,7 @@ impl Engine {
                 }],
             )
             .await?;
-        self.schedule_workflow(run_id);
+        self.runs.schedule(run_id);
         Ok(())
     }
 

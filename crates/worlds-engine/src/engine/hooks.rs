@@ -169,7 +169,7 @@ impl Engine {
         };
         match self.journal.append(&state.id, vec![received]).await {
             Ok(_) => {
-                self.schedule_workflow(&state.id);
+                self.runs.schedule(&state.id);
                 Ok(HookResumed {
                     run_id: state.id,
                     hook_id,
@@ -209,7 +209,7 @@ impl Engine {
             hook_id: hook.id.clone(),
         };
         self.journal.append(run_id, vec![expired]).await?;
-        self.schedule_workflow(run_id);
+        self.runs.schedule(run_id);
         Ok(())
     }
 

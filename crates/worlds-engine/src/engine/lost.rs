@@ -66,7 +66,7 @@ impl Engine {
                     Ordering::Acquire,
                     |n| Some(n.saturating_sub(1)),
                 );
-                let workflow_id = self.route_workflow_id(run_id).unwrap_or_default();
+                let workflow_id = self.runs.workflow_id(run_id).unwrap_or_default();
                 let lost = ActivityTask::from_state(run_id.clone(), workflow_id, &a, attempt);
                 self.record_lost_attempt(&lost, Loss::WorkerSilent).await;
             }

@@ -25,18 +25,17 @@ pub(crate) mod journal;
 mod lost;
 pub(crate) mod machine;
 mod recovery;
+mod runs;
 mod sharing;
 mod start;
 pub(crate) mod steps;
 mod streams;
 mod timers;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-use rustc_hash::FxHashMap;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
@@ -46,13 +45,13 @@ use crate::model::{
     ActivityOptions, ActivityState, EventKind, ResolveData, RunStatus, WorkflowState,
 };
 use crate::payload::Payload;
-use crate::queue::{QueueEntry, TaskQueue};
+use crate::queue::TaskQueue;
 use crate::store::{Store, Timer};
 use crate::world::WorldConfig;
 
 use definitions::Registry;
 use journal::Journal;
-use machine::RunCore;
+use runs::{CachePolicy, Route, Runs};
 
 /// Restarts the `retry` failure strategy allows unless a workflow says otherwise.
 pub(crate) const DEFAULT_MAX_RETRIES: u32 = 3;
@@ -98,47 +97,6 @@ impl ActivityTask {
     }
 }
 
-/// How a run's tasks are queued.
-#[derive(Clone, Default)]
-struct Route {
-    priority: i32,
-    task_queue: Option<Arc<str>>,
-    workflow_id: String,
-}
-
-/// Scheduling state of one unfinished run, plus its cached live machine. One is kept per
-/// unfinished run, sleeping ones included, so it is kept small.
-#[derive(Default)]
-struct RunSlot {
-    /// Queue priority of its tasks.
-    priority: i32,
-    /// The task queue of its tasks, if not the default one.
-    task_queue: Option<Arc<str>>,
-    /// Its workflow id, when that is not its run id.
-    workflow_id: Option<Arc<str>>,
-    /// A workflow task for it is in the queue.
-    queued: bool,
-    /// A worker is advancing it now.
-    executing: bool,
-    /// Something happened while it was executing: advance it again afterwards.
-    dirty: bool,
-    /// The live run, when cached between tasks.
-    cached: Option<Box<executor::LiveRun>>,
-    /// The live run's core, also while a worker holds the run (for cancellation).
-    core: Option<Arc<RunCore>>,
-    /// When the run was last cached, on `Engine::use_clock`: eviction takes the oldest first.
-    last_used: u64,
-}
-
-impl RunSlot {
-    /// Routes the tasks of run `run_id` as `route` says.
-    fn set_route(&mut self, run_id: &str, route: &Route) {
-        self.priority = route.priority;
-        self.task_queue = route.task_queue.clone();
-        self.workflow_id = (route.workflow_id != run_id).then(|| Arc::from(&*route.workflow_id));
-    }
-}
-
 /// Counters the test harness and metrics read.
 #[derive(Default)]
 pub(crate) struct Progress {
@@ -159,19 +117,16 @@ pub(crate) struct Engine {
     /// The only writer of history.
     pub(crate) journal: Arc<Journal>,
     pub(crate) registry: Registry,
-    pub(crate) queue: TaskQueue<Task>,
+    /// Tasks waiting for a worker: filled by `runs`, emptied by the workers.
+    pub(crate) queue: Arc<TaskQueue<Task>>,
     pub(crate) progress: Arc<Progress>,
     pub(crate) timer_wake: Notify,
     pub(crate) accepting: AtomicBool,
     /// Cancelled when the world is dropped: handles and webhook servers that outlive it stop
     /// waiting on it and refuse what they are asked.
     pub(crate) closed: CancellationToken,
-    runs: Mutex<FxHashMap<Arc<str>, RunSlot>>,
-    cached_runs: AtomicUsize,
-    /// A counter that orders cache uses.
-    use_clock: AtomicU64,
-    waiters: Mutex<FxHashMap<String, Vec<oneshot::Sender<()>>>>,
-    cancels: Mutex<FxHashMap<String, CancellationToken>>,
+    /// Runs in motion in this process: slots, cache, queued tasks, waiters.
+    runs: Runs,
     /// The hook token key and webhook base URL.
     pub(crate) hook_kit: Arc<crate::hooks::HookKit>,
     /// Idempotency keys being started, and recently started, by this process.
@@ -197,6 +152,16 @@ impl Engine {
         let logs = crate::telemetry::logs::Logs::new(&config, clock.clone());
         let ids = Arc::new(IdGenerator::new(clock.clone()));
         let progress = Arc::new(Progress::default());
+        let queue = Arc::new(TaskQueue::new());
+        let runs = Runs::new(
+            clock.clone(),
+            queue.clone(),
+            progress.clone(),
+            CachePolicy {
+                max_cached: config.max_cached_runs,
+                evict_after_every_task: config.evict_after_every_task,
+            },
+        );
         let journal = Arc::new(Journal::new(
             store.clone(),
             clock.clone(),
@@ -216,16 +181,12 @@ impl Engine {
             clock,
             store,
             registry: Registry::default(),
-            queue: TaskQueue::new(),
+            queue,
             progress,
             timer_wake: Notify::new(),
             accepting: AtomicBool::new(true),
             closed: CancellationToken::new(),
-            runs: Mutex::new(FxHashMap::default()),
-            cached_runs: AtomicUsize::new(0),
-            use_clock: AtomicU64::new(0),
-            waiters: Mutex::new(FxHashMap::default()),
-            cancels: Mutex::new(FxHashMap::default()),
+            runs,
             keys: Default::default(),
         }
     }
@@ -235,73 +196,21 @@ impl Engine {
         self.journal
             .metrics()
             .run_adopted(&state.id, state.status, self.clock.now_ms());
-        let mut runs = self.runs.lock();
-        let slot = runs.entry(Arc::from(state.id.as_str())).or_default();
         let route = Route {
             priority: state.priority,
             task_queue: state.task_queue.as_deref().map(Arc::from),
             workflow_id: state.workflow_id.clone(),
         };
-        slot.set_route(&state.id, &route);
-    }
-
-    /// Makes sure the run will be advanced: queues a workflow task unless one is queued, or
-    /// marks it for another pass if a worker is advancing it now.
-    pub(crate) fn schedule_workflow(&self, run_id: &str) {
-        let mut runs = self.runs.lock();
-        let Some(key) = runs.get_key_value(run_id).map(|(k, _)| k.clone()) else {
-            return;
-        };
-        let Some(slot) = runs.get_mut(run_id) else {
-            return;
-        };
-        if slot.executing {
-            slot.dirty = true;
-            return;
-        }
-        if slot.queued {
-            return;
-        }
-        slot.queued = true;
-        let entry = QueueEntry {
-            task: Task::Workflow {
-                run_id: key.clone(),
-            },
-            run_id: key.clone(),
-            priority: slot.priority,
-            scheduled_at: self.clock.now_ms(),
-            task_queue: slot.task_queue.clone(),
-        };
-        drop(runs);
-        self.push(entry);
-    }
-
-    pub(crate) fn push(&self, entry: QueueEntry<Task>) {
-        self.progress.pending_tasks.fetch_add(1, Ordering::AcqRel);
-        self.queue.push(entry);
+        self.runs.adopt(&state.id, &route);
     }
 
     /// Queues one attempt of an activity.
     pub(crate) fn enqueue_activity(&self, task: ActivityTask) {
-        let (priority, route_queue) = {
-            let runs = self.runs.lock();
-            runs.get(&*task.run_id)
-                .map(|s| (s.priority, s.task_queue.clone()))
-                .unwrap_or((0, None))
-        };
         let task_queue = self
             .activity_options(&task.name, task.options.as_deref())
             .task_queue
-            .map(Arc::from)
-            .or(route_queue);
-        let entry = QueueEntry {
-            run_id: task.run_id.clone(),
-            priority,
-            scheduled_at: self.clock.now_ms(),
-            task_queue,
-            task: Task::Activity(task),
-        };
-        self.push(entry);
+            .map(Arc::from);
+        self.runs.enqueue_activity(task, task_queue);
     }
 
     /// The options an activity call runs with: the call's own over the definition's.
@@ -327,30 +236,16 @@ impl Engine {
         Ok(())
     }
 
-    /// The cancellation token shared by a run's running activities.
-    pub(crate) fn run_token(&self, run_id: &str) -> CancellationToken {
-        self.cancels
-            .lock()
-            .entry(run_id.to_owned())
-            .or_default()
-            .clone()
-    }
-
     /// Resolves when the run reaches a terminal status, or at once if it has.
     pub(crate) async fn wait_terminal(&self, id: &str) -> Result<WorkflowState, WorldError> {
         // Statuses are checked on the light view; the full state is read once, at the end.
         let mut run_id = id.to_owned();
         loop {
-            let (tx, rx) = oneshot::channel();
             let state = self.store.get_run(&run_id, ResolveData::None).await?;
             if state.status.is_terminal() {
                 return self.store.get_run(&state.id, ResolveData::All).await;
             }
-            self.waiters
-                .lock()
-                .entry(state.id.clone())
-                .or_default()
-                .push(tx);
+            let rx = self.runs.wait_let_go(&state.id);
             // Re-check after registering, so a finish in between is not missed.
             let state = self.store.get_run(&state.id, ResolveData::None).await?;
             if state.status.is_terminal() {
@@ -367,20 +262,6 @@ impl Engine {
             } else {
                 let _ = rx.await;
             }
-        }
-    }
-
-    /// Drops a failed attempt's work: its queued tasks, and (cooperatively) its running steps.
-    pub(crate) fn abandon_attempt(&self, run_id: &str) {
-        let dropped = self.queue.remove_run(run_id);
-        self.progress
-            .pending_tasks
-            .fetch_sub(dropped.len(), Ordering::AcqRel);
-        if let Some(slot) = self.runs.lock().get_mut(run_id) {
-            slot.queued = false;
-        }
-        if let Some(token) = self.cancels.lock().remove(run_id) {
-            token.cancel();
         }
     }
 
@@ -401,35 +282,8 @@ impl Engine {
         let _ = self.store.remove_run_timers(run_id).await;
         // The timer service may be asleep until one of the removed timers.
         self.timer_wake.notify_one();
-        let dropped = self.queue.remove_run(run_id);
-        self.progress
-            .pending_tasks
-            .fetch_sub(dropped.len(), Ordering::AcqRel);
-        if let Some(token) = self.cancels.lock().remove(run_id) {
-            token.cancel();
-        }
-        {
-            let mut runs = self.runs.lock();
-            if let Some(slot) = runs.get_mut(run_id) {
-                if let Some(core) = &slot.core {
-                    if state.status == RunStatus::Cancelled {
-                        core.mark_cancelled();
-                    }
-                }
-                if slot.cached.take().is_some() {
-                    self.cached_runs.fetch_sub(1, Ordering::Relaxed);
-                }
-                if !slot.executing {
-                    runs.remove(run_id);
-                }
-            }
-        }
-        if let Some(waiters) = self.waiters.lock().remove(run_id) {
-            for tx in waiters {
-                let _ = tx.send(());
-            }
-        }
-        self.progress.changed.notify_waiters();
+        self.runs
+            .let_go(run_id, state.status == RunStatus::Cancelled);
     }
 
     /// Records a finished child's result in its parent's history and wakes the parent.
@@ -457,7 +311,7 @@ impl Engine {
                 },
             };
             if self.journal.append(parent, vec![kind]).await.is_ok() {
-                self.schedule_workflow(parent);
+                self.runs.schedule(parent);
             }
         }
     }
@@ -479,14 +333,7 @@ impl Engine {
             }
             _ => {}
         }
-        if let Some(core) = self
-            .runs
-            .lock()
-            .get(state.id.as_str())
-            .and_then(|s| s.core.clone())
-        {
-            core.mark_cancelled();
-        }
+        self.runs.mark_cancelled(&state.id);
         let appended = self
             .journal
             .append(&state.id, vec![EventKind::WorkflowCancelled { reason }])
@@ -522,31 +369,14 @@ impl Engine {
         Ok(())
     }
 
+    /// A task taken from the queue is done (or handed on by a dead worker).
     pub(crate) fn task_done(&self) {
-        let before = self.progress.pending_tasks.fetch_sub(1, Ordering::AcqRel);
-        if before == 1 {
-            self.progress.changed.notify_waiters();
-        }
+        self.runs.task_done();
     }
 
     /// Frees the scheduling slot of a run whose workflow task was abandoned (its worker was
     /// declared dead mid-task) and queues the run again; it resumes from its history.
     pub(crate) fn release_run(&self, run_id: &str) {
-        if let Some(slot) = self.runs.lock().get_mut(run_id) {
-            slot.executing = false;
-            slot.dirty = false;
-            slot.core = None;
-            if slot.cached.take().is_some() {
-                self.cached_runs.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-        self.schedule_workflow(run_id);
-    }
-
-    pub(crate) fn route_workflow_id(&self, run_id: &str) -> Option<String> {
-        self.runs
-            .lock()
-            .get(run_id)
-            .map(|s| s.workflow_id.as_deref().unwrap_or(run_id).to_owned())
+        self.runs.release(run_id);
     }
 }

@@ -166,7 +166,7 @@ impl Engine {
                     ActivityStatus::Completed | ActivityStatus::Failed => {}
                 }
             }
-            self.schedule_workflow(&run_id);
+            self.runs.schedule(&run_id);
             world_log!(
                 self.logs,
                 INFO,

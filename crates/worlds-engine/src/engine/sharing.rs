@@ -53,7 +53,7 @@ impl Engine {
             Ok(state) if state.status.is_terminal() => self.let_go(&state).await,
             Ok(_) => {
                 self.progress.epoch.fetch_add(1, Ordering::Relaxed);
-                self.schedule_workflow(run_id);
+                self.runs.schedule(run_id);
             }
             Err(e) => {
                 tracing::warn!(run_id, error = %e, "could not read a run another process changed")

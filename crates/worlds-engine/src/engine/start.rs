@@ -7,13 +7,13 @@ use std::sync::Arc;
 use crate::error::WorldError;
 use crate::model::{Event, EventKind, OnConflict, QueuedRun, ResolveData, WorkflowOptions};
 use crate::payload::Payload;
-use crate::queue::QueueEntry;
 use crate::store::{Timer, TimerKind};
 use crate::telemetry::logs::world_log;
 
 use super::definitions::WorkflowDef;
 use super::idempotency::{Claim, KeyedRun};
-use super::{Engine, Route, Task, DEFAULT_MAX_RETRIES};
+use super::runs::Route;
+use super::{Engine, DEFAULT_MAX_RETRIES};
 
 /// The run a start refers to: `(run id, workflow id)`.
 pub(crate) type Started = (String, String);
@@ -320,36 +320,8 @@ impl Engine {
                 }
             }
         }
-        let now = self.clock.now_ms();
-        let mut entries = Vec::with_capacity(runs.len());
-        {
-            let mut slots = self.runs.lock();
-            for (new, run) in runs.iter().zip(ids) {
-                let slot = slots.entry(run.clone()).or_default();
-                slot.set_route(&new.first.run_id, &new.route);
-                if slot.executing {
-                    slot.dirty = true;
-                    continue;
-                }
-                if slot.queued {
-                    continue;
-                }
-                slot.queued = true;
-                entries.push(QueueEntry {
-                    task: Task::Workflow {
-                        run_id: run.clone(),
-                    },
-                    run_id: run,
-                    priority: new.route.priority,
-                    scheduled_at: now,
-                    task_queue: new.route.task_queue.clone(),
-                });
-            }
-        }
-        self.progress
-            .pending_tasks
-            .fetch_add(entries.len(), Ordering::AcqRel);
-        self.queue.push_many(entries);
+        self.runs
+            .admit(ids.into_iter().zip(runs.iter().map(|new| &new.route)));
     }
 }
 

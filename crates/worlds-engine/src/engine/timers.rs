@@ -55,7 +55,7 @@ impl Engine {
                 .journal
                 .append(run_id, vec![EventKind::TimerFired { position }])
                 .await
-                .map(|_| self.schedule_workflow(run_id)),
+                .map(|_| self.runs.schedule(run_id)),
             TimerKind::ActivityRetry { position, attempt } => {
                 self.retry_activity(run_id, position, attempt).await
             }

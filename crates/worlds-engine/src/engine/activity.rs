@@ -460,7 +460,7 @@ impl Engine {
                 attempt: next,
             },
         };
-        if let Err(e) = self.add_timer(timer).await {
+        if let Err(e) = self.timers.add(timer).await {
             tracing::error!(run_id = %task.run_id, error = %e, "could not arm the retry timer");
         }
     }

@@ -451,7 +451,7 @@ impl Engine {
             self.enqueue_activity(step);
         }
         for timer in timers {
-            self.add_timer(timer).await?;
+            self.timers.add(timer).await?;
         }
         for (position, child_id, name, input, options) in children {
             self.start_child(run_id, position, child_id, &name, input, options)
@@ -646,12 +646,13 @@ impl Engine {
             Err(e) => return Err(e),
         }
         self.runs.abandon_attempt(run_id);
-        self.add_timer(Timer {
-            fire_at: self.clock.now_ms().saturating_add(delay_ms as i64),
-            run_id: run_id.to_owned(),
-            kind: TimerKind::WorkflowRetry { attempt },
-        })
-        .await
+        self.timers
+            .add(Timer {
+                fire_at: self.clock.now_ms().saturating_add(delay_ms as i64),
+                run_id: run_id.to_owned(),
+                kind: TimerKind::WorkflowRetry { attempt },
+            })
+            .await
     }
 
     /// The retry delay is over: start the next attempt.

@@ -59,14 +59,15 @@ impl Engine {
             .iter()
             .any(|e| matches!(e.kind, EventKind::HookCreated { .. }));
         if let (true, Some(fire_at)) = (was_created, hook.expires_at) {
-            self.add_timer(Timer {
-                fire_at,
-                run_id: run_id.to_owned(),
-                kind: TimerKind::HookExpiry {
-                    position: hook.position,
-                },
-            })
-            .await?;
+            self.timers
+                .add(Timer {
+                    fire_at,
+                    run_id: run_id.to_owned(),
+                    kind: TimerKind::HookExpiry {
+                        position: hook.position,
+                    },
+                })
+                .await?;
         }
         Ok(Some(appended.events))
     }
@@ -241,8 +242,8 @@ impl Engine {
         let mut armed = 0;
         for hook in state.hooks.iter().filter(|h| h.is_live()) {
             if let Some(fire_at) = hook.expires_at {
-                self.store
-                    .add_timer(Timer {
+                self.timers
+                    .rearm(Timer {
                         fire_at,
                         run_id: state.id.clone(),
                         kind: TimerKind::HookExpiry {

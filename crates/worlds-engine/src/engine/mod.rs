@@ -46,12 +46,13 @@ use crate::model::{
 };
 use crate::payload::Payload;
 use crate::queue::TaskQueue;
-use crate::store::{Store, Timer};
+use crate::store::Store;
 use crate::world::WorldConfig;
 
 use definitions::Registry;
 use journal::Journal;
 use runs::{CachePolicy, Route, Runs};
+use timers::Timers;
 
 /// Restarts the `retry` failure strategy allows unless a workflow says otherwise.
 pub(crate) const DEFAULT_MAX_RETRIES: u32 = 3;
@@ -120,7 +121,8 @@ pub(crate) struct Engine {
     /// Tasks waiting for a worker: filled by `runs`, emptied by the workers.
     pub(crate) queue: Arc<TaskQueue<Task>>,
     pub(crate) progress: Arc<Progress>,
-    pub(crate) timer_wake: Notify,
+    /// Durable timers and the wake-up of the loop that fires them.
+    timers: Timers,
     pub(crate) accepting: AtomicBool,
     /// Cancelled when the world is dropped: handles and webhook servers that outlive it stop
     /// waiting on it and refuse what they are asked.
@@ -152,6 +154,7 @@ impl Engine {
         let logs = crate::telemetry::logs::Logs::new(&config, clock.clone());
         let ids = Arc::new(IdGenerator::new(clock.clone()));
         let progress = Arc::new(Progress::default());
+        let timers = Timers::new(store.clone(), clock.clone());
         let queue = Arc::new(TaskQueue::new());
         let runs = Runs::new(
             clock.clone(),
@@ -183,7 +186,7 @@ impl Engine {
             registry: Registry::default(),
             queue,
             progress,
-            timer_wake: Notify::new(),
+            timers,
             accepting: AtomicBool::new(true),
             closed: CancellationToken::new(),
             runs,
@@ -230,12 +233,6 @@ impl Engine {
         }
     }
 
-    pub(crate) async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
-        self.store.add_timer(timer).await?;
-        self.timer_wake.notify_one();
-        Ok(())
-    }
-
     /// Resolves when the run reaches a terminal status, or at once if it has.
     pub(crate) async fn wait_terminal(&self, id: &str) -> Result<WorkflowState, WorldError> {
         // Statuses are checked on the light view; the full state is read once, at the end.
@@ -279,9 +276,7 @@ impl Engine {
     pub(crate) async fn let_go(&self, state: &WorkflowState) {
         let run_id = state.id.as_str();
         self.local_steps.forget_run(run_id);
-        let _ = self.store.remove_run_timers(run_id).await;
-        // The timer service may be asleep until one of the removed timers.
-        self.timer_wake.notify_one();
+        self.timers.forget_run(run_id).await;
         self.runs
             .let_go(run_id, state.status == RunStatus::Cancelled);
     }

@@ -61,8 +61,8 @@ impl Engine {
                 }
             }
             for (position, fire_at) in state.pending_timers() {
-                self.store
-                    .add_timer(Timer {
+                self.timers
+                    .rearm(Timer {
                         fire_at,
                         run_id: run_id.clone(),
                         kind: TimerKind::Sleep { position },
@@ -72,8 +72,8 @@ impl Engine {
             }
             found.timers_rearmed += self.rearm_hook_timers(&state).await?;
             if let Some(retry) = state.retry_pending() {
-                self.store
-                    .add_timer(Timer {
+                self.timers
+                    .rearm(Timer {
                         fire_at: retry.due_at,
                         run_id: run_id.clone(),
                         kind: TimerKind::WorkflowRetry {
@@ -84,8 +84,8 @@ impl Engine {
                 found.timers_rearmed += 1;
             }
             if let Some(ms) = state.timeout_ms {
-                self.store
-                    .add_timer(Timer {
+                self.timers
+                    .rearm(Timer {
                         fire_at: state.created_at.saturating_add(ms as i64),
                         run_id: run_id.clone(),
                         kind: TimerKind::RunTimeout,
@@ -139,8 +139,8 @@ impl Engine {
                     }
                     ActivityStatus::Retrying => {
                         if let Some((attempt, fire_at)) = retry_at.get(&activity.position) {
-                            self.store
-                                .add_timer(Timer {
+                            self.timers
+                                .rearm(Timer {
                                     fire_at: *fire_at,
                                     run_id: run_id.clone(),
                                     kind: TimerKind::ActivityRetry {
@@ -181,7 +181,7 @@ impl Engine {
                 timers = found.timers_rearmed - before.timers_rearmed,
             );
         }
-        self.timer_wake.notify_one();
+        self.timers.wake();
         if found.runs > 0 {
             world_log!(
                 self.logs,

@@ -314,7 +314,7 @@ impl Engine {
                     run_id: new.first.run_id.clone(),
                     kind: TimerKind::RunTimeout,
                 };
-                if let Err(e) = self.add_timer(timer).await {
+                if let Err(e) = self.timers.add(timer).await {
                     // Re-armed from history by the next start; the run itself is created.
                     tracing::warn!(run_id = %new.first.run_id, error = %e, "could not arm the run timeout");
                 }

@@ -572,7 +572,7 @@ impl Engine {
                 record_every: crate::clock::duration_ms(self.config.heartbeat_interval.0),
                 hooks: Some(self.hook_kit.clone()),
                 resources: Some(self.resources.clone()),
-                streams: Some(self.stream_sink(&task.run_id)),
+                streams: Some(self.streams.sink(&task.run_id)),
             }),
         }
     }

@@ -277,7 +277,7 @@ impl Engine {
     /// Returns false if the run finished meanwhile.
     async fn record_new_commands(&self, live: &mut LiveRun) -> Result<bool, WorldError> {
         // Stream writes first: a step started below must not write before the workflow did.
-        self.flush_stream_ops(&live.core).await;
+        self.streams.flush_ops(&live.core).await;
         // Named steps parked until this replay registered their code can run now.
         for task in self.local_steps.take_released() {
             self.enqueue_activity(task);

@@ -14,6 +14,7 @@
 //! Timers ([`timers`]) live in the store and fire through the world's clock.
 
 pub(crate) mod activity;
+mod api;
 mod beats;
 pub(crate) mod context;
 pub(crate) mod definitions;
@@ -29,7 +30,7 @@ mod runs;
 mod sharing;
 mod start;
 pub(crate) mod steps;
-mod streams;
+pub(crate) mod streams;
 mod timers;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
@@ -52,6 +53,7 @@ use crate::world::WorldConfig;
 use definitions::Registry;
 use journal::Journal;
 use runs::{CachePolicy, Route, Runs};
+use streams::Streams;
 use timers::Timers;
 
 /// Restarts the `retry` failure strategy allows unless a workflow says otherwise.
@@ -121,6 +123,8 @@ pub(crate) struct Engine {
     /// Tasks waiting for a worker: filled by `runs`, emptied by the workers.
     pub(crate) queue: Arc<TaskQueue<Task>>,
     pub(crate) progress: Arc<Progress>,
+    /// The runs' streams.
+    streams: Arc<Streams>,
     /// Durable timers and the wake-up of the loop that fires them.
     timers: Timers,
     pub(crate) accepting: AtomicBool,
@@ -172,6 +176,12 @@ impl Engine {
             progress.clone(),
             config.max_payload_bytes,
         ));
+        let streams = Arc::new(Streams::new(
+            store.clone(),
+            clock.clone(),
+            ids.clone(),
+            journal.clone(),
+        ));
         Self {
             hook_kit,
             logs,
@@ -187,6 +197,7 @@ impl Engine {
             queue,
             progress,
             timers,
+            streams,
             accepting: AtomicBool::new(true),
             closed: CancellationToken::new(),
             runs,
@@ -266,7 +277,7 @@ impl Engine {
     /// and its parent hears of the result.
     pub(crate) async fn on_terminal(&self, state: &WorkflowState) {
         self.let_go(state).await;
-        self.close_run_streams(&state.id).await;
+        self.streams.close_run(&state.id).await;
         self.dispose_hooks(state).await;
         self.notify_parent(state).await;
     }

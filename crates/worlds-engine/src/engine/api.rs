@@ -5,7 +5,9 @@
 use std::sync::Arc;
 
 use crate::error::WorldError;
+use crate::hooks::HookResumed;
 use crate::model::{ResolveData, WorkflowState};
+use crate::payload::Payload;
 
 use super::streams::Streams;
 use super::Engine;
@@ -18,6 +20,24 @@ impl Engine {
         resolve: ResolveData,
     ) -> Result<WorkflowState, WorldError> {
         self.store.get_run(id, resolve).await
+    }
+
+    /// Refuses hook payloads while the world is shut down or dropped.
+    pub(crate) fn check_resumable(&self) -> Result<(), WorldError> {
+        self.hooks.check_resumable()
+    }
+
+    /// Delivers a payload to the hook holding `token` and queues its run. With `method` (a
+    /// request to a webhook), the hook must accept that HTTP method.
+    pub(crate) async fn resume_hook(
+        &self,
+        token: &str,
+        payload: Payload,
+        method: Option<&str>,
+    ) -> Result<HookResumed, WorldError> {
+        let resumed = self.hooks.resume(token, payload, method).await?;
+        self.runs.schedule(&resumed.run_id);
+        Ok(resumed)
     }
 
     /// The runs' streams: writes from outside, pages, live readers.

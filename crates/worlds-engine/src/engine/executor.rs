@@ -318,7 +318,7 @@ impl Engine {
         let mut recorded_hooks = Vec::new();
         for command in commands {
             match command {
-                NewCommand::Hook(hook) => match self.record_hook(run_id, hook).await? {
+                NewCommand::Hook(hook) => match self.hooks.record(run_id, hook).await? {
                     Some(events) => recorded_hooks.extend(events),
                     None => return Ok(None),
                 },

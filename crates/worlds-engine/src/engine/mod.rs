@@ -51,6 +51,7 @@ use crate::store::Store;
 use crate::world::WorldConfig;
 
 use definitions::Registry;
+use hooks::Hooks;
 use journal::Journal;
 use runs::{CachePolicy, Route, Runs};
 use streams::Streams;
@@ -126,8 +127,10 @@ pub(crate) struct Engine {
     /// The runs' streams.
     streams: Arc<Streams>,
     /// Durable timers and the wake-up of the loop that fires them.
-    timers: Timers,
-    pub(crate) accepting: AtomicBool,
+    timers: Arc<Timers>,
+    /// Hooks: recorded, resumed, expired, disposed.
+    hooks: Hooks,
+    pub(crate) accepting: Arc<AtomicBool>,
     /// Cancelled when the world is dropped: handles and webhook servers that outlive it stop
     /// waiting on it and refuse what they are asked.
     pub(crate) closed: CancellationToken,
@@ -158,7 +161,7 @@ impl Engine {
         let logs = crate::telemetry::logs::Logs::new(&config, clock.clone());
         let ids = Arc::new(IdGenerator::new(clock.clone()));
         let progress = Arc::new(Progress::default());
-        let timers = Timers::new(store.clone(), clock.clone());
+        let timers = Arc::new(Timers::new(store.clone(), clock.clone()));
         let queue = Arc::new(TaskQueue::new());
         let runs = Runs::new(
             clock.clone(),
@@ -182,7 +185,19 @@ impl Engine {
             ids.clone(),
             journal.clone(),
         ));
+        let accepting = Arc::new(AtomicBool::new(true));
+        let closed = CancellationToken::new();
+        let hooks = Hooks::new(
+            journal.clone(),
+            store.clone(),
+            clock.clone(),
+            timers.clone(),
+            hook_kit.clone(),
+            accepting.clone(),
+            closed.clone(),
+        );
         Self {
+            hooks,
             hook_kit,
             logs,
             local_steps: Arc::default(),
@@ -198,8 +213,8 @@ impl Engine {
             progress,
             timers,
             streams,
-            accepting: AtomicBool::new(true),
-            closed: CancellationToken::new(),
+            accepting,
+            closed,
             runs,
             keys: Default::default(),
         }
@@ -278,7 +293,7 @@ impl Engine {
     pub(crate) async fn on_terminal(&self, state: &WorkflowState) {
         self.let_go(state).await;
         self.streams.close_run(&state.id).await;
-        self.dispose_hooks(state).await;
+        self.hooks.dispose(state).await;
         self.notify_parent(state).await;
     }
 

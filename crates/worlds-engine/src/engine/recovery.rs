@@ -70,7 +70,7 @@ impl Engine {
                     .await?;
                 found.timers_rearmed += 1;
             }
-            found.timers_rearmed += self.rearm_hook_timers(&state).await?;
+            found.timers_rearmed += self.hooks.rearm_timers(&state).await?;
             if let Some(retry) = state.retry_pending() {
                 self.timers
                     .rearm(Timer {

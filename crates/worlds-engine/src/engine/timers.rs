@@ -160,7 +160,13 @@ impl Engine {
             TimerKind::WorkflowRetry { attempt } => {
                 self.start_workflow_retry(run_id, attempt).await
             }
-            TimerKind::HookExpiry { position } => self.expire_hook(run_id, position).await,
+            TimerKind::HookExpiry { position } => {
+                self.hooks.expire(run_id, position).await.map(|expired| {
+                    if expired {
+                        self.runs.schedule(run_id);
+                    }
+                })
+            }
             TimerKind::RunTimeout => {
                 let error =
                     StructuredError::new(format!("run {run_id} did not finish within its timeout"))

@@ -41,8 +41,8 @@ pub(super) async fn run(pool: Weak<PoolInner>, engine: Arc<Engine>, stop: Cancel
     let every = heartbeat_every(&engine);
     loop {
         let tick = engine
-            .clock
-            .sleep_until_background(engine.clock.now_ms().saturating_add(every));
+            .clock()
+            .sleep_until_background(engine.now_ms().saturating_add(every));
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tick => {}
@@ -64,8 +64,8 @@ struct Dead {
 impl PoolInner {
     /// One check: declares silent workers dead, hands their tasks on, replaces them.
     pub(super) async fn check_liveness(self: &Arc<Self>, engine: &Arc<Engine>) {
-        let now = engine.clock.now_ms();
-        let timeout = duration_ms(engine.config.heartbeat_timeout.0);
+        let now = engine.now_ms();
+        let timeout = duration_ms(engine.config().heartbeat_timeout.0);
         let mut dead = Vec::new();
         {
             let mut workers = self.workers.lock();
@@ -150,8 +150,8 @@ impl WorkerPool {
     /// Heartbeat entries: every worker that has not stopped, the workers declared dead, and
     /// the activity attempts the workers are running.
     pub(crate) async fn heartbeats(&self, engine: &Engine) -> Vec<HeartbeatEntry> {
-        let now = engine.clock.now_ms();
-        let timeout = duration_ms(engine.config.heartbeat_timeout.0);
+        let now = engine.now_ms();
+        let timeout = duration_ms(engine.config().heartbeat_timeout.0);
         let overdue = |last: Millis, limit: Millis| now.saturating_sub(last) > limit;
         let mut entries = Vec::new();
         let mut activities = Vec::new();
@@ -188,7 +188,7 @@ impl WorkerPool {
             dead: true,
         }));
         for (run_id, position, attempt) in activities {
-            let Ok(a) = engine.store.get_activity(&run_id, position).await else {
+            let Ok(a) = engine.get_activity(&run_id, position).await else {
                 continue;
             };
             if a.status != ActivityStatus::Running || a.attempt != attempt {

@@ -70,7 +70,7 @@ impl World {
 
     /// Every schedule, ordered by id.
     pub async fn get_schedules(&self) -> Result<Vec<ScheduleConfig>, WorldError> {
-        self.engine.store.list_schedules().await
+        self.engine.list_schedules().await
     }
 
     /// One schedule by id (404 if there is none).

@@ -5,15 +5,18 @@
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, Millis};
 use crate::error::WorldError;
 use crate::hooks::HookResumed;
-use crate::model::{ActivityState, Event, Page, ResolveData, WorkflowQueryFilter, WorkflowState};
+use crate::model::{
+    ActivityState, Event, Page, ResolveData, WorkflowOptions, WorkflowQueryFilter, WorkflowState,
+};
 use crate::payload::Payload;
 use crate::queue::{QueueEntry, QueueFilter};
-use crate::schedule::ScheduleConfig;
+use crate::schedule::{ScheduleConfig, Schedules};
 use crate::telemetry::logs::Logs;
 use crate::telemetry::metrics::MetricsRecorder;
 use crate::world::WorldConfig;
@@ -166,6 +169,28 @@ impl Engine {
     /// Puts back a task a worker took but will not run (it was declared dead meanwhile).
     pub(crate) fn give_back(&self, entry: QueueEntry<Task>) {
         self.queue.push(entry);
+    }
+}
+
+/// Schedules and background loops, for the world.
+impl Engine {
+    /// The world's schedules.
+    pub(crate) fn schedules(&self) -> &Schedules {
+        &self.schedules
+    }
+
+    /// Fires schedules as the clock reaches them, until `stop` is cancelled.
+    pub(crate) async fn schedule_loop(self: Arc<Self>, stop: CancellationToken) {
+        let engine: &Engine = &self;
+        let start = move |name: String, input: Payload, options: WorkflowOptions| {
+            Box::pin(async move {
+                engine
+                    .create_run(&name, input, options, None, None)
+                    .await
+                    .map(|(run_id, _)| run_id)
+            }) as BoxFuture<'_, Result<String, WorldError>>
+        };
+        engine.schedules.run(&stop, &start).await;
     }
 }
 

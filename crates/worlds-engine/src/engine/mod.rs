@@ -47,6 +47,7 @@ use crate::model::{
 };
 use crate::payload::Payload;
 use crate::queue::TaskQueue;
+use crate::schedule::Schedules;
 use crate::store::Store;
 use crate::world::WorldConfig;
 
@@ -120,7 +121,7 @@ pub(crate) struct Engine {
     pub(crate) store: Arc<dyn Store>,
     /// The only writer of history.
     pub(crate) journal: Arc<Journal>,
-    pub(crate) registry: Registry,
+    pub(crate) registry: Arc<Registry>,
     /// Tasks waiting for a worker: filled by `runs`, emptied by the workers.
     pub(crate) queue: Arc<TaskQueue<Task>>,
     pub(crate) progress: Arc<Progress>,
@@ -145,7 +146,7 @@ pub(crate) struct Engine {
     /// Application state for steps (`world.provide`, `ctx.resource`).
     pub(crate) resources: Arc<crate::resources::Resources>,
     /// Schedule input functions and the schedule loop's wake-up (see `schedule::service`).
-    pub(crate) schedules: crate::schedule::ScheduleKit,
+    pub(crate) schedules: Schedules,
     /// The world's logging: its span, its log layer's files.
     pub(crate) logs: Arc<crate::telemetry::logs::Logs>,
 }
@@ -196,19 +197,29 @@ impl Engine {
             accepting.clone(),
             closed.clone(),
         );
+        let registry = Arc::new(Registry::default());
+        let schedules = Schedules::new(
+            store.clone(),
+            clock.clone(),
+            ids.clone(),
+            journal.clone(),
+            registry.clone(),
+            accepting.clone(),
+            config.shared_poll_interval.as_millis() as i64,
+        );
         Self {
             hooks,
             hook_kit,
             logs,
             local_steps: Arc::default(),
             resources: Arc::default(),
-            schedules: Default::default(),
+            schedules,
             ids,
             journal,
             config,
             clock,
             store,
-            registry: Registry::default(),
+            registry,
             queue,
             progress,
             timers,

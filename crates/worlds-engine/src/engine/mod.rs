@@ -12,6 +12,11 @@
 //!    delivers the result to the waiting command and polls again.
 //!
 //! Timers ([`timers`]) live in the store and fire through the world's clock.
+//!
+//! The engine is a composition of parts that own their state: the [`journal`] (the only writer
+//! of history), [`timers`], [`streams`], [`runs`] (slots, cache, queueing, waiters), [`hooks`]
+//! and the schedules (`schedule::service`). Code outside `engine/` asks through the methods in
+//! `api.rs`. docs/ARCHITECTURE.md ("Engine parts") gives the layers and which part may use which.
 
 pub(crate) mod activity;
 mod api;
@@ -114,41 +119,55 @@ pub(crate) struct Progress {
     pub(crate) changed: Notify,
 }
 
+/// The composition of the engine's parts (see "Engine parts" in docs/ARCHITECTURE.md).
+///
+/// The parts own their state and get handles to the parts below them, never to the engine:
+/// shared services (configuration, clock, ids, store, logs, registry), then the [`Journal`],
+/// then [`Timers`], [`Streams`] and [`Runs`], then [`Hooks`] and [`Schedules`]. What the engine
+/// itself does (starting runs, the executor, steps, recovery, sharing) orchestrates them.
+///
+/// The fields still `pub(crate)` are read by the webhook server (`config`, `closed`,
+/// `hook_kit`) and the test harness (`store`, `queue`, `progress`); everything else goes through
+/// the methods of `api.rs`.
 pub(crate) struct Engine {
+    // Shared services.
     pub(crate) config: WorldConfig,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) ids: Arc<IdGenerator>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<IdGenerator>,
     pub(crate) store: Arc<dyn Store>,
-    /// The only writer of history.
-    pub(crate) journal: Arc<Journal>,
-    pub(crate) registry: Arc<Registry>,
+    /// The world's logging: its span, its log layer's files.
+    logs: Arc<crate::telemetry::logs::Logs>,
+    registry: Arc<Registry>,
+    /// Application state for steps (`world.provide`, `ctx.resource`).
+    resources: Arc<crate::resources::Resources>,
+    /// The hook token key, payload validators and webhook base URL.
+    pub(crate) hook_kit: Arc<crate::hooks::HookKit>,
     /// Tasks waiting for a worker: filled by `runs`, emptied by the workers.
     pub(crate) queue: Arc<TaskQueue<Task>>,
     pub(crate) progress: Arc<Progress>,
-    /// The runs' streams.
-    streams: Arc<Streams>,
-    /// Durable timers and the wake-up of the loop that fires them.
-    timers: Arc<Timers>,
-    /// Hooks: recorded, resumed, expired, disposed.
-    hooks: Hooks,
-    pub(crate) accepting: Arc<AtomicBool>,
+    /// The world takes new runs and hook payloads (it is started).
+    accepting: Arc<AtomicBool>,
     /// Cancelled when the world is dropped: handles and webhook servers that outlive it stop
     /// waiting on it and refuse what they are asked.
     pub(crate) closed: CancellationToken,
+
+    // The parts.
+    /// The only writer of history.
+    journal: Arc<Journal>,
+    /// Durable timers and the wake-up of the loop that fires them.
+    timers: Arc<Timers>,
+    /// The runs' streams.
+    streams: Arc<Streams>,
     /// Runs in motion in this process: slots, cache, queued tasks, waiters.
     runs: Runs,
-    /// The hook token key and webhook base URL.
-    pub(crate) hook_kit: Arc<crate::hooks::HookKit>,
+    /// Hooks: recorded, resumed, expired, disposed.
+    hooks: Hooks,
+    /// Stored schedules, their input functions and their loop.
+    schedules: Schedules,
     /// Idempotency keys being started, and recently started, by this process.
     keys: idempotency::IdempotencyKeys,
     /// Closures of named steps (`ctx.step`) waiting to run or running.
-    pub(crate) local_steps: Arc<steps::LocalSteps>,
-    /// Application state for steps (`world.provide`, `ctx.resource`).
-    pub(crate) resources: Arc<crate::resources::Resources>,
-    /// Schedule input functions and the schedule loop's wake-up (see `schedule::service`).
-    pub(crate) schedules: Schedules,
-    /// The world's logging: its span, its log layer's files.
-    pub(crate) logs: Arc<crate::telemetry::logs::Logs>,
+    local_steps: Arc<steps::LocalSteps>,
 }
 
 impl Engine {
@@ -161,9 +180,26 @@ impl Engine {
         let hook_kit = Arc::new(hook_kit);
         let logs = crate::telemetry::logs::Logs::new(&config, clock.clone());
         let ids = Arc::new(IdGenerator::new(clock.clone()));
+        let registry = Arc::new(Registry::default());
         let progress = Arc::new(Progress::default());
-        let timers = Arc::new(Timers::new(store.clone(), clock.clone()));
         let queue = Arc::new(TaskQueue::new());
+        let accepting = Arc::new(AtomicBool::new(true));
+        let closed = CancellationToken::new();
+
+        let journal = Arc::new(Journal::new(
+            store.clone(),
+            clock.clone(),
+            ids.clone(),
+            progress.clone(),
+            config.max_payload_bytes,
+        ));
+        let timers = Arc::new(Timers::new(store.clone(), clock.clone()));
+        let streams = Arc::new(Streams::new(
+            store.clone(),
+            clock.clone(),
+            ids.clone(),
+            journal.clone(),
+        ));
         let runs = Runs::new(
             clock.clone(),
             queue.clone(),
@@ -173,21 +209,6 @@ impl Engine {
                 evict_after_every_task: config.evict_after_every_task,
             },
         );
-        let journal = Arc::new(Journal::new(
-            store.clone(),
-            clock.clone(),
-            ids.clone(),
-            progress.clone(),
-            config.max_payload_bytes,
-        ));
-        let streams = Arc::new(Streams::new(
-            store.clone(),
-            clock.clone(),
-            ids.clone(),
-            journal.clone(),
-        ));
-        let accepting = Arc::new(AtomicBool::new(true));
-        let closed = CancellationToken::new();
         let hooks = Hooks::new(
             journal.clone(),
             store.clone(),
@@ -197,7 +218,6 @@ impl Engine {
             accepting.clone(),
             closed.clone(),
         );
-        let registry = Arc::new(Registry::default());
         let schedules = Schedules::new(
             store.clone(),
             clock.clone(),
@@ -208,26 +228,26 @@ impl Engine {
             config.shared_poll_interval.as_millis() as i64,
         );
         Self {
-            hooks,
-            hook_kit,
-            logs,
-            local_steps: Arc::default(),
-            resources: Arc::default(),
-            schedules,
-            ids,
-            journal,
             config,
             clock,
+            ids,
             store,
+            logs,
             registry,
+            resources: Arc::default(),
+            hook_kit,
             queue,
             progress,
-            timers,
-            streams,
             accepting,
             closed,
+            journal,
+            timers,
+            streams,
             runs,
+            hooks,
+            schedules,
             keys: Default::default(),
+            local_steps: Arc::default(),
         }
     }
 

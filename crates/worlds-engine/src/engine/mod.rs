@@ -14,8 +14,8 @@
 //! Timers ([`timers`]) live in the store and fire through the world's clock.
 //!
 //! The engine is a composition of parts that own their state: the [`journal`] (the only writer
-//! of history), [`timers`], [`streams`], [`runs`] (slots, cache, queueing, waiters), [`hooks`]
-//! and the schedules (`schedule::service`). Code outside `engine/` asks through the methods in
+//! of history), [`timers`], [`streams`], [`runs`] (slots, cache, queueing, waiters), [`hooks`],
+//! [`recovery`] and the schedules (`schedule::service`). Code outside `engine/` asks through the methods in
 //! `api.rs`. docs/ARCHITECTURE.md ("Engine parts") gives the layers and which part may use which.
 
 pub(crate) mod activity;
@@ -59,6 +59,7 @@ use crate::world::WorldConfig;
 use definitions::Registry;
 use hooks::Hooks;
 use journal::Journal;
+use recovery::Recovery;
 use runs::{CachePolicy, Route, Runs};
 use streams::Streams;
 use timers::Timers;
@@ -123,7 +124,7 @@ pub(crate) struct Progress {
 ///
 /// The parts own their state and get handles to the parts below them, never to the engine:
 /// shared services (configuration, clock, ids, store, logs, registry), then the [`Journal`],
-/// then [`Timers`], [`Streams`] and [`Runs`], then [`Hooks`] and [`Schedules`]. What the engine
+/// then [`Timers`], [`Streams`], [`Runs`] and [`Recovery`], then [`Hooks`] and [`Schedules`]. What the engine
 /// itself does (starting runs, the executor, steps, recovery, sharing) orchestrates them.
 ///
 /// The fields still `pub(crate)` are read by the webhook server (`config`, `closed`,
@@ -164,6 +165,8 @@ pub(crate) struct Engine {
     hooks: Hooks,
     /// Stored schedules, their input functions and their loop.
     schedules: Schedules,
+    /// Reads unfinished runs back for recovery and takeover.
+    recovery: Recovery,
     /// Idempotency keys being started, and recently started, by this process.
     keys: idempotency::IdempotencyKeys,
     /// Closures of named steps (`ctx.step`) waiting to run or running.
@@ -227,6 +230,7 @@ impl Engine {
             accepting.clone(),
             config.shared_poll_interval.as_millis() as i64,
         );
+        let recovery = Recovery::new(store.clone(), registry.clone());
         Self {
             config,
             clock,
@@ -246,6 +250,7 @@ impl Engine {
             runs,
             hooks,
             schedules,
+            recovery,
             keys: Default::default(),
             local_steps: Arc::default(),
         }

@@ -36,7 +36,7 @@ impl Engine {
 
     /// One poll: external changes first, then takeovers.
     pub(crate) async fn share_tick(&self) -> Result<(), WorldError> {
-        for run_id in self.store.external_changes().await? {
+        for run_id in self.recovery.external_changes().await? {
             self.on_external_change(&run_id).await;
         }
         if self.accepting.load(Ordering::Acquire) {

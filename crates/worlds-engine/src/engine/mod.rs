@@ -15,8 +15,9 @@
 //!
 //! The engine is a composition of parts that own their state: the [`journal`] (the only writer
 //! of history), [`timers`], [`streams`], [`runs`] (slots, cache, queueing, waiters), [`hooks`],
-//! [`recovery`] and the schedules (`schedule::service`). Code outside `engine/` asks through the methods in
-//! `api.rs`. docs/ARCHITECTURE.md ("Engine parts") gives the layers and which part may use which.
+//! [`recovery`] and the schedules (`schedule::service`). Code outside `engine/` asks through
+//! the methods in `api.rs`. docs/ARCHITECTURE.md ("Engine parts") gives the layers and which
+//! part may use which.
 
 pub(crate) mod activity;
 mod api;
@@ -124,8 +125,9 @@ pub(crate) struct Progress {
 ///
 /// The parts own their state and get handles to the parts below them, never to the engine:
 /// shared services (configuration, clock, ids, store, logs, registry), then the [`Journal`],
-/// then [`Timers`], [`Streams`], [`Runs`] and [`Recovery`], then [`Hooks`] and [`Schedules`]. What the engine
-/// itself does (starting runs, the executor, steps, recovery, sharing) orchestrates them.
+/// then [`Timers`], [`Streams`], [`Runs`] and [`Recovery`], then [`Hooks`] and [`Schedules`].
+/// What the engine itself does (starting runs, the executor, steps, acting on a recovery plan,
+/// sharing) orchestrates them.
 ///
 /// The fields still `pub(crate)` are read by the webhook server (`config`, `closed`,
 /// `hook_kit`) and the test harness (`store`, `queue`, `progress`); everything else goes through

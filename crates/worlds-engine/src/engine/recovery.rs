@@ -14,8 +14,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use crate::error::WorldError;
-use crate::model::WorkflowOptions;
-use crate::model::{ActivityStatus, Event, EventKind, ResolveData, RunStatus, WorkflowState};
+use crate::model::{
+    ActivityStatus, Event, EventKind, ResolveData, RunStatus, WorkflowOptions, WorkflowState,
+};
 use crate::payload::Payload;
 use crate::store::{Store, Timer, TimerKind};
 use crate::telemetry::logs::world_log;
@@ -304,5 +305,120 @@ impl Engine {
             );
         }
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::StructuredError;
+    use crate::model::{QueuedRun, EVENT_FORMAT_VERSION};
+
+    fn history(kinds: Vec<EventKind>) -> Unfinished {
+        let events: Vec<Arc<Event>> = kinds
+            .into_iter()
+            .enumerate()
+            .map(|(seq, kind)| {
+                Arc::new(Event {
+                    id: format!("evnt_{seq}"),
+                    run_id: "wrun_1".into(),
+                    seq: seq as u64,
+                    timestamp: 1000 + seq as i64,
+                    version: EVENT_FORMAT_VERSION,
+                    kind,
+                })
+            })
+            .collect();
+        let state = WorkflowState::from_history(&events).unwrap();
+        Unfinished {
+            state,
+            history: events,
+        }
+    }
+
+    fn scheduled(position: u32) -> EventKind {
+        EventKind::ActivityScheduled {
+            position,
+            activity_id: format!("step_{position}"),
+            name: "a".into(),
+            input: Payload::null(),
+            options: None,
+            inline: false,
+        }
+    }
+
+    #[test]
+    fn plans_each_step_by_its_status_in_order() {
+        let mut queued = QueuedRun::new("w", "wf", Payload::null());
+        queued.timeout_ms = Some(60_000);
+        let run = history(vec![
+            EventKind::WorkflowQueued(Box::new(queued)),
+            EventKind::WorkflowStarted {
+                attempt: 1,
+                first_position: 0,
+            },
+            // 0: running when the process stopped.
+            scheduled(0),
+            EventKind::ActivityStarted {
+                position: 0,
+                attempt: 1,
+            },
+            // 1: waiting for its second attempt.
+            scheduled(1),
+            EventKind::ActivityStarted {
+                position: 1,
+                attempt: 1,
+            },
+            EventKind::ActivityFailed {
+                position: 1,
+                attempt: 1,
+                error: StructuredError::new("boom"),
+                retrying: true,
+            },
+            EventKind::ActivityRetry {
+                position: 1,
+                attempt: 2,
+                delay_ms: 500,
+            },
+            // 2: scheduled, never started.
+            scheduled(2),
+            // 3: a sleep.
+            EventKind::TimerScheduled {
+                position: 3,
+                fire_at: 9_000,
+            },
+        ]);
+        let plan = Plan::of(&run);
+
+        let kinds: Vec<TimerKind> = plan.timers.iter().map(|t| t.kind.clone()).collect();
+        assert_eq!(kinds, vec![TimerKind::Sleep { position: 3 }]);
+        assert_eq!(plan.timers[0].fire_at, 9_000);
+        let timeout = plan.timeout.expect("the run has a timeout");
+        assert_eq!(timeout.kind, TimerKind::RunTimeout);
+        assert_eq!(timeout.fire_at, 1000 + 60_000);
+
+        assert_eq!(plan.steps.len(), 3);
+        match &plan.steps[0] {
+            StepAction::Lost(task) => assert_eq!((task.position, task.attempt), (0, 1)),
+            _ => panic!("step 0 was running: its attempt is lost"),
+        }
+        match &plan.steps[1] {
+            StepAction::Rearm(timer) => {
+                assert_eq!(
+                    timer.kind,
+                    TimerKind::ActivityRetry {
+                        position: 1,
+                        attempt: 2
+                    }
+                );
+                // The `activity_retry` event (seq 7) plus its delay.
+                assert_eq!(timer.fire_at, 1007 + 500);
+            }
+            _ => panic!("step 1 waits for a retry: its timer is re-armed"),
+        }
+        match &plan.steps[2] {
+            StepAction::Requeue(task) => assert_eq!((task.position, task.attempt), (2, 1)),
+            _ => panic!("step 2 was never started: it is queued again"),
+        }
     }
 }

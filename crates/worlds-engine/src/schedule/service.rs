@@ -43,11 +43,12 @@ use super::{
     Timing,
 };
 
-/// Starts a run of workflow `name` for a firing; returns its run id.
-pub(crate) type StartRun<'e> = dyn Fn(String, Payload, WorkflowOptions) -> BoxFuture<'e, Result<String, WorldError>>
-    + Send
-    + Sync
-    + 'e;
+/// The run a firing started: its run id.
+type Started<'e> = BoxFuture<'e, Result<String, WorldError>>;
+
+/// Starts a run of a workflow (by name) for a firing.
+pub(crate) type StartRun<'e> =
+    dyn Fn(String, Payload, WorkflowOptions) -> Started<'e> + Send + Sync + 'e;
 
 /// The world's schedules: the stored ones, the input functions given to this process, and the
 /// loop's wake-up.

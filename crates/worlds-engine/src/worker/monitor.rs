@@ -16,9 +16,9 @@
 //!   resumes from its history.
 //! * an **activity attempt** that had started (history says it is running): the attempt is
 //!   recorded as lost (`WORKER_LOST`) and retried at once under its retry policy — the same
-//!   path (`engine::lost`) as an attempt lost with a crashed process. A new attempt number is needed because the
-//!   history already holds the lost attempt's start. Activities are at-least-once: the stuck
-//!   attempt may still be running its code.
+//!   path (`engine::lost`) as an attempt lost with a crashed process. A new attempt number is
+//!   needed because the history already holds the lost attempt's start. Activities are
+//!   at-least-once: the stuck attempt may still be running its code.
 //! * an activity attempt that had not started yet: queued again as it was.
 //!
 //! Then a replacement worker is started on the same task queue, so the pool keeps its size

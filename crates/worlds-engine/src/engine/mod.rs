@@ -24,6 +24,7 @@ mod api;
 mod beats;
 pub(crate) mod context;
 pub(crate) mod definitions;
+mod ending;
 pub(crate) mod errors;
 mod executor;
 mod hooks;

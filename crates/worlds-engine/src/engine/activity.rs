@@ -246,7 +246,7 @@ impl Engine {
         let Some((handler, task)) = self.step_handler(task).await else {
             return;
         };
-        let token = self.run_token(&run_id);
+        let token = self.runs.token(&run_id);
         if token.is_cancelled() {
             return;
         }
@@ -255,6 +255,7 @@ impl Engine {
         // instead of going unnoticed, even a step that kills the process every time. Not
         // synced: the sync of the next waited write (at the latest the run's end) covers it.
         let started = self
+            .journal
             .append_written(
                 &run_id,
                 vec![EventKind::ActivityStarted {
@@ -334,7 +335,7 @@ impl Engine {
         match end {
             AttemptEnd::Cancelled => {}
             AttemptEnd::Returned(Ok(output)) => {
-                let check = self.check_payload(
+                let check = self.journal.check_payload(
                     || format!("output of step #{} '{}'", task.position, task.name),
                     &output,
                 );
@@ -346,6 +347,7 @@ impl Engine {
                         // crash before then loses the result of an attempt whose start is on
                         // record: it counts as lost and runs again, as at-least-once allows.
                         let done = self
+                            .journal
                             .append_nowait(
                                 &run_id,
                                 vec![EventKind::ActivityCompleted {
@@ -357,7 +359,7 @@ impl Engine {
                             .await;
                         if done.is_ok() {
                             self.local_steps.forget(&run_id, task.position);
-                            self.schedule_workflow(&run_id);
+                            self.runs.schedule(&run_id);
                         }
                     }
                     Err(e) => {
@@ -428,6 +430,7 @@ impl Engine {
         let delay_ms = crate::clock::duration_ms(delay).max(0) as u64;
         let next = task.attempt + 1;
         let recorded = self
+            .journal
             .append(
                 &task.run_id,
                 vec![
@@ -456,7 +459,7 @@ impl Engine {
                 attempt: next,
             },
         };
-        if let Err(e) = self.add_timer(timer).await {
+        if let Err(e) = self.timers.add(timer).await {
             tracing::error!(run_id = %task.run_id, error = %e, "could not arm the retry timer");
         }
     }
@@ -483,7 +486,7 @@ impl Engine {
             let run_id = task.run_id.clone();
             match self.local_steps.park(task) {
                 None => {
-                    self.schedule_workflow(&run_id);
+                    self.runs.schedule(&run_id);
                     return None;
                 }
                 Some(task) => {
@@ -504,6 +507,7 @@ impl Engine {
     /// Records the final failure of a step and wakes its workflow.
     async fn record_failure(&self, task: &ActivityTask, error: StructuredError) {
         let done = self
+            .journal
             .append(
                 &task.run_id,
                 vec![EventKind::ActivityFailed {
@@ -516,7 +520,7 @@ impl Engine {
             .await;
         if done.is_ok() {
             self.local_steps.forget(&task.run_id, task.position);
-            self.schedule_workflow(&task.run_id);
+            self.runs.schedule(&task.run_id);
         }
     }
 
@@ -528,17 +532,13 @@ impl Engine {
         attempt: u32,
     ) -> Result<(), WorldError> {
         let state = self.store.get_activity(run_id, position).await?;
-        let workflow_id = self.route_workflow_id(run_id).unwrap_or_default();
-        self.enqueue_activity(ActivityTask {
-            run_id: run_id.into(),
+        let workflow_id = self.runs.workflow_id(run_id).unwrap_or_default();
+        self.enqueue_activity(ActivityTask::from_state(
+            run_id.into(),
             workflow_id,
-            activity_id: state.id,
-            position,
-            name: state.name.into(),
-            input: state.input.unwrap_or_else(Payload::null),
+            &state,
             attempt,
-            options: state.options,
-        });
+        ));
         Ok(())
     }
 
@@ -548,7 +548,7 @@ impl Engine {
         cancel: CancellationToken,
     ) -> ActivityContext {
         let beats = super::beats::BeatLog::new(
-            Arc::downgrade(self),
+            Arc::downgrade(&self.journal),
             task.run_id.clone(),
             task.position,
             task.attempt,
@@ -571,7 +571,7 @@ impl Engine {
                 record_every: crate::clock::duration_ms(self.config.heartbeat_interval.0),
                 hooks: Some(self.hook_kit.clone()),
                 resources: Some(self.resources.clone()),
-                streams: Some(self.stream_sink(&task.run_id)),
+                streams: Some(self.streams.sink(&task.run_id)),
             }),
         }
     }

@@ -15,7 +15,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::model::EventKind;
 
-use super::Engine;
+use super::journal::Journal;
 
 enum Message {
     Beat(Option<String>),
@@ -26,7 +26,7 @@ enum Message {
 /// The ordered heartbeat recorder of one attempt. Its task starts with the first beat, so a
 /// step that never beats costs nothing.
 pub(crate) struct BeatLog {
-    engine: Weak<Engine>,
+    journal: Weak<Journal>,
     run_id: Arc<str>,
     position: u32,
     attempt: u32,
@@ -44,9 +44,14 @@ enum State {
 
 impl BeatLog {
     /// A recorder for attempt `attempt` of the step at `position` of run `run_id`.
-    pub(crate) fn new(engine: Weak<Engine>, run_id: Arc<str>, position: u32, attempt: u32) -> Self {
+    pub(crate) fn new(
+        journal: Weak<Journal>,
+        run_id: Arc<str>,
+        position: u32,
+        attempt: u32,
+    ) -> Self {
         BeatLog {
-            engine,
+            journal,
             run_id,
             position,
             attempt,
@@ -78,7 +83,7 @@ impl BeatLog {
 
     fn spawn(&self) -> mpsc::UnboundedSender<Message> {
         let (tx, mut rx) = mpsc::unbounded_channel();
-        let (engine, run_id) = (self.engine.clone(), self.run_id.clone());
+        let (journal, run_id) = (self.journal.clone(), self.run_id.clone());
         let (position, attempt) = (self.position, self.attempt);
         tokio::spawn(async move {
             let mut batch = Vec::new();
@@ -99,11 +104,11 @@ impl BeatLog {
                     }
                 }
                 if !batch.is_empty() {
-                    let Some(engine) = engine.upgrade() else {
+                    let Some(journal) = journal.upgrade() else {
                         return;
                     };
                     // Refused only if the run ended meanwhile (a cancellation): nothing to keep.
-                    let _ = engine.append(&run_id, std::mem::take(&mut batch)).await;
+                    let _ = journal.append(&run_id, std::mem::take(&mut batch)).await;
                 }
                 if let Some(ack) = flush {
                     let _ = ack.send(());

@@ -1,27 +1,26 @@
 //! The workflow executor: advances one run as far as its history and code allow.
 
 use std::panic::AssertUnwindSafe;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use futures::FutureExt;
 
 use crate::error::{codes, StructuredError, WorldError};
-use crate::model::{EventKind, FailureStrategy, RunStatus, WorkflowOptions, WorkflowState};
+use crate::model::{EventKind, RunStatus, WorkflowOptions, WorkflowState};
 use crate::payload::Payload;
 use crate::store::{Timer, TimerKind};
-use crate::telemetry::logs::world_log;
 
 use super::context::WorkflowContext;
 use super::definitions::WorkflowFuture;
 use super::errors::WorkflowError;
 use super::machine::{NewCommand, RunCore, RunInfo};
+use super::runs::TaskEnd;
 use super::{ActivityTask, Engine};
 
 /// Which code a live run is executing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
+pub(super) enum Phase {
     /// The workflow function.
     Main,
     /// Its saga compensations, after it failed.
@@ -41,6 +40,13 @@ pub(crate) struct LiveRun {
     polled: bool,
 }
 
+impl LiveRun {
+    /// Everything it waits for is a timer: keeping it in memory would buy nothing.
+    pub(super) fn waits_only_on_timers(&self) -> bool {
+        self.core.waits_only_on_timers()
+    }
+}
+
 /// What became of a run after a workflow task.
 enum Outcome {
     /// It waits for something; keep it (or evict it).
@@ -52,7 +58,7 @@ enum Outcome {
 }
 
 /// What a finished workflow function leads to.
-enum Next {
+pub(super) enum Next {
     Done,
     Dormant,
     Compensate,
@@ -69,26 +75,14 @@ impl Engine {
     /// Runs one workflow task: advances the run until its code waits on something not yet
     /// recorded, or until it finishes.
     pub(crate) async fn process_workflow(&self, run_id: &Arc<str>) {
-        let cached = {
-            let mut runs = self.runs.lock();
-            let Some(slot) = runs.get_mut(&**run_id) else {
-                return;
-            };
-            slot.queued = false;
-            slot.executing = true;
-            let cached = slot.cached.take();
-            if cached.is_some() {
-                self.cached_runs.fetch_sub(1, Ordering::Relaxed);
-            }
-            cached
+        let Some(cached) = self.runs.begin_task(run_id) else {
+            return;
         };
         let outcome = match cached {
             Some(live) => self.advance(*live).await,
             None => match self.load(run_id).await {
                 Ok(Loaded::Live(live)) => {
-                    if let Some(slot) = self.runs.lock().get_mut(&**run_id) {
-                        slot.core = Some(live.core.clone());
-                    }
+                    self.runs.set_core(run_id, live.core.clone());
                     self.advance(live).await
                 }
                 Ok(Loaded::Dormant) => Ok(Outcome::Dormant),
@@ -96,73 +90,18 @@ impl Engine {
                 Err(e) => Err(e),
             },
         };
-        let again = {
-            let mut runs = self.runs.lock();
-            let Some(slot) = runs.get_mut(&**run_id) else {
-                return;
-            };
-            slot.executing = false;
-            match outcome {
-                // A run asleep on a timer is not kept: waiting must cost nothing, and it
-                // resumes by replay when the timer fires.
-                Ok(Outcome::Waiting(live))
-                    if !self.config.evict_after_every_task && !live.core.waits_only_on_timers() =>
-                {
-                    slot.cached = Some(Box::new(live));
-                    slot.last_used = self.use_clock.fetch_add(1, Ordering::Relaxed);
-                    self.cached_runs.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(Outcome::Waiting(_) | Outcome::Dormant) => {
-                    slot.core = None;
-                }
-                Ok(Outcome::Done) => {
-                    runs.remove(&**run_id);
-                    return;
-                }
-                Err(e) => {
-                    // Keep the slot, drop the machine: the next task for this run rebuilds it
-                    // from the store.
-                    tracing::warn!(run_id = %run_id, error = %e, "workflow task failed; the run resumes from its history on its next task");
-                    slot.core = None;
-                }
+        let end = match outcome {
+            Ok(Outcome::Waiting(live)) => TaskEnd::Waiting(live),
+            Ok(Outcome::Dormant) => TaskEnd::Idle,
+            Ok(Outcome::Done) => TaskEnd::Done,
+            Err(e) => {
+                // Keep the slot, drop the machine: the next task for this run rebuilds it from
+                // the store.
+                tracing::warn!(run_id = %run_id, error = %e, "workflow task failed; the run resumes from its history on its next task");
+                TaskEnd::Idle
             }
-            std::mem::take(&mut slot.dirty)
         };
-        self.trim_cache(run_id);
-        if again {
-            self.schedule_workflow(run_id);
-        }
-    }
-
-    /// Evicts cached runs beyond the configured bound; they resume by replay when needed.
-    ///
-    /// The least recently used go first. Eviction brings the cache down to 90 % of the bound,
-    /// so the scan it needs happens once per many tasks rather than on every one.
-    fn trim_cache(&self, just_ran: &str) {
-        let limit = self.config.max_cached_runs;
-        if self.cached_runs.load(Ordering::Relaxed) <= limit {
-            return;
-        }
-        let target = limit - limit / 10;
-        let mut runs = self.runs.lock();
-        let mut candidates: Vec<(u64, Arc<str>)> = runs
-            .iter()
-            .filter(|(id, slot)| &***id != just_ran && !slot.executing && slot.cached.is_some())
-            .map(|(id, slot)| (slot.last_used, id.clone()))
-            .collect();
-        candidates.sort_unstable_by_key(|(used, _)| *used);
-        let excess = self
-            .cached_runs
-            .load(Ordering::Relaxed)
-            .saturating_sub(target);
-        for (_, id) in candidates.into_iter().take(excess) {
-            if let Some(slot) = runs.get_mut(&id) {
-                if slot.cached.take().is_some() {
-                    slot.core = None;
-                    self.cached_runs.fetch_sub(1, Ordering::Relaxed);
-                }
-            }
-        }
+        self.runs.end_task(run_id, end);
     }
 
     /// Rebuilds a run from its history (cold start or after eviction).
@@ -193,7 +132,7 @@ impl Engine {
                 first_position: 0,
             };
             // Not waited for: a start lost in a crash is recorded again by the next load.
-            let appended = self.append_nowait(run_id, vec![started]).await?;
+            let appended = self.journal.append_nowait(run_id, vec![started]).await?;
             for event in &appended.events {
                 state.apply(event);
             }
@@ -337,7 +276,7 @@ impl Engine {
     /// Returns false if the run finished meanwhile.
     async fn record_new_commands(&self, live: &mut LiveRun) -> Result<bool, WorldError> {
         // Stream writes first: a step started below must not write before the workflow did.
-        self.flush_stream_ops(&live.core).await;
+        self.streams.flush_ops(&live.core).await;
         // Named steps parked until this replay registered their code can run now.
         for task in self.local_steps.take_released() {
             self.enqueue_activity(task);
@@ -378,7 +317,7 @@ impl Engine {
         let mut recorded_hooks = Vec::new();
         for command in commands {
             match command {
-                NewCommand::Hook(hook) => match self.record_hook(run_id, hook).await? {
+                NewCommand::Hook(hook) => match self.hooks.record(run_id, hook).await? {
                     Some(events) => recorded_hooks.extend(events),
                     None => return Ok(None),
                 },
@@ -398,7 +337,8 @@ impl Engine {
                             .with_code(codes::NOT_REGISTERED),
                         )
                     } else {
-                        self.check_payload(|| format!("input of step #{position} '{name}'"), &input)
+                        self.journal
+                            .check_payload(|| format!("input of step #{position} '{name}'"), &input)
                             .err()
                             .map(|e| {
                                 StructuredError::new(e.to_string())
@@ -494,7 +434,7 @@ impl Engine {
         }
         // Not waited for: a command lost in a crash is issued again when the code replays, and
         // whatever it leads to (a step's result, a timer firing) is recorded after it, durably.
-        let recorded = match self.append_nowait(run_id, events).await {
+        let recorded = match self.journal.append_nowait(run_id, events).await {
             Ok(appended) if recorded_hooks.is_empty() => appended.events,
             Ok(appended) => {
                 recorded_hooks.extend(appended.events);
@@ -510,7 +450,7 @@ impl Engine {
             self.enqueue_activity(step);
         }
         for timer in timers {
-            self.add_timer(timer).await?;
+            self.timers.add(timer).await?;
         }
         for (position, child_id, name, input, options) in children {
             self.start_child(run_id, position, child_id, &name, input, options)
@@ -545,327 +485,19 @@ impl Engine {
             };
             let error = StructuredError::new(format!("could not start child workflow: {e}"))
                 .with_code(code);
-            self.append(
-                parent_id,
-                vec![EventKind::ChildWorkflowFailed {
-                    position,
-                    child_id,
-                    error,
-                }],
-            )
-            .await?;
-            self.schedule_workflow(parent_id);
-        }
-        Ok(())
-    }
-
-    /// The workflow function returned: record the result, or apply the failure strategy.
-    async fn finish(
-        &self,
-        core: &Arc<RunCore>,
-        result: Result<Payload, WorkflowError>,
-    ) -> Result<Next, WorldError> {
-        if core.compensation_recorded() {
-            // Replaying a run that had already begun compensating: the history past this point
-            // belongs to the compensations, which run next.
-            return Ok(Next::Compensate);
-        }
-        if let Err(divergence) = core.check_finished() {
-            self.fail_nondeterministic(core, Phase::Main, divergence.to_structured())
-                .await?;
-            return Ok(Next::Done);
-        }
-        let run_id = &core.info.run_id;
-        let error = match result {
-            Ok(output) => {
-                match self.check_payload(|| format!("output of workflow run {run_id}"), &output) {
-                    Ok(()) => {
-                        self.finish_with(run_id, vec![EventKind::WorkflowCompleted { output }])
-                            .await?;
-                        return Ok(Next::Done);
-                    }
-                    Err(e) => {
-                        StructuredError::new(e.to_string()).with_code(codes::PAYLOAD_TOO_LARGE)
-                    }
-                }
-            }
-            Err(error) => match error.downcast_ref::<super::errors::ContextError>() {
-                Some(e) => e.to_structured(),
-                None => error.to_structured(),
-            },
-        };
-        self.apply_failure_strategy(core, error).await
-    }
-
-    /// A workflow attempt failed: do what its failure strategy says.
-    async fn apply_failure_strategy(
-        &self,
-        core: &Arc<RunCore>,
-        error: StructuredError,
-    ) -> Result<Next, WorldError> {
-        let run_id = &core.info.run_id;
-        let failed = EventKind::WorkflowFailed {
-            error: error.clone(),
-        };
-        match core.info.failure_strategy {
-            FailureStrategy::Ignore => {
-                self.finish_with(run_id, vec![failed]).await?;
-            }
-            FailureStrategy::Quarantine => {
-                let reason = format!("failed: {error}");
-                self.finish_with(
-                    run_id,
-                    vec![failed, EventKind::WorkflowQuarantined { reason }],
+            self.journal
+                .append(
+                    parent_id,
+                    vec![EventKind::ChildWorkflowFailed {
+                        position,
+                        child_id,
+                        error,
+                    }],
                 )
                 .await?;
-            }
-            FailureStrategy::Compensate if core.has_compensations() => {
-                match self
-                    .append(run_id, vec![failed, EventKind::WorkflowCompensating {}])
-                    .await
-                {
-                    Ok(_) => {
-                        world_log!(
-                            self.logs,
-                            WARN,
-                            Workflow,
-                            "run failed; running its compensations",
-                            run_id = run_id,
-                            workflow = core.info.name,
-                            error = error.to_string(),
-                        );
-                        return Ok(Next::Compensate);
-                    }
-                    Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {}
-                    Err(e) => return Err(e),
-                }
-            }
-            FailureStrategy::Compensate => {
-                self.finish_with(run_id, vec![failed]).await?;
-            }
-            FailureStrategy::Retry if core.info.attempt <= core.info.max_retries => {
-                self.schedule_workflow_retry(core, error).await?;
-                return Ok(Next::Dormant);
-            }
-            FailureStrategy::Retry => {
-                let mut error = error;
-                error.message = format!(
-                    "{} (after {} attempts; the retry strategy allows {} restarts)",
-                    error.message, core.info.attempt, core.info.max_retries
-                );
-                self.finish_with(run_id, vec![EventKind::WorkflowFailed { error }])
-                    .await?;
-            }
-            FailureStrategy::Cascade => {
-                self.cascade_failure(core, error).await?;
-            }
-        }
-        Ok(Next::Done)
-    }
-
-    /// The `retry` strategy: record the restart and arm its timer. The failed attempt's
-    /// queued and running steps are abandoned.
-    async fn schedule_workflow_retry(
-        &self,
-        core: &RunCore,
-        error: StructuredError,
-    ) -> Result<(), WorldError> {
-        let run_id = core.info.run_id.as_str();
-        let failed_attempt = core.info.attempt;
-        let delay = self.config.workflow_retry.delay(failed_attempt);
-        let delay_ms = crate::clock::duration_ms(delay).max(0) as u64;
-        let attempt = failed_attempt + 1;
-        world_log!(
-            self.logs,
-            INFO,
-            Workflow,
-            "workflow failed; restarting it after a delay",
-            run_id = run_id,
-            workflow = core.info.name,
-            attempt = attempt,
-            delay_ms = delay_ms,
-            error = error.to_string(),
-        );
-        let retry = EventKind::WorkflowRetry {
-            attempt,
-            delay_ms,
-            next_position: core.next_position(),
-            error,
-        };
-        match self.append(run_id, vec![retry]).await {
-            Ok(_) => {}
-            Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
-                return Ok(())
-            }
-            Err(e) => return Err(e),
-        }
-        self.abandon_attempt(run_id);
-        self.add_timer(Timer {
-            fire_at: self.clock.now_ms().saturating_add(delay_ms as i64),
-            run_id: run_id.to_owned(),
-            kind: TimerKind::WorkflowRetry { attempt },
-        })
-        .await
-    }
-
-    /// The retry delay is over: start the next attempt.
-    pub(crate) async fn start_workflow_retry(
-        &self,
-        run_id: &str,
-        attempt: u32,
-    ) -> Result<(), WorldError> {
-        let state = self
-            .store
-            .get_run(run_id, crate::model::ResolveData::None)
-            .await?;
-        let Some(pending) = state.retry_pending().filter(|p| p.attempt == attempt) else {
-            return Ok(());
-        };
-        self.append(
-            run_id,
-            vec![EventKind::WorkflowStarted {
-                attempt,
-                first_position: pending.first_position,
-            }],
-        )
-        .await?;
-        self.schedule_workflow(run_id);
-        Ok(())
-    }
-
-    /// The `cascade` strategy: the run is cancelled, and so are its parent and children.
-    async fn cascade_failure(
-        &self,
-        core: &RunCore,
-        error: StructuredError,
-    ) -> Result<(), WorldError> {
-        let run_id = &core.info.run_id;
-        let reason = format!("{error} (failure strategy: cascade)");
-        self.finish_with(
-            run_id,
-            vec![EventKind::WorkflowCancelled {
-                reason: Some(reason.clone()),
-            }],
-        )
-        .await?;
-        let state = self
-            .store
-            .get_run(run_id, crate::model::ResolveData::None)
-            .await?;
-        for child in &state.children {
-            let _ = self
-                .cancel_run(child, Some(format!("cascade from run {run_id}: {reason}")))
-                .await;
-        }
-        if let Some(parent) = &state.parent_id {
-            let _ = self
-                .cancel_run(
-                    parent,
-                    Some(format!("cascade from child run {run_id}: {reason}")),
-                )
-                .await;
+            self.runs.schedule(parent_id);
         }
         Ok(())
-    }
-
-    /// Every compensation has run.
-    async fn finish_compensation(&self, core: &RunCore) -> Result<(), WorldError> {
-        if let Err(divergence) = core.check_finished() {
-            return self
-                .fail_nondeterministic(core, Phase::Compensating, divergence.to_structured())
-                .await;
-        }
-        self.finish_with(&core.info.run_id, vec![EventKind::WorkflowCompensated {}])
-            .await
-    }
-
-    /// Replay diverged from history. Retrying the same code cannot help and compensating from a
-    /// diverged history is unsafe, so the run is quarantined whatever its strategy.
-    async fn fail_nondeterministic(
-        &self,
-        core: &RunCore,
-        phase: Phase,
-        error: StructuredError,
-    ) -> Result<(), WorldError> {
-        tracing::error!(run_id = %core.info.run_id, error = %error, "run diverged from its history; quarantining it");
-        let reason = error.message.clone();
-        let end = match phase {
-            Phase::Main => EventKind::WorkflowFailed { error },
-            Phase::Compensating => EventKind::WorkflowCompensated {},
-        };
-        self.finish_with(
-            &core.info.run_id,
-            vec![end, EventKind::WorkflowQuarantined { reason }],
-        )
-        .await
-    }
-
-    /// The workflow is pending, but on nothing the engine can resume: it awaited a future that
-    /// is not a workflow command. Waiting forever would hide the bug, so the run fails.
-    async fn fail_stuck(&self, core: &RunCore, phase: Phase) -> Result<(), WorldError> {
-        let error = StructuredError::new(
-            "the workflow is waiting on something that is not a workflow command (such as \
-             tokio::time::sleep, a channel or a direct network call), which the engine can \
-             neither record nor resume; await ctx.sleep, a step or a child workflow instead",
-        )
-        .with_code(codes::NOT_A_COMMAND);
-        tracing::error!(run_id = %core.info.run_id, "workflow awaits a non-durable future");
-        let end = match phase {
-            Phase::Main => EventKind::WorkflowFailed { error },
-            Phase::Compensating => EventKind::WorkflowCompensated {},
-        };
-        self.finish_with(&core.info.run_id, vec![end]).await
-    }
-
-    /// Records the events that end a run and runs the terminal follow-ups.
-    pub(crate) async fn finish_with(
-        &self,
-        run_id: &str,
-        kinds: Vec<EventKind>,
-    ) -> Result<(), WorldError> {
-        let failed = kinds.iter().find_map(|kind| match kind {
-            EventKind::WorkflowFailed { error } => Some(error.to_string()),
-            _ => None,
-        });
-        let quarantined = kinds.iter().find_map(|kind| match kind {
-            EventKind::WorkflowQuarantined { reason } => Some(reason.clone()),
-            _ => None,
-        });
-        match self.append(run_id, kinds).await {
-            Ok(_) => {
-                let state = self
-                    .store
-                    .get_run(run_id, crate::model::ResolveData::All)
-                    .await?;
-                if let Some(error) = failed {
-                    world_log!(
-                        self.logs,
-                        WARN,
-                        Workflow,
-                        "run failed",
-                        run_id = run_id,
-                        workflow = state.name,
-                        error = error
-                    );
-                }
-                if let Some(reason) = quarantined {
-                    world_log!(
-                        self.logs,
-                        ERROR,
-                        Workflow,
-                        "run quarantined: it is kept as it is for inspection",
-                        run_id = run_id,
-                        workflow = state.name,
-                        reason = reason
-                    );
-                }
-                self.on_terminal(&state).await;
-                Ok(())
-            }
-            // Cancelled (or otherwise finished) while the code ran: that outcome stands.
-            Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => Ok(()),
-            Err(e) => Err(e),
-        }
     }
 }
 

@@ -1,22 +1,65 @@
 //! The engine's side of hooks: recording new hooks, resuming them from outside, expiring them,
 //! and releasing their tokens when the run ends.
+//!
+//! [`Hooks`] writes hook events through the journal and arms expiry timers; it does not
+//! schedule runs. A method after which the run has something new to react to (a payload, an
+//! expiry) says so, and the engine queues the run.
 
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::Clock;
 use crate::error::WorldError;
-use crate::hooks::{token_digest, HookResumed, NewHook};
+use crate::hooks::{token_digest, HookKit, HookResumed, NewHook};
 use crate::model::{Event, EventKind, HookStatus, ResolveData, WorkflowState};
 use crate::payload::Payload;
-use crate::store::{Timer, TimerKind};
+use crate::store::{Store, Timer, TimerKind};
 
-use super::Engine;
+use super::journal::Journal;
+use super::timers::Timers;
 
-impl Engine {
+/// The world's hooks.
+pub(crate) struct Hooks {
+    journal: Arc<Journal>,
+    /// Finds a hook by its token, and reads the run that holds it.
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    timers: Arc<Timers>,
+    /// Payload validators of typed hooks (and the token key).
+    kit: Arc<HookKit>,
+    /// The world takes work (it is started): payloads are refused while it does not.
+    accepting: Arc<AtomicBool>,
+    /// Cancelled when the world is dropped.
+    closed: CancellationToken,
+}
+
+impl Hooks {
+    pub(crate) fn new(
+        journal: Arc<Journal>,
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        timers: Arc<Timers>,
+        kit: Arc<HookKit>,
+        accepting: Arc<AtomicBool>,
+        closed: CancellationToken,
+    ) -> Self {
+        Hooks {
+            journal,
+            store,
+            clock,
+            timers,
+            kit,
+            accepting,
+            closed,
+        }
+    }
+
     /// Records a hook the workflow created: `hook_created`, or `hook_conflict` if a live hook
     /// holds its (caller-chosen) token. Returns the recorded events, or `None` if the run
     /// finished meanwhile.
-    pub(crate) async fn record_hook(
+    pub(crate) async fn record(
         &self,
         run_id: &str,
         hook: NewHook,
@@ -43,11 +86,11 @@ impl Engine {
             hook_type: hook.hook_type.clone(),
         };
         let first = if held { conflict.clone() } else { created };
-        let appended = match self.append(run_id, vec![first]).await {
+        let appended = match self.journal.append(run_id, vec![first]).await {
             Ok(appended) => appended,
             // Taken between the look-up and the append.
             Err(WorldError::Conflict { .. }) if !held && self.run_is_active(run_id).await? => {
-                self.append(run_id, vec![conflict]).await?
+                self.journal.append(run_id, vec![conflict]).await?
             }
             Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
                 return Ok(None)
@@ -59,14 +102,15 @@ impl Engine {
             .iter()
             .any(|e| matches!(e.kind, EventKind::HookCreated { .. }));
         if let (true, Some(fire_at)) = (was_created, hook.expires_at) {
-            self.add_timer(Timer {
-                fire_at,
-                run_id: run_id.to_owned(),
-                kind: TimerKind::HookExpiry {
-                    position: hook.position,
-                },
-            })
-            .await?;
+            self.timers
+                .add(Timer {
+                    fire_at,
+                    run_id: run_id.to_owned(),
+                    kind: TimerKind::HookExpiry {
+                        position: hook.position,
+                    },
+                })
+                .await?;
         }
         Ok(Some(appended.events))
     }
@@ -102,8 +146,8 @@ impl Engine {
     }
 
     /// Delivers a payload to the hook holding `token`. With `method` (a request to a webhook),
-    /// the hook must accept that HTTP method.
-    pub(crate) async fn resume_hook(
+    /// the hook must accept that HTTP method. The caller queues the resumed run.
+    pub(crate) async fn resume(
         &self,
         token: &str,
         payload: Payload,
@@ -150,9 +194,10 @@ impl Engine {
         if hook.expires_at.is_some_and(|at| self.clock.now_ms() >= at) {
             return Err(Self::expired(&hook_id, &state));
         }
-        self.check_payload(|| format!("payload of hook {hook_id}"), &payload)?;
+        self.journal
+            .check_payload(|| format!("payload of hook {hook_id}"), &payload)?;
         if let Some(kind) = &hook.hook_type {
-            if let Some(validate) = self.hook_kit.validator(kind) {
+            if let Some(validate) = self.kit.validator(kind) {
                 validate(&payload).map_err(|e| {
                     WorldError::invalid(
                         "payload",
@@ -166,14 +211,11 @@ impl Engine {
             hook_id: hook_id.clone(),
             payload,
         };
-        match self.append(&state.id, vec![received]).await {
-            Ok(_) => {
-                self.schedule_workflow(&state.id);
-                Ok(HookResumed {
-                    run_id: state.id,
-                    hook_id,
-                })
-            }
+        match self.journal.append(&state.id, vec![received]).await {
+            Ok(_) => Ok(HookResumed {
+                run_id: state.id,
+                hook_id,
+            }),
             // Resumed, expired or finished in the meantime: say which.
             Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
                 let now = self.store.get_run(&state.id, ResolveData::None).await?;
@@ -197,24 +239,24 @@ impl Engine {
         ))
     }
 
-    /// A hook's expiry timer fired.
-    pub(crate) async fn expire_hook(&self, run_id: &str, position: u32) -> Result<(), WorldError> {
+    /// A hook's expiry timer fired. Returns true if the hook expired now (the run is to be
+    /// queued), false if it was no longer waiting.
+    pub(crate) async fn expire(&self, run_id: &str, position: u32) -> Result<bool, WorldError> {
         let state = self.store.get_run(run_id, ResolveData::None).await?;
         let Some(hook) = state.hook(position).filter(|h| h.is_live()) else {
-            return Ok(());
+            return Ok(false);
         };
         let expired = EventKind::HookExpired {
             position,
             hook_id: hook.id.clone(),
         };
-        self.append(run_id, vec![expired]).await?;
-        self.schedule_workflow(run_id);
-        Ok(())
+        self.journal.append(run_id, vec![expired]).await?;
+        Ok(true)
     }
 
     /// Records `hook_disposed` for every hook of a finished run still waiting. (The store
     /// releases their tokens with the run's final event; this writes it into history.)
-    pub(crate) async fn dispose_hooks(&self, state: &WorkflowState) {
+    pub(crate) async fn dispose(&self, state: &WorkflowState) {
         let disposed: Vec<EventKind> = state
             .hooks
             .iter()
@@ -227,21 +269,18 @@ impl Engine {
         if disposed.is_empty() {
             return;
         }
-        if let Err(e) = self.append(&state.id, disposed).await {
+        if let Err(e) = self.journal.append(&state.id, disposed).await {
             tracing::debug!(run_id = %state.id, error = %e, "could not record disposed hooks");
         }
     }
 
     /// Re-arms the expiry timers of a run's waiting hooks (on restart or takeover).
-    pub(crate) async fn rearm_hook_timers(
-        &self,
-        state: &WorkflowState,
-    ) -> Result<usize, WorldError> {
+    pub(crate) async fn rearm_timers(&self, state: &WorkflowState) -> Result<usize, WorldError> {
         let mut armed = 0;
         for hook in state.hooks.iter().filter(|h| h.is_live()) {
             if let Some(fire_at) = hook.expires_at {
-                self.store
-                    .add_timer(Timer {
+                self.timers
+                    .rearm(Timer {
                         fire_at,
                         run_id: state.id.clone(),
                         kind: TimerKind::HookExpiry {

@@ -12,29 +12,38 @@
 //!    delivers the result to the waiting command and polls again.
 //!
 //! Timers ([`timers`]) live in the store and fire through the world's clock.
+//!
+//! The engine is a composition of parts that own their state: the [`journal`] (the only writer
+//! of history), [`timers`], [`streams`], [`runs`] (slots, cache, queueing, waiters), [`hooks`],
+//! [`recovery`] and the schedules (`schedule::service`). Code outside `engine/` asks through
+//! the methods in `api.rs`. docs/ARCHITECTURE.md ("Engine parts") gives the layers and which
+//! part may use which.
 
 pub(crate) mod activity;
+mod api;
 mod beats;
 pub(crate) mod context;
 pub(crate) mod definitions;
+mod ending;
 pub(crate) mod errors;
 mod executor;
 mod hooks;
 mod idempotency;
+pub(crate) mod journal;
+mod lost;
 pub(crate) mod machine;
 mod recovery;
+mod runs;
 mod sharing;
 mod start;
 pub(crate) mod steps;
-mod streams;
+pub(crate) mod streams;
 mod timers;
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Arc;
 
-use parking_lot::Mutex;
-use rustc_hash::FxHashMap;
-use tokio::sync::{oneshot, Notify};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
@@ -42,28 +51,23 @@ use crate::config::WorldConfig;
 use crate::error::{codes, StructuredError, WorldError};
 use crate::ids::IdGenerator;
 use crate::model::{
-    ActivityOptions, Event, EventKind, ResolveData, RunStatus, WorkflowState, EVENT_FORMAT_VERSION,
+    ActivityOptions, ActivityState, EventKind, ResolveData, RunStatus, WorkflowState,
 };
 use crate::payload::Payload;
-use crate::queue::{QueueEntry, TaskQueue};
-use crate::store::{Store, Timer};
+use crate::queue::TaskQueue;
+use crate::schedule::Schedules;
+use crate::store::Store;
 
 use definitions::Registry;
-use machine::RunCore;
+use hooks::Hooks;
+use journal::Journal;
+use recovery::Recovery;
+use runs::{CachePolicy, Route, Runs};
+use streams::Streams;
+use timers::Timers;
 
 /// Restarts the `retry` failure strategy allows unless a workflow says otherwise.
 pub(crate) const DEFAULT_MAX_RETRIES: u32 = 3;
-
-/// How far an append must get before the engine goes on.
-#[derive(Debug, Clone, Copy)]
-enum Durability {
-    /// Accepted by the store, durable soon after.
-    Queued,
-    /// Safe from a crash of this process.
-    Written,
-    /// Safe from a crash of the machine.
-    Synced,
-}
 
 /// A unit of work for a worker.
 pub(crate) enum Task {
@@ -85,44 +89,24 @@ pub(crate) struct ActivityTask {
     pub(crate) options: Option<Box<ActivityOptions>>,
 }
 
-/// How a run's tasks are queued.
-#[derive(Clone, Default)]
-struct Route {
-    priority: i32,
-    task_queue: Option<Arc<str>>,
-    workflow_id: String,
-}
-
-/// Scheduling state of one unfinished run, plus its cached live machine. One is kept per
-/// unfinished run, sleeping ones included, so it is kept small.
-#[derive(Default)]
-struct RunSlot {
-    /// Queue priority of its tasks.
-    priority: i32,
-    /// The task queue of its tasks, if not the default one.
-    task_queue: Option<Arc<str>>,
-    /// Its workflow id, when that is not its run id.
-    workflow_id: Option<Arc<str>>,
-    /// A workflow task for it is in the queue.
-    queued: bool,
-    /// A worker is advancing it now.
-    executing: bool,
-    /// Something happened while it was executing: advance it again afterwards.
-    dirty: bool,
-    /// The live run, when cached between tasks.
-    cached: Option<Box<executor::LiveRun>>,
-    /// The live run's core, also while a worker holds the run (for cancellation).
-    core: Option<Arc<RunCore>>,
-    /// When the run was last cached, on `Engine::use_clock`: eviction takes the oldest first.
-    last_used: u64,
-}
-
-impl RunSlot {
-    /// Routes the tasks of run `run_id` as `route` says.
-    fn set_route(&mut self, run_id: &str, route: &Route) {
-        self.priority = route.priority;
-        self.task_queue = route.task_queue.clone();
-        self.workflow_id = (route.workflow_id != run_id).then(|| Arc::from(&*route.workflow_id));
+impl ActivityTask {
+    /// Attempt `attempt` of the step `state` describes, in run `run_id`.
+    pub(crate) fn from_state(
+        run_id: Arc<str>,
+        workflow_id: String,
+        state: &ActivityState,
+        attempt: u32,
+    ) -> Self {
+        ActivityTask {
+            run_id,
+            workflow_id,
+            activity_id: state.id.clone(),
+            position: state.position,
+            name: state.name.as_str().into(),
+            input: state.input.clone().unwrap_or_else(Payload::null),
+            attempt,
+            options: state.options.clone(),
+        }
     }
 }
 
@@ -138,39 +122,58 @@ pub(crate) struct Progress {
     pub(crate) changed: Notify,
 }
 
+/// The composition of the engine's parts (see "Engine parts" in docs/ARCHITECTURE.md).
+///
+/// The parts own their state and get handles to the parts below them, never to the engine:
+/// shared services (configuration, clock, ids, store, logs, registry), then the [`Journal`],
+/// then [`Timers`], [`Streams`], [`Runs`] and [`Recovery`], then [`Hooks`] and [`Schedules`].
+/// What the engine itself does (starting runs, the executor, steps, acting on a recovery plan,
+/// sharing) orchestrates them.
+///
+/// The fields still `pub(crate)` are read by the webhook server (`config`, `closed`,
+/// `hook_kit`) and the test harness (`store`, `queue`, `progress`); everything else goes through
+/// the methods of `api.rs`.
 pub(crate) struct Engine {
+    // Shared services.
     pub(crate) config: WorldConfig,
-    pub(crate) clock: Arc<dyn Clock>,
-    pub(crate) ids: Arc<IdGenerator>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<IdGenerator>,
     pub(crate) store: Arc<dyn Store>,
-    pub(crate) registry: Registry,
-    pub(crate) queue: TaskQueue<Task>,
-    pub(crate) progress: Progress,
-    pub(crate) timer_wake: Notify,
-    pub(crate) accepting: AtomicBool,
+    /// The world's logging: its span, its log layer's files.
+    logs: Arc<crate::telemetry::logs::Logs>,
+    registry: Arc<Registry>,
+    /// Application state for steps (`world.provide`, `ctx.resource`).
+    resources: Arc<crate::resources::Resources>,
+    /// The hook token key, payload validators and webhook base URL.
+    pub(crate) hook_kit: Arc<crate::hooks::HookKit>,
+    /// Tasks waiting for a worker: filled by `runs`, emptied by the workers.
+    pub(crate) queue: Arc<TaskQueue<Task>>,
+    pub(crate) progress: Arc<Progress>,
+    /// The world takes new runs and hook payloads (it is started).
+    accepting: Arc<AtomicBool>,
     /// Cancelled when the world is dropped: handles and webhook servers that outlive it stop
     /// waiting on it and refuse what they are asked.
     pub(crate) closed: CancellationToken,
-    runs: Mutex<FxHashMap<Arc<str>, RunSlot>>,
-    cached_runs: AtomicUsize,
-    /// A counter that orders cache uses.
-    use_clock: AtomicU64,
-    waiters: Mutex<FxHashMap<String, Vec<oneshot::Sender<()>>>>,
-    cancels: Mutex<FxHashMap<String, CancellationToken>>,
-    /// Run counts for `World::get_metrics()`, kept from the recorded events.
-    pub(crate) metrics: crate::telemetry::metrics::MetricsRecorder,
-    /// The hook token key and webhook base URL.
-    pub(crate) hook_kit: Arc<crate::hooks::HookKit>,
+
+    // The parts.
+    /// The only writer of history.
+    journal: Arc<Journal>,
+    /// Durable timers and the wake-up of the loop that fires them.
+    timers: Arc<Timers>,
+    /// The runs' streams.
+    streams: Arc<Streams>,
+    /// Runs in motion in this process: slots, cache, queued tasks, waiters.
+    runs: Runs,
+    /// Hooks: recorded, resumed, expired, disposed.
+    hooks: Hooks,
+    /// Stored schedules, their input functions and their loop.
+    schedules: Schedules,
+    /// Reads unfinished runs back for recovery and takeover.
+    recovery: Recovery,
     /// Idempotency keys being started, and recently started, by this process.
     keys: idempotency::IdempotencyKeys,
     /// Closures of named steps (`ctx.step`) waiting to run or running.
-    pub(crate) local_steps: Arc<steps::LocalSteps>,
-    /// Application state for steps (`world.provide`, `ctx.resource`).
-    pub(crate) resources: Arc<crate::resources::Resources>,
-    /// Schedule input functions and the schedule loop's wake-up (see `schedule::service`).
-    pub(crate) schedules: crate::schedule::ScheduleKit,
-    /// The world's logging: its span, its log layer's files.
-    pub(crate) logs: Arc<crate::telemetry::logs::Logs>,
+    local_steps: Arc<steps::LocalSteps>,
 }
 
 impl Engine {
@@ -182,180 +185,100 @@ impl Engine {
     ) -> Self {
         let hook_kit = Arc::new(hook_kit);
         let logs = crate::telemetry::logs::Logs::new(&config, clock.clone());
+        let ids = Arc::new(IdGenerator::new(clock.clone()));
+        let registry = Arc::new(Registry::default());
+        let progress = Arc::new(Progress::default());
+        let queue = Arc::new(TaskQueue::new());
+        let accepting = Arc::new(AtomicBool::new(true));
+        let closed = CancellationToken::new();
+
+        let journal = Arc::new(Journal::new(
+            store.clone(),
+            clock.clone(),
+            ids.clone(),
+            progress.clone(),
+            config.max_payload_bytes,
+        ));
+        let timers = Arc::new(Timers::new(store.clone(), clock.clone()));
+        let streams = Arc::new(Streams::new(
+            store.clone(),
+            clock.clone(),
+            ids.clone(),
+            journal.clone(),
+        ));
+        let runs = Runs::new(
+            clock.clone(),
+            queue.clone(),
+            progress.clone(),
+            CachePolicy {
+                max_cached: config.max_cached_runs,
+                evict_after_every_task: config.evict_after_every_task,
+            },
+        );
+        let hooks = Hooks::new(
+            journal.clone(),
+            store.clone(),
+            clock.clone(),
+            timers.clone(),
+            hook_kit.clone(),
+            accepting.clone(),
+            closed.clone(),
+        );
+        let schedules = Schedules::new(
+            store.clone(),
+            clock.clone(),
+            ids.clone(),
+            journal.clone(),
+            registry.clone(),
+            accepting.clone(),
+            config.shared_poll_interval.as_millis() as i64,
+        );
+        let recovery = Recovery::new(store.clone(), registry.clone());
         Self {
-            hook_kit,
-            logs,
-            local_steps: Arc::default(),
-            resources: Arc::default(),
-            schedules: Default::default(),
-            ids: Arc::new(IdGenerator::new(clock.clone())),
             config,
             clock,
+            ids,
             store,
-            registry: Registry::default(),
-            queue: TaskQueue::new(),
-            progress: Progress::default(),
-            timer_wake: Notify::new(),
-            accepting: AtomicBool::new(true),
-            closed: CancellationToken::new(),
-            runs: Mutex::new(FxHashMap::default()),
-            cached_runs: AtomicUsize::new(0),
-            use_clock: AtomicU64::new(0),
-            waiters: Mutex::new(FxHashMap::default()),
-            cancels: Mutex::new(FxHashMap::default()),
-            metrics: Default::default(),
+            logs,
+            registry,
+            resources: Arc::default(),
+            hook_kit,
+            queue,
+            progress,
+            accepting,
+            closed,
+            journal,
+            timers,
+            streams,
+            runs,
+            hooks,
+            schedules,
+            recovery,
             keys: Default::default(),
+            local_steps: Arc::default(),
         }
-    }
-
-    /// Builds an event stamped with a fresh id and the current time; the store sets `seq`.
-    pub(crate) fn event(&self, run_id: &str, kind: EventKind) -> Event {
-        Event {
-            id: self.ids.event_id(),
-            run_id: run_id.to_owned(),
-            seq: 0,
-            timestamp: self.clock.now_ms(),
-            version: EVENT_FORMAT_VERSION,
-            kind,
-        }
-    }
-
-    /// Appends events to a run durably and tells waiters that something happened.
-    pub(crate) async fn append(
-        &self,
-        run_id: &str,
-        kinds: Vec<EventKind>,
-    ) -> Result<crate::store::Appended, WorldError> {
-        self.append_with(run_id, kinds, Durability::Synced).await
-    }
-
-    /// Appends events that need to survive a crash of this process but not yet of the machine
-    /// (a step's start, before the step runs): see
-    /// [`EventStore::append_written`](crate::store::EventStore::append_written).
-    pub(crate) async fn append_written(
-        &self,
-        run_id: &str,
-        kinds: Vec<EventKind>,
-    ) -> Result<crate::store::Appended, WorldError> {
-        self.append_with(run_id, kinds, Durability::Written).await
-    }
-
-    /// Appends events whose loss in a crash a restart repairs by itself (a step's result, the
-    /// commands workflow code issues again on replay): the store may return before they are
-    /// durable (see [`EventStore::append_nowait`](crate::store::EventStore::append_nowait)).
-    pub(crate) async fn append_nowait(
-        &self,
-        run_id: &str,
-        kinds: Vec<EventKind>,
-    ) -> Result<crate::store::Appended, WorldError> {
-        self.append_with(run_id, kinds, Durability::Queued).await
-    }
-
-    async fn append_with(
-        &self,
-        run_id: &str,
-        kinds: Vec<EventKind>,
-        durability: Durability,
-    ) -> Result<crate::store::Appended, WorldError> {
-        let events = kinds.into_iter().map(|k| self.event(run_id, k)).collect();
-        let appended = match durability {
-            Durability::Synced => self.store.append(run_id, events).await?,
-            Durability::Written => self.store.append_written(run_id, events).await?,
-            Durability::Queued => self.store.append_nowait(run_id, events).await?,
-        };
-        self.metrics.record(run_id, &appended.events);
-        self.progress.epoch.fetch_add(1, Ordering::Relaxed);
-        self.progress.changed.notify_waiters();
-        Ok(appended)
-    }
-
-    pub(crate) fn check_payload(
-        &self,
-        what: impl FnOnce() -> String,
-        payload: &Payload,
-    ) -> Result<(), WorldError> {
-        let limit = self.config.max_payload_bytes;
-        if payload.size() > limit {
-            return Err(WorldError::PayloadTooLarge {
-                what: what(),
-                size: payload.size(),
-                limit,
-            });
-        }
-        Ok(())
     }
 
     /// Gives an existing run (read back from the store) a scheduling slot.
     pub(crate) fn adopt(&self, state: &WorkflowState) {
-        self.metrics
+        self.journal
+            .metrics()
             .run_adopted(&state.id, state.status, self.clock.now_ms());
-        let mut runs = self.runs.lock();
-        let slot = runs.entry(Arc::from(state.id.as_str())).or_default();
         let route = Route {
             priority: state.priority,
             task_queue: state.task_queue.as_deref().map(Arc::from),
             workflow_id: state.workflow_id.clone(),
         };
-        slot.set_route(&state.id, &route);
-    }
-
-    /// Makes sure the run will be advanced: queues a workflow task unless one is queued, or
-    /// marks it for another pass if a worker is advancing it now.
-    pub(crate) fn schedule_workflow(&self, run_id: &str) {
-        let mut runs = self.runs.lock();
-        let Some(key) = runs.get_key_value(run_id).map(|(k, _)| k.clone()) else {
-            return;
-        };
-        let Some(slot) = runs.get_mut(run_id) else {
-            return;
-        };
-        if slot.executing {
-            slot.dirty = true;
-            return;
-        }
-        if slot.queued {
-            return;
-        }
-        slot.queued = true;
-        let entry = QueueEntry {
-            task: Task::Workflow {
-                run_id: key.clone(),
-            },
-            run_id: key.clone(),
-            priority: slot.priority,
-            scheduled_at: self.clock.now_ms(),
-            task_queue: slot.task_queue.clone(),
-        };
-        drop(runs);
-        self.push(entry);
-    }
-
-    pub(crate) fn push(&self, entry: QueueEntry<Task>) {
-        self.progress.pending_tasks.fetch_add(1, Ordering::AcqRel);
-        self.queue.push(entry);
+        self.runs.adopt(&state.id, &route);
     }
 
     /// Queues one attempt of an activity.
     pub(crate) fn enqueue_activity(&self, task: ActivityTask) {
-        let (priority, route_queue) = {
-            let runs = self.runs.lock();
-            runs.get(&*task.run_id)
-                .map(|s| (s.priority, s.task_queue.clone()))
-                .unwrap_or((0, None))
-        };
         let task_queue = self
             .activity_options(&task.name, task.options.as_deref())
             .task_queue
-            .map(Arc::from)
-            .or(route_queue);
-        let entry = QueueEntry {
-            run_id: task.run_id.clone(),
-            priority,
-            scheduled_at: self.clock.now_ms(),
-            task_queue,
-            task: Task::Activity(task),
-        };
-        self.push(entry);
+            .map(Arc::from);
+        self.runs.enqueue_activity(task, task_queue);
     }
 
     /// The options an activity call runs with: the call's own over the definition's.
@@ -375,36 +298,16 @@ impl Engine {
         }
     }
 
-    pub(crate) async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
-        self.store.add_timer(timer).await?;
-        self.timer_wake.notify_one();
-        Ok(())
-    }
-
-    /// The cancellation token shared by a run's running activities.
-    pub(crate) fn run_token(&self, run_id: &str) -> CancellationToken {
-        self.cancels
-            .lock()
-            .entry(run_id.to_owned())
-            .or_default()
-            .clone()
-    }
-
     /// Resolves when the run reaches a terminal status, or at once if it has.
     pub(crate) async fn wait_terminal(&self, id: &str) -> Result<WorkflowState, WorldError> {
         // Statuses are checked on the light view; the full state is read once, at the end.
         let mut run_id = id.to_owned();
         loop {
-            let (tx, rx) = oneshot::channel();
             let state = self.store.get_run(&run_id, ResolveData::None).await?;
             if state.status.is_terminal() {
                 return self.store.get_run(&state.id, ResolveData::All).await;
             }
-            self.waiters
-                .lock()
-                .entry(state.id.clone())
-                .or_default()
-                .push(tx);
+            let rx = self.runs.wait_let_go(&state.id);
             // Re-check after registering, so a finish in between is not missed.
             let state = self.store.get_run(&state.id, ResolveData::None).await?;
             if state.status.is_terminal() {
@@ -424,26 +327,12 @@ impl Engine {
         }
     }
 
-    /// Drops a failed attempt's work: its queued tasks, and (cooperatively) its running steps.
-    pub(crate) fn abandon_attempt(&self, run_id: &str) {
-        let dropped = self.queue.remove_run(run_id);
-        self.progress
-            .pending_tasks
-            .fetch_sub(dropped.len(), Ordering::AcqRel);
-        if let Some(slot) = self.runs.lock().get_mut(run_id) {
-            slot.queued = false;
-        }
-        if let Some(token) = self.cancels.lock().remove(run_id) {
-            token.cancel();
-        }
-    }
-
     /// Everything that follows a run reaching a terminal status: this process lets go of it,
     /// and its parent hears of the result.
     pub(crate) async fn on_terminal(&self, state: &WorkflowState) {
         self.let_go(state).await;
-        self.close_run_streams(&state.id).await;
-        self.dispose_hooks(state).await;
+        self.streams.close_run(&state.id).await;
+        self.hooks.dispose(state).await;
         self.notify_parent(state).await;
     }
 
@@ -452,38 +341,9 @@ impl Engine {
     pub(crate) async fn let_go(&self, state: &WorkflowState) {
         let run_id = state.id.as_str();
         self.local_steps.forget_run(run_id);
-        let _ = self.store.remove_run_timers(run_id).await;
-        // The timer service may be asleep until one of the removed timers.
-        self.timer_wake.notify_one();
-        let dropped = self.queue.remove_run(run_id);
-        self.progress
-            .pending_tasks
-            .fetch_sub(dropped.len(), Ordering::AcqRel);
-        if let Some(token) = self.cancels.lock().remove(run_id) {
-            token.cancel();
-        }
-        {
-            let mut runs = self.runs.lock();
-            if let Some(slot) = runs.get_mut(run_id) {
-                if let Some(core) = &slot.core {
-                    if state.status == RunStatus::Cancelled {
-                        core.mark_cancelled();
-                    }
-                }
-                if slot.cached.take().is_some() {
-                    self.cached_runs.fetch_sub(1, Ordering::Relaxed);
-                }
-                if !slot.executing {
-                    runs.remove(run_id);
-                }
-            }
-        }
-        if let Some(waiters) = self.waiters.lock().remove(run_id) {
-            for tx in waiters {
-                let _ = tx.send(());
-            }
-        }
-        self.progress.changed.notify_waiters();
+        self.timers.forget_run(run_id).await;
+        self.runs
+            .let_go(run_id, state.status == RunStatus::Cancelled);
     }
 
     /// Records a finished child's result in its parent's history and wakes the parent.
@@ -510,8 +370,8 @@ impl Engine {
                         }),
                 },
             };
-            if self.append(parent, vec![kind]).await.is_ok() {
-                self.schedule_workflow(parent);
+            if self.journal.append(parent, vec![kind]).await.is_ok() {
+                self.runs.schedule(parent);
             }
         }
     }
@@ -533,15 +393,9 @@ impl Engine {
             }
             _ => {}
         }
-        if let Some(core) = self
-            .runs
-            .lock()
-            .get(state.id.as_str())
-            .and_then(|s| s.core.clone())
-        {
-            core.mark_cancelled();
-        }
+        self.runs.mark_cancelled(&state.id);
         let appended = self
+            .journal
             .append(&state.id, vec![EventKind::WorkflowCancelled { reason }])
             .await;
         match appended {
@@ -575,31 +429,14 @@ impl Engine {
         Ok(())
     }
 
+    /// A task taken from the queue is done (or handed on by a dead worker).
     pub(crate) fn task_done(&self) {
-        let before = self.progress.pending_tasks.fetch_sub(1, Ordering::AcqRel);
-        if before == 1 {
-            self.progress.changed.notify_waiters();
-        }
+        self.runs.task_done();
     }
 
     /// Frees the scheduling slot of a run whose workflow task was abandoned (its worker was
     /// declared dead mid-task) and queues the run again; it resumes from its history.
     pub(crate) fn release_run(&self, run_id: &str) {
-        if let Some(slot) = self.runs.lock().get_mut(run_id) {
-            slot.executing = false;
-            slot.dirty = false;
-            slot.core = None;
-            if slot.cached.take().is_some() {
-                self.cached_runs.fetch_sub(1, Ordering::Relaxed);
-            }
-        }
-        self.schedule_workflow(run_id);
-    }
-
-    pub(crate) fn route_workflow_id(&self, run_id: &str) -> Option<String> {
-        self.runs
-            .lock()
-            .get(run_id)
-            .map(|s| s.workflow_id.as_deref().unwrap_or(run_id).to_owned())
+        self.runs.release(run_id);
     }
 }

@@ -1,18 +1,28 @@
-//! Resuming a store's unfinished runs when a world starts.
+//! Resuming a store's unfinished runs when a world starts (and, on a shared store, the runs of
+//! processes that stopped).
 //!
 //! Nothing about a run lives only in memory: on start, the engine reads every unfinished run
 //! back from the store and puts its work in motion again. Queued tasks are rebuilt from
 //! history, timers re-armed (adding a timer is idempotent), and a step that was running when
 //! the previous process stopped is recorded as a lost attempt and retried under its policy.
+//!
+//! [`Recovery`] reads runs back and says what each needs ([`Plan`]): it decides nothing about
+//! this process's state and writes nothing. The engine acts on the plan through its parts, in
+//! the order the plan gives.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use crate::error::{codes, StructuredError, WorldError};
-use crate::model::{ActivityStatus, EventKind, ResolveData};
+use crate::error::WorldError;
+use crate::model::{
+    ActivityStatus, Event, EventKind, ResolveData, RunStatus, WorkflowOptions, WorkflowState,
+};
 use crate::payload::Payload;
-use crate::store::{Timer, TimerKind};
+use crate::store::{Store, Timer, TimerKind};
 use crate::telemetry::logs::world_log;
 
+use super::definitions::Registry;
+use super::lost::Loss;
 use super::{ActivityTask, Engine};
 
 /// What recovery found and restarted.
@@ -25,13 +35,196 @@ pub(crate) struct Recovered {
     pub(crate) children_created: usize,
 }
 
+/// Reads unfinished runs back from the store.
+pub(crate) struct Recovery {
+    store: Arc<dyn Store>,
+    /// Which workflows this process can run.
+    registry: Arc<Registry>,
+}
+
+/// An unfinished run as read back.
+pub(crate) struct Unfinished {
+    pub(crate) state: WorkflowState,
+    history: Vec<Arc<Event>>,
+}
+
+/// What a step of a run read back needs, in the order of its steps.
+pub(crate) enum StepAction {
+    /// Scheduled but not started: queue its attempt again.
+    Requeue(ActivityTask),
+    /// Waiting for a retry: re-arm its retry timer.
+    Rearm(Timer),
+    /// Started by a process that stopped: the attempt is lost.
+    Lost(ActivityTask),
+}
+
+/// A child its parent recorded but the process stopped before creating.
+pub(crate) struct MissingChild {
+    pub(crate) position: u32,
+    pub(crate) child_id: String,
+    pub(crate) name: String,
+    pub(crate) input: Payload,
+    pub(crate) options: WorkflowOptions,
+}
+
+/// What one unfinished run needs to be in motion again.
+pub(crate) struct Plan {
+    /// Sleeps not yet fired and a workflow retry not yet started.
+    pub(crate) timers: Vec<Timer>,
+    /// The run's timeout.
+    pub(crate) timeout: Option<Timer>,
+    pub(crate) steps: Vec<StepAction>,
+}
+
+impl Recovery {
+    pub(crate) fn new(store: Arc<dyn Store>, registry: Arc<Registry>) -> Self {
+        Recovery { store, registry }
+    }
+
+    /// The unfinished runs this world should drive: all of them, or on a store shared by
+    /// several processes, those no live process drives (now claimed by this one).
+    pub(crate) async fn claim(&self) -> Result<Vec<String>, WorldError> {
+        let registry = &self.registry;
+        let can_run = |name: &str| registry.workflow(name).is_some();
+        self.store.claim_runs(&can_run).await
+    }
+
+    /// The runs another process wrote to since the last call (on a shared store).
+    pub(crate) async fn external_changes(&self) -> Result<Vec<String>, WorldError> {
+        self.store.external_changes().await
+    }
+
+    /// Reads a run back: its state and its history.
+    pub(crate) async fn read(&self, run_id: &str) -> Result<Unfinished, WorldError> {
+        let state = self.store.get_run(run_id, ResolveData::All).await?;
+        let history = self.store.history(run_id, 0).await?;
+        Ok(Unfinished { state, history })
+    }
+
+    /// The recorded children of a running run that do not exist (and whose workflow this
+    /// process has: the others are logged and left).
+    pub(crate) async fn missing_children(&self, run: &Unfinished) -> Vec<MissingChild> {
+        let mut missing = Vec::new();
+        for event in &run.history {
+            if let EventKind::ChildWorkflowStarted {
+                position,
+                child_id,
+                name,
+                input: Some(input),
+                options,
+            } = &event.kind
+            {
+                let absent = matches!(
+                    self.store.get_run(child_id, ResolveData::None).await,
+                    Err(WorldError::NotFound { .. })
+                );
+                let known = self.registry.workflow(name).is_some();
+                if absent && !known {
+                    tracing::warn!(run_id = %run.state.id, child = %child_id, workflow = %name, "a recorded child of an unknown workflow was not created; register it and start again");
+                }
+                if absent && known && run.state.status == RunStatus::Running {
+                    missing.push(MissingChild {
+                        position: *position,
+                        child_id: child_id.clone(),
+                        name: name.clone(),
+                        input: input.clone(),
+                        options: options.as_deref().cloned().unwrap_or_default(),
+                    });
+                }
+            }
+        }
+        missing
+    }
+}
+
+impl Plan {
+    /// What `run` needs, from its state and history alone.
+    pub(crate) fn of(run: &Unfinished) -> Plan {
+        let state = &run.state;
+        let run_id = &state.id;
+        let timer = |fire_at, kind| Timer {
+            fire_at,
+            run_id: run_id.clone(),
+            kind,
+        };
+        let mut timers: Vec<Timer> = state
+            .pending_timers()
+            .map(|(position, fire_at)| timer(fire_at, TimerKind::Sleep { position }))
+            .collect();
+        if let Some(retry) = state.retry_pending() {
+            timers.push(timer(
+                retry.due_at,
+                TimerKind::WorkflowRetry {
+                    attempt: retry.attempt,
+                },
+            ));
+        }
+        let timeout = state.timeout_ms.map(|ms| {
+            timer(
+                state.created_at.saturating_add(ms as i64),
+                TimerKind::RunTimeout,
+            )
+        });
+
+        // When each step waiting for a retry is due: its last `activity_retry`.
+        let mut retry_at: HashMap<u32, (u32, i64)> = HashMap::new();
+        for event in &run.history {
+            if let EventKind::ActivityRetry {
+                position,
+                attempt,
+                delay_ms,
+            } = &event.kind
+            {
+                retry_at.insert(
+                    *position,
+                    (*attempt, event.timestamp.saturating_add(*delay_ms as i64)),
+                );
+            }
+        }
+        let task = |activity, attempt| {
+            ActivityTask::from_state(
+                run_id.as_str().into(),
+                state.workflow_id.clone(),
+                activity,
+                attempt,
+            )
+        };
+        let steps = state
+            .activities
+            .iter()
+            .filter_map(|activity| match activity.status {
+                ActivityStatus::Scheduled => {
+                    Some(StepAction::Requeue(task(activity, activity.attempt + 1)))
+                }
+                ActivityStatus::Retrying => {
+                    retry_at.get(&activity.position).map(|&(attempt, fire_at)| {
+                        StepAction::Rearm(timer(
+                            fire_at,
+                            TimerKind::ActivityRetry {
+                                position: activity.position,
+                                attempt,
+                            },
+                        ))
+                    })
+                }
+                // The attempt died with the process that ran it.
+                ActivityStatus::Running => Some(StepAction::Lost(task(activity, activity.attempt))),
+                ActivityStatus::Completed | ActivityStatus::Failed => None,
+            })
+            .collect();
+        Plan {
+            timers,
+            timeout,
+            steps,
+        }
+    }
+}
+
 impl Engine {
     /// Puts every unfinished run in the store that this world should drive back in motion:
     /// all of them, or on a store shared by several processes, those no live process drives.
     pub(crate) async fn recover(&self) -> Result<Recovered, WorldError> {
-        let registry = &self.registry;
-        let can_run = |name: &str| registry.workflow(name).is_some();
-        let runs = self.store.claim_runs(&can_run).await?;
+        let runs = self.recovery.claim().await?;
         self.recover_runs(runs).await
     }
 
@@ -39,154 +232,50 @@ impl Engine {
     pub(crate) async fn recover_runs(&self, runs: Vec<String>) -> Result<Recovered, WorldError> {
         let mut found = Recovered::default();
         for run_id in runs {
-            let state = self.store.get_run(&run_id, ResolveData::All).await?;
+            let run = self.recovery.read(&run_id).await?;
             found.runs += 1;
             let before = found.clone();
-            self.adopt(&state);
+            self.adopt(&run.state);
+            let plan = Plan::of(&run);
 
-            // Timers: re-arm every sleep not yet fired and every retry not yet started.
-            let history = self.store.history(&run_id, 0).await?;
-            let mut retry_at: HashMap<u32, (u32, i64)> = HashMap::new();
-            for event in &history {
-                if let EventKind::ActivityRetry {
-                    position,
-                    attempt,
-                    delay_ms,
-                } = &event.kind
-                {
-                    retry_at.insert(
-                        *position,
-                        (*attempt, event.timestamp.saturating_add(*delay_ms as i64)),
-                    );
-                }
-            }
-            for (position, fire_at) in state.pending_timers() {
-                self.store
-                    .add_timer(Timer {
-                        fire_at,
-                        run_id: run_id.clone(),
-                        kind: TimerKind::Sleep { position },
-                    })
-                    .await?;
+            for timer in plan.timers {
+                self.timers.rearm(timer).await?;
                 found.timers_rearmed += 1;
             }
-            found.timers_rearmed += self.rearm_hook_timers(&state).await?;
-            if let Some(retry) = state.retry_pending() {
-                self.store
-                    .add_timer(Timer {
-                        fire_at: retry.due_at,
-                        run_id: run_id.clone(),
-                        kind: TimerKind::WorkflowRetry {
-                            attempt: retry.attempt,
-                        },
-                    })
-                    .await?;
-                found.timers_rearmed += 1;
+            found.timers_rearmed += self.hooks.rearm_timers(&run.state).await?;
+            if let Some(timeout) = plan.timeout {
+                self.timers.rearm(timeout).await?;
             }
-            if let Some(ms) = state.timeout_ms {
-                self.store
-                    .add_timer(Timer {
-                        fire_at: state.created_at.saturating_add(ms as i64),
-                        run_id: run_id.clone(),
-                        kind: TimerKind::RunTimeout,
-                    })
-                    .await?;
+            for child in self.recovery.missing_children(&run).await {
+                self.start_child(
+                    &run_id,
+                    child.position,
+                    child.child_id,
+                    &child.name,
+                    child.input,
+                    child.options,
+                )
+                .await?;
+                found.children_created += 1;
             }
-
-            // A child recorded by its parent but never created (the process stopped in between).
-            for event in &history {
-                if let EventKind::ChildWorkflowStarted {
-                    position,
-                    child_id,
-                    name,
-                    input: Some(input),
-                    options,
-                } = &event.kind
-                {
-                    let missing = matches!(
-                        self.store.get_run(child_id, ResolveData::None).await,
-                        Err(crate::error::WorldError::NotFound { .. })
-                    );
-                    let known = self.registry.workflow(name).is_some();
-                    if missing && !known {
-                        tracing::warn!(run_id = %run_id, child = %child_id, workflow = %name, "a recorded child of an unknown workflow was not created; register it and start again");
-                    }
-                    if missing && known && state.status == crate::model::RunStatus::Running {
-                        self.start_child(
-                            &run_id,
-                            *position,
-                            child_id.clone(),
-                            name,
-                            input.clone(),
-                            options.as_deref().cloned().unwrap_or_default(),
-                        )
-                        .await?;
-                        found.children_created += 1;
-                    }
-                }
-            }
-
-            for activity in &state.activities {
-                match activity.status {
-                    ActivityStatus::Scheduled => {
-                        self.enqueue_activity(ActivityTask {
-                            run_id: run_id.as_str().into(),
-                            workflow_id: state.workflow_id.clone(),
-                            activity_id: activity.id.clone(),
-                            position: activity.position,
-                            name: activity.name.as_str().into(),
-                            input: activity.input.clone().unwrap_or_else(Payload::null),
-                            attempt: activity.attempt + 1,
-                            options: activity.options.clone(),
-                        });
+            for step in plan.steps {
+                match step {
+                    StepAction::Requeue(task) => {
+                        self.enqueue_activity(task);
                         found.steps_requeued += 1;
                     }
-                    ActivityStatus::Retrying => {
-                        if let Some((attempt, fire_at)) = retry_at.get(&activity.position) {
-                            self.store
-                                .add_timer(Timer {
-                                    fire_at: *fire_at,
-                                    run_id: run_id.clone(),
-                                    kind: TimerKind::ActivityRetry {
-                                        position: activity.position,
-                                        attempt: *attempt,
-                                    },
-                                })
-                                .await?;
-                            found.timers_rearmed += 1;
-                        }
+                    StepAction::Rearm(timer) => {
+                        self.timers.rearm(timer).await?;
+                        found.timers_rearmed += 1;
                     }
-                    ActivityStatus::Running => {
-                        // The attempt died with the process that ran it.
-                        let task = ActivityTask {
-                            run_id: run_id.as_str().into(),
-                            workflow_id: state.workflow_id.clone(),
-                            activity_id: activity.id.clone(),
-                            position: activity.position,
-                            name: activity.name.as_str().into(),
-                            input: activity.input.clone().unwrap_or_else(Payload::null),
-                            attempt: activity.attempt,
-                            options: activity.options.clone(),
-                        };
-                        let options = self.activity_options(&task.name, task.options.as_deref());
-                        let error = StructuredError::new(format!(
-                            "attempt {} of activity '{}' was lost: the process running it stopped",
-                            activity.attempt, activity.name
-                        ))
-                        .with_code(codes::WORKER_LOST);
-                        self.record_attempt_failure(
-                            &task,
-                            &options,
-                            error,
-                            Some(Some(std::time::Duration::ZERO)),
-                        )
-                        .await;
+                    StepAction::Lost(task) => {
+                        self.record_lost_attempt(&task, Loss::ProcessStopped).await;
                         found.attempts_lost += 1;
                     }
-                    ActivityStatus::Completed | ActivityStatus::Failed => {}
                 }
             }
-            self.schedule_workflow(&run_id);
+            self.runs.schedule(&run_id);
+            let state = &run.state;
             world_log!(
                 self.logs,
                 INFO,
@@ -201,7 +290,7 @@ impl Engine {
                 timers = found.timers_rearmed - before.timers_rearmed,
             );
         }
-        self.timer_wake.notify_one();
+        self.timers.wake();
         if found.runs > 0 {
             world_log!(
                 self.logs,
@@ -216,5 +305,120 @@ impl Engine {
             );
         }
         Ok(found)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::StructuredError;
+    use crate::model::{QueuedRun, EVENT_FORMAT_VERSION};
+
+    fn history(kinds: Vec<EventKind>) -> Unfinished {
+        let events: Vec<Arc<Event>> = kinds
+            .into_iter()
+            .enumerate()
+            .map(|(seq, kind)| {
+                Arc::new(Event {
+                    id: format!("evnt_{seq}"),
+                    run_id: "wrun_1".into(),
+                    seq: seq as u64,
+                    timestamp: 1000 + seq as i64,
+                    version: EVENT_FORMAT_VERSION,
+                    kind,
+                })
+            })
+            .collect();
+        let state = WorkflowState::from_history(&events).unwrap();
+        Unfinished {
+            state,
+            history: events,
+        }
+    }
+
+    fn scheduled(position: u32) -> EventKind {
+        EventKind::ActivityScheduled {
+            position,
+            activity_id: format!("step_{position}"),
+            name: "a".into(),
+            input: Payload::null(),
+            options: None,
+            inline: false,
+        }
+    }
+
+    #[test]
+    fn plans_each_step_by_its_status_in_order() {
+        let mut queued = QueuedRun::new("w", "wf", Payload::null());
+        queued.timeout_ms = Some(60_000);
+        let run = history(vec![
+            EventKind::WorkflowQueued(Box::new(queued)),
+            EventKind::WorkflowStarted {
+                attempt: 1,
+                first_position: 0,
+            },
+            // 0: running when the process stopped.
+            scheduled(0),
+            EventKind::ActivityStarted {
+                position: 0,
+                attempt: 1,
+            },
+            // 1: waiting for its second attempt.
+            scheduled(1),
+            EventKind::ActivityStarted {
+                position: 1,
+                attempt: 1,
+            },
+            EventKind::ActivityFailed {
+                position: 1,
+                attempt: 1,
+                error: StructuredError::new("boom"),
+                retrying: true,
+            },
+            EventKind::ActivityRetry {
+                position: 1,
+                attempt: 2,
+                delay_ms: 500,
+            },
+            // 2: scheduled, never started.
+            scheduled(2),
+            // 3: a sleep.
+            EventKind::TimerScheduled {
+                position: 3,
+                fire_at: 9_000,
+            },
+        ]);
+        let plan = Plan::of(&run);
+
+        let kinds: Vec<TimerKind> = plan.timers.iter().map(|t| t.kind.clone()).collect();
+        assert_eq!(kinds, vec![TimerKind::Sleep { position: 3 }]);
+        assert_eq!(plan.timers[0].fire_at, 9_000);
+        let timeout = plan.timeout.expect("the run has a timeout");
+        assert_eq!(timeout.kind, TimerKind::RunTimeout);
+        assert_eq!(timeout.fire_at, 1000 + 60_000);
+
+        assert_eq!(plan.steps.len(), 3);
+        match &plan.steps[0] {
+            StepAction::Lost(task) => assert_eq!((task.position, task.attempt), (0, 1)),
+            _ => panic!("step 0 was running: its attempt is lost"),
+        }
+        match &plan.steps[1] {
+            StepAction::Rearm(timer) => {
+                assert_eq!(
+                    timer.kind,
+                    TimerKind::ActivityRetry {
+                        position: 1,
+                        attempt: 2
+                    }
+                );
+                // The `activity_retry` event (seq 7) plus its delay.
+                assert_eq!(timer.fire_at, 1007 + 500);
+            }
+            _ => panic!("step 1 waits for a retry: its timer is re-armed"),
+        }
+        match &plan.steps[2] {
+            StepAction::Requeue(task) => assert_eq!((task.position, task.attempt), (2, 1)),
+            _ => panic!("step 2 was never started: it is queued again"),
+        }
     }
 }

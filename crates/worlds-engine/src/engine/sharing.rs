@@ -36,7 +36,7 @@ impl Engine {
 
     /// One poll: external changes first, then takeovers.
     pub(crate) async fn share_tick(&self) -> Result<(), WorldError> {
-        for run_id in self.store.external_changes().await? {
+        for run_id in self.recovery.external_changes().await? {
             self.on_external_change(&run_id).await;
         }
         if self.accepting.load(Ordering::Acquire) {
@@ -53,7 +53,7 @@ impl Engine {
             Ok(state) if state.status.is_terminal() => self.let_go(&state).await,
             Ok(_) => {
                 self.progress.epoch.fetch_add(1, Ordering::Relaxed);
-                self.schedule_workflow(run_id);
+                self.runs.schedule(run_id);
             }
             Err(e) => {
                 tracing::warn!(run_id, error = %e, "could not read a run another process changed")

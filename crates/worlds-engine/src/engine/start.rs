@@ -7,13 +7,13 @@ use std::sync::Arc;
 use crate::error::WorldError;
 use crate::model::{Event, EventKind, OnConflict, QueuedRun, ResolveData, WorkflowOptions};
 use crate::payload::Payload;
-use crate::queue::QueueEntry;
 use crate::store::{Timer, TimerKind};
 use crate::telemetry::logs::world_log;
 
 use super::definitions::WorkflowDef;
 use super::idempotency::{Claim, KeyedRun};
-use super::{Engine, Route, Task, DEFAULT_MAX_RETRIES};
+use super::runs::Route;
+use super::{Engine, DEFAULT_MAX_RETRIES};
 
 /// The run a start refers to: `(run id, workflow id)`.
 pub(crate) type Started = (String, String);
@@ -104,7 +104,7 @@ impl Engine {
             }
         }
         let firsts = bulk.iter().map(|(_, new)| new.first.clone()).collect();
-        let created = self.store.create_runs(firsts).await;
+        let created = self.journal.create_runs(firsts).await;
         let mut admitted = Vec::with_capacity(bulk.len());
         for ((i, new), outcome) in bulk.into_iter().zip(created) {
             results[i] = Some(outcome.map(|()| new.started()));
@@ -133,7 +133,8 @@ impl Engine {
     ) -> Result<NewRun, WorldError> {
         let name = &*def.name;
         let mut options = options.or(&def.options);
-        self.check_payload(|| format!("input of workflow '{name}'"), &input)?;
+        self.journal
+            .check_payload(|| format!("input of workflow '{name}'"), &input)?;
         (def.validate)(&input).map_err(|e| {
             WorldError::invalid(
                 "input",
@@ -165,7 +166,7 @@ impl Engine {
             Some((id, position)) => (Some(id), Some(position)),
             None => (None, None),
         };
-        let first = self.event(
+        let first = self.journal.event(
             &run_id,
             EventKind::WorkflowQueued(Box::new(QueuedRun {
                 name: name.to_owned(),
@@ -243,9 +244,9 @@ impl Engine {
         since: Option<crate::clock::Millis>,
     ) -> Result<Started, WorldError> {
         let created = match since {
-            Some(since) => self.store.create_run_once(new.first.clone(), since).await,
+            Some(since) => self.journal.create_run_once(new.first.clone(), since).await,
             None => self
-                .store
+                .journal
                 .create_run(new.first.clone())
                 .await
                 .map(|()| None),
@@ -297,7 +298,7 @@ impl Engine {
             .collect();
         for (new, id) in runs.iter().zip(&ids) {
             let created_at = new.first.timestamp;
-            self.metrics.run_created(id, created_at);
+            self.journal.metrics().run_created(id, created_at);
             world_log!(
                 self.logs,
                 INFO,
@@ -313,42 +314,14 @@ impl Engine {
                     run_id: new.first.run_id.clone(),
                     kind: TimerKind::RunTimeout,
                 };
-                if let Err(e) = self.add_timer(timer).await {
+                if let Err(e) = self.timers.add(timer).await {
                     // Re-armed from history by the next start; the run itself is created.
                     tracing::warn!(run_id = %new.first.run_id, error = %e, "could not arm the run timeout");
                 }
             }
         }
-        let now = self.clock.now_ms();
-        let mut entries = Vec::with_capacity(runs.len());
-        {
-            let mut slots = self.runs.lock();
-            for (new, run) in runs.iter().zip(ids) {
-                let slot = slots.entry(run.clone()).or_default();
-                slot.set_route(&new.first.run_id, &new.route);
-                if slot.executing {
-                    slot.dirty = true;
-                    continue;
-                }
-                if slot.queued {
-                    continue;
-                }
-                slot.queued = true;
-                entries.push(QueueEntry {
-                    task: Task::Workflow {
-                        run_id: run.clone(),
-                    },
-                    run_id: run,
-                    priority: new.route.priority,
-                    scheduled_at: now,
-                    task_queue: new.route.task_queue.clone(),
-                });
-            }
-        }
-        self.progress
-            .pending_tasks
-            .fetch_add(entries.len(), Ordering::AcqRel);
-        self.queue.push_many(entries);
+        self.runs
+            .admit(ids.into_iter().zip(runs.iter().map(|new| &new.route)));
     }
 }
 

@@ -1,18 +1,50 @@
-//! Stream writes: checked and stamped here, stored by the [`StreamStore`](crate::store::StreamStore).
+//! Streams: chunks written by runs (and from outside), checked and stamped here, stored by the
+//! [`StreamStore`](crate::store::StreamStore).
+//!
+//! [`Streams`] is the one way to a run's streams, for the engine (the writes a workflow queues,
+//! closing a finished run's streams), for steps (their [`StreamSink`]) and for the world's
+//! stream API and live readers.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
+use futures::future::BoxFuture;
 
+use crate::clock::Clock;
 use crate::error::WorldError;
-use crate::ids::CHUNK_PREFIX;
-use crate::store::NewChunk;
-use crate::streams::{check_name, StreamChunk, StreamOp, StreamSink};
+use crate::ids::{IdGenerator, CHUNK_PREFIX};
+use crate::model::ResolveData;
+use crate::store::{NewChunk, Store, StreamSignal};
+use crate::streams::{check_name, StreamChunk, StreamInfo, StreamOp, StreamSink};
 
+use super::journal::Journal;
 use super::machine::RunCore;
-use super::Engine;
 
-impl Engine {
+/// The runs' streams.
+pub(crate) struct Streams {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<IdGenerator>,
+    /// Holds the payload size limit a chunk must keep to.
+    journal: Arc<Journal>,
+}
+
+impl Streams {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        ids: Arc<IdGenerator>,
+        journal: Arc<Journal>,
+    ) -> Self {
+        Streams {
+            store,
+            clock,
+            ids,
+            journal,
+        }
+    }
+
     /// Appends a chunk to a stream of a run: checks the name and size, gives it an id and a
     /// time, and stores it (once per `key`, when there is one).
     pub(crate) async fn write_chunk(
@@ -23,14 +55,10 @@ impl Engine {
         data: Bytes,
     ) -> Result<StreamChunk, WorldError> {
         check_name(name)?;
-        let limit = self.config.max_payload_bytes;
-        if data.len() > limit {
-            return Err(WorldError::PayloadTooLarge {
-                what: format!("a chunk of stream '{name}' of run {run_id}"),
-                size: data.len(),
-                limit,
-            });
-        }
+        self.journal.check_size(
+            || format!("a chunk of stream '{name}' of run {run_id}"),
+            data.len(),
+        )?;
         let chunk = NewChunk {
             id: self.ids.next(CHUNK_PREFIX),
             created_at: self.clock.now_ms(),
@@ -50,7 +78,7 @@ impl Engine {
     /// after each poll, before the commands of that poll are acted on. A write the store refuses
     /// (the stream was closed, the disk failed) is logged and noted on the run: the `write` call
     /// returned before the store saw the chunk, so the stream's next `write` reports it.
-    pub(crate) async fn flush_stream_ops(&self, core: &RunCore) {
+    pub(crate) async fn flush_ops(&self, core: &RunCore) {
         let run_id = core.info.run_id.as_str();
         for op in core.take_stream_ops() {
             match op {
@@ -70,17 +98,62 @@ impl Engine {
     }
 
     /// Closes every stream of a finished run that is still open.
-    pub(crate) async fn close_run_streams(&self, run_id: &str) {
+    pub(crate) async fn close_run(&self, run_id: &str) {
         if let Err(e) = self.store.close_run_streams(run_id).await {
             tracing::warn!(run_id, error = %e, "could not close the streams of a finished run");
         }
     }
 
-    /// The handle a step's writers reach the store through.
-    pub(crate) fn stream_sink(self: &Arc<Self>, run_id: &str) -> StreamSink {
+    /// The handle a step's writers reach the streams through.
+    pub(crate) fn sink(self: &Arc<Self>, run_id: &str) -> StreamSink {
         StreamSink {
-            engine: Arc::downgrade(self),
+            streams: Arc::downgrade(self),
             run_id: Arc::from(run_id),
         }
+    }
+
+    /// Up to `limit` stored chunks of a stream from index `from`, and the stream's state.
+    pub(crate) async fn chunks(
+        &self,
+        run_id: &str,
+        name: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<(Vec<StreamChunk>, StreamInfo), WorldError> {
+        self.store.stream_chunks(run_id, name, from, limit).await
+    }
+
+    /// A stream's length and whether it is closed.
+    pub(crate) async fn info(&self, run_id: &str, name: &str) -> Result<StreamInfo, WorldError> {
+        self.store.stream_info(run_id, name).await
+    }
+
+    /// The names of the streams of a run.
+    pub(crate) async fn list(&self, run_id: &str) -> Result<Vec<String>, WorldError> {
+        self.store.list_streams(run_id).await
+    }
+
+    /// A signal that fires when a stream of the run changes (in this process).
+    pub(crate) fn watch(&self, run_id: &str) -> StreamSignal {
+        self.store.watch_streams(run_id)
+    }
+
+    /// True if the run has reached a terminal status: its streams take no more chunks.
+    pub(crate) async fn run_finished(&self, run_id: &str) -> Result<bool, WorldError> {
+        let run = self.store.get_run(run_id, ResolveData::None).await?;
+        Ok(run.status.is_terminal())
+    }
+
+    /// How a reader learns of chunks other processes write: `None` when the store is this
+    /// process's alone (its change signal sees every write), else a pause of `every` on the
+    /// world's clock between looks.
+    pub(crate) fn shared_poll(&self, every: Duration) -> Option<BoxFuture<'static, ()>> {
+        self.store.is_shared().then(|| {
+            self.clock.sleep_until_background(
+                self.clock
+                    .now_ms()
+                    .saturating_add(crate::clock::duration_ms(every)),
+            )
+        })
     }
 }

@@ -1,21 +1,80 @@
-//! The timer service: fires durable timers when the world's clock reaches them.
+//! Durable timers: kept in the store, fired when the world's clock reaches them.
+//!
+//! [`Timers`] owns the timer side of the store and the wake-up of the loop that fires them: a
+//! timer added (or removed) earlier than the one the loop sleeps until must wake it. What a
+//! fired timer does (a sleep ends, a retry starts, a hook expires, a run times out) is the
+//! engine's: it passes [`Engine::fire`] to the loop.
 
+use std::future::Future;
 use std::sync::Arc;
 
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::clock::{Clock, Millis};
 use crate::error::{codes, StructuredError, WorldError};
 use crate::model::EventKind;
-use crate::store::{Timer, TimerKind};
+use crate::store::{Store, Timer, TimerKind};
 
 use super::Engine;
 
 /// Timers fired per store round trip.
 const BATCH: usize = 512;
 
-impl Engine {
-    /// Fires every timer that is due now. Returns how many fired.
-    pub(crate) async fn fire_due_timers(&self) -> Result<usize, WorldError> {
+/// The world's durable timers.
+pub(crate) struct Timers {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    /// Wakes the firing loop: the earliest timer may have changed.
+    wake: Notify,
+}
+
+impl Timers {
+    pub(crate) fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+        Timers {
+            store,
+            clock,
+            wake: Notify::new(),
+        }
+    }
+
+    /// Adds a timer (adding one that exists does nothing) and wakes the firing loop.
+    pub(crate) async fn add(&self, timer: Timer) -> Result<(), WorldError> {
+        self.store.add_timer(timer).await?;
+        self.wake();
+        Ok(())
+    }
+
+    /// Adds a timer without waking the firing loop: for many at once, followed by one
+    /// [`wake`](Self::wake).
+    pub(crate) async fn rearm(&self, timer: Timer) -> Result<(), WorldError> {
+        self.store.add_timer(timer).await
+    }
+
+    /// Wakes the firing loop to look at the timers again.
+    pub(crate) fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Removes every timer of a finished run.
+    pub(crate) async fn forget_run(&self, run_id: &str) {
+        let _ = self.store.remove_run_timers(run_id).await;
+        // The loop may be asleep until one of the removed timers.
+        self.wake();
+    }
+
+    /// When the earliest timer is due, if there is one.
+    pub(crate) async fn next_at(&self) -> Option<Millis> {
+        self.store.next_timer_at().await.ok().flatten()
+    }
+
+    /// Fires every timer that is due now with `fire`. Returns how many fired.
+    pub(crate) async fn fire_due<F, Fut>(&self, fire: F) -> Result<usize, WorldError>
+    where
+        F: Fn(Timer) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        let fire = &fire;
         let mut fired = 0;
         loop {
             let due = self
@@ -41,27 +100,75 @@ impl Engine {
             }
             futures::future::join_all(by_run.into_iter().map(|timers| async move {
                 for timer in timers {
-                    self.fire(timer).await;
+                    fire(timer).await;
                 }
             }))
             .await;
         }
     }
 
+    /// Fires timers with `fire` as the clock reaches them, until `stop` is cancelled.
+    pub(crate) async fn run<F, Fut>(&self, stop: &CancellationToken, fire: F)
+    where
+        F: Fn(Timer) -> Fut,
+        Fut: Future<Output = ()>,
+    {
+        loop {
+            if let Err(e) = self.fire_due(&fire).await {
+                tracing::error!(error = %e, "could not fire timers");
+            }
+            let next = self.next_at().await;
+            let sleep = async {
+                match next {
+                    Some(at) => self.clock.sleep_until(at).await,
+                    None => futures::future::pending().await,
+                }
+            };
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = self.wake.notified() => {}
+                _ = sleep => {}
+            }
+        }
+    }
+}
+
+impl Engine {
+    /// Fires every timer that is due now. Returns how many fired. (The timer loop fires timers
+    /// as they come due; the test harness fires them at once after moving its clock.)
+    #[cfg(feature = "test-util")]
+    pub(crate) async fn fire_due_timers(&self) -> Result<usize, WorldError> {
+        self.timers.fire_due(|timer| self.fire(timer)).await
+    }
+
+    /// Fires timers as the clock reaches them, until `stop` is cancelled.
+    pub(crate) async fn timer_loop(self: Arc<Self>, stop: CancellationToken) {
+        let engine: &Engine = &self;
+        engine.timers.run(&stop, |timer| engine.fire(timer)).await;
+    }
+
+    /// What a fired timer does.
     async fn fire(&self, timer: Timer) {
         let run_id = timer.run_id.as_str();
         let result = match timer.kind {
             TimerKind::Sleep { position } => self
+                .journal
                 .append(run_id, vec![EventKind::TimerFired { position }])
                 .await
-                .map(|_| self.schedule_workflow(run_id)),
+                .map(|_| self.runs.schedule(run_id)),
             TimerKind::ActivityRetry { position, attempt } => {
                 self.retry_activity(run_id, position, attempt).await
             }
             TimerKind::WorkflowRetry { attempt } => {
                 self.start_workflow_retry(run_id, attempt).await
             }
-            TimerKind::HookExpiry { position } => self.expire_hook(run_id, position).await,
+            TimerKind::HookExpiry { position } => {
+                self.hooks.expire(run_id, position).await.map(|expired| {
+                    if expired {
+                        self.runs.schedule(run_id);
+                    }
+                })
+            }
             TimerKind::RunTimeout => {
                 let error =
                     StructuredError::new(format!("run {run_id} did not finish within its timeout"))
@@ -73,27 +180,6 @@ impl Engine {
         if let Err(e) = result {
             // Typically the run finished or was cancelled before its timer: nothing to do.
             tracing::debug!(run_id, error = %e, "timer fired for a run that no longer needs it");
-        }
-    }
-
-    /// Fires timers as the clock reaches them, until `stop` is cancelled.
-    pub(crate) async fn timer_loop(self: Arc<Self>, stop: CancellationToken) {
-        loop {
-            if let Err(e) = self.fire_due_timers().await {
-                tracing::error!(error = %e, "could not fire timers");
-            }
-            let next = self.store.next_timer_at().await.ok().flatten();
-            let sleep = async {
-                match next {
-                    Some(at) => self.clock.sleep_until(at).await,
-                    None => futures::future::pending().await,
-                }
-            };
-            tokio::select! {
-                _ = stop.cancelled() => return,
-                _ = self.timer_wake.notified() => {}
-                _ = sleep => {}
-            }
         }
     }
 }

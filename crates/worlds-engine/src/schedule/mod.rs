@@ -46,7 +46,7 @@ use crate::error::WorldError;
 use crate::payload::Payload;
 
 pub use cron::{CronError, CronExpr, CronField};
-pub(crate) use service::ScheduleKit;
+pub(crate) use service::Schedules;
 
 /// The most missed firings [`CatchUp::All`] may start at once.
 pub const MAX_CATCH_UP: u32 = 1000;

@@ -14,21 +14,28 @@
 //! 3. **settle** — under the lock again, the firing leaves `pending_firings` and is counted.
 //!
 //! Pending firings are started again by any process that can, at its next tick.
+//!
+//! [`Schedules`] owns the schedule side of the store and this process's input functions. It
+//! starts runs through the function the engine hands to its loop, so it depends on the journal,
+//! the timers' clock and the registry, never on the engine as a whole.
 
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::Millis;
-use crate::engine::Engine;
+use crate::clock::{Clock, Millis};
+use crate::engine::definitions::Registry;
+use crate::engine::journal::Journal;
 use crate::error::{ErrorKind, WorldError};
+use crate::ids::IdGenerator;
 use crate::model::{ResolveData, WorkflowOptions};
 use crate::payload::Payload;
-use crate::store::ScheduleChange;
+use crate::store::{ScheduleChange, Store};
 
 use super::plan::{self, Outcome};
 use super::{
@@ -36,15 +43,54 @@ use super::{
     Timing,
 };
 
-/// What this process holds for schedules: the input functions given to it, and the loop's
-/// wake-up.
-#[derive(Default)]
-pub(crate) struct ScheduleKit {
+/// The run a firing started: its run id.
+type Started<'e> = BoxFuture<'e, Result<String, WorldError>>;
+
+/// Starts a run of a workflow (by name) for a firing.
+pub(crate) type StartRun<'e> =
+    dyn Fn(String, Payload, WorkflowOptions) -> Started<'e> + Send + Sync + 'e;
+
+/// The world's schedules: the stored ones, the input functions given to this process, and the
+/// loop's wake-up.
+pub(crate) struct Schedules {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<IdGenerator>,
+    /// Checks the size of a schedule's input.
+    journal: Arc<Journal>,
+    /// The workflows this process can start.
+    registry: Arc<Registry>,
+    /// The world takes work: a shutting-down world claims no firing.
+    accepting: Arc<AtomicBool>,
+    /// How often a world on a shared store looks for schedules other processes changed.
+    shared_poll_ms: i64,
     inputs: Mutex<HashMap<String, InputFn>>,
     wake: Notify,
 }
 
-impl ScheduleKit {
+impl Schedules {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        ids: Arc<IdGenerator>,
+        journal: Arc<Journal>,
+        registry: Arc<Registry>,
+        accepting: Arc<AtomicBool>,
+        shared_poll_ms: i64,
+    ) -> Self {
+        Schedules {
+            store,
+            clock,
+            ids,
+            journal,
+            registry,
+            accepting,
+            shared_poll_ms,
+            inputs: Mutex::default(),
+            wake: Notify::new(),
+        }
+    }
+
     /// Wakes the schedule loop to look at the schedules again (one was changed, or a workflow
     /// registered that a stored schedule starts).
     pub(crate) fn changed(&self) {
@@ -61,15 +107,12 @@ struct Outlook {
     retry: bool,
 }
 
-impl Engine {
+impl Schedules {
     /// Makes a schedule, or updates the one with the same id.
     ///
     /// An update replaces what the schedule starts and when, and keeps its state: paused or
     /// not, counts, pending firings, and its next time if the expression and zone are the same.
-    pub(crate) async fn add_schedule(
-        &self,
-        schedule: Schedule,
-    ) -> Result<ScheduleConfig, WorldError> {
+    pub(crate) async fn add(&self, schedule: Schedule) -> Result<ScheduleConfig, WorldError> {
         let Schedule {
             id,
             workflow_name,
@@ -89,7 +132,8 @@ impl Engine {
                 })?;
         let (input, input_fn) = match input {
             InputSource::Value(Ok(payload)) => {
-                self.check_payload(|| format!("input of schedule '{id}'"), &payload)?;
+                self.journal
+                    .check_payload(|| format!("input of schedule '{id}'"), &payload)?;
                 (def.validate)(&payload).map_err(|e| {
                     WorldError::invalid(
                         "input",
@@ -137,7 +181,7 @@ impl Engine {
             pending_firings: Vec::new(),
         };
         {
-            let mut inputs = self.schedules.inputs.lock();
+            let mut inputs = self.inputs.lock();
             match input_fn {
                 Some(f) => inputs.insert(id.clone(), f),
                 None => inputs.remove(&id),
@@ -152,13 +196,13 @@ impl Engine {
                 }))
             })
             .await?;
-        self.schedules.changed();
+        self.changed();
         stored.ok_or_else(|| WorldError::Internal(format!("schedule '{id}' was not stored")))
     }
 
     /// Pauses a schedule: it does not fire until resumed (404 if there is none).
-    pub(crate) async fn pause_schedule(&self, id: &str) -> Result<ScheduleConfig, WorldError> {
-        self.change_schedule(id, |mut s, _| {
+    pub(crate) async fn pause(&self, id: &str) -> Result<ScheduleConfig, WorldError> {
+        self.change(id, |mut s, _| {
             s.paused = true;
             Ok(s)
         })
@@ -167,8 +211,8 @@ impl Engine {
 
     /// Resumes a schedule from the next time after now; the times it was paused through are
     /// not made up for. A one-time schedule keeps its time (fired at once if it is past).
-    pub(crate) async fn resume_schedule(&self, id: &str) -> Result<ScheduleConfig, WorldError> {
-        self.change_schedule(id, |mut s, now| {
+    pub(crate) async fn resume(&self, id: &str) -> Result<ScheduleConfig, WorldError> {
+        self.change(id, |mut s, now| {
             if !s.paused {
                 return Ok(s);
             }
@@ -183,7 +227,7 @@ impl Engine {
     }
 
     /// Deletes a schedule (404 if there is none). Runs it started are not affected.
-    pub(crate) async fn delete_schedule(&self, id: &str) -> Result<(), WorldError> {
+    pub(crate) async fn delete(&self, id: &str) -> Result<(), WorldError> {
         check_id(id)?;
         let mut found = false;
         self.store
@@ -192,8 +236,8 @@ impl Engine {
                 Ok(ScheduleChange::Delete)
             })
             .await?;
-        self.schedules.inputs.lock().remove(id);
-        self.schedules.changed();
+        self.inputs.lock().remove(id);
+        self.changed();
         if found {
             Ok(())
         } else {
@@ -202,7 +246,7 @@ impl Engine {
     }
 
     /// A schedule by id (404 if there is none).
-    pub(crate) async fn get_schedule(&self, id: &str) -> Result<ScheduleConfig, WorldError> {
+    pub(crate) async fn get(&self, id: &str) -> Result<ScheduleConfig, WorldError> {
         check_id(id)?;
         self.store
             .get_schedule(id)
@@ -210,7 +254,7 @@ impl Engine {
             .ok_or_else(|| WorldError::not_found("schedule", id))
     }
 
-    async fn change_schedule(
+    async fn change(
         &self,
         id: &str,
         change: impl Fn(ScheduleConfig, Millis) -> Result<ScheduleConfig, WorldError> + Send + Sync,
@@ -224,14 +268,15 @@ impl Engine {
                 Some(s) => change(s, now).map(ScheduleChange::Put),
             })
             .await?;
-        self.schedules.changed();
+        self.changed();
         stored.ok_or_else(|| WorldError::not_found("schedule", id))
     }
 
-    /// Fires schedules as the clock reaches them, until `stop` is cancelled.
-    pub(crate) async fn schedule_loop(self: Arc<Self>, stop: CancellationToken) {
+    /// Fires schedules as the clock reaches them, starting their runs with `start`, until
+    /// `stop` is cancelled.
+    pub(crate) async fn run(&self, stop: &CancellationToken, start: &StartRun<'_>) {
         loop {
-            let outlook = match self.schedule_tick().await {
+            let outlook = match self.tick(start).await {
                 Ok(outlook) => outlook,
                 Err(e) => {
                     tracing::error!(error = %e, "could not read the schedules");
@@ -249,8 +294,7 @@ impl Engine {
             };
             let poll = async {
                 if outlook.retry || self.store.is_shared() {
-                    let every = self.config.shared_poll_interval.as_millis() as i64;
-                    let at = self.clock.now_ms().saturating_add(every);
+                    let at = self.clock.now_ms().saturating_add(self.shared_poll_ms);
                     self.clock.sleep_until_background(at).await;
                 } else {
                     futures::future::pending::<()>().await;
@@ -258,7 +302,7 @@ impl Engine {
             };
             tokio::select! {
                 _ = stop.cancelled() => return,
-                _ = self.schedules.wake.notified() => {}
+                _ = self.wake.notified() => {}
                 _ = due => {}
                 _ = poll => {}
             }
@@ -266,7 +310,7 @@ impl Engine {
     }
 
     /// One pass: claims what is due, starts pending firings, and says when to look again.
-    async fn schedule_tick(&self) -> Result<Outlook, WorldError> {
+    async fn tick(&self, start: &StartRun<'_>) -> Result<Outlook, WorldError> {
         let mut outlook = Outlook::default();
         if !self.accepting.load(Ordering::Acquire) {
             // Shutting down: what is due is claimed by the next start, or by another process.
@@ -289,7 +333,7 @@ impl Engine {
                     }
                 }
             }
-            if !schedule.pending_firings.is_empty() && !self.start_pending(&schedule).await {
+            if !schedule.pending_firings.is_empty() && !self.start_pending(&schedule, start).await {
                 outlook.retry = true;
             }
             if let Some(at) = schedule.next_execution.filter(|_| !schedule.paused) {
@@ -303,7 +347,7 @@ impl Engine {
     /// if the input is computed.
     fn can_fire(&self, schedule: &ScheduleConfig) -> bool {
         self.registry.workflow(&schedule.workflow_name).is_some()
-            && (!schedule.input_fn || self.schedules.inputs.lock().contains_key(&schedule.id))
+            && (!schedule.input_fn || self.inputs.lock().contains_key(&schedule.id))
     }
 
     /// Step 1: claims the due firings of a schedule. Returns the record as it is afterwards.
@@ -337,9 +381,9 @@ impl Engine {
     }
 
     /// Steps 2 and 3 for each pending firing, oldest first. False if one must be tried again.
-    async fn start_pending(&self, schedule: &ScheduleConfig) -> bool {
+    async fn start_pending(&self, schedule: &ScheduleConfig, start: &StartRun<'_>) -> bool {
         for &at in &schedule.pending_firings {
-            let outcome = match self.start_firing(schedule, at).await {
+            let outcome = match self.start_firing(schedule, at, start).await {
                 Ok(started) => started,
                 Err(e)
                     if matches!(
@@ -380,6 +424,7 @@ impl Engine {
         &self,
         schedule: &ScheduleConfig,
         at: Millis,
+        start: &StartRun<'_>,
     ) -> Result<Outcome, WorldError> {
         let workflow_id = firing_workflow_id(&schedule.id, at);
         if let Ok(existing) = self.store.get_run(&workflow_id, ResolveData::None).await {
@@ -389,11 +434,8 @@ impl Engine {
         }
         let input = self.firing_input(schedule, at)?;
         let options = WorkflowOptions::new().workflow_id(workflow_id.clone());
-        match self
-            .create_run(&schedule.workflow_name, input, options, None, None)
-            .await
-        {
-            Ok((run_id, _)) => {
+        match start(schedule.workflow_name.clone(), input, options).await {
+            Ok(run_id) => {
                 tracing::info!(schedule = %schedule.id, at, run_id = %run_id, "schedule fired");
                 Ok(Outcome::Started { run_id })
             }
@@ -412,7 +454,7 @@ impl Engine {
         if !schedule.input_fn {
             return Ok(schedule.input.clone().unwrap_or_else(Payload::null));
         }
-        let f = self.schedules.inputs.lock().get(&schedule.id).cloned();
+        let f = self.inputs.lock().get(&schedule.id).cloned();
         let f = f.ok_or_else(|| {
             WorldError::Unavailable(format!(
                 "schedule '{}' computes its input with a function this process was not given",

@@ -16,9 +16,8 @@ use std::time::Duration;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 
-use crate::engine::Engine;
+use crate::engine::streams::Streams;
 use crate::error::WorldError;
-use crate::model::ResolveData;
 use crate::store::StreamSignal;
 
 use super::StreamChunk;
@@ -50,7 +49,7 @@ impl Stream for ChunkStream {
 }
 
 struct Reader {
-    engine: Arc<Engine>,
+    streams: Arc<Streams>,
     run_id: String,
     name: String,
     next: u64,
@@ -64,20 +63,20 @@ struct Reader {
 /// Opens a reader of a run's stream from `start` (negative: that many chunks back from the
 /// tail, clamped to the first chunk).
 pub(crate) async fn open(
-    engine: Arc<Engine>,
+    streams: Arc<Streams>,
     run_id: String,
     name: String,
     start: i64,
 ) -> Result<ChunkStream, WorldError> {
-    let signal = engine.store.watch_streams(&run_id);
+    let signal = streams.watch(&run_id);
     let next = if start < 0 {
-        let len = engine.store.stream_info(&run_id, &name).await?.len();
+        let len = streams.info(&run_id, &name).await?.len();
         len.saturating_sub(start.unsigned_abs())
     } else {
         start as u64
     };
     let reader = Reader {
-        engine,
+        streams,
         run_id,
         name,
         next,
@@ -109,10 +108,10 @@ impl Reader {
     /// Reads the next chunks into the buffer, waiting for some if there are none yet; or marks
     /// the end.
     async fn fill(&mut self) -> Result<(), WorldError> {
-        let store = self.engine.store.clone();
+        let streams = self.streams.clone();
         loop {
-            let (chunks, info) = store
-                .stream_chunks(&self.run_id, &self.name, self.next, PAGE)
+            let (chunks, info) = streams
+                .chunks(&self.run_id, &self.name, self.next, PAGE)
                 .await?;
             if let Some(last) = chunks.last() {
                 self.next = last.index + 1;
@@ -123,18 +122,11 @@ impl Reader {
                 self.ended = true;
                 return Ok(());
             }
-            let run = store.get_run(&self.run_id, ResolveData::None).await?;
-            if run.status.is_terminal() {
+            if streams.run_finished(&self.run_id).await? {
                 self.last_read = true;
                 continue;
             }
-            if store.is_shared() {
-                let clock = &self.engine.clock;
-                let poll = clock.sleep_until_background(
-                    clock
-                        .now_ms()
-                        .saturating_add(crate::clock::duration_ms(SHARED_POLL)),
-                );
+            if let Some(poll) = streams.shared_poll(SHARED_POLL) {
                 tokio::select! {
                     _ = self.signal.changed() => {}
                     _ = poll => {}

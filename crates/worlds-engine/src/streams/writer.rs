@@ -7,7 +7,7 @@ use serde::Serialize;
 
 use crate::engine::errors::ContextError;
 use crate::engine::machine::RunCore;
-use crate::engine::Engine;
+use crate::engine::streams::Streams;
 use crate::error::WorldError;
 
 use super::StreamChunk;
@@ -91,7 +91,7 @@ impl WorkflowStream {
 /// What a step's writers reach the store through.
 #[derive(Clone)]
 pub(crate) struct StreamSink {
-    pub(crate) engine: Weak<Engine>,
+    pub(crate) streams: Weak<Streams>,
     pub(crate) run_id: Arc<str>,
 }
 
@@ -129,15 +129,15 @@ impl StepStream {
         &self.name
     }
 
-    fn engine(&self) -> Result<(Arc<Engine>, &str), WorldError> {
+    fn streams(&self) -> Result<(Arc<Streams>, &str), WorldError> {
         let unavailable = || {
             WorldError::Unavailable(
                 "streams can only be written by a step run by a started world".into(),
             )
         };
         let sink = self.sink.as_ref().ok_or_else(unavailable)?;
-        let engine = sink.engine.upgrade().ok_or_else(unavailable)?;
-        Ok((engine, &sink.run_id))
+        let streams = sink.streams.upgrade().ok_or_else(unavailable)?;
+        Ok((streams, &sink.run_id))
     }
 
     /// Writes a chunk of bytes or text and returns it as stored, with its index.
@@ -145,8 +145,8 @@ impl StepStream {
     /// Errors: the stream is closed (409), the chunk is over the payload limit (413), the name
     /// is invalid (400).
     pub async fn write(&self, data: impl Into<Bytes>) -> Result<StreamChunk, WorldError> {
-        let (engine, run_id) = self.engine()?;
-        engine
+        let (streams, run_id) = self.streams()?;
+        streams
             .write_chunk(run_id, &self.name, None, data.into())
             .await
     }
@@ -162,7 +162,7 @@ impl StepStream {
 
     /// Closes the stream. Closing a closed stream does nothing.
     pub async fn close(&self) -> Result<(), WorldError> {
-        let (engine, run_id) = self.engine()?;
-        engine.close_stream(run_id, &self.name).await
+        let (streams, run_id) = self.streams()?;
+        streams.close_stream(run_id, &self.name).await
     }
 }

@@ -85,12 +85,12 @@ pub(crate) fn decide(busy: usize, total: usize, policy: &ScalePolicy) -> (f64, S
 
 /// Evaluates the workload every `scale_interval` until `stop`.
 pub(super) async fn run(pool: Weak<PoolInner>, engine: Arc<Engine>, stop: CancellationToken) {
-    let every = duration_ms(engine.config.scale_interval.0).max(1);
-    let policy = ScalePolicy::of(&engine.config);
+    let every = duration_ms(engine.config().scale_interval.0).max(1);
+    let policy = ScalePolicy::of(engine.config());
     loop {
         let tick = engine
-            .clock
-            .sleep_until_background(engine.clock.now_ms().saturating_add(every));
+            .clock()
+            .sleep_until_background(engine.now_ms().saturating_add(every));
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tick => {}

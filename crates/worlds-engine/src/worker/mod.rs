@@ -192,7 +192,7 @@ impl WorkerPool {
                 old.cancel();
             }
         }
-        let span = engine.logs.span();
+        let span = engine.logs().span();
         vec![
             tokio::spawn(
                 autoscale::run(Arc::downgrade(&self.inner), engine.clone(), stop.clone())
@@ -341,7 +341,7 @@ impl PoolInner {
                     id: format!("worker-{n}"),
                     status: WorkerStatus::Idle,
                     current_task: None,
-                    last_heartbeat: engine.clock.now_ms(),
+                    last_heartbeat: engine.now_ms(),
                     tasks_completed: 0,
                     task_queue,
                 },
@@ -354,7 +354,7 @@ impl PoolInner {
         });
         let join = tokio::spawn(
             work(engine.clone(), shared.clone(), Arc::downgrade(self))
-                .instrument(engine.logs.span()),
+                .instrument(engine.logs().span()),
         );
         workers.list.push(WorkerSlot {
             shared,
@@ -366,15 +366,15 @@ impl PoolInner {
 
 /// The interval between a worker's beats (and between the monitor's checks), at least 1 ms.
 fn heartbeat_every(engine: &Engine) -> Millis {
-    duration_ms(engine.config.heartbeat_interval.0).max(1)
+    duration_ms(engine.config().heartbeat_interval.0).max(1)
 }
 
 async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInner>) {
     let every = heartbeat_every(&engine);
     let next_tick = || {
         engine
-            .clock
-            .sleep_until_background(engine.clock.now_ms().saturating_add(every))
+            .clock()
+            .sleep_until_background(engine.now_ms().saturating_add(every))
     };
     let mut tick = next_tick();
     let filter = match &shared.task_queue {
@@ -384,14 +384,14 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
     loop {
         // Idle: wait for a task or a stop request, beating on every tick.
         let entry = {
-            let mut pop = std::pin::pin!(engine.queue.pop(filter));
+            let mut pop = std::pin::pin!(engine.next_task(filter));
             loop {
                 tokio::select! {
                     biased;
                     _ = shared.stop.cancelled() => break None,
                     entry = &mut pop => break entry,
                     _ = &mut tick => {
-                        shared.beat(&mut shared.state.lock(), engine.clock.now_ms());
+                        shared.beat(&mut shared.state.lock(), engine.now_ms());
                         tick = next_tick();
                     }
                 }
@@ -405,7 +405,7 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
             if state.info.status == WorkerStatus::Stopped {
                 // Declared dead while it was taking this task: give the task back and go.
                 drop(state);
-                engine.queue.push(entry);
+                engine.give_back(entry);
                 return;
             }
             state.info.status = if shared.stop.is_cancelled() {
@@ -414,7 +414,7 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
                 WorkerStatus::Busy
             };
             state.current = Some(TaskRef::of(&entry.task));
-            shared.beat(&mut state, engine.clock.now_ms());
+            shared.beat(&mut state, engine.now_ms());
         }
         {
             // Busy: execute the task, beating on every tick between its polls. Boxed: a task's
@@ -431,7 +431,7 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
                     biased;
                     _ = &mut execute => break,
                     _ = &mut tick => {
-                        shared.beat(&mut shared.state.lock(), engine.clock.now_ms());
+                        shared.beat(&mut shared.state.lock(), engine.now_ms());
                         tick = next_tick();
                     }
                 }
@@ -446,7 +446,7 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
             }
             state.info.tasks_completed += 1;
             state.info.current_task = None;
-            shared.beat(&mut state, engine.clock.now_ms());
+            shared.beat(&mut state, engine.now_ms());
             state.info.status = if shared.stop.is_cancelled() {
                 WorkerStatus::Stopping
             } else {

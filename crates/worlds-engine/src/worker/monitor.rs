@@ -16,26 +16,22 @@
 //!   resumes from its history.
 //! * an **activity attempt** that had started (history says it is running): the attempt is
 //!   recorded as lost (`WORKER_LOST`) and retried at once under its retry policy — the same
-//!   path as an attempt lost with a crashed process. A new attempt number is needed because the
-//!   history already holds the lost attempt's start. Activities are at-least-once: the stuck
-//!   attempt may still be running its code.
+//!   path (`engine::lost`) as an attempt lost with a crashed process. A new attempt number is
+//!   needed because the history already holds the lost attempt's start. Activities are
+//!   at-least-once: the stuck attempt may still be running its code.
 //! * an activity attempt that had not started yet: queued again as it was.
 //!
 //! Then a replacement worker is started on the same task queue, so the pool keeps its size
 //! (unless the dead worker was already being retired by the autoscaler, or the world is
 //! stopping).
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
-use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{duration_ms, Millis};
-use crate::engine::{ActivityTask, Engine};
-use crate::error::{codes, StructuredError};
+use crate::engine::Engine;
 use crate::model::ActivityStatus;
-use crate::payload::Payload;
 use crate::telemetry::{HeartbeatEntry, HeartbeatKind};
 
 use super::{heartbeat_every, PoolInner, TaskRef, WorkerInfo, WorkerPool, WorkerStatus, DEAD_KEPT};
@@ -45,8 +41,8 @@ pub(super) async fn run(pool: Weak<PoolInner>, engine: Arc<Engine>, stop: Cancel
     let every = heartbeat_every(&engine);
     loop {
         let tick = engine
-            .clock
-            .sleep_until_background(engine.clock.now_ms().saturating_add(every));
+            .clock()
+            .sleep_until_background(engine.now_ms().saturating_add(every));
         tokio::select! {
             _ = stop.cancelled() => return,
             _ = tick => {}
@@ -68,8 +64,8 @@ struct Dead {
 impl PoolInner {
     /// One check: declares silent workers dead, hands their tasks on, replaces them.
     pub(super) async fn check_liveness(self: &Arc<Self>, engine: &Arc<Engine>) {
-        let now = engine.clock.now_ms();
-        let timeout = duration_ms(engine.config.heartbeat_timeout.0);
+        let now = engine.now_ms();
+        let timeout = duration_ms(engine.config().heartbeat_timeout.0);
         let mut dead = Vec::new();
         {
             let mut workers = self.workers.lock();
@@ -145,54 +141,7 @@ async fn hand_off(engine: &Arc<Engine>, task: TaskRef) {
             position,
             attempt,
             ..
-        } => {
-            // The attempt's start may not be readable yet (it is recorded without waiting).
-            let _ = engine.store.wait_durable(&run_id).await;
-            let state = engine.store.get_activity(&run_id, position).await;
-            match state {
-                Ok(a) if a.status == ActivityStatus::Running && a.attempt == attempt => {
-                    // The attempt was running: its `running_activities` count was taken and
-                    // will not be given back by the aborted task.
-                    let _ = engine.progress.running_activities.fetch_update(
-                        Ordering::AcqRel,
-                        Ordering::Acquire,
-                        |n| Some(n.saturating_sub(1)),
-                    );
-                    let workflow_id = engine.route_workflow_id(&run_id).unwrap_or_default();
-                    let lost = ActivityTask {
-                        run_id: run_id.clone(),
-                        workflow_id,
-                        activity_id: a.id,
-                        position,
-                        name: a.name.into(),
-                        input: a.input.unwrap_or_else(Payload::null),
-                        attempt,
-                        options: a.options,
-                    };
-                    let options = engine.activity_options(&lost.name, lost.options.as_deref());
-                    let error = StructuredError::new(format!(
-                        "attempt {attempt} of activity '{}' was lost: its worker stopped sending heartbeats",
-                        lost.name
-                    ))
-                    .with_code(codes::WORKER_LOST);
-                    engine
-                        .record_attempt_failure(&lost, &options, error, Some(Some(Duration::ZERO)))
-                        .await;
-                }
-                Ok(a)
-                    if matches!(
-                        a.status,
-                        ActivityStatus::Scheduled | ActivityStatus::Retrying
-                    ) && a.attempt + 1 == attempt =>
-                {
-                    if let Err(e) = engine.retry_activity(&run_id, position, attempt).await {
-                        tracing::warn!(run_id = %run_id, position, error = %e, "could not queue the task of a dead worker again");
-                    }
-                }
-                // Its result is recorded (or the run is gone): nothing left to do.
-                _ => {}
-            }
-        }
+        } => engine.take_back_attempt(&run_id, position, attempt).await,
     }
     engine.task_done();
 }
@@ -201,8 +150,8 @@ impl WorkerPool {
     /// Heartbeat entries: every worker that has not stopped, the workers declared dead, and
     /// the activity attempts the workers are running.
     pub(crate) async fn heartbeats(&self, engine: &Engine) -> Vec<HeartbeatEntry> {
-        let now = engine.clock.now_ms();
-        let timeout = duration_ms(engine.config.heartbeat_timeout.0);
+        let now = engine.now_ms();
+        let timeout = duration_ms(engine.config().heartbeat_timeout.0);
         let overdue = |last: Millis, limit: Millis| now.saturating_sub(last) > limit;
         let mut entries = Vec::new();
         let mut activities = Vec::new();
@@ -239,7 +188,7 @@ impl WorkerPool {
             dead: true,
         }));
         for (run_id, position, attempt) in activities {
-            let Ok(a) = engine.store.get_activity(&run_id, position).await else {
+            let Ok(a) = engine.get_activity(&run_id, position).await else {
                 continue;
             };
             if a.status != ActivityStatus::Running || a.attempt != attempt {

@@ -58,7 +58,7 @@ impl<O: DeserializeOwned> WorkflowHandle<O> {
     fn engine(&self) -> Result<Arc<Engine>, WorldError> {
         self.engine
             .upgrade()
-            .filter(|engine| !engine.closed.is_cancelled())
+            .filter(|engine| !engine.is_closed())
             .ok_or_else(|| {
                 WorldError::Unavailable(format!(
                     "the world of run {} has been dropped; open a world on its store and call world.handle(\"{}\") to follow the run",
@@ -71,7 +71,7 @@ impl<O: DeserializeOwned> WorkflowHandle<O> {
     /// `Unavailable` if the world is dropped first.
     pub async fn result(&self) -> Result<O, WorldError> {
         let engine = self.engine()?;
-        let closed = engine.closed.clone();
+        let closed = engine.closed();
         let state = tokio::select! {
             state = engine.wait_terminal(&self.id) => state?,
             () = closed.cancelled() => return Err(WorldError::Unavailable(format!(

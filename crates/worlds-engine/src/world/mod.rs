@@ -6,7 +6,6 @@ mod schedules;
 mod streams;
 mod telemetry;
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use parking_lot::Mutex;
@@ -69,7 +68,7 @@ pub struct World {
 impl std::fmt::Debug for World {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("World")
-            .field("persistence", &self.engine.config.persistence)
+            .field("persistence", &self.engine.config().persistence)
             .field("workers", &self.workers.len())
             .finish()
     }
@@ -125,18 +124,10 @@ impl World {
     /// workflows it has registered; registering one after `start` looks for such runs at once.
     pub fn register(&self, definition: impl Into<Definition>) -> Result<&Self, WorldError> {
         let definition = definition.into();
-        if let Definition::Hook { name, validator } = definition {
-            self.engine.hook_kit.add_validator(&name, || validator);
-            return Ok(self);
-        }
         let is_workflow = matches!(definition, Definition::Workflow(_));
-        self.engine.registry.register(definition)?;
-        if is_workflow {
-            // A stored schedule may start runs of it.
-            self.engine.schedules.changed();
-        }
+        self.engine.register(definition)?;
         let started = self.lifecycle.lock().started;
-        if is_workflow && started && self.engine.store.is_shared() {
+        if is_workflow && started && self.engine.is_shared() {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 let engine = self.engine.clone();
                 runtime.spawn(async move {
@@ -162,13 +153,13 @@ impl World {
                 return Ok(());
             }
             life.started = true;
-            self.engine.accepting.store(true, Ordering::Release);
+            self.engine.open();
             let stop = CancellationToken::new();
             let span = self.log_span();
             life.background.push(tokio::spawn(
                 (self.engine.clone().timer_loop(stop.clone())).instrument(span.clone()),
             ));
-            if self.engine.store.is_shared() {
+            if self.engine.is_shared() {
                 life.background.push(tokio::spawn(
                     (self.engine.clone().share_loop(stop.clone())).instrument(span.clone()),
                 ));
@@ -177,16 +168,16 @@ impl World {
                 (self.engine.clone().schedule_loop(stop.clone())).instrument(span.clone()),
             ));
             life.background.push(tokio::spawn(
-                (self.engine.logs.clone().flush_loop(stop.clone())).instrument(span),
+                (self.engine.logs().clone().flush_loop(stop.clone())).instrument(span),
             ));
             life.stop = Some(stop);
             life.background.extend(self.workers.start(&self.engine));
-            self.engine.metrics.mark_started(self.engine.clock.now_ms());
+            self.engine.metrics().mark_started(self.engine.now_ms());
         }
-        for _ in 0..self.engine.config.min_workers {
+        for _ in 0..self.engine.config().min_workers {
             self.workers.spawn(&self.engine, None);
         }
-        for queue in &self.engine.config.task_queues {
+        for queue in &self.engine.config().task_queues {
             self.workers.spawn(&self.engine, Some(queue.clone()));
         }
         let resumed = self.engine.recover().await?.runs;
@@ -195,7 +186,7 @@ impl World {
         // program was started from, and a different one silently means a different world.
         match self.data_dir() {
             Some(dir) => world_log!(
-                self.engine.logs,
+                self.engine.logs(),
                 INFO,
                 World,
                 "world started",
@@ -204,7 +195,7 @@ impl World {
                 workers = workers,
             ),
             None => world_log!(
-                self.engine.logs,
+                self.engine.logs(),
                 INFO,
                 World,
                 "world started",
@@ -227,7 +218,7 @@ impl World {
     /// # Ok::<(), worlds_engine::WorldError>(())
     /// ```
     pub fn data_dir(&self) -> Option<std::path::PathBuf> {
-        let config = &self.engine.config;
+        let config = self.engine.config();
         if config.persistence == crate::Persistence::Memory {
             return None;
         }
@@ -247,30 +238,33 @@ impl World {
     /// handles and webhook servers of the world do not keep it open after that.
     pub async fn shutdown(&self) -> Result<(), WorldError> {
         self.shutdown_inner().instrument(self.log_span()).await;
-        self.engine.logs.flush_reporting();
+        self.engine.logs().flush_reporting();
         Ok(())
     }
 
     async fn shutdown_inner(&self) {
-        self.engine.accepting.store(false, Ordering::Release);
+        self.engine.stop_accepting();
         let (stop, background) = {
             let mut life = self.lifecycle.lock();
             life.started = false;
             (life.stop.take(), std::mem::take(&mut life.background))
         };
-        let grace = self.engine.clock.sleep(self.engine.config.shutdown_grace.0);
+        let grace = self
+            .engine
+            .clock()
+            .sleep(self.engine.config().shutdown_grace.0);
         tokio::select! {
             _ = self.workers.stop_all() => {}
             _ = grace => tracing::warn!("shutdown grace period over; abandoning tasks still running"),
         }
-        self.engine.metrics.mark_stopped();
+        self.engine.metrics().mark_stopped();
         if let Some(stop) = stop {
             stop.cancel();
         }
         for task in background {
             let _ = task.await;
         }
-        world_log!(self.engine.logs, INFO, World, "world stopped");
+        world_log!(self.engine.logs(), INFO, World, "world stopped");
     }
 
     /// Starts a run of a workflow and returns a handle to it.
@@ -350,7 +344,7 @@ impl World {
         &self,
         id: &str,
     ) -> Result<WorkflowHandle<O>, WorldError> {
-        let state = self.engine.store.get_run(id, ResolveData::None).await?;
+        let state = self.engine.get_run(id, ResolveData::None).await?;
         Ok(WorkflowHandle::new(
             &self.engine,
             state.id,
@@ -372,7 +366,7 @@ impl World {
         if filter.limit.is_none() {
             filter.limit = Some(usize::MAX - 1);
         }
-        Ok(self.engine.store.list_runs(&filter).await?.data)
+        Ok(self.engine.list_runs(&filter).await?.data)
     }
 
     /// One page of runs matching the filter; pass the returned cursor back for the next page.
@@ -380,7 +374,7 @@ impl World {
         &self,
         filter: WorkflowQueryFilter,
     ) -> Result<Page<WorkflowState>, WorldError> {
-        self.engine.store.list_runs(&filter).await
+        self.engine.list_runs(&filter).await
     }
 
     /// Quarantined runs, newest first, each with its `quarantine` reason: failed runs set aside
@@ -420,7 +414,7 @@ impl World {
     /// # Ok::<(), WorldError>(())
     /// ```
     pub fn provide<T: Send + Sync + 'static>(&self, value: T) -> &Self {
-        self.engine.resources.provide(value);
+        self.engine.provide(value);
         self
     }
 
@@ -528,23 +522,23 @@ impl World {
     /// See [`WorldMetrics`](crate::telemetry::WorldMetrics) for what each number counts.
     pub fn get_metrics(&self) -> crate::telemetry::WorldMetrics {
         self.engine
-            .metrics
-            .snapshot(self.engine.clock.now_ms(), self.workers.counts())
+            .metrics()
+            .snapshot(self.engine.now_ms(), self.workers.counts())
     }
 
     /// The configuration.
     pub fn config(&self) -> &WorldConfig {
-        &self.engine.config
+        self.engine.config()
     }
 
     /// The world's clock.
     pub fn clock(&self) -> Arc<dyn Clock> {
-        self.engine.clock.clone()
+        self.engine.clock().clone()
     }
 
     /// Names of the registered workflows.
     pub fn workflow_names(&self) -> Vec<String> {
-        self.engine.registry.workflow_names()
+        self.engine.workflow_names()
     }
 
     pub(crate) fn engine(&self) -> &Arc<Engine> {
@@ -562,8 +556,7 @@ impl Drop for World {
     /// Lets go of the store even where handles, routers or webhook servers of this world live
     /// on: they hold the engine weakly, and what would keep it (the background loops) stops.
     fn drop(&mut self) {
-        self.engine.accepting.store(false, Ordering::Release);
-        self.engine.closed.cancel();
+        self.engine.close();
         if let Some(stop) = self.lifecycle.get_mut().stop.take() {
             stop.cancel();
         }
@@ -574,10 +567,9 @@ pub(crate) async fn query_with_history(
     engine: &Engine,
     id: &str,
 ) -> Result<WorkflowState, WorldError> {
-    let mut state = engine.store.get_run(id, ResolveData::All).await?;
+    let mut state = engine.get_run(id, ResolveData::All).await?;
     state.history = engine
-        .store
-        .history(&state.id, 0)
+        .history(&state.id)
         .await?
         .into_iter()
         .map(Arc::unwrap_or_clone)

@@ -49,32 +49,32 @@ impl World {
     /// Makes a schedule described by a [`Schedule`], or updates the one with its id (see
     /// [`schedule`](Self::schedule) for what an update keeps).
     pub async fn add_schedule(&self, schedule: Schedule) -> Result<ScheduleConfig, WorldError> {
-        self.engine.add_schedule(schedule).await
+        self.engine.schedules().add(schedule).await
     }
 
     /// Pauses a schedule: it does not fire until resumed. 404 if there is no such schedule.
     pub async fn pause_schedule(&self, id: &str) -> Result<ScheduleConfig, WorldError> {
-        self.engine.pause_schedule(id).await
+        self.engine.schedules().pause(id).await
     }
 
     /// Resumes a paused schedule from its next time after now; the firings it was paused
     /// through are not made up for. 404 if there is no such schedule.
     pub async fn resume_schedule(&self, id: &str) -> Result<ScheduleConfig, WorldError> {
-        self.engine.resume_schedule(id).await
+        self.engine.schedules().resume(id).await
     }
 
     /// Deletes a schedule; the runs it started are not affected. 404 if there is none.
     pub async fn delete_schedule(&self, id: &str) -> Result<(), WorldError> {
-        self.engine.delete_schedule(id).await
+        self.engine.schedules().delete(id).await
     }
 
     /// Every schedule, ordered by id.
     pub async fn get_schedules(&self) -> Result<Vec<ScheduleConfig>, WorldError> {
-        self.engine.store.list_schedules().await
+        self.engine.list_schedules().await
     }
 
     /// One schedule by id (404 if there is none).
     pub async fn get_schedule(&self, id: &str) -> Result<ScheduleConfig, WorldError> {
-        self.engine.get_schedule(id).await
+        self.engine.schedules().get(id).await
     }
 }

@@ -14,7 +14,7 @@ const DEFAULT_CHUNK_PAGE: usize = 100;
 impl World {
     /// The run (by run id or workflow id) whose streams are asked for: 404 if none.
     async fn stream_run(&self, id: &str) -> Result<WorkflowState, WorldError> {
-        self.engine.store.get_run(id, ResolveData::None).await
+        self.engine.get_run(id, ResolveData::None).await
     }
 
     /// Appends a chunk to stream `name` of a run (by run id or workflow id) and returns it.
@@ -35,6 +35,7 @@ impl World {
             )));
         }
         self.engine
+            .streams()
             .write_chunk(&run.id, name, None, data.into())
             .await
     }
@@ -43,7 +44,7 @@ impl World {
     /// Closing a closed stream does nothing. Errors: no such run (404).
     pub async fn close_stream(&self, run_id: &str, name: &str) -> Result<(), WorldError> {
         let run = self.stream_run(run_id).await?;
-        self.engine.close_stream(&run.id, name).await
+        self.engine.streams().close_stream(&run.id, name).await
     }
 
     /// Reads stream `name` of a run live: the stored chunks from `start_index` (negative counts
@@ -74,8 +75,13 @@ impl World {
     ) -> Result<ChunkStream, WorldError> {
         check_name(name)?;
         let run = self.stream_run(run_id).await?;
-        crate::streams::reader::open(self.engine.clone(), run.id, name.to_owned(), start_index)
-            .await
+        crate::streams::reader::open(
+            self.engine.streams().clone(),
+            run.id,
+            name.to_owned(),
+            start_index,
+        )
+        .await
     }
 
     /// One page of the chunks stored so far: up to `limit` (0: 100) from the `cursor` of the
@@ -103,8 +109,8 @@ impl World {
         };
         let (data, info) = self
             .engine
-            .store
-            .stream_chunks(&run.id, name, from, limit)
+            .streams()
+            .chunks(&run.id, name, from, limit)
             .await?;
         let next = data.last().map_or(from, |c| c.index + 1);
         let has_more = next < info.len();
@@ -124,7 +130,7 @@ impl World {
     ) -> Result<StreamInfo, WorldError> {
         check_name(name)?;
         let run = self.stream_run(run_id).await?;
-        let mut info = self.engine.store.stream_info(&run.id, name).await?;
+        let mut info = self.engine.streams().info(&run.id, name).await?;
         info.done |= run.status.is_terminal();
         Ok(info)
     }
@@ -133,6 +139,6 @@ impl World {
     /// (404).
     pub async fn list_streams_by_run_id(&self, run_id: &str) -> Result<Vec<String>, WorldError> {
         let run = self.stream_run(run_id).await?;
-        self.engine.store.list_streams(&run.id).await
+        self.engine.streams().list(&run.id).await
     }
 }

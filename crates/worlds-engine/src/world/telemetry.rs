@@ -19,7 +19,7 @@ impl World {
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        let logs = &self.engine.logs;
+        let logs = self.engine.logs();
         logs.layer().with_filter(logs.config().level.to_filter())
     }
 
@@ -36,17 +36,17 @@ impl World {
     /// # }
     /// ```
     pub fn log_span(&self) -> tracing::Span {
-        self.engine.logs.span()
+        self.engine.logs().span()
     }
 
     /// The directory this world writes its day files to, if it writes any.
     pub fn log_dir(&self) -> Option<&Path> {
-        self.engine.logs.dir()
+        self.engine.logs().dir()
     }
 
     /// Writes the entries waiting for the next flush now.
     pub fn flush_logs(&self) -> Result<(), LogError> {
-        self.engine.logs.flush().map(drop)
+        self.engine.logs().flush().map(drop)
     }
 
     /// Entries of this world's log files that match `query`, oldest first (with a limit, the
@@ -78,11 +78,11 @@ impl World {
     /// Needs the `prometheus` feature.
     #[cfg(feature = "prometheus")]
     pub fn metrics_prometheus(&self) -> String {
-        crate::telemetry::prometheus::encode(&self.get_metrics(), &self.engine.metrics)
+        crate::telemetry::prometheus::encode(&self.get_metrics(), self.engine.metrics())
     }
 
     #[cfg(feature = "console-log")]
     pub(crate) fn logs(&self) -> &std::sync::Arc<crate::telemetry::logs::Logs> {
-        &self.engine.logs
+        self.engine.logs()
     }
 }

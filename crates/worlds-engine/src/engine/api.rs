@@ -1,0 +1,218 @@
+//! What the rest of the crate (the world, the workers, the test harness, the webhook server)
+//! asks of the engine. Code outside `engine/` goes through these methods, never through the
+//! fields of the engine or of its parts, so what each part owns can change without them.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use tokio_util::sync::CancellationToken;
+
+use crate::clock::{Clock, Millis};
+use crate::config::WorldConfig;
+use crate::error::WorldError;
+use crate::hooks::HookResumed;
+use crate::model::{
+    ActivityState, Event, Page, ResolveData, WorkflowOptions, WorkflowQueryFilter, WorkflowState,
+};
+use crate::payload::Payload;
+use crate::queue::{QueueEntry, QueueFilter};
+use crate::schedule::{ScheduleConfig, Schedules};
+use crate::telemetry::logs::Logs;
+use crate::telemetry::metrics::MetricsRecorder;
+
+use super::definitions::Definition;
+use super::streams::Streams;
+use super::{Engine, Task};
+
+/// Settings and shared services.
+impl Engine {
+    /// The world's configuration.
+    pub(crate) fn config(&self) -> &WorldConfig {
+        &self.config
+    }
+
+    /// The world's clock.
+    pub(crate) fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The time on the world's clock.
+    pub(crate) fn now_ms(&self) -> Millis {
+        self.clock.now_ms()
+    }
+
+    /// The world's logging: its span, its log files.
+    pub(crate) fn logs(&self) -> &Arc<Logs> {
+        &self.logs
+    }
+
+    /// The run counts kept from recorded events.
+    pub(crate) fn metrics(&self) -> &MetricsRecorder {
+        self.journal.metrics()
+    }
+
+    /// True if other processes may drive runs of the same store.
+    pub(crate) fn is_shared(&self) -> bool {
+        self.store.is_shared()
+    }
+}
+
+/// Definitions and application state.
+impl Engine {
+    /// Registers a workflow, an activity or a typed hook. Registering a workflow wakes the
+    /// schedule loop: a stored schedule may start runs of it.
+    pub(crate) fn register(&self, definition: Definition) -> Result<(), WorldError> {
+        if let Definition::Hook { name, validator } = definition {
+            self.hook_kit.add_validator(&name, || validator);
+            return Ok(());
+        }
+        let is_workflow = matches!(definition, Definition::Workflow(_));
+        self.registry.register(definition)?;
+        if is_workflow {
+            self.schedules.changed();
+        }
+        Ok(())
+    }
+
+    /// Names of the registered workflows.
+    pub(crate) fn workflow_names(&self) -> Vec<String> {
+        self.registry.workflow_names()
+    }
+
+    /// Gives steps a value of type `T`.
+    pub(crate) fn provide<T: Send + Sync + 'static>(&self, value: T) {
+        self.resources.provide(value);
+    }
+}
+
+/// The world's lifecycle: whether it takes work, and whether it is gone.
+impl Engine {
+    /// Takes new runs and hook payloads (the world started).
+    pub(crate) fn open(&self) {
+        self.accepting.store(true, Ordering::Release);
+    }
+
+    /// Refuses new runs and hook payloads (the world is shutting down).
+    pub(crate) fn stop_accepting(&self) {
+        self.accepting.store(false, Ordering::Release);
+    }
+
+    /// The world is dropped: handles and webhook servers that outlive it stop waiting on it.
+    pub(crate) fn close(&self) {
+        self.stop_accepting();
+        self.closed.cancel();
+    }
+
+    /// True once the world is dropped.
+    pub(crate) fn is_closed(&self) -> bool {
+        self.closed.is_cancelled()
+    }
+
+    /// A token cancelled when the world is dropped.
+    pub(crate) fn closed(&self) -> CancellationToken {
+        self.closed.clone()
+    }
+}
+
+/// Reads, for queries and the liveness view.
+impl Engine {
+    /// A run, by run id or workflow id, resolved as asked.
+    pub(crate) async fn get_run(
+        &self,
+        id: &str,
+        resolve: ResolveData,
+    ) -> Result<WorkflowState, WorldError> {
+        self.store.get_run(id, resolve).await
+    }
+
+    /// A run's whole history.
+    pub(crate) async fn history(&self, run_id: &str) -> Result<Vec<Arc<Event>>, WorldError> {
+        self.store.history(run_id, 0).await
+    }
+
+    /// One page of runs matching the filter.
+    pub(crate) async fn list_runs(
+        &self,
+        filter: &WorkflowQueryFilter,
+    ) -> Result<Page<WorkflowState>, WorldError> {
+        self.store.list_runs(filter).await
+    }
+
+    /// The step at `position` of a run.
+    pub(crate) async fn get_activity(
+        &self,
+        run_id: &str,
+        position: u32,
+    ) -> Result<ActivityState, WorldError> {
+        self.store.get_activity(run_id, position).await
+    }
+
+    /// Every schedule, ordered by id.
+    pub(crate) async fn list_schedules(&self) -> Result<Vec<ScheduleConfig>, WorldError> {
+        self.store.list_schedules().await
+    }
+
+    /// The runs' streams: writes from outside, pages, live readers.
+    pub(crate) fn streams(&self) -> &Arc<Streams> {
+        &self.streams
+    }
+}
+
+/// Tasks, for the workers.
+impl Engine {
+    /// Waits for the next task `filter` lets a worker take.
+    pub(crate) async fn next_task(&self, filter: QueueFilter<'_>) -> Option<QueueEntry<Task>> {
+        self.queue.pop(filter).await
+    }
+
+    /// Puts back a task a worker took but will not run (it was declared dead meanwhile).
+    pub(crate) fn give_back(&self, entry: QueueEntry<Task>) {
+        self.queue.push(entry);
+    }
+}
+
+/// Schedules and background loops, for the world.
+impl Engine {
+    /// The world's schedules.
+    pub(crate) fn schedules(&self) -> &Schedules {
+        &self.schedules
+    }
+
+    /// Fires schedules as the clock reaches them, until `stop` is cancelled.
+    pub(crate) async fn schedule_loop(self: Arc<Self>, stop: CancellationToken) {
+        let engine: &Engine = &self;
+        let start = move |name: String, input: Payload, options: WorkflowOptions| {
+            Box::pin(async move {
+                engine
+                    .create_run(&name, input, options, None, None)
+                    .await
+                    .map(|(run_id, _)| run_id)
+            }) as BoxFuture<'_, Result<String, WorldError>>
+        };
+        engine.schedules.run(&stop, &start).await;
+    }
+}
+
+/// Hooks, for the world and the webhook server.
+impl Engine {
+    /// Refuses hook payloads while the world is shut down or dropped (the webhook endpoint
+    /// asks before it reads a request's body).
+    #[cfg(feature = "http")]
+    pub(crate) fn check_resumable(&self) -> Result<(), WorldError> {
+        self.hooks.check_resumable()
+    }
+
+    /// Delivers a payload to the hook holding `token` and queues its run. With `method` (a
+    /// request to a webhook), the hook must accept that HTTP method.
+    pub(crate) async fn resume_hook(
+        &self,
+        token: &str,
+        payload: Payload,
+        method: Option<&str>,
+    ) -> Result<HookResumed, WorldError> {
+        let resumed = self.hooks.resume(token, payload, method).await?;
+        self.runs.schedule(&resumed.run_id);
+        Ok(resumed)
+    }
+}

@@ -1,0 +1,188 @@
+//! The journal: the only writer of run history.
+//!
+//! Every event a run records goes through here, so three things hold for all of them: each is
+//! stamped the same way (a fresh id, the world's time), the run counts of
+//! [`MetricsRecorder`](crate::telemetry::metrics::MetricsRecorder) follow what was recorded, and
+//! whoever waits for "something happened" ([`Progress`]) hears of it.
+//!
+//! An append says how far it must get before the caller goes on, from the strongest to the
+//! weakest: [`append`](Journal::append) (safe from a crash of the machine),
+//! [`append_written`](Journal::append_written) (safe from a crash of this process) and
+//! [`append_nowait`](Journal::append_nowait) (accepted; a restart repairs its loss).
+//! [`wait_durable`](Journal::wait_durable) waits for what was appended without waiting.
+//!
+//! The journal also owns the payload size limit, so what history accepts is checked in one
+//! place.
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use crate::clock::{Clock, Millis};
+use crate::error::WorldError;
+use crate::ids::IdGenerator;
+use crate::model::{Event, EventKind, EVENT_FORMAT_VERSION};
+use crate::payload::Payload;
+use crate::store::{Appended, Store};
+use crate::telemetry::metrics::MetricsRecorder;
+
+use super::Progress;
+
+/// How far an append must get before the engine goes on.
+#[derive(Debug, Clone, Copy)]
+enum Durability {
+    /// Accepted by the store, durable soon after.
+    Queued,
+    /// Safe from a crash of this process.
+    Written,
+    /// Safe from a crash of the machine.
+    Synced,
+}
+
+/// The writer of run history.
+pub(crate) struct Journal {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    ids: Arc<IdGenerator>,
+    /// Run counts for `World::get_metrics()`, kept from the recorded events.
+    metrics: MetricsRecorder,
+    /// Told of every append.
+    progress: Arc<Progress>,
+    /// The largest payload (input, output, chunk) history accepts.
+    max_payload_bytes: usize,
+}
+
+impl Journal {
+    pub(crate) fn new(
+        store: Arc<dyn Store>,
+        clock: Arc<dyn Clock>,
+        ids: Arc<IdGenerator>,
+        progress: Arc<Progress>,
+        max_payload_bytes: usize,
+    ) -> Self {
+        Journal {
+            store,
+            clock,
+            ids,
+            metrics: MetricsRecorder::default(),
+            progress,
+            max_payload_bytes,
+        }
+    }
+
+    /// The run counts kept from what was recorded.
+    pub(crate) fn metrics(&self) -> &MetricsRecorder {
+        &self.metrics
+    }
+
+    /// Builds an event stamped with a fresh id and the current time; the store sets `seq`.
+    pub(crate) fn event(&self, run_id: &str, kind: EventKind) -> Event {
+        Event {
+            id: self.ids.event_id(),
+            run_id: run_id.to_owned(),
+            seq: 0,
+            timestamp: self.clock.now_ms(),
+            version: EVENT_FORMAT_VERSION,
+            kind,
+        }
+    }
+
+    /// Creates a run from its first event (`workflow_queued`).
+    pub(crate) async fn create_run(&self, first: Event) -> Result<(), WorldError> {
+        self.store.create_run(first).await
+    }
+
+    /// Creates a run unless its idempotency key started one at or after `since`: then returns
+    /// that run's id (see [`RunStore::create_run_once`](crate::store::RunStore::create_run_once)).
+    pub(crate) async fn create_run_once(
+        &self,
+        first: Event,
+        since: Millis,
+    ) -> Result<Option<String>, WorldError> {
+        self.store.create_run_once(first, since).await
+    }
+
+    /// Creates many runs; result `i` is that of `firsts[i]`.
+    pub(crate) async fn create_runs(&self, firsts: Vec<Event>) -> Vec<Result<(), WorldError>> {
+        self.store.create_runs(firsts).await
+    }
+
+    /// Appends events to a run durably and tells waiters that something happened.
+    pub(crate) async fn append(
+        &self,
+        run_id: &str,
+        kinds: Vec<EventKind>,
+    ) -> Result<Appended, WorldError> {
+        self.append_with(run_id, kinds, Durability::Synced).await
+    }
+
+    /// Appends events that need to survive a crash of this process but not yet of the machine
+    /// (a step's start, before the step runs): see
+    /// [`EventStore::append_written`](crate::store::EventStore::append_written).
+    pub(crate) async fn append_written(
+        &self,
+        run_id: &str,
+        kinds: Vec<EventKind>,
+    ) -> Result<Appended, WorldError> {
+        self.append_with(run_id, kinds, Durability::Written).await
+    }
+
+    /// Appends events whose loss in a crash a restart repairs by itself (a step's result, the
+    /// commands workflow code issues again on replay): the store may return before they are
+    /// durable (see [`EventStore::append_nowait`](crate::store::EventStore::append_nowait)).
+    pub(crate) async fn append_nowait(
+        &self,
+        run_id: &str,
+        kinds: Vec<EventKind>,
+    ) -> Result<Appended, WorldError> {
+        self.append_with(run_id, kinds, Durability::Queued).await
+    }
+
+    /// Waits until every event appended to the run so far is durable and readable.
+    pub(crate) async fn wait_durable(&self, run_id: &str) -> Result<(), WorldError> {
+        self.store.wait_durable(run_id).await
+    }
+
+    async fn append_with(
+        &self,
+        run_id: &str,
+        kinds: Vec<EventKind>,
+        durability: Durability,
+    ) -> Result<Appended, WorldError> {
+        let events = kinds.into_iter().map(|k| self.event(run_id, k)).collect();
+        let appended = match durability {
+            Durability::Synced => self.store.append(run_id, events).await?,
+            Durability::Written => self.store.append_written(run_id, events).await?,
+            Durability::Queued => self.store.append_nowait(run_id, events).await?,
+        };
+        self.metrics.record(run_id, &appended.events);
+        self.progress.epoch.fetch_add(1, Ordering::Relaxed);
+        self.progress.changed.notify_waiters();
+        Ok(appended)
+    }
+
+    /// Refuses a payload larger than the world accepts; `what` names it in the error.
+    pub(crate) fn check_payload(
+        &self,
+        what: impl FnOnce() -> String,
+        payload: &Payload,
+    ) -> Result<(), WorldError> {
+        self.check_size(what, payload.size())
+    }
+
+    /// Refuses `size` bytes if that is more than the world accepts in one payload.
+    pub(crate) fn check_size(
+        &self,
+        what: impl FnOnce() -> String,
+        size: usize,
+    ) -> Result<(), WorldError> {
+        let limit = self.max_payload_bytes;
+        if size > limit {
+            return Err(WorldError::PayloadTooLarge {
+                what: what(),
+                size,
+                limit,
+            });
+        }
+        Ok(())
+    }
+}

@@ -12,7 +12,15 @@ use std::path::Path;
 /// Top-level modules of `src/`, lowest layer first.
 const LAYERS: &[&[&str]] = &[
     // Plain services and values.
-    &["clock", "duration", "ids", "payload", "error", "atomic_file", "resources"],
+    &[
+        "clock",
+        "duration",
+        "ids",
+        "payload",
+        "error",
+        "atomic_file",
+        "resources",
+    ],
     // The data model and retry policies.
     &["model", "retry"],
     // Configuration: plain data every part below the world reads.
@@ -111,7 +119,9 @@ fn root_names(lib: &str) -> BTreeMap<String, String> {
             .split(|c: char| !(c.is_alphanumeric() || c == '_'))
             .filter(|w| !w.is_empty());
         for word in words {
-            names.entry(word.to_owned()).or_insert(module.trim().to_owned());
+            names
+                .entry(word.to_owned())
+                .or_insert(module.trim().to_owned());
         }
     }
     names

@@ -1,6 +1,7 @@
 //! The in-memory store: fast, and gone when the process exits. The lists and lookups by id of
 //! steps, hooks and events are in `read.rs`.
 
+mod owners;
 mod read;
 
 use std::collections::{BTreeSet, HashMap};
@@ -183,7 +184,7 @@ pub struct MemoryStore {
     /// The run each step id, hook id and child run id was recorded in, for the lookups by id
     /// (see `read.rs`). Ids are unique (ULIDs); should one repeat, the first run to record it
     /// keeps it. Taken after a run's lock, never before one.
-    owners: Mutex<FxHashMap<Box<str>, Arc<str>>>,
+    owners: owners::Owners,
     /// The runs' streams (see `store/streams/memory.rs`).
     pub(in crate::store) streams: super::streams::MemoryStreams,
     /// The schedules (see `store/schedules/memory.rs`).
@@ -354,7 +355,6 @@ impl MemoryStore {
 
     /// Files the step, hook and child ids these events introduce under their run.
     fn record_owners(&self, run_id: &Arc<str>, events: &[Event]) {
-        let mut owners = None;
         for event in events {
             let id = match &event.kind {
                 EventKind::ActivityScheduled { activity_id, .. } => activity_id,
@@ -363,10 +363,7 @@ impl MemoryStore {
                 EventKind::ChildWorkflowStarted { child_id, .. } => child_id,
                 _ => continue,
             };
-            owners
-                .get_or_insert_with(|| self.owners.lock())
-                .entry(Box::from(id.as_str()))
-                .or_insert_with(|| run_id.clone());
+            self.owners.record(id, run_id);
         }
     }
 

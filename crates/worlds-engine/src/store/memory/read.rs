@@ -115,7 +115,7 @@ fn step_view(step: &ActivityState, resolve: ResolveData) -> ActivityState {
 impl MemoryStore {
     /// The run a step, hook or child id was recorded in.
     pub(in crate::store) fn owner_of(&self, id: &str) -> Option<Arc<str>> {
-        self.owners.lock().get(id).cloned()
+        self.owners.get(id)
     }
 
     /// Runs `read` on the run's visible state and events; `None` if the run does not exist or

@@ -113,6 +113,65 @@ impl Engine {
     pub(crate) fn closed(&self) -> CancellationToken {
         self.closed.clone()
     }
+
+    /// The base URL of webhook URLs (`WorldConfig::webhook_base_url`).
+    #[cfg(feature = "http")]
+    pub(crate) fn webhook_base_url(&self) -> &str {
+        &self.hook_kit.webhook_base_url
+    }
+}
+
+/// A moment's view of the work in flight, for the test harness's `settle`.
+#[cfg(feature = "test-util")]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct WorkInFlight {
+    /// Bumped whenever a task ends or is queued: equal before and after a wait means nothing
+    /// moved.
+    pub(crate) epoch: u64,
+    /// Tasks waiting in the queue.
+    pub(crate) queued: usize,
+    /// Tasks taken by a worker and not finished.
+    pub(crate) executing: usize,
+    /// Of those, step attempts running (whose end the harness does not wait for).
+    pub(crate) running_activities: usize,
+}
+
+/// For the test harness.
+#[cfg(feature = "test-util")]
+impl Engine {
+    /// The work in flight now.
+    pub(crate) fn work_in_flight(&self) -> WorkInFlight {
+        let queued = self.queue.len();
+        WorkInFlight {
+            epoch: self
+                .progress
+                .epoch
+                .load(std::sync::atomic::Ordering::Acquire),
+            queued,
+            executing: self
+                .progress
+                .pending_tasks
+                .load(std::sync::atomic::Ordering::Acquire)
+                .saturating_sub(queued),
+            running_activities: self
+                .progress
+                .running_activities
+                .load(std::sync::atomic::Ordering::Acquire),
+        }
+    }
+
+    /// Tasks queued for `task_queue` (`None`: any queue).
+    pub(crate) fn queued_tasks(&self, task_queue: Option<&str>) -> usize {
+        match task_queue {
+            None => self.queue.len(),
+            Some(q) => self.queue.len_of(Some(q)),
+        }
+    }
+
+    /// When the next durable timer is due, if any.
+    pub(crate) async fn next_timer_at(&self) -> Option<Millis> {
+        self.store.next_timer_at().await.ok().flatten()
+    }
 }
 
 /// Reads, for queries and the liveness view.

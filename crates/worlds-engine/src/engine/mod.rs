@@ -130,30 +130,29 @@ pub(crate) struct Progress {
 /// What the engine itself does (starting runs, the executor, steps, acting on a recovery plan,
 /// sharing) orchestrates them.
 ///
-/// The fields still `pub(crate)` are read by the webhook server (`config`, `closed`,
-/// `hook_kit`) and the test harness (`store`, `queue`, `progress`); everything else goes through
-/// the methods of `api.rs`.
+/// Its fields are private to the engine: everything outside goes through the methods of
+/// `api.rs`.
 pub(crate) struct Engine {
     // Shared services.
-    pub(crate) config: WorldConfig,
+    config: WorldConfig,
     clock: Arc<dyn Clock>,
     ids: Arc<IdGenerator>,
-    pub(crate) store: Arc<dyn Store>,
+    store: Arc<dyn Store>,
     /// The world's logging: its span, its log layer's files.
     logs: Arc<crate::telemetry::logs::Logs>,
     registry: Arc<Registry>,
     /// Application state for steps (`world.provide`, `ctx.resource`).
     resources: Arc<crate::resources::Resources>,
     /// The hook token key, payload validators and webhook base URL.
-    pub(crate) hook_kit: Arc<crate::hooks::HookKit>,
+    hook_kit: Arc<crate::hooks::HookKit>,
     /// Tasks waiting for a worker: filled by `runs`, emptied by the workers.
-    pub(crate) queue: Arc<TaskQueue<Task>>,
-    pub(crate) progress: Arc<Progress>,
+    queue: Arc<TaskQueue<Task>>,
+    progress: Arc<Progress>,
     /// The world takes new runs and hook payloads (it is started).
     accepting: Arc<AtomicBool>,
     /// Cancelled when the world is dropped: handles and webhook servers that outlive it stop
     /// waiting on it and refuse what they are asked.
-    pub(crate) closed: CancellationToken,
+    closed: CancellationToken,
 
     // The parts.
     /// The only writer of history.

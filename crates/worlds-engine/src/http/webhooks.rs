@@ -68,7 +68,7 @@ impl Endpoint {
     fn engine(&self) -> Result<Arc<Engine>, WorldError> {
         self.engine
             .upgrade()
-            .filter(|engine| !engine.closed.is_cancelled())
+            .filter(|engine| !engine.is_closed())
             .ok_or_else(|| {
                 WorldError::Unavailable(
                     "the world behind this webhook endpoint has been dropped; send the request to a running world's endpoint".into(),
@@ -79,8 +79,8 @@ impl Endpoint {
 
 /// The router answering webhook requests for `engine`.
 pub(crate) fn router(engine: &Arc<Engine>) -> Router {
-    let base = base_path(&engine.hook_kit.webhook_base_url);
-    let options = &engine.config.webhook_server;
+    let base = base_path(engine.webhook_base_url());
+    let options = &engine.config().webhook_server;
     let endpoint = Endpoint {
         engine: Arc::downgrade(engine),
         base: Arc::from(base.as_str()),
@@ -136,7 +136,7 @@ async fn resume(
     let limit = {
         let engine = endpoint.engine()?;
         engine.check_resumable()?;
-        engine.config.max_payload_bytes
+        engine.config().max_payload_bytes
     };
     if let Some(declared) = declared_length(&headers) {
         if declared > limit as u64 {
@@ -320,10 +320,10 @@ impl WebhookServer {
         let serving = Serving {
             listener,
             router: router(engine),
-            options: engine.config.webhook_server.clone(),
-            grace: engine.config.shutdown_grace.0,
+            options: engine.config().webhook_server.clone(),
+            grace: engine.config().shutdown_grace.0,
             stop: stop.clone(),
-            world_dropped: engine.closed.clone(),
+            world_dropped: engine.closed(),
         };
         let task = tokio::spawn(serving.run());
         Ok(WebhookServer {

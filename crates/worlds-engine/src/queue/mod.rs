@@ -473,8 +473,7 @@ impl<T: Send + 'static> TaskQueue<T> {
     }
 
     /// Whether no task is queued.
-    // The engine asks only on behalf of the test harness (feature `test-util`).
-    #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]
+    #[cfg(test)]
     pub(crate) fn is_empty(&self) -> bool {
         self.state.lock().entries.is_empty()
     }

@@ -132,7 +132,7 @@ pub async fn resume_webhook(
 /// status, input, output, activities… without the history (read that with
 /// [`World::query`]). 404 if there is no such run.
 pub async fn get_run(id: &str) -> Result<WorkflowState, WorldError> {
-    engine()?.store.get_run(id, ResolveData::All).await
+    engine()?.get_run(id, ResolveData::All).await
 }
 
 /// One page of runs matching the filter, newest first, like [`World::list_runs`]; pass the
@@ -151,5 +151,5 @@ pub async fn get_run(id: &str) -> Result<WorkflowState, WorldError> {
 /// # Ok(()) }
 /// ```
 pub async fn query_runs(filter: WorkflowQueryFilter) -> Result<Page<WorkflowState>, WorldError> {
-    engine()?.store.list_runs(&filter).await
+    engine()?.list_runs(&filter).await
 }

@@ -13,7 +13,6 @@
 //! stops at its ticks, so a long jump runs each loop once, at the end of the jump.
 
 use std::ops::Deref;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use crate::clock::{Clock, Millis, VirtualClock};
@@ -175,19 +174,14 @@ impl TestWorld {
     pub async fn settle(&self) {
         let engine = self.world.engine();
         loop {
-            let epoch = engine.progress.epoch.load(Ordering::Acquire);
+            let before = engine.work_in_flight();
             for _ in 0..SETTLE_YIELDS {
                 tokio::task::yield_now().await;
             }
-            let queued = engine.queue.len();
-            let executing = engine
-                .progress
-                .pending_tasks
-                .load(Ordering::Acquire)
-                .saturating_sub(queued);
-            let busy = executing > engine.progress.running_activities.load(Ordering::Acquire)
-                || (queued > 0 && self.world.workers().idle_worker_can_take(&engine.queue));
-            if !busy && engine.progress.epoch.load(Ordering::Acquire) == epoch {
+            let now = engine.work_in_flight();
+            let busy = now.executing > now.running_activities
+                || (now.queued > 0 && self.world.workers().idle_worker_can_take(engine));
+            if !busy && now.epoch == before.epoch {
                 return;
             }
         }
@@ -224,14 +218,7 @@ impl TestWorld {
     /// The earliest moment anything waits for: a durable timer, or a sleeper on the clock
     /// (activity timeouts, heartbeat watches).
     async fn next_deadline(&self) -> Option<Millis> {
-        let timer = self
-            .world
-            .engine()
-            .store
-            .next_timer_at()
-            .await
-            .ok()
-            .flatten();
+        let timer = self.world.engine().next_timer_at().await;
         match (timer, self.clock.next_deadline()) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -254,12 +241,7 @@ impl TestWorld {
         let deadline = start.saturating_add(crate::clock::duration_ms(timeout));
         loop {
             self.settle().await;
-            let state = self
-                .world
-                .engine()
-                .store
-                .get_run(id, ResolveData::All)
-                .await?;
+            let state = self.world.engine().get_run(id, ResolveData::All).await?;
             if state.status.is_terminal() {
                 return crate::world::query_with_history(self.world.engine(), &state.id).await;
             }
@@ -268,12 +250,7 @@ impl TestWorld {
                 Some(at) if self.auto_progress && at <= deadline => self.step_to(at).await,
                 Some(_) if self.auto_progress => {
                     self.step_to(deadline).await;
-                    let state = self
-                        .world
-                        .engine()
-                        .store
-                        .get_run(id, ResolveData::None)
-                        .await?;
+                    let state = self.world.engine().get_run(id, ResolveData::None).await?;
                     if state.status.is_terminal() {
                         continue;
                     }

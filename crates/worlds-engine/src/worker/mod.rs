@@ -251,17 +251,17 @@ impl WorkerPool {
         m
     }
 
-    /// True if an idle worker could take a task from `queue` now (test harness: is there work
-    /// that will start without anything else happening first?).
+    /// True if an idle worker could take one of the engine's queued tasks now (test harness:
+    /// is there work that will start without anything else happening first?).
     #[cfg(feature = "test-util")]
-    pub(crate) fn idle_worker_can_take(&self, queue: &crate::queue::TaskQueue<Task>) -> bool {
+    pub(crate) fn idle_worker_can_take(&self, engine: &Engine) -> bool {
         let workers = self.inner.workers.lock();
         workers.list.iter().any(|w| {
             w.shared.status() == WorkerStatus::Idle
                 && !w.shared.stop.is_cancelled()
                 && match &w.shared.task_queue {
-                    None => !queue.is_empty(),
-                    Some(q) => queue.len_of(Some(q)) > 0,
+                    None => engine.queued_tasks(None) > 0,
+                    Some(q) => engine.queued_tasks(Some(q)) > 0,
                 }
         })
     }

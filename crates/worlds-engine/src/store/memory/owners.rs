@@ -11,8 +11,11 @@ use rustc_hash::{FxHashMap, FxHasher};
 /// Shards; a power of two well above the number of threads that append at once.
 const SHARDS: usize = 32;
 
+/// One shard: id → the run that recorded it.
+type Shard = Mutex<FxHashMap<Box<str>, Arc<str>>>;
+
 pub(super) struct Owners {
-    shards: Box<[Mutex<FxHashMap<Box<str>, Arc<str>>>]>,
+    shards: Box<[Shard]>,
 }
 
 impl Default for Owners {
@@ -24,7 +27,7 @@ impl Default for Owners {
 }
 
 impl Owners {
-    fn shard(&self, id: &str) -> &Mutex<FxHashMap<Box<str>, Arc<str>>> {
+    fn shard(&self, id: &str) -> &Shard {
         let mut hasher = FxHasher::default();
         id.hash(&mut hasher);
         &self.shards[hasher.finish() as usize % SHARDS]

@@ -2,9 +2,12 @@
 //! write-ahead log (a world killed before it compacted): they see that work, and they refuse a
 //! damaged WAL instead of calling the directory healthy.
 
+mod common;
+
+use common::{crash_copy, text, worlds};
+
 use std::fs;
 use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::Arc;
 
 use serde_json::json;
@@ -13,20 +16,6 @@ use worlds_engine::ids::IdGenerator;
 use worlds_engine::model::{QueuedRun, EVENT_FORMAT_VERSION};
 use worlds_engine::store::{EventStore, HybridStore, RunStore};
 use worlds_engine::{Event, EventKind, Payload};
-
-/// Copies a directory as a `kill -9` would leave it.
-fn crash_copy(src: &Path, dst: &Path) {
-    fs::create_dir_all(dst).unwrap();
-    for entry in fs::read_dir(src).unwrap() {
-        let entry = entry.unwrap();
-        let to = dst.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            crash_copy(&entry.path(), &to);
-        } else {
-            fs::copy(entry.path(), to).unwrap();
-        }
-    }
-}
 
 /// A hybrid directory at `dst` holding two acknowledged runs in its WAL only.
 fn wal_only_directory(live: &Path, dst: &Path) -> [String; 2] {
@@ -71,19 +60,6 @@ fn wal_only_directory(live: &Path, dst: &Path) -> [String; 2] {
         "the copy should hold the runs in its WAL only"
     );
     [runs[0].clone(), runs[1].clone()]
-}
-
-fn worlds(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_worlds"))
-        .args(args)
-        .arg("--dir")
-        .arg(dir)
-        .output()
-        .unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]

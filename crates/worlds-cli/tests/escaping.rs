@@ -1,8 +1,11 @@
 //! Ids, names and errors holding escape sequences and newlines reach the terminal escaped in
 //! human output, and exact in JSON output.
 
+mod common;
+
+use common::{text, worlds};
+
 use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::Arc;
 
 use serde_json::json;
@@ -65,19 +68,6 @@ fn populate(dir: &Path) -> (String, String) {
             .unwrap();
         (failed, pending)
     })
-}
-
-fn worlds(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_worlds"))
-        .args(args)
-        .arg("--dir")
-        .arg(dir)
-        .output()
-        .unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8(bytes.to_vec()).unwrap()
 }
 
 /// No raw control character in `out`, and every line is one the command meant to print.

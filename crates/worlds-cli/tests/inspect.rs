@@ -1,8 +1,11 @@
 //! The inspection commands as a user runs them: the built `worlds` binary on a data directory
 //! written by the engine.
 
+mod common;
+
+use common::{text, worlds};
+
 use std::path::Path;
-use std::process::{Command, Output};
 use std::sync::Arc;
 
 use serde_json::json;
@@ -61,19 +64,6 @@ fn populate(dir: &Path) -> (String, String) {
             .unwrap();
         (done, pending)
     })
-}
-
-fn worlds(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_worlds"))
-        .args(args)
-        .arg("--dir")
-        .arg(dir)
-        .output()
-        .unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8(bytes.to_vec()).unwrap()
 }
 
 #[test]

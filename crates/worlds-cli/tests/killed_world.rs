@@ -5,10 +5,14 @@
 //! The test binary re-executes itself as the world's process: `killed_world_child` is an
 //! ignored test that does nothing unless `WORLDS_KILLED_DIR` is set.
 
+mod common;
+
+use common::{text, worlds};
+
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -104,19 +108,6 @@ fn start_and_kill(dir: &Path) -> Vec<String> {
     child.kill().unwrap();
     child.wait().unwrap();
     ids
-}
-
-fn worlds(args: &[&str], dir: &Path) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_worlds"))
-        .args(args)
-        .arg("--dir")
-        .arg(dir)
-        .output()
-        .unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8(bytes.to_vec()).unwrap()
 }
 
 /// Every file under `dir` with its content, and every directory.

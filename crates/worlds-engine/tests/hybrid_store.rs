@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::crash_copy;
+
 use std::fs;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -16,20 +18,6 @@ use worlds_engine::{ErrorKind, Event, EventKind, ResolveData};
 
 fn wal_of(dir: &Path) -> PathBuf {
     dir.join("state/wal.ndjson")
-}
-
-/// Copies a store directory as it is on disk right now: what a `kill -9` would leave behind.
-fn crash_copy(src: &Path, dst: &Path) {
-    fs::create_dir_all(dst).unwrap();
-    for entry in fs::read_dir(src).unwrap() {
-        let entry = entry.unwrap();
-        let to = dst.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            crash_copy(&entry.path(), &to);
-        } else {
-            fs::copy(entry.path(), to).unwrap();
-        }
-    }
 }
 
 fn assert_dense(history: &[Arc<Event>]) {

@@ -7,7 +7,6 @@
 
 mod common;
 
-use std::fs;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -19,6 +18,7 @@ use worlds_engine::prelude::*;
 use worlds_engine::store::{FileStore, HybridStore, MemoryStore, Store};
 use worlds_engine::{EventKind, Payload, Persistence};
 
+use common::crash_copy;
 use common::store_events::Maker;
 
 /// A JSON string literal built from random pieces: plain characters of any script, and every
@@ -169,7 +169,7 @@ async fn round_trip(backend: Backend, texts: &[String]) {
         Backend::Hybrid => {
             // Both ways back: from the WAL (a copy taken while the store is open, as a crash
             // leaves it) and from the compacted run logs (after a clean close).
-            copy_dir(dir.path(), crashed.path());
+            crash_copy(dir.path(), crashed.path());
             drop(store);
             vec![open(crashed.path()), open(dir.path())]
         }
@@ -185,19 +185,6 @@ async fn round_trip(backend: Backend, texts: &[String]) {
                 panic!("last event of {run_id} is {:?}", history[2].kind);
             };
             assert_eq!(output.as_json(), payload.as_json(), "{backend:?} output");
-        }
-    }
-}
-
-fn copy_dir(src: &Path, dst: &Path) {
-    fs::create_dir_all(dst).unwrap();
-    for entry in fs::read_dir(src).unwrap() {
-        let entry = entry.unwrap();
-        let to = dst.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_dir(&entry.path(), &to);
-        } else if entry.file_name() != "lock" {
-            fs::copy(entry.path(), to).unwrap();
         }
     }
 }

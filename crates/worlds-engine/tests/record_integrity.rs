@@ -4,6 +4,8 @@
 
 mod common;
 
+use common::crash_copy;
+
 use std::fs;
 use std::path::{Path, PathBuf};
 
@@ -14,20 +16,6 @@ use worlds_engine::{Event, ResolveData, RunStatus};
 
 fn wal_of(dir: &Path) -> PathBuf {
     dir.join("state/wal.ndjson")
-}
-
-/// Copies a store directory as a `kill -9` would leave it (the lock file aside).
-fn crash_copy(src: &Path, dst: &Path) {
-    fs::create_dir_all(dst).unwrap();
-    for entry in fs::read_dir(src).unwrap() {
-        let entry = entry.unwrap();
-        let to = dst.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            crash_copy(&entry.path(), &to);
-        } else {
-            fs::copy(entry.path(), to).unwrap();
-        }
-    }
 }
 
 /// Byte offset where the last line of `bytes` starts.

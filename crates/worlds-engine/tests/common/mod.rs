@@ -3,6 +3,7 @@
 
 pub mod store_events;
 
+use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -90,4 +91,18 @@ pub fn add_one(name: &str, calls: &Counter) -> Activity<u64, u64> {
 /// The event type names of a run's history, in order.
 pub fn event_types(state: &WorkflowState) -> Vec<&'static str> {
     state.history.iter().map(|e| e.kind.type_name()).collect()
+}
+
+/// Copies a store directory as it is on disk right now: what a `kill -9` would leave behind.
+pub fn crash_copy(src: &Path, dst: &Path) {
+    std::fs::create_dir_all(dst).unwrap();
+    for entry in std::fs::read_dir(src).unwrap() {
+        let entry = entry.unwrap();
+        let to = dst.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            crash_copy(&entry.path(), &to);
+        } else {
+            std::fs::copy(entry.path(), to).unwrap();
+        }
+    }
 }

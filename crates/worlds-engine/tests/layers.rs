@@ -54,8 +54,6 @@ const KNOWN_UPWARD: &[(&str, &str)] = &[
     ("engine", "hooks"),
     ("engine", "schedule"),
     ("engine", "streams"),
-    // `HookDefinition::resume(&world, ..)`.
-    ("hooks", "world"),
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

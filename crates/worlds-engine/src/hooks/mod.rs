@@ -435,16 +435,6 @@ impl<T: Serialize + DeserializeOwned + 'static> HookDefinition<T> {
         )
     }
 
-    /// Resumes a hook of this type (see [`World::resume_hook`](crate::World::resume_hook)).
-    pub async fn resume(
-        &self,
-        world: &crate::World,
-        token: &str,
-        payload: &T,
-    ) -> Result<HookResumed, crate::WorldError> {
-        world.resume_hook(token, payload).await
-    }
-
     /// Checks that a JSON payload has this definition's type.
     pub(crate) fn validator(&self) -> HookValidator {
         validator_of::<T>()

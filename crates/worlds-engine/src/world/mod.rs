@@ -2,6 +2,7 @@
 
 mod batch;
 mod handle;
+mod hooks;
 mod schedules;
 mod streams;
 mod telemetry;

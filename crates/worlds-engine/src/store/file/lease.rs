@@ -98,15 +98,23 @@ impl Membership {
         }
         let id = format!("m{}-{:016x}", std::process::id(), rand::random::<u64>());
         let owner_path = owners.join(format!("{id}.lock"));
+        // The lock file appears under its name already locked (created under another name,
+        // locked, then renamed): another member sweeping `owners/` in between would otherwise
+        // find it unlocked, take it for a dead member's and probe or remove it. (A crash
+        // between the create and the rename leaves an empty `.new` file, which nothing reads;
+        // probing it to clean it up would bring the race back.)
+        let unlocked = owners.join(format!("{id}.new"));
         let owner_lock = OpenOptions::new()
             .create_new(true)
             .read(true)
             .write(true)
-            .open(&owner_path)
-            .map_err(|e| io_error("could not create", &owner_path, e))?;
+            .open(&unlocked)
+            .map_err(|e| io_error("could not create", &unlocked, e))?;
         owner_lock.try_lock().map_err(|e| {
-            WorldError::Internal(format!("could not lock {}: {e}", owner_path.display()))
+            WorldError::Internal(format!("could not lock {}: {e}", unlocked.display()))
         })?;
+        fs::rename(&unlocked, &owner_path)
+            .map_err(|e| io_error("could not rename", &unlocked, e))?;
         let inbox = inbox_root.join(&id);
         fs::create_dir_all(&inbox).map_err(|e| io_error("could not create", &inbox, e))?;
         Ok(Membership {

@@ -17,8 +17,7 @@ pub async fn idempotency_keys_find_the_newest_run_and_create_once(store: Arc<dyn
     let m = Maker::new();
     assert_eq!(store.find_by_idempotency_key("k", T0).await.unwrap(), None);
 
-    // Created the way the engine creates keyed runs. (The file store's cross-process key record
-    // is written by `create_run_once` only.)
+    // Created the way the engine creates keyed runs.
     let first = m.run_id();
     let created = store
         .create_run_once(m.queued(&first, keyed("k")), T0)
@@ -59,6 +58,20 @@ pub async fn idempotency_keys_find_the_newest_run_and_create_once(store: Arc<dyn
     );
     let found = store.find_by_idempotency_key("k", T0).await.unwrap();
     assert_eq!(found.as_deref(), Some(newer.as_str()));
+
+    // A keyed run created the plain way is found by `create_run_once` too, on every backend.
+    let direct = m.run_id();
+    store
+        .create_run(m.queued(&direct, keyed("direct")))
+        .await
+        .unwrap();
+    let once = m.run_id();
+    let existing = store
+        .create_run_once(m.queued(&once, keyed("direct")), T0)
+        .await
+        .unwrap();
+    assert_eq!(existing.as_deref(), Some(direct.as_str()));
+    assert!(is_not_found(&store.get_run(&once, ResolveData::All).await));
 
     // Without a key it simply creates.
     let plain = m.run_id();

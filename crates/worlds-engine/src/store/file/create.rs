@@ -137,6 +137,11 @@ impl FileStore {
         };
         self.writable()?;
         let record = KeyRecord::lock(&self.root.join("ids"), &key)?;
+        // This process's runs first (a keyed run created with plain `create_run` has no
+        // record), then the record other processes write.
+        if let Some(existing) = self.memory.find_by_idempotency_key(&key, since).await? {
+            return Ok(Some(existing));
+        }
         if let Some(existing) = self.live_key_run(record.read(), since)? {
             return Ok(Some(existing));
         }

@@ -537,7 +537,7 @@ async fn two_processes_catch_up_each_missed_firing_once() {
     }
 
     // Two processes come back at once and race for the same missed firings.
-    let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+    let child = std::process::Command::new(std::env::current_exe().unwrap())
         .args([
             "--exact",
             "schedules_child_entry",
@@ -545,12 +545,18 @@ async fn two_processes_catch_up_each_missed_firing_once() {
             "--include-ignored",
         ])
         .env(SHARED_DIR_VAR, dir.path())
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
     catch_up_in_this_process(dir.path()).await;
-    assert!(child.wait().unwrap().success());
+    let output = child.wait_with_output().unwrap();
+    assert!(
+        output.status.success(),
+        "the other process failed:\n{}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
 
     let store = FileStore::open_read_only(dir.path()).unwrap();
     let runs = worlds_engine::store::RunStore::list_runs(

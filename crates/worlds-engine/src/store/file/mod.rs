@@ -129,6 +129,9 @@ pub struct FileStore {
     warnings: Vec<String>,
     /// What a read-only open found in a hybrid store's write-ahead logs.
     wal: WalSummary,
+    /// Held while a run created by another process is loaded, so that two threads finding the
+    /// same new run load it once.
+    loading: Mutex<()>,
     /// The runs' streams, under `streams/` (see `store/streams/files.rs`).
     pub(in crate::store) streams: super::streams::FileStreams,
     /// The schedules, under `schedules/` (see `store/schedules/files.rs`).
@@ -191,6 +194,7 @@ impl FileStore {
             member: Some(member),
             warnings: Vec::new(),
             wal: WalSummary::default(),
+            loading: Mutex::new(()),
         };
         store.load_new_runs()?;
         Ok(store)
@@ -241,6 +245,7 @@ impl FileStore {
             member: None,
             warnings: Vec::new(),
             wal: WalSummary::default(),
+            loading: Mutex::new(()),
         };
         let mut counts = HashMap::new();
         for run_id in list_run_logs(&store.workflows, true)? {
@@ -371,6 +376,11 @@ impl FileStore {
     /// Loads one run's log into memory. A torn last line is cut off if no process is writing
     /// to the log (its lock is free); otherwise it is a write in progress and left for later.
     fn load_run(&self, run_id: &str) -> Result<(), WorldError> {
+        let _loading = self.loading.lock();
+        if self.slot(run_id).is_some() {
+            // Another thread loaded it meanwhile.
+            return Ok(());
+        }
         let path = self.log_path(run_id);
         let file = match OpenOptions::new().read(true).append(true).open(&path) {
             Ok(file) => file,

@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::order_flow;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -118,19 +120,6 @@ fn an_unknown_key_is_refused_by_name_in_every_options_type() {
     refused::<LogsConfig>(r#"{"directory":"/tmp"}"#, "directory");
     refused::<WebhookServerOptions>(r#"{"timeout":1}"#, "timeout");
     refused::<WorkflowQueryFilter>(r#"{"name":"x"}"#, "name");
-}
-
-fn order_flow(reserve: &Activity<u64, u64>, charge: &Activity<u64, u64>) -> Workflow<u64, u64> {
-    let (reserve, charge) = (reserve.clone(), charge.clone());
-    workflow("fixture-order", move |ctx: WorkflowContext, n: u64| {
-        let (reserve, charge) = (reserve.clone(), charge.clone());
-        async move {
-            let reserved = ctx.run(&reserve, n).await?;
-            ctx.sleep("1h").await?;
-            let charged = ctx.run(&charge, reserved).await?;
-            Ok::<_, WorkflowError>(charged)
-        }
-    })
 }
 
 /// A recorded history whose step options carry keys this version does not know (as one written

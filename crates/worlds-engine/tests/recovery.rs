@@ -3,6 +3,8 @@
 
 mod common;
 
+use common::order_flow;
+
 use std::sync::Arc;
 
 use common::{add_one, event_types, Counter};
@@ -20,19 +22,6 @@ async fn world_on(store: &Arc<dyn Store>, start: i64) -> TestWorld {
         ..TestWorldOptions::default()
     })
     .await
-}
-
-fn order_flow(reserve: &Activity<u64, u64>, charge: &Activity<u64, u64>) -> Workflow<u64, u64> {
-    let (reserve, charge) = (reserve.clone(), charge.clone());
-    workflow("fixture-order", move |ctx: WorkflowContext, n: u64| {
-        let (reserve, charge) = (reserve.clone(), charge.clone());
-        async move {
-            let reserved = ctx.run(&reserve, n).await?;
-            ctx.sleep("1h").await?;
-            let charged = ctx.run(&charge, reserved).await?;
-            Ok::<_, WorkflowError>(charged)
-        }
-    })
 }
 
 #[tokio::test]

@@ -106,3 +106,17 @@ pub fn crash_copy(src: &Path, dst: &Path) {
         }
     }
 }
+
+/// The workflow of `fixtures/histories/fixture_order_v1.json`: reserve, sleep an hour, charge.
+pub fn order_flow(reserve: &Activity<u64, u64>, charge: &Activity<u64, u64>) -> Workflow<u64, u64> {
+    let (reserve, charge) = (reserve.clone(), charge.clone());
+    workflow("fixture-order", move |ctx: WorkflowContext, n: u64| {
+        let (reserve, charge) = (reserve.clone(), charge.clone());
+        async move {
+            let reserved = ctx.run(&reserve, n).await?;
+            ctx.sleep("1h").await?;
+            let charged = ctx.run(&charge, reserved).await?;
+            Ok::<_, WorkflowError>(charged)
+        }
+    })
+}

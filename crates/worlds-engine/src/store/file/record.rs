@@ -146,13 +146,13 @@ pub(in crate::store) fn decode_legacy(line: &[u8]) -> Result<Event, BadRecord> {
 /// as it is, so running this twice (a migration a crash interrupted) changes nothing more.
 /// Fails if the line is not a valid event.
 pub(in crate::store) fn add_checksum(line: &[u8]) -> Result<Vec<u8>, BadRecord> {
-    if verify(line).is_ok() {
-        decode(line)?;
+    let sealed = verify(line).is_ok();
+    serde_json::from_slice::<Event>(line).map_err(|e| BadRecord::NotAnEvent(e.to_string()))?;
+    if sealed {
         let mut record = line.to_vec();
         record.push(b'\n');
         return Ok(record);
     }
-    serde_json::from_slice::<Event>(line).map_err(|e| BadRecord::NotAnEvent(e.to_string()))?;
     let body = line.trim_ascii_end();
     let mut record = Vec::with_capacity(body.len() + CRC_TAIL + 1);
     record.extend_from_slice(body);

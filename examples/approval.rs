@@ -49,7 +49,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!("started run {}", run.id);
 
     // Follow the run's progress stream from its first chunk; it ends when the run closes it.
-    let mut progress = world.read_from_stream(&run.id, "default", 0).await?;
+    let mut progress = world.streams().read(&run.id, "default", 0).await?;
     let follower = tokio::spawn(async move {
         while let Some(chunk) = progress.next().await {
             match chunk {

@@ -5,7 +5,7 @@
 //! virtual: `advance("72h")` moves three days ahead, stopping at each firing, and the runs those
 //! firings start execute for real. In a program, make the world with
 //! `World::new(WorldConfig::default())` (hybrid storage in `.worlds-engine/`) and the same
-//! `world.schedule(..)` call fires on the system clock; the schedule is stored in the directory,
+//! `world.schedules().cron(..)` call fires on the system clock; the schedule is stored in the directory,
 //! survives restarts, and `worlds schedules list` shows it.
 //!
 //! Run it with `cargo run --example daily_report`.
@@ -76,7 +76,8 @@ async fn main() -> Result<(), WorldError> {
 
     // The specification's example: id, workflow, input, cron expression.
     let schedule = world
-        .schedule(
+        .schedules()
+        .cron(
             "daily-job",
             "process-reports",
             ReportRequest::default(),
@@ -101,15 +102,15 @@ async fn main() -> Result<(), WorldError> {
     }
 
     // Paused, it skips a day; resumed, it goes on from the next 09:00.
-    world.pause_schedule("daily-job").await?;
+    world.schedules().pause("daily-job").await?;
     world.advance("24h").await;
-    let resumed = world.resume_schedule("daily-job").await?;
+    let resumed = world.schedules().resume("daily-job").await?;
     println!(
         "paused for a day; resumed, next at {}",
         resumed.next_execution.map(when).unwrap_or_default()
     );
 
-    for s in world.get_schedules().await? {
+    for s in world.schedules().list().await? {
         println!(
             "{}: {} runs, last at {}",
             s.id,
@@ -117,7 +118,7 @@ async fn main() -> Result<(), WorldError> {
             s.last_execution.map(when).unwrap_or_default()
         );
     }
-    world.delete_schedule("daily-job").await?;
+    world.schedules().delete("daily-job").await?;
     world.shutdown().await?;
     Ok(())
 }

@@ -109,7 +109,7 @@ fn no_records_yet(dir: &Path) -> String {
         "no log records were written to {} yet. A file or hybrid world writes its own records \
          there (started, runs created, resumed, failed, quarantined) in batches, every 2 s and \
          when it shuts down, so a world killed before its first batch leaves none; with \
-         `telemetry::init_logging(&world)` or `world.log_layer()` in the program's subscriber, \
+         `world.logs().init()` or `world.logs().layer()` in the program's subscriber, \
          its other tracing events go there too. A world whose LogsConfig::dir is elsewhere is \
          read with --log-dir.",
         escaped(&dir.display().to_string())

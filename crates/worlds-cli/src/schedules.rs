@@ -58,15 +58,15 @@ pub(crate) fn change(
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
     let instead = format!(
-        "{} the schedule from that program (World::{}_schedule), or stop it and run this command again.",
+        "{} the schedule from that program (world.schedules().{}(..)), or stop it and run this command again.",
         action.verb(),
         action.verb(),
     );
     let changed = with_world(&args.dir, &instead, async |world: &World| {
         let result = match action {
-            Action::Pause => world.pause_schedule(&args.id).await.map(Some),
-            Action::Resume => world.resume_schedule(&args.id).await.map(Some),
-            Action::Delete => world.delete_schedule(&args.id).await.map(|()| None),
+            Action::Pause => world.schedules().pause(&args.id).await.map(Some),
+            Action::Resume => world.schedules().resume(&args.id).await.map(Some),
+            Action::Delete => world.schedules().delete(&args.id).await.map(|()| None),
         };
         match result {
             Ok(changed) => Ok(changed),
@@ -227,13 +227,13 @@ mod tests {
         world.register(report()).unwrap();
         world.start().await.unwrap();
         world
-            .schedule("daily-job", "cli-report", json!({}), "0 9 * * *")
+            .schedules()
+            .cron("daily-job", "cli-report", json!({}), "0 9 * * *")
             .await
             .unwrap();
         world
-            .add_schedule(
-                Schedule::cron("paris", "cli-report", "30 7 * * 1-5").time_zone("Europe/Paris"),
-            )
+            .schedules()
+            .add(Schedule::cron("paris", "cli-report", "30 7 * * 1-5").time_zone("Europe/Paris"))
             .await
             .unwrap();
 
@@ -249,7 +249,7 @@ mod tests {
             cli(move |out| change(&id_args(&path, "daily-job", true), Action::Pause, out)).await;
         let paused: serde_json::Value = serde_json::from_str(printed.trim()).unwrap();
         assert_eq!(paused["paused"], true);
-        assert!(world.get_schedule("daily-job").await.unwrap().paused);
+        assert!(world.schedules().get("daily-job").await.unwrap().paused);
 
         let path = dir.path().to_path_buf();
         let text =
@@ -265,7 +265,7 @@ mod tests {
             .map(|l| serde_json::from_str::<ScheduleConfig>(l).unwrap().id)
             .collect();
         assert_eq!(ids, ["daily-job"]);
-        assert_eq!(world.get_schedules().await.unwrap().len(), 1);
+        assert_eq!(world.schedules().list().await.unwrap().len(), 1);
 
         let path = dir.path().to_path_buf();
         let err = tokio::task::spawn_blocking(move || {
@@ -292,7 +292,8 @@ mod tests {
         world.register(report()).unwrap();
         world.start().await.unwrap();
         world
-            .schedule("daily-job", "cli-report", json!({}), "0 9 * * *")
+            .schedules()
+            .cron("daily-job", "cli-report", json!({}), "0 9 * * *")
             .await
             .unwrap();
         let path = dir.path().to_path_buf();
@@ -307,8 +308,11 @@ mod tests {
         .await
         .unwrap();
         assert!(err.to_string().contains("hybrid mode"), "{err}");
-        assert!(err.to_string().contains("World::pause_schedule"), "{err}");
-        assert!(!world.get_schedule("daily-job").await.unwrap().paused);
+        assert!(
+            err.to_string().contains("world.schedules().pause(..)"),
+            "{err}"
+        );
+        assert!(!world.schedules().get("daily-job").await.unwrap().paused);
 
         let path = dir.path().to_path_buf();
         let table = cli(move |out| list(&list_args(&path, false), out)).await;

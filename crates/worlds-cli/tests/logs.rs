@@ -19,10 +19,10 @@ async fn write_logs(dir: &Path) {
         ..TestWorldOptions::default()
     })
     .await;
-    let subscriber = tracing_subscriber::registry().with(t.log_layer());
+    let subscriber = tracing_subscriber::registry().with(t.logs().layer());
     let _guard = tracing::subscriber::set_default(subscriber);
     t.start().await.unwrap();
-    let span = t.log_span();
+    let span = t.logs().span();
     t.advance("1h").await;
     span.in_scope(|| tracing::warn!(category = "worker", worker = "worker-1", "worker slow"));
     t.advance("1h").await;

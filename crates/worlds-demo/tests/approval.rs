@@ -36,7 +36,8 @@ async fn an_expense_is_decided_through_its_webhook_and_streams_its_progress() {
     assert_eq!(run.result().await.unwrap(), "rejected by ada");
 
     let chunks = world
-        .get_stream_chunks(&run.id, "default", None, 10)
+        .streams()
+        .chunks(&run.id, "default", None, 10)
         .await
         .unwrap();
     let lines: Vec<&str> = chunks.data.iter().map(|c| c.text().unwrap()).collect();

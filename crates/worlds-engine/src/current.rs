@@ -33,43 +33,21 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
 use crate::duration::IntoDuration;
+use crate::engine::ambient;
 use crate::engine::context::{CommandFuture, WorkflowContext, WorkflowMetadata};
 use crate::engine::errors::ContextError;
-use crate::hooks::{Hook, HookOptions, Webhook};
+use crate::engine::hook_handles::{Hook, Webhook};
+use crate::hooks::HookOptions;
 use crate::ActivityContext;
-
-tokio::task_local! {
-    static WORKFLOW: WorkflowContext;
-    static STEP: ActivityContext;
-}
-
-/// Runs `future` with `ctx` as the current workflow.
-pub(crate) fn in_workflow<F: Future>(
-    ctx: WorkflowContext,
-    future: F,
-) -> impl Future<Output = F::Output> {
-    WORKFLOW.scope(ctx, future)
-}
-
-/// Runs `future` with `ctx` as the current step.
-pub(crate) fn in_step<F: Future>(
-    ctx: ActivityContext,
-    future: F,
-) -> impl Future<Output = F::Output> {
-    STEP.scope(ctx, future)
-}
 
 /// The context of the workflow this code runs in.
 pub fn workflow_context(call: &'static str) -> Result<WorkflowContext, ContextError> {
-    WORKFLOW
-        .try_with(WorkflowContext::clone)
-        .map_err(|_| ContextError::OutsideWorkflow { call })
+    ambient::workflow_context(call)
 }
 
 /// The context of the step this code runs in.
 pub fn step_context(call: &'static str) -> Result<ActivityContext, ContextError> {
-    STEP.try_with(ActivityContext::clone)
-        .map_err(|_| ContextError::OutsideStep { call })
+    ambient::step_context(call)
 }
 
 /// A command of the current workflow, or the error of a call made outside one.
@@ -131,7 +109,7 @@ pub fn get_writable() -> Result<Writable, ContextError> {
 
 /// A writer for the current run's stream `name`; see [`get_writable`].
 pub fn get_writable_named(name: &str) -> Result<Writable, ContextError> {
-    if let Ok(step) = STEP.try_with(ActivityContext::clone) {
+    if let Ok(step) = ambient::step_context("get_writable") {
         return Ok(Writable::Step(step.get_writable_named(name)));
     }
     let ctx = workflow_context("get_writable")?;

@@ -8,7 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
-use crate::model::RunStatus;
+use crate::status::RunStatus;
 
 /// What went wrong, in the categories an API caller can act on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

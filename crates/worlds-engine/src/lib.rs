@@ -57,7 +57,7 @@
 //! | `http` | no | the webhook endpoint: `World::webhook_router` (an axum `Router`), `World::serve_webhooks` and `http::WebhookServer` (axum, hyper, tower-http) |
 //! | `fetch` | no | durable HTTP requests: `WorkflowContext::fetch`, `current::fetch` and the `fetch` module (reqwest, rustls) |
 //! | `prometheus` | no | `World::metrics_prometheus` and `telemetry::prometheus`, with the run-duration histogram (prometheus-client) |
-//! | `console-log` | no | `telemetry::init_logging` and `telemetry::logs::ClockTime`: a ready-made subscriber that also prints to the console (tracing-subscriber's `fmt`) |
+//! | `console-log` | no | `WorldLogs::init` and `telemetry::logs::ClockTime`: a ready-made subscriber that also prints to the console (tracing-subscriber's `fmt`) |
 //! | `test-util` | no | the `testing` module: `TestWorld`, an in-memory world on virtual time |
 //!
 //! [`WorldConfig`] has the same fields whatever the features (`webhook_server` included), so a
@@ -110,6 +110,7 @@ mod resources;
 pub mod retry;
 pub mod runtime;
 pub mod schedule;
+mod status;
 pub mod store;
 pub mod streams;
 pub mod telemetry;
@@ -125,17 +126,16 @@ pub use engine::activity::ActivityContext;
 pub use engine::context::{CommandFuture, WorkflowContext, WorkflowMetadata};
 pub use engine::definitions::{activity, workflow, Activity, Definition, Workflow};
 pub use engine::errors::{ContextError, StepError, WorkflowError};
+pub use engine::hook_handles::{Hook, Webhook};
 pub use error::{ErrorKind, StructuredError, WorldError};
-pub use hooks::{
-    define_hook, Hook, HookDefinition, HookOptions, HookTicket, Webhook, WebhookRequest,
-};
+pub use hooks::{define_hook, HookDefinition, HookOptions, HookTicket, WebhookRequest};
 pub use model::{
     ActivityOptions, ActivityStatus, Event, EventKind, FailureStrategy, HookStatus, OnConflict,
     ResolveData, RunStatus, WorkflowOptions, WorkflowQueryFilter, WorkflowState,
 };
 pub use payload::Payload;
 pub use worker::{WorkerInfo, WorkerStatus};
-pub use world::{WorkflowHandle, World};
+pub use world::{WorkflowHandle, World, WorldLogs, WorldSchedules, WorldStreams, WorldWorkers};
 // The attributes that turn an `async fn` into a workflow, an activity or a durable step. They
 // share their names with the `activity` and `workflow` functions: macros live in a namespace of their own.
 #[cfg(feature = "macros")]

@@ -70,7 +70,7 @@ async fn the_pool_grows_under_load_and_shrinks_back_by_the_specified_formulas() 
         .unwrap();
     t.settle().await;
     assert_eq!(started.get(), 2);
-    assert_eq!(count(&t.get_workers(), WorkerStatus::Busy), 2);
+    assert_eq!(count(&t.workers().list(), WorkerStatus::Busy), 2);
     let q1 = t
         .execute(&quick_flow, 10, WorkflowOptions::default())
         .await
@@ -84,12 +84,12 @@ async fn the_pool_grows_under_load_and_shrinks_back_by_the_specified_formulas() 
 
     // No evaluation before the first 10 s.
     t.advance("9s").await;
-    assert_eq!(t.get_workers().len(), 2);
+    assert_eq!(t.workers().list().len(), 2);
 
     // Workload 2/2 >= 0.7: up by min(ceil((10 - 2) / 2), 8) = 4. The new workers take the
     // waiting runs at once.
     t.advance("1s").await;
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(workers.len(), 6, "{workers:?}");
     assert_eq!(count(&workers, WorkerStatus::Busy), 2);
     assert_eq!(count(&workers, WorkerStatus::Idle), 4);
@@ -99,7 +99,7 @@ async fn the_pool_grows_under_load_and_shrinks_back_by_the_specified_formulas() 
 
     // Workload 2/6 = 0.33: between the thresholds, no change.
     t.advance("10s").await;
-    assert_eq!(t.get_workers().len(), 6);
+    assert_eq!(t.workers().list().len(), 6);
 
     // Released, the pool idles and shrinks by floor((current - 2) / 2): 6 → 4 → 3, then stays
     // at 3, since floor(1 / 2) = 0.
@@ -110,7 +110,7 @@ async fn the_pool_grows_under_load_and_shrinks_back_by_the_specified_formulas() 
     let mut sizes = Vec::new();
     for _ in 0..4 {
         t.advance("10s").await;
-        let workers = t.get_workers();
+        let workers = t.workers().list();
         assert!(
             workers.iter().all(|w| w.status == WorkerStatus::Idle),
             "stopped workers leave the list: {workers:?}"
@@ -120,7 +120,7 @@ async fn the_pool_grows_under_load_and_shrinks_back_by_the_specified_formulas() 
     assert_eq!(sizes, vec![4, 3, 3, 3]);
     // The newest workers were stopped first.
     assert_eq!(
-        ids(&t.get_workers()),
+        ids(&t.workers().list()),
         vec!["worker-1", "worker-2", "worker-3"]
     );
     assert_eq!(t.get_metrics().workers.total, 3);
@@ -153,14 +153,14 @@ async fn a_busy_worker_chosen_for_stopping_finishes_its_task_first() {
     assert_eq!(started.get(), 1);
 
     t.advance("10s").await; // 1/1 busy: up by ceil(2 / 2) = 1
-    assert_eq!(t.get_workers().len(), 2);
+    assert_eq!(t.workers().list().len(), 2);
     assert_eq!(started.get(), 2);
     t.advance("10s").await; // 2/2 busy: up by ceil(1 / 2) = 1
-    assert_eq!(t.get_workers().len(), 3);
+    assert_eq!(t.workers().list().len(), 3);
     assert_eq!(started.get(), 3);
 
     t.advance("10s").await; // 3/3 busy at max: down by 1, the newest
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(workers.len(), 3, "{workers:?}");
     let stopping: Vec<&WorkerInfo> = workers
         .iter()
@@ -182,14 +182,14 @@ async fn a_busy_worker_chosen_for_stopping_finishes_its_task_first() {
         assert_eq!(run.result().await.unwrap(), n as u64);
     }
     t.settle().await;
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(ids(&workers), vec!["worker-1", "worker-2"], "{workers:?}");
     assert!(workers.iter().all(|w| w.status == WorkerStatus::Idle));
     assert_eq!(started.get(), 3, "no step ran twice");
 
     // Two idle workers, min 1: floor((2 - 1) / 2) = 0, the pool stays at 2.
     t.advance("10s").await;
-    assert_eq!(t.get_workers().len(), 2);
+    assert_eq!(t.workers().list().len(), 2);
 }
 
 #[tokio::test]
@@ -208,12 +208,12 @@ async fn dedicated_queue_workers_are_neither_counted_nor_scaled() {
             .unwrap();
     }
     t.settle().await;
-    assert_eq!(t.get_workers().len(), 3);
+    assert_eq!(t.workers().list().len(), 3);
 
     // Counting the idle "io" worker, the workload would be 2/3 < 0.7; the default pool alone
     // is 2/2 busy, which scales up by 4.
     t.advance("10s").await;
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(workers.len(), 7, "{workers:?}");
     assert_eq!(workers.iter().filter(|w| w.task_queue.is_some()).count(), 1);
 
@@ -223,7 +223,7 @@ async fn dedicated_queue_workers_are_neither_counted_nor_scaled() {
     for _ in 0..3 {
         t.advance("10s").await;
     }
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(
         workers.len(),
         4,
@@ -262,7 +262,7 @@ async fn light_load_keeps_the_minimum_and_long_waits_skip_over_the_ticks() {
     assert_eq!(state.status, RunStatus::Completed);
     assert_eq!(run.result().await.unwrap(), 3);
     t.advance("1h").await;
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(ids(&workers), vec!["worker-1", "worker-2"], "{workers:?}");
-    assert!(t.dead_workers().is_empty());
+    assert!(t.workers().dead().is_empty());
 }

@@ -252,7 +252,8 @@ async fn cancelling_a_queued_run_drops_its_work(mode: Mode) {
     t.settle().await;
     assert_eq!(busy_started.get(), 1);
     assert!(t
-        .get_workers()
+        .workers()
+        .list()
         .iter()
         .all(|w| w.status == WorkerStatus::Busy));
 
@@ -325,9 +326,9 @@ async fn cancel_drops_queued_steps_and_frees_the_worker(mode: Mode) {
     run.cancel().await.unwrap();
     // No release: the cancel alone frees the worker, once the step's cleanup grace is over.
     t.settle().await;
-    assert_eq!(t.get_workers()[0].status, WorkerStatus::Busy);
+    assert_eq!(t.workers().list()[0].status, WorkerStatus::Busy);
     t.advance("5s").await;
-    assert_eq!(t.get_workers()[0].status, WorkerStatus::Idle);
+    assert_eq!(t.workers().list()[0].status, WorkerStatus::Idle);
     let later = t
         .execute(&after, 1, WorkflowOptions::default())
         .await

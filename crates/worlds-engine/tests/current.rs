@@ -120,7 +120,8 @@ async fn get_writable_writes_from_workflow_and_step_code(mode: Mode) {
         .unwrap();
     world.run_until_complete(&run.id, "1h").await.unwrap();
     let page = world
-        .get_stream_chunks(&run.id, "default", None, 10)
+        .streams()
+        .chunks(&run.id, "default", None, 10)
         .await
         .unwrap();
     let texts: Vec<String> = page
@@ -133,13 +134,7 @@ async fn get_writable_writes_from_workflow_and_step_code(mode: Mode) {
         ["from the workflow", "from the step"],
         "replay adds no chunk"
     );
-    assert!(
-        world
-            .get_stream_info(&run.id, "default")
-            .await
-            .unwrap()
-            .done
-    );
+    assert!(world.streams().info(&run.id, "default").await.unwrap().done);
     world.shutdown().await.unwrap();
 }
 

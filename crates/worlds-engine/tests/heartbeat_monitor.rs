@@ -63,7 +63,7 @@ async fn workers_beat_on_every_interval_idle_or_busy() {
     let start = t.now();
 
     t.advance("5s").await;
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(
         workers
             .iter()
@@ -75,11 +75,11 @@ async fn workers_beat_on_every_interval_idle_or_busy() {
         assert_eq!(w.last_heartbeat, start + 5_000, "{w:?}");
     }
     t.advance("12s").await;
-    for w in t.get_workers() {
+    for w in t.workers().list() {
         assert_eq!(w.last_heartbeat, start + 17_000, "{w:?}");
     }
 
-    let beats = t.get_heartbeats().await;
+    let beats = t.workers().heartbeats().await;
     let worker_beats: Vec<_> = beats
         .iter()
         .filter(|b| b.kind == HeartbeatKind::Worker)
@@ -105,7 +105,7 @@ async fn workers_beat_on_every_interval_idle_or_busy() {
 
     release.notify_one();
     t.run_until_complete(&run.id, "1m").await.unwrap();
-    assert!(t.dead_workers().is_empty());
+    assert!(t.workers().dead().is_empty());
 }
 
 #[tokio::test]
@@ -122,7 +122,8 @@ async fn a_silent_worker_is_declared_dead_and_its_task_runs_elsewhere() {
     t.settle().await;
     assert_eq!(attempts.get(), 1);
     let stuck = t
-        .get_workers()
+        .workers()
+        .list()
         .into_iter()
         .find(|w| w.status == WorkerStatus::Busy)
         .expect("a worker runs the hanging step");
@@ -134,8 +135,8 @@ async fn a_silent_worker_is_declared_dead_and_its_task_runs_elsewhere() {
     for _ in 0..6 {
         t.advance("5s").await;
     }
-    assert!(t.get_workers().iter().any(|w| w.id == stuck.id));
-    assert!(t.dead_workers().is_empty());
+    assert!(t.workers().list().iter().any(|w| w.id == stuck.id));
+    assert!(t.workers().dead().is_empty());
     assert_eq!(attempts.get(), 1);
 
     // At the next check it is dead: its attempt is recorded as lost and retried on another
@@ -169,20 +170,20 @@ async fn a_silent_worker_is_declared_dead_and_its_task_runs_elsewhere() {
         .expect("the lost attempt is recorded");
     assert_eq!(lost.code.as_deref(), Some("WORKER_LOST"));
 
-    let dead = t.dead_workers();
+    let dead = t.workers().dead();
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].id, stuck.id);
     assert_eq!(dead[0].status, WorkerStatus::Stopped);
     assert!(dead[0].current_task.as_deref().unwrap().contains("'hang'"));
     t.settle().await;
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(workers.len(), 2, "the pool keeps its size: {workers:?}");
     assert!(workers.iter().all(|w| w.id != stuck.id));
     assert!(workers.iter().all(|w| w.status == WorkerStatus::Idle));
     let metrics = t.get_metrics();
     assert_eq!((metrics.workers.total, metrics.workers.busy), (2, 0));
 
-    let beats = t.get_heartbeats().await;
+    let beats = t.workers().heartbeats().await;
     let entry = beats.iter().find(|b| b.id == stuck.id).unwrap();
     assert!(entry.dead);
     assert!(beats
@@ -199,13 +200,13 @@ async fn a_silent_idle_worker_is_replaced() {
     t.advance("31s").await;
     // One check has seen it silent past the timeout, but a worker gets a whole interval after
     // a jump of time to beat before it is judged.
-    assert!(t.dead_workers().is_empty());
+    assert!(t.workers().dead().is_empty());
     t.advance("5s").await;
-    let dead = t.dead_workers();
+    let dead = t.workers().dead();
     assert_eq!(dead.len(), 1);
     assert_eq!(dead[0].id, "worker-1");
     assert_eq!(dead[0].current_task, None);
-    let mut ids: Vec<String> = t.get_workers().into_iter().map(|w| w.id).collect();
+    let mut ids: Vec<String> = t.workers().list().into_iter().map(|w| w.id).collect();
     ids.sort();
     assert_eq!(ids, vec!["worker-2", "worker-3"]);
 }
@@ -217,8 +218,8 @@ async fn jumps_of_time_do_not_kill_healthy_workers() {
     for _ in 0..3 {
         t.advance("168h").await;
     }
-    assert!(t.dead_workers().is_empty());
-    let beats = t.get_heartbeats().await;
+    assert!(t.workers().dead().is_empty());
+    let beats = t.workers().heartbeats().await;
     assert_eq!(beats.len(), 2);
     assert!(beats.iter().all(|b| !b.dead && b.last_beat == t.now()));
 }
@@ -228,15 +229,15 @@ async fn shutdown_lists_the_workers_as_stopped_and_start_replaces_them() {
     let t = TestWorld::new().await;
     t.settle().await;
     t.shutdown().await.unwrap();
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(workers.len(), 2);
     assert!(workers.iter().all(|w| w.status == WorkerStatus::Stopped));
     assert!(
-        t.get_heartbeats().await.is_empty(),
+        t.workers().heartbeats().await.is_empty(),
         "stopped workers do not beat"
     );
     t.start().await.unwrap();
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(workers.len(), 2);
     assert!(workers.iter().all(|w| w.status == WorkerStatus::Idle));
     assert!(workers

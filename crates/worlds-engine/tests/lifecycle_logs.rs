@@ -59,8 +59,8 @@ async fn a_file_world_logs_its_runs_and_its_restart_without_a_subscriber() {
     let second = file_world(dir.path());
     second.register(breaks()).unwrap().register(naps()).unwrap();
     second.start().await.unwrap();
-    second.flush_logs().unwrap();
-    let entries = second.query_logs(LogQuery::new()).await.unwrap();
+    second.logs().flush().unwrap();
+    let entries = second.logs().query(LogQuery::new()).await.unwrap();
     let dump = || format!("{entries:#?}");
 
     let created = with_message(&entries, "run created");
@@ -119,7 +119,7 @@ async fn installing_the_log_layer_does_not_double_the_records() {
 
     let dir = tempfile::tempdir().unwrap();
     let world = file_world(dir.path());
-    let subscriber = tracing_subscriber::registry().with(world.log_layer());
+    let subscriber = tracing_subscriber::registry().with(world.logs().layer());
     let _guard = tracing::subscriber::set_default(subscriber);
     world.register(breaks()).unwrap();
     world.start().await.unwrap();
@@ -129,7 +129,7 @@ async fn installing_the_log_layer_does_not_double_the_records() {
         .unwrap();
     assert!(run.result().await.is_err());
     world.shutdown().await.unwrap();
-    let entries = world.query_logs(LogQuery::new()).await.unwrap();
+    let entries = world.logs().query(LogQuery::new()).await.unwrap();
     for message in [
         "world started",
         "run created",

@@ -30,7 +30,7 @@ async fn world_logging_to(dir: &Path, logs: LogsConfig, initial_time: i64) -> Te
 
 /// Makes the world's layer this thread's subscriber (the tests run on one thread).
 fn capture(world: &World) -> DefaultGuard {
-    tracing::subscriber::set_default(tracing_subscriber::registry().with(world.log_layer()))
+    tracing::subscriber::set_default(tracing_subscriber::registry().with(world.logs().layer()))
 }
 
 fn messages(entries: &[LogEntry]) -> Vec<&str> {
@@ -61,10 +61,12 @@ async fn files_rotate_at_midnight_of_the_worlds_clock() {
     .await;
     let _guard = capture(&t);
     t.start().await.unwrap();
-    t.log_span()
+    t.logs()
+        .span()
         .in_scope(|| tracing::info!(category = "system", "before midnight"));
     t.advance("20s").await;
-    t.log_span()
+    t.logs()
+        .span()
         .in_scope(|| tracing::info!(category = "system", "after midnight"));
     t.shutdown().await.unwrap();
 
@@ -86,7 +88,7 @@ async fn entries_are_written_a_batch_per_flush_interval_and_on_shutdown() {
     let t = world_logging_to(dir.path(), logs, DEFAULT_START).await;
     let _guard = capture(&t);
     t.start().await.unwrap();
-    let span = t.log_span();
+    let span = t.logs().span();
     span.in_scope(|| tracing::warn!(category = "workflow", "first"));
     let written = || read_logs(dir.path(), &LogQuery::new()).unwrap();
 
@@ -116,15 +118,15 @@ async fn the_minimum_level_filters_what_is_written() {
     )
     .await;
     let _guard = capture(&t);
-    t.log_span().in_scope(|| {
+    t.logs().span().in_scope(|| {
         tracing::trace!("t");
         tracing::debug!("d");
         tracing::info!("i");
         tracing::warn!("w");
         tracing::error!("e");
     });
-    t.flush_logs().unwrap();
-    let entries = t.query_logs(LogQuery::new()).await.unwrap();
+    t.logs().flush().unwrap();
+    let entries = t.logs().query(LogQuery::new()).await.unwrap();
     assert_eq!(messages(&entries), ["w", "e"]);
     assert_eq!(entries[0].level, LogLevel::Warn);
     assert_eq!(entries[1].level, LogLevel::Error);
@@ -136,7 +138,7 @@ async fn query_logs_filters_by_category_level_time_and_keeps_the_newest() {
     let logs = LogsConfig::default().level(LogLevel::Debug);
     let t = world_logging_to(dir.path(), logs, DEFAULT_START).await;
     let _guard = capture(&t);
-    let span = t.log_span();
+    let span = t.logs().span();
     let log = |f: &dyn Fn()| span.in_scope(f);
     log(&|| tracing::debug!(category = "worker", n = 1, "worker detail"));
     t.advance("1h").await;
@@ -144,14 +146,15 @@ async fn query_logs_filters_by_category_level_time_and_keeps_the_newest() {
     t.advance("1h").await;
     log(&|| tracing::warn!(category = "worker", "worker slow"));
     log(&|| tracing::info!(category = "activity", "step done"));
-    t.flush_logs().unwrap();
+    t.logs().flush().unwrap();
 
     let q = |query: LogQuery| {
         let dir = dir.path().to_owned();
         async move { read_logs(&dir, &query).unwrap() }
     };
     let workers = t
-        .query_logs(LogQuery::new().category(LogCategory::Worker))
+        .logs()
+        .query(LogQuery::new().category(LogCategory::Worker))
         .await
         .unwrap();
     assert_eq!(messages(&workers), ["worker detail", "worker slow"]);
@@ -200,7 +203,7 @@ async fn engine_events_and_code_in_steps_and_workflows_get_categories() {
     t.run_until_complete(&run.id, "1m").await.unwrap();
     t.shutdown().await.unwrap();
 
-    let entries = t.query_logs(LogQuery::new()).await.unwrap();
+    let entries = t.logs().query(LogQuery::new()).await.unwrap();
     let category = |message: &str| {
         entries
             .iter()
@@ -223,8 +226,8 @@ async fn each_world_of_a_process_writes_its_own_events() {
     let a = world_logging_to(dir_a.path(), own_only.clone(), DEFAULT_START).await;
     let b = world_logging_to(dir_b.path(), own_only, DEFAULT_START).await;
     let subscriber = tracing_subscriber::registry()
-        .with(a.log_layer())
-        .with(b.log_layer());
+        .with(a.logs().layer())
+        .with(b.logs().layer());
     let _guard = tracing::subscriber::set_default(subscriber);
     let say = activity("say", |_ctx: ActivityContext, word: String| async move {
         tracing::info!("{word}");
@@ -272,11 +275,12 @@ async fn each_world_of_a_process_writes_its_own_events() {
 async fn a_memory_world_without_a_log_directory_writes_no_files() {
     let t = TestWorld::new().await;
     let _guard = capture(&t);
-    t.log_span()
+    t.logs()
+        .span()
         .in_scope(|| tracing::error!("only on the console"));
-    assert_eq!(t.log_dir(), None);
-    t.flush_logs().unwrap();
-    assert!(t.query_logs(LogQuery::new()).await.unwrap().is_empty());
+    assert_eq!(t.logs().dir(), None);
+    t.logs().flush().unwrap();
+    assert!(t.logs().query(LogQuery::new()).await.unwrap().is_empty());
 }
 
 #[test]
@@ -286,5 +290,5 @@ fn a_durable_world_logs_under_its_data_directory() {
     config.persistence = Persistence::File;
     config.persistence_path = dir.path().to_owned();
     let world = World::new(config).unwrap();
-    assert_eq!(world.log_dir(), Some(dir.path().join("logs").as_path()));
+    assert_eq!(world.logs().dir(), Some(dir.path().join("logs").as_path()));
 }

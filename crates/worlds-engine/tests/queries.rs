@@ -552,7 +552,7 @@ async fn get_workers_reports_idle_workers_and_counts_their_tasks(mode: Mode) {
     t.register(&step).unwrap().register(&flow).unwrap();
     t.settle().await;
 
-    let before = t.get_workers();
+    let before = t.workers().list();
     assert_eq!(before.len(), 2, "min_workers defaults to 2");
     let worker_ids: HashSet<&str> = before.iter().map(|w| w.id.as_str()).collect();
     assert_eq!(worker_ids.len(), 2, "worker ids are unique");
@@ -571,7 +571,7 @@ async fn get_workers_reports_idle_workers_and_counts_their_tasks(mode: Mode) {
     assert_eq!(run.result().await.unwrap(), 3);
     t.settle().await;
 
-    let after = t.get_workers();
+    let after = t.workers().list();
     assert_eq!(after.len(), 2);
     let done: u64 = after.iter().map(|w| w.tasks_completed).sum();
     // Three activity tasks, and at least one workflow task per step result plus the start.

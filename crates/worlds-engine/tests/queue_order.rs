@@ -81,7 +81,7 @@ async fn single_worker_serves_queued_runs_by_priority_then_fifo(mode: Mode) {
         .unwrap()
         .register(&job)
         .unwrap();
-    assert_eq!(t.get_workers().len(), 1);
+    assert_eq!(t.workers().list().len(), 1);
 
     // Occupy the only worker, so every job below waits in the queue together.
     let blocked = t
@@ -89,7 +89,7 @@ async fn single_worker_serves_queued_runs_by_priority_then_fifo(mode: Mode) {
         .await
         .unwrap();
     t.settle().await;
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(workers[0].status, WorkerStatus::Busy, "{workers:?}");
     assert!(
         workers[0]
@@ -199,7 +199,7 @@ async fn activity_routed_to_a_task_queue_runs_on_its_dedicated_worker(mode: Mode
         .unwrap()
         .register(&flow)
         .unwrap();
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(workers.len(), 2, "one general worker and one for 'gpu'");
     assert_eq!(gpu_worker(&workers).tasks_completed, 0);
 
@@ -219,7 +219,7 @@ async fn activity_routed_to_a_task_queue_runs_on_its_dedicated_worker(mode: Mode
     )
     .await;
 
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     let gpu = gpu_worker(&workers);
     let general = general_worker(&workers);
     assert_eq!(
@@ -242,7 +242,7 @@ async fn activity_routed_to_a_task_queue_runs_on_its_dedicated_worker(mode: Mode
     assert_eq!(run.result().await.unwrap(), (40, 5));
     // The dedicated worker took nothing but its own queue's tasks: the run's workflow tasks
     // (default queue) all went to the general worker.
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(gpu_worker(&workers).tasks_completed, 2);
     assert!(general_worker(&workers).tasks_completed >= 3);
 }

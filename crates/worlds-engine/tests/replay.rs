@@ -249,7 +249,7 @@ async fn waiting_run_holds_no_worker(mode: Mode) {
     }
     t.settle().await;
     // Fifty runs are waiting on timers and the two workers are free.
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(workers.len(), 2);
     assert!(
         workers.iter().all(|w| w.status == WorkerStatus::Idle),

@@ -42,9 +42,10 @@ async fn logs_each_line_once(mode: Mode) {
     }
     assert_eq!(live.get(), 1, "the top of the code runs live once");
 
-    t.flush_logs().unwrap();
+    t.logs().flush().unwrap();
     let entries = t
-        .query_logs(LogQuery::new().category(LogCategory::Workflow))
+        .logs()
+        .query(LogQuery::new().category(LogCategory::Workflow))
         .await
         .unwrap();
     let lines: Vec<(&str, LogLevel)> = entries

@@ -370,7 +370,7 @@ async fn panicking_activity_is_retried_and_the_worker_survives(mode: Mode) {
         error.message
     );
 
-    let workers = t.get_workers();
+    let workers = t.workers().list();
     assert_eq!(workers.len(), 1);
     assert_eq!(workers[0].status, WorkerStatus::Idle, "{workers:?}");
     let later = t

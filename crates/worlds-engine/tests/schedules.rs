@@ -83,7 +83,8 @@ fn ids_at(schedule: &str, times: impl IntoIterator<Item = Millis>) -> Vec<String
 async fn a_daily_schedule_fires_every_day_at_nine() {
     let test = started_world().await;
     let stored = test
-        .schedule(
+        .schedules()
+        .cron(
             "daily-job",
             "report",
             json!({ "kind": "daily" }),
@@ -105,32 +106,33 @@ async fn a_daily_schedule_fires_every_day_at_nine() {
         assert_eq!(run.status, RunStatus::Completed, "{}", run.workflow_id);
         assert_eq!(run.output.unwrap().to_value(), json!({ "kind": "daily" }));
     }
-    let config = test.get_schedule("daily-job").await.unwrap();
+    let config = test.schedules().get("daily-job").await.unwrap();
     assert_eq!(config.total_executions, 3);
     assert_eq!(config.last_execution, Some(nine(2)));
     assert_eq!(config.next_execution, Some(nine(3)));
     assert!(config.pending_firings.is_empty());
     let last = runs(&test).await.pop().unwrap();
     assert_eq!(config.last_run_id.as_deref(), Some(last.id.as_str()));
-    assert_eq!(test.get_schedules().await.unwrap(), vec![config]);
+    assert_eq!(test.schedules().list().await.unwrap(), vec![config]);
 }
 
 #[tokio::test]
 async fn a_paused_schedule_does_not_fire_and_resumes_from_the_next_time() {
     let test = started_world().await;
-    test.schedule("hourly", "report", json!(1), "0 * * * *")
+    test.schedules()
+        .cron("hourly", "report", json!(1), "0 * * * *")
         .await
         .unwrap();
     test.advance("1h").await;
     assert_eq!(workflow_ids(&test).await.len(), 1);
 
-    let paused = test.pause_schedule("hourly").await.unwrap();
+    let paused = test.schedules().pause("hourly").await.unwrap();
     assert!(paused.paused);
     test.advance("190m").await;
     assert_eq!(workflow_ids(&test).await.len(), 1, "paused: no firing");
 
     // Resumed at 04:10: the 02:00–04:00 firings are not made up for; the next is 05:00.
-    let resumed = test.resume_schedule("hourly").await.unwrap();
+    let resumed = test.schedules().resume("hourly").await.unwrap();
     assert!(!resumed.paused);
     assert_eq!(resumed.next_execution, Some(T0 + 5 * HOUR));
     test.advance("1h").await;
@@ -139,11 +141,15 @@ async fn a_paused_schedule_does_not_fire_and_resumes_from_the_next_time() {
         ids_at("hourly", [T0 + HOUR, T0 + 5 * HOUR])
     );
     assert_eq!(
-        test.get_schedule("hourly").await.unwrap().total_executions,
+        test.schedules()
+            .get("hourly")
+            .await
+            .unwrap()
+            .total_executions,
         2
     );
 
-    let missing = test.pause_schedule("nope").await.unwrap_err();
+    let missing = test.schedules().pause("nope").await.unwrap_err();
     assert_eq!(missing.kind(), ErrorKind::NotFound);
 }
 
@@ -152,11 +158,12 @@ async fn a_one_time_schedule_fires_once_and_is_deleted() {
     let test = started_world().await;
     let at = T0 + 30 * MIN;
     let id = test
-        .schedule_once("report", json!("once"), at)
+        .schedules()
+        .once("report", json!("once"), at)
         .await
         .unwrap();
     assert!(id.starts_with("sched_"), "{id}");
-    let stored = test.get_schedule(&id).await.unwrap();
+    let stored = test.schedules().get(&id).await.unwrap();
     assert!(stored.is_once());
     assert_eq!(stored.next_execution, Some(at));
 
@@ -166,14 +173,15 @@ async fn a_one_time_schedule_fires_once_and_is_deleted() {
     assert_eq!(fired[0].workflow_id, firing_workflow_id(&id, at));
     assert_eq!(fired[0].status, RunStatus::Completed);
     assert_eq!(
-        test.get_schedule(&id).await.unwrap_err().kind(),
+        test.schedules().get(&id).await.unwrap_err().kind(),
         ErrorKind::NotFound
     );
-    assert!(test.get_schedules().await.unwrap().is_empty());
+    assert!(test.schedules().list().await.unwrap().is_empty());
 
     // A time already past fires at once.
     let past = test
-        .schedule_once("report", json!("late"), T0)
+        .schedules()
+        .once("report", json!("late"), T0)
         .await
         .unwrap();
     test.settle().await;
@@ -187,15 +195,18 @@ async fn an_input_function_is_evaluated_at_each_firing() {
     let test = started_world().await;
     let calls = Arc::new(AtomicUsize::new(0));
     let counter = calls.clone();
-    test.add_schedule(
-        Schedule::cron("numbered", "report", "*/10 * * * *").input_fn(move |firing: &Firing| {
-            let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
-            json!({ "n": n, "at": firing.at, "schedule": firing.schedule_id })
-        }),
-    )
-    .await
-    .unwrap();
-    let stored = test.get_schedule("numbered").await.unwrap();
+    test.schedules()
+        .add(
+            Schedule::cron("numbered", "report", "*/10 * * * *").input_fn(
+                move |firing: &Firing| {
+                    let n = counter.fetch_add(1, Ordering::SeqCst) + 1;
+                    json!({ "n": n, "at": firing.at, "schedule": firing.schedule_id })
+                },
+            ),
+        )
+        .await
+        .unwrap();
+    let stored = test.schedules().get("numbered").await.unwrap();
     assert!(stored.input_fn);
     assert_eq!(stored.input, None);
 
@@ -220,11 +231,10 @@ async fn a_time_zone_schedule_follows_daylight_saving_time() {
         .unwrap()
         .as_millisecond();
     let test = world_on(None, start, true).await;
-    test.add_schedule(
-        Schedule::cron("nightly", "report", "30 2 * * *").time_zone("America/New_York"),
-    )
-    .await
-    .unwrap();
+    test.schedules()
+        .add(Schedule::cron("nightly", "report", "30 2 * * *").time_zone("America/New_York"))
+        .await
+        .unwrap();
     test.advance("72h").await;
     let utc = |text: &str| text.parse::<jiff::Timestamp>().unwrap().as_millisecond();
     assert_eq!(
@@ -244,7 +254,8 @@ async fn a_time_zone_schedule_follows_daylight_saving_time() {
 async fn invalid_schedules_are_refused_with_what_was_wrong() {
     let test = started_world().await;
     let err = test
-        .schedule("bad", "report", (), "0 9 32 * *")
+        .schedules()
+        .cron("bad", "report", (), "0 9 32 * *")
         .await
         .unwrap_err();
     assert_eq!(err.http_status(), 400);
@@ -254,34 +265,37 @@ async fn invalid_schedules_are_refused_with_what_was_wrong() {
     );
 
     let err = test
-        .schedule("bad", "report", (), "0 0 31 2 *")
+        .schedules()
+        .cron("bad", "report", (), "0 0 31 2 *")
         .await
         .unwrap_err();
     assert_eq!(err.http_status(), 400);
     assert!(err.to_string().contains("no date that exists"), "{err}");
 
     let err = test
-        .add_schedule(Schedule::cron("bad", "report", "0 9 * * *").time_zone("Nowhere/City"))
+        .schedules()
+        .add(Schedule::cron("bad", "report", "0 9 * * *").time_zone("Nowhere/City"))
         .await
         .unwrap_err();
     assert!(err.to_string().starts_with("invalid time_zone"), "{err}");
 
     let err = test
-        .schedule("bad", "no-such-workflow", (), "0 9 * * *")
+        .schedules()
+        .cron("bad", "no-such-workflow", (), "0 9 * * *")
         .await
         .unwrap_err();
     assert_eq!(err.http_status(), 404);
 
     let err = test
-        .schedule("a/b", "report", (), "0 9 * * *")
+        .schedules()
+        .cron("a/b", "report", (), "0 9 * * *")
         .await
         .unwrap_err();
     assert!(err.to_string().starts_with("invalid id"), "{err}");
 
     let err = test
-        .add_schedule(
-            Schedule::cron("bad", "report", "* * * * *").catch_up(CatchUp::All { max: 0 }),
-        )
+        .schedules()
+        .add(Schedule::cron("bad", "report", "* * * * *").catch_up(CatchUp::All { max: 0 }))
         .await
         .unwrap_err();
     assert!(err.to_string().starts_with("invalid catch_up"), "{err}");
@@ -291,23 +305,26 @@ async fn invalid_schedules_are_refused_with_what_was_wrong() {
     });
     test.register(typed).unwrap();
     let err = test
-        .schedule("bad", "typed", "not a number", "0 9 * * *")
+        .schedules()
+        .cron("bad", "typed", "not a number", "0 9 * * *")
         .await
         .unwrap_err();
     assert!(err.to_string().starts_with("invalid input"), "{err}");
-    assert!(test.get_schedules().await.unwrap().is_empty());
+    assert!(test.schedules().list().await.unwrap().is_empty());
 }
 
 #[tokio::test]
 async fn declaring_a_schedule_again_keeps_its_state() {
     let test = started_world().await;
-    test.schedule("daily", "report", json!(1), "0 9 * * *")
+    test.schedules()
+        .cron("daily", "report", json!(1), "0 9 * * *")
         .await
         .unwrap();
     test.advance("24h").await;
-    test.pause_schedule("daily").await.unwrap();
+    test.schedules().pause("daily").await.unwrap();
     let again = test
-        .schedule("daily", "report", json!(2), "0 9 * * *")
+        .schedules()
+        .cron("daily", "report", json!(2), "0 9 * * *")
         .await
         .unwrap();
     assert!(again.paused);
@@ -316,13 +333,14 @@ async fn declaring_a_schedule_again_keeps_its_state() {
     assert_eq!(again.next_execution, Some(T0 + DAY + 9 * HOUR));
     // A new expression starts from now.
     let changed = test
-        .schedule("daily", "report", json!(2), "0 10 * * *")
+        .schedules()
+        .cron("daily", "report", json!(2), "0 10 * * *")
         .await
         .unwrap();
     assert_eq!(changed.next_execution, Some(T0 + DAY + 10 * HOUR));
-    test.delete_schedule("daily").await.unwrap();
+    test.schedules().delete("daily").await.unwrap();
     assert_eq!(
-        test.delete_schedule("daily").await.unwrap_err().kind(),
+        test.schedules().delete("daily").await.unwrap_err().kind(),
         ErrorKind::NotFound
     );
 }
@@ -333,17 +351,17 @@ async fn after_downtime(policy: CatchUp) -> (Vec<String>, ScheduleConfig) {
     let store: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let schedule = Schedule::cron("hourly", "report", "0 * * * *").catch_up(policy);
     let first = world_on(Some(store.clone()), T0, true).await;
-    first.add_schedule(schedule.clone()).await.unwrap();
+    first.schedules().add(schedule.clone()).await.unwrap();
     first.shutdown().await.unwrap();
     drop(first);
 
     let second = world_on(Some(store), T0 + 5 * HOUR + 30 * MIN, false).await;
     // A program declares its schedules at each start; that keeps the missed due time.
-    second.add_schedule(schedule).await.unwrap();
+    second.schedules().add(schedule).await.unwrap();
     second.start().await.unwrap();
     second.settle().await;
     let fired = workflow_ids(&second).await;
-    let config = second.get_schedule("hourly").await.unwrap();
+    let config = second.schedules().get("hourly").await.unwrap();
     assert_eq!(config.next_execution, Some(T0 + 6 * HOUR), "{policy:?}");
     second.shutdown().await.unwrap();
     (fired, config)
@@ -385,14 +403,16 @@ async fn schedules_survive_a_restart_on_a_file_directory() {
     {
         let first = world_on(Some(file_store(dir.path())), T0, true).await;
         first
-            .schedule("hourly", "report", json!("h"), "0 * * * *")
+            .schedules()
+            .cron("hourly", "report", json!("h"), "0 * * * *")
             .await
             .unwrap();
         first
-            .schedule("sleepy", "report", json!("s"), "0 * * * *")
+            .schedules()
+            .cron("sleepy", "report", json!("s"), "0 * * * *")
             .await
             .unwrap();
-        first.pause_schedule("sleepy").await.unwrap();
+        first.schedules().pause("sleepy").await.unwrap();
         first.advance("1h").await;
         assert_eq!(workflow_ids(&first).await, ids_at("hourly", [T0 + HOUR]));
         first.shutdown().await.unwrap();
@@ -402,11 +422,11 @@ async fn schedules_survive_a_restart_on_a_file_directory() {
     // Back at 03:30: the schedules are read from disk, and the missed firing runs (latest).
     let second = world_on(Some(file_store(dir.path())), T0 + 3 * HOUR + 30 * MIN, true).await;
     second.settle().await;
-    let hourly = second.get_schedule("hourly").await.unwrap();
+    let hourly = second.schedules().get("hourly").await.unwrap();
     assert_eq!(hourly.total_executions, 2);
     assert_eq!(hourly.last_execution, Some(T0 + 3 * HOUR));
     assert_eq!(hourly.next_execution, Some(T0 + 4 * HOUR));
-    assert!(second.get_schedule("sleepy").await.unwrap().paused);
+    assert!(second.schedules().get("sleepy").await.unwrap().paused);
     second.advance("30m").await;
     assert_eq!(
         workflow_ids(&second).await,
@@ -451,7 +471,8 @@ async fn two_worlds_on_one_directory_start_each_firing_once() {
         world
     };
     let (a, b) = (open(), open());
-    a.schedule("every-minute", "report", json!("tick"), "* * * * *")
+    a.schedules()
+        .cron("every-minute", "report", json!("tick"), "* * * * *")
         .await
         .unwrap();
     a.start().await.unwrap();
@@ -463,7 +484,7 @@ async fn two_worlds_on_one_directory_start_each_firing_once() {
     for i in 1..=FIRINGS {
         clock.set(T0 + i * MIN);
         eventually("the firing to be settled", || async {
-            let s = a.get_schedule("every-minute").await.unwrap();
+            let s = a.schedules().get("every-minute").await.unwrap();
             s.total_executions == i as u64 && s.pending_firings.is_empty()
         })
         .await;
@@ -471,7 +492,7 @@ async fn two_worlds_on_one_directory_start_each_firing_once() {
     let expected = ids_at("every-minute", (1..=FIRINGS).map(|i| T0 + i * MIN));
     assert_eq!(workflow_ids(&a).await, expected);
     assert_eq!(workflow_ids(&b).await, expected);
-    let config = b.get_schedule("every-minute").await.unwrap();
+    let config = b.schedules().get("every-minute").await.unwrap();
     assert_eq!(config.total_executions, FIRINGS as u64);
     assert_eq!(config.next_execution, Some(T0 + (FIRINGS + 1) * MIN));
     a.shutdown().await.unwrap();
@@ -498,11 +519,11 @@ fn catching_up() -> Schedule {
 async fn catch_up_in_this_process(dir: &Path) {
     let world = World::new(file_config(dir)).unwrap();
     world.register(report()).unwrap();
-    world.add_schedule(catching_up()).await.unwrap();
+    world.schedules().add(catching_up()).await.unwrap();
     world.start().await.unwrap();
     // Until the five missed firings are started and settled, by this process or the other.
     eventually("the missed firings to be settled", || async {
-        let s = world.get_schedule("hourly-shared").await.unwrap();
+        let s = world.schedules().get("hourly-shared").await.unwrap();
         s.total_executions == 5 && s.pending_firings.is_empty()
     })
     .await;
@@ -532,7 +553,7 @@ async fn two_processes_catch_up_each_missed_firing_once() {
     let made_at = real_now() - 6 * HOUR;
     {
         let past = world_on(Some(file_store(dir.path())), made_at, true).await;
-        past.add_schedule(catching_up()).await.unwrap();
+        past.schedules().add(catching_up()).await.unwrap();
         past.shutdown().await.unwrap();
     }
 

@@ -35,7 +35,8 @@ async fn all_chunks(world: &World, run_id: &str, name: &str) -> Vec<StreamChunk>
     let mut cursor: Option<String> = None;
     loop {
         let page = world
-            .get_stream_chunks(run_id, name, cursor.as_deref(), 7)
+            .streams()
+            .chunks(run_id, name, cursor.as_deref(), 7)
             .await
             .unwrap();
         out.extend(page.data);
@@ -114,11 +115,11 @@ async fn workflow_and_step_writes_land_once_in_order(mode: Mode) {
         json!({ "lines": 3 })
     );
     assert_eq!(
-        test.list_streams_by_run_id(&run.id).await.unwrap(),
+        test.streams().list(&run.id).await.unwrap(),
         ["default", "log"]
     );
     // The run finished, so its streams are closed.
-    let info = test.get_stream_info(&run.id, "default").await.unwrap();
+    let info = test.streams().info(&run.id, "default").await.unwrap();
     assert_eq!(
         info,
         StreamInfo {
@@ -126,13 +127,10 @@ async fn workflow_and_step_writes_land_once_in_order(mode: Mode) {
             done: true
         }
     );
-    let late = test.write_to_stream(&run.id, "default", "late").await;
+    let late = test.streams().write(&run.id, "default", "late").await;
     assert_eq!(late.unwrap_err().kind(), ErrorKind::Conflict);
     // Workflow ids address streams too.
-    let by_workflow_id = test
-        .get_stream_info(&done.workflow_id, "log")
-        .await
-        .unwrap();
+    let by_workflow_id = test.streams().info(&done.workflow_id, "log").await.unwrap();
     assert!(by_workflow_id.done);
 }
 
@@ -154,7 +152,7 @@ async fn a_closed_stream_ends_readers_and_refuses_writes(mode: Mode) {
         .unwrap();
     test.settle().await;
     // The run still sleeps, but the stream is done: a reader gets its chunk and ends.
-    let info = test.get_stream_info(&run.id, "progress").await.unwrap();
+    let info = test.streams().info(&run.id, "progress").await.unwrap();
     assert_eq!(
         info,
         StreamInfo {
@@ -163,14 +161,15 @@ async fn a_closed_stream_ends_readers_and_refuses_writes(mode: Mode) {
         }
     );
     let read: Vec<_> = test
-        .read_from_stream(&run.id, "progress", 0)
+        .streams()
+        .read(&run.id, "progress", 0)
         .await
         .unwrap()
         .collect()
         .await;
     assert_eq!(read.len(), 1);
     assert_eq!(read[0].as_ref().unwrap().text(), Some("half"));
-    let refused = test.write_to_stream(&run.id, "progress", "x").await;
+    let refused = test.streams().write(&run.id, "progress", "x").await;
     assert_eq!(refused.unwrap_err().kind(), ErrorKind::Conflict);
     test.run_until_complete(&run.id, "2h").await.unwrap();
     let chunks = all_chunks(&test, &run.id, "progress").await;
@@ -200,11 +199,12 @@ async fn negative_start_indexes_count_back_from_the_tail() {
         .await
         .unwrap();
     for i in 0..5 {
-        test.write_to_stream(&run.id, "default", format!("c{i}"))
+        test.streams()
+            .write(&run.id, "default", format!("c{i}"))
             .await
             .unwrap();
     }
-    test.close_stream(&run.id, "default").await.unwrap();
+    test.streams().close(&run.id, "default").await.unwrap();
     for (start, expected) in [
         (-1, vec!["c4"]),
         (-2, vec!["c3", "c4"]),
@@ -214,7 +214,8 @@ async fn negative_start_indexes_count_back_from_the_tail() {
         (7, vec![]),
     ] {
         let read: Vec<StreamChunk> = test
-            .read_from_stream(&run.id, "default", start)
+            .streams()
+            .read(&run.id, "default", start)
             .await
             .unwrap()
             .map(Result::unwrap)
@@ -234,23 +235,27 @@ async fn pages_walk_every_stored_chunk_with_cursors() {
         .await
         .unwrap();
     for i in 0..250u32 {
-        test.write_to_stream(&run.id, "bulk", i.to_be_bytes().to_vec())
+        test.streams()
+            .write(&run.id, "bulk", i.to_be_bytes().to_vec())
             .await
             .unwrap();
     }
     let first = test
-        .get_stream_chunks(&run.id, "bulk", None, 100)
+        .streams()
+        .chunks(&run.id, "bulk", None, 100)
         .await
         .unwrap();
     assert_eq!(first.data.len(), 100);
     assert!(first.has_more);
     let second = test
-        .get_stream_chunks(&run.id, "bulk", first.cursor.as_deref(), 100)
+        .streams()
+        .chunks(&run.id, "bulk", first.cursor.as_deref(), 100)
         .await
         .unwrap();
     assert_eq!(second.data[0].index, 100);
     let third = test
-        .get_stream_chunks(&run.id, "bulk", second.cursor.as_deref(), 100)
+        .streams()
+        .chunks(&run.id, "bulk", second.cursor.as_deref(), 100)
         .await
         .unwrap();
     assert_eq!(third.data.len(), 50);
@@ -259,13 +264,12 @@ async fn pages_walk_every_stored_chunk_with_cursors() {
     assert_eq!(third.data[49].data.as_ref(), 249u32.to_be_bytes());
     // Limit 0 is the default page size.
     let default = test
-        .get_stream_chunks(&run.id, "bulk", None, 0)
+        .streams()
+        .chunks(&run.id, "bulk", None, 0)
         .await
         .unwrap();
     assert_eq!(default.data.len(), 100);
-    let bad = test
-        .get_stream_chunks(&run.id, "bulk", Some("x1"), 10)
-        .await;
+    let bad = test.streams().chunks(&run.id, "bulk", Some("x1"), 10).await;
     assert_eq!(bad.unwrap_err().kind(), ErrorKind::InvalidInput);
 }
 
@@ -282,46 +286,46 @@ async fn unknown_runs_are_not_found_and_unknown_streams_are_empty() {
     let missing = "wrun_01JZZZZZZZZZZZZZZZZZZZZZZZ";
     let not_found = |kind: ErrorKind| assert_eq!(kind, ErrorKind::NotFound);
     not_found(
-        test.get_stream_info(missing, "default")
+        test.streams()
+            .info(missing, "default")
+            .await
+            .unwrap_err()
+            .kind(),
+    );
+    not_found(test.streams().list(missing).await.unwrap_err().kind());
+    not_found(
+        test.streams()
+            .read(missing, "default", 0)
             .await
             .unwrap_err()
             .kind(),
     );
     not_found(
-        test.list_streams_by_run_id(missing)
+        test.streams()
+            .chunks(missing, "default", None, 10)
             .await
             .unwrap_err()
             .kind(),
     );
     not_found(
-        test.read_from_stream(missing, "default", 0)
+        test.streams()
+            .write(missing, "default", "x")
             .await
             .unwrap_err()
             .kind(),
     );
     not_found(
-        test.get_stream_chunks(missing, "default", None, 10)
+        test.streams()
+            .close(missing, "default")
             .await
             .unwrap_err()
             .kind(),
     );
-    not_found(
-        test.write_to_stream(missing, "default", "x")
-            .await
-            .unwrap_err()
-            .kind(),
-    );
-    not_found(
-        test.close_stream(missing, "default")
-            .await
-            .unwrap_err()
-            .kind(),
-    );
-    let bad_name = test.write_to_stream(&run.id, "", "x").await.unwrap_err();
+    let bad_name = test.streams().write(&run.id, "", "x").await.unwrap_err();
     assert_eq!(bad_name.kind(), ErrorKind::InvalidInput);
 
     // A name the run never wrote to is empty and open while the run goes on…
-    let info = test.get_stream_info(&run.id, "nothing").await.unwrap();
+    let info = test.streams().info(&run.id, "nothing").await.unwrap();
     assert_eq!(
         info,
         StreamInfo {
@@ -329,17 +333,13 @@ async fn unknown_runs_are_not_found_and_unknown_streams_are_empty() {
             done: false
         }
     );
-    assert!(test
-        .list_streams_by_run_id(&run.id)
-        .await
-        .unwrap()
-        .is_empty());
+    assert!(test.streams().list(&run.id).await.unwrap().is_empty());
     // …and a reader of it waits until the run finishes, then ends with nothing.
-    let reader = test.read_from_stream(&run.id, "nothing", 0).await.unwrap();
+    let reader = test.streams().read(&run.id, "nothing", 0).await.unwrap();
     let collected = tokio::spawn(reader.collect::<Vec<_>>());
     test.run_until_complete(&run.id, "2h").await.unwrap();
     assert!(collected.await.unwrap().is_empty());
-    let info = test.get_stream_info(&run.id, "nothing").await.unwrap();
+    let info = test.streams().info(&run.id, "nothing").await.unwrap();
     assert_eq!(
         info,
         StreamInfo {
@@ -386,7 +386,8 @@ async fn chunks_over_the_payload_limit_are_refused() {
         .unwrap();
     test.settle().await;
     let err = test
-        .write_to_stream(&run.id, "default", big)
+        .streams()
+        .write(&run.id, "default", big)
         .await
         .unwrap_err();
     assert_eq!(err.kind(), ErrorKind::PayloadTooLarge);
@@ -468,8 +469,8 @@ async fn a_reader_joining_mid_stream_sees_every_chunk_once_in_order() {
         .unwrap();
     halfway_rx.await.unwrap();
 
-    let from_start = test.read_from_stream(&run.id, "default", 0).await.unwrap();
-    let from_tail = test.read_from_stream(&run.id, "default", -3).await.unwrap();
+    let from_start = test.streams().read(&run.id, "default", 0).await.unwrap();
+    let from_tail = test.streams().read(&run.id, "default", -3).await.unwrap();
     let from_start = tokio::spawn(from_start.map(Result::unwrap).collect::<Vec<_>>());
     let from_tail = tokio::spawn(from_tail.map(Result::unwrap).collect::<Vec<_>>());
     go_tx.send(()).unwrap();
@@ -529,7 +530,7 @@ async fn streams_survive_a_restart_and_replay_adds_no_chunk() {
     let after = all_chunks(&second, &run_id, "default").await;
     assert_eq!(after[..4], before[..]);
     assert_eq!(texts(&after[4..]), ["end"]);
-    let info = second.get_stream_info(&run_id, "default").await.unwrap();
+    let info = second.streams().info(&run_id, "default").await.unwrap();
     assert_eq!(
         info,
         StreamInfo {

@@ -141,7 +141,7 @@ async fn execute_before_start_queues_the_run_until_start() {
     });
     let (world, _clock) = virtual_world(WorldConfig::memory());
     world.register(&step).unwrap().register(&flow).unwrap();
-    assert!(world.get_workers().is_empty(), "no workers before start");
+    assert!(world.workers().list().is_empty(), "no workers before start");
 
     let run = world
         .execute(&flow, 1, WorkflowOptions::default())
@@ -155,7 +155,7 @@ async fn execute_before_start_queues_the_run_until_start() {
     assert_eq!(calls.get(), 0);
 
     world.start().await.unwrap();
-    assert_eq!(world.get_workers().len(), 2);
+    assert_eq!(world.workers().list().len(), 2);
     assert_eq!(run.result().await.unwrap(), 2);
     assert_eq!(calls.get(), 1, "started once, not once per start path");
     let state = world.query(&run.id).await.unwrap();
@@ -174,7 +174,7 @@ async fn starting_twice_does_not_add_workers() {
     let (world, _clock) = virtual_world(WorldConfig::memory());
     world.start().await.unwrap();
     world.start().await.unwrap();
-    assert_eq!(world.get_workers().len(), 2);
+    assert_eq!(world.workers().list().len(), 2);
     world.shutdown().await.unwrap();
 }
 
@@ -262,7 +262,8 @@ async fn shutdown_lets_the_running_step_finish_then_refuses_new_runs() {
     );
     // Stopped workers are either listed as stopped or no longer listed; none is still working.
     assert!(world
-        .get_workers()
+        .workers()
+        .list()
         .iter()
         .all(|w| w.status == WorkerStatus::Stopped));
 

@@ -87,7 +87,7 @@ async fn session(args: &DevArgs) -> anyhow::Result<()> {
             .with_context(|| format!("could not open a world in {}", args.dir.display()))?,
     );
     // Log files for `worlds logs`; the console belongs to the live display.
-    worlds_engine::telemetry::init_logging(&world);
+    world.logs().init();
     demo.register(&world)?;
     let mut tracker = Tracker::new(&world).await?;
     tracker.to_start = args.runs.unwrap_or(if tracker.resumed == 0 {

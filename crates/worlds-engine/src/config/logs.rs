@@ -122,7 +122,7 @@ impl FromStr for LogLevel {
 #[serde(default, deny_unknown_fields)]
 #[non_exhaustive]
 pub struct LogsConfig {
-    /// The least severe level written (to files, and to the console of `telemetry::init_logging`).
+    /// The least severe level written (to files, and to the console of `WorldLogs::init`).
     /// Default `info`.
     pub level: LogLevel,
     /// Where the day files go. Default: `logs` under `persistence_path` for file and hybrid
@@ -136,7 +136,7 @@ pub struct LogsConfig {
     /// Day files kept: older ones are removed when a new day starts. Default: all are kept.
     #[serde(alias = "maxFiles")]
     pub max_files: Option<usize>,
-    /// `telemetry::init_logging` (feature `console-log`) also writes to standard error. Default true.
+    /// `WorldLogs::init` (feature `console-log`) also writes to standard error. Default true.
     pub console: bool,
     /// Take events that happen inside no world's span (the application's own events, and the
     /// engine's where it runs on the caller's task, such as in `World::execute`). Default true;

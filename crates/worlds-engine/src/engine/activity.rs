@@ -54,7 +54,7 @@ struct ActivityInner {
     /// The token key, for [`ActivityContext::hook_token`].
     hooks: Option<Arc<crate::hooks::HookKit>>,
     /// Where the step's stream writers write; `None` outside a world.
-    streams: Option<crate::streams::StreamSink>,
+    streams: Option<super::streams::StreamSink>,
     /// The world's shared state, for [`ActivityContext::resource`].
     resources: Option<Arc<crate::resources::Resources>>,
 }
@@ -135,13 +135,13 @@ impl ActivityContext {
     /// A writer for the run's default stream (see [`crate::streams`]). Each attempt writes its
     /// own chunks: after a retry, readers see the chunks of both attempts. Outside a world
     /// ([`detached`](Self::detached)) writes fail as unavailable.
-    pub fn get_writable(&self) -> crate::streams::StepStream {
-        self.get_writable_named(crate::streams::DEFAULT_STREAM)
+    pub fn get_writable(&self) -> super::streams::StepStream {
+        self.get_writable_named(crate::model::stream::DEFAULT_STREAM)
     }
 
     /// A writer for the run's stream `name`.
-    pub fn get_writable_named(&self, name: &str) -> crate::streams::StepStream {
-        crate::streams::StepStream::new(self.inner.streams.clone(), name)
+    pub fn get_writable_named(&self, name: &str) -> super::streams::StepStream {
+        super::streams::StepStream::new(self.inner.streams.clone(), name)
     }
 
     /// True once the run was cancelled (or the world is stopping this attempt). The result of
@@ -274,7 +274,7 @@ impl Engine {
         self.progress
             .running_activities
             .fetch_add(1, Ordering::AcqRel);
-        let work = AssertUnwindSafe(crate::current::in_step(
+        let work = AssertUnwindSafe(super::ambient::in_step(
             ctx.clone(),
             handler(ctx.clone(), task.input.clone()),
         ))

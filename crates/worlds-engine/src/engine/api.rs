@@ -8,6 +8,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use tokio_util::sync::CancellationToken;
 
+use super::schedules::Schedules;
 use crate::clock::{Clock, Millis};
 use crate::config::WorldConfig;
 use crate::error::WorldError;
@@ -17,7 +18,7 @@ use crate::model::{
 };
 use crate::payload::Payload;
 use crate::queue::{QueueEntry, QueueFilter};
-use crate::schedule::{ScheduleConfig, Schedules};
+use crate::schedule::ScheduleConfig;
 use crate::telemetry::logs::Logs;
 use crate::telemetry::metrics::MetricsRecorder;
 

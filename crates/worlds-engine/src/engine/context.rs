@@ -15,7 +15,8 @@ use crate::model::{ActivityOptions, ValueKind, WorkflowOptions};
 use crate::payload::Payload;
 use crate::telemetry::logs::{world_log, LogLevel};
 
-use crate::hooks::{validator_of, Hook, HookOptions, NewHook, Webhook, WebhookRequest};
+use super::hook_handles::{Hook, Webhook};
+use crate::hooks::{validator_of, HookOptions, NewHook, WebhookRequest};
 
 use super::definitions::{Activity, Workflow};
 use super::errors::{ContextError, StepError, WorkflowError};
@@ -690,13 +691,13 @@ impl WorkflowContext {
 impl WorkflowContext {
     /// A writer for the run's default stream. Writes do not wait and are never duplicated by
     /// replay.
-    pub fn get_writable(&self) -> crate::streams::WorkflowStream {
-        self.get_writable_named(crate::streams::DEFAULT_STREAM)
+    pub fn get_writable(&self) -> super::streams::WorkflowStream {
+        self.get_writable_named(crate::model::stream::DEFAULT_STREAM)
     }
 
     /// A writer for the run's stream `name`.
-    pub fn get_writable_named(&self, name: &str) -> crate::streams::WorkflowStream {
-        crate::streams::WorkflowStream::new(self.core.clone(), name)
+    pub fn get_writable_named(&self, name: &str) -> super::streams::WorkflowStream {
+        super::streams::WorkflowStream::new(self.core.clone(), name)
     }
 }
 

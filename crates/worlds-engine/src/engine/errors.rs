@@ -1,8 +1,8 @@
 //! Errors that workflow and activity code deal with.
 //!
 //! * [`StepError`] is what an activity returns when it fails. Any error converts into it with `?`
-//!   and is retried; wrap it in [`FatalError`](crate::retry::FatalError) to fail for good, or in
-//!   [`RetryableError`](crate::retry::RetryableError) to choose the delay.
+//!   and is retried; wrap it in [`crate::retry::FatalError`] to fail for good, or in
+//!   [`crate::retry::RetryableError`] to choose the delay.
 //! * [`WorkflowError`] is what a workflow returns when it fails. Any error converts into it.
 //! * [`ContextError`] is what a context call (`ctx.run`, `ctx.sleep`, `ctx.execute_child`)
 //!   resolves to when it cannot produce a value.

@@ -173,7 +173,7 @@ impl Engine {
         core.set_stream_limit(self.config.max_payload_bytes);
         let input = state.input.clone().unwrap_or_else(Payload::null);
         let ctx = WorkflowContext::new(core.clone());
-        let future: super::definitions::WorkflowFuture = Box::pin(crate::current::in_workflow(
+        let future: super::definitions::WorkflowFuture = Box::pin(super::ambient::in_workflow(
             ctx.clone(),
             (def.handler)(ctx, input),
         ));
@@ -507,7 +507,7 @@ fn compensation_future(core: &Arc<RunCore>) -> WorkflowFuture {
     let ctx = WorkflowContext::new(core.clone());
     let core = core.clone();
     let scope = ctx.clone();
-    Box::pin(crate::current::in_workflow(scope, async move {
+    Box::pin(super::ambient::in_workflow(scope, async move {
         for (id, compensate) in stack.into_iter().rev() {
             let ctx = ctx.clone();
             // The call itself is inside the guard too: a closure may panic before it returns

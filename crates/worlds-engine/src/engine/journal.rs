@@ -2,7 +2,7 @@
 //!
 //! Every event a run records goes through here, so three things hold for all of them: each is
 //! stamped the same way (a fresh id, the world's time), the run counts of
-//! [`MetricsRecorder`](crate::telemetry::metrics::MetricsRecorder) follow what was recorded, and
+//! [`crate::telemetry::metrics::MetricsRecorder`] follow what was recorded, and
 //! whoever waits for "something happened" ([`Progress`]) hears of it.
 //!
 //! An append says how far it must get before the caller goes on, from the strongest to the
@@ -92,7 +92,7 @@ impl Journal {
     }
 
     /// Creates a run unless its idempotency key started one at or after `since`: then returns
-    /// that run's id (see [`RunStore::create_run_once`](crate::store::RunStore::create_run_once)).
+    /// that run's id (see [`IdempotencyStore::create_run_once`](crate::store::IdempotencyStore::create_run_once)).
     pub(crate) async fn create_run_once(
         &self,
         first: Event,

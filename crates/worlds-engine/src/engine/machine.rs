@@ -145,7 +145,7 @@ struct Machine {
     /// History says compensation has begun.
     compensating: bool,
     /// Stream writes and closes issued since the executor last took them.
-    stream_ops: Vec<crate::streams::StreamOp>,
+    stream_ops: Vec<super::streams::StreamOp>,
     /// Stream writes issued in this attempt: the rank that keys the next one.
     stream_writes: u64,
     /// Largest stream chunk, once the executor has set it.
@@ -230,7 +230,7 @@ pub(crate) struct RunInfo {
     pub(crate) max_retries: u32,
 }
 
-/// The shared core of one live run: read by its [`WorkflowContext`](super::WorkflowContext),
+/// The shared core of one live run: read by its [`WorkflowContext`](super::context::WorkflowContext),
 /// driven by the executor.
 pub(crate) struct RunCore {
     pub(crate) info: RunInfo,
@@ -770,14 +770,14 @@ impl RunCore {
         let key = format!("w{}.{}", self.info.attempt, m.stream_writes);
         m.stream_writes += 1;
         m.stream_ops
-            .push(crate::streams::StreamOp::Write { name, key, data });
+            .push(super::streams::StreamOp::Write { name, key, data });
         Ok(())
     }
 
     /// Queues a close.
     pub(crate) fn push_stream_close(&self, name: Arc<str>) {
         let mut m = self.machine.lock();
-        m.stream_ops.push(crate::streams::StreamOp::Close { name });
+        m.stream_ops.push(super::streams::StreamOp::Close { name });
     }
 
     /// Notes that the store refused a queued chunk of stream `name` (the first refusal stays).
@@ -789,7 +789,7 @@ impl RunCore {
     }
 
     /// Takes the stream operations queued since the last call, in program order.
-    pub(crate) fn take_stream_ops(&self) -> Vec<crate::streams::StreamOp> {
+    pub(crate) fn take_stream_ops(&self) -> Vec<super::streams::StreamOp> {
         std::mem::take(&mut self.machine.lock().stream_ops)
     }
 }

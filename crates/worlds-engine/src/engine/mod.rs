@@ -20,6 +20,7 @@
 //! part may use which.
 
 pub(crate) mod activity;
+pub(crate) mod ambient;
 mod api;
 mod beats;
 pub(crate) mod context;
@@ -27,6 +28,7 @@ pub(crate) mod definitions;
 mod ending;
 pub(crate) mod errors;
 mod executor;
+pub(crate) mod hook_handles;
 mod hooks;
 mod idempotency;
 pub(crate) mod journal;
@@ -34,6 +36,7 @@ mod lost;
 pub(crate) mod machine;
 mod recovery;
 mod runs;
+mod schedules;
 mod sharing;
 mod start;
 pub(crate) mod steps;
@@ -55,7 +58,6 @@ use crate::model::{
 };
 use crate::payload::Payload;
 use crate::queue::TaskQueue;
-use crate::schedule::Schedules;
 use crate::store::Store;
 
 use definitions::Registry;
@@ -63,6 +65,7 @@ use hooks::Hooks;
 use journal::Journal;
 use recovery::Recovery;
 use runs::{CachePolicy, Route, Runs};
+use schedules::Schedules;
 use streams::Streams;
 use timers::Timers;
 
@@ -183,7 +186,7 @@ impl Engine {
         hook_kit: crate::hooks::HookKit,
     ) -> Self {
         let hook_kit = Arc::new(hook_kit);
-        let logs = crate::telemetry::logs::Logs::new(&config, clock.clone());
+        let logs = crate::telemetry::logs::Logs::new(&config, clock.clone(), ambient::log_category);
         let ids = Arc::new(IdGenerator::new(clock.clone()));
         let registry = Arc::new(Registry::default());
         let progress = Arc::new(Progress::default());

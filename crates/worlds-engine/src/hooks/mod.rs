@@ -1,10 +1,10 @@
 //! Hooks and webhooks: a workflow pauses until the outside world sends it a payload.
 //!
 //! Inside a workflow, [`WorkflowContext::create_hook`](crate::WorkflowContext::create_hook)
-//! returns a [`Hook`] at once, with a token to hand out (in an email, a chat message, a URL).
+//! returns a [`Hook`](crate::Hook) at once, with a token to hand out (in an email, a chat message, a URL).
 //! `hook.wait().await` suspends the run — holding no worker, surviving restarts — until someone
 //! calls [`World::resume_hook`](crate::World::resume_hook) with that token and a payload. A
-//! [`Webhook`] is a hook whose payload is an HTTP request, with a URL to call.
+//! [`Webhook`](crate::Webhook) is a hook whose payload is an HTTP request, with a URL to call.
 //!
 //! ```
 //! use worlds_engine::prelude::*;
@@ -38,7 +38,6 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
 use crate::duration::IntoDuration;
-use crate::engine::context::{CommandFuture, WorkflowContext};
 
 pub use key::HOOK_SECRET_ENV;
 pub use token::token_digest;
@@ -221,23 +220,9 @@ pub(crate) struct NewHook {
     pub(crate) chosen: bool,
 }
 
-/// A hook created by a workflow: a token, and a payload to wait for.
-///
-/// Created with [`WorkflowContext::create_hook`](crate::WorkflowContext::create_hook) or a
-/// [`HookDefinition`].
-#[derive(Debug)]
-pub struct Hook<T> {
-    pub(crate) id: String,
-    pub(crate) token: String,
-    pub(crate) run_id: String,
-    pub(crate) position: u32,
-    pub(crate) chosen: bool,
-    pub(crate) wait: CommandFuture<T>,
-}
-
 /// What a step needs to recover a hook's token: the run, the hook's position and id (and the
 /// token itself only when the caller chose it, since it cannot be derived). See
-/// [`Hook::ticket`].
+/// [`Hook::ticket`](crate::Hook::ticket).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookTicket {
     /// The run that created the hook.
@@ -249,36 +234,6 @@ pub struct HookTicket {
     /// The token, for a caller-chosen one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token: Option<String>,
-}
-
-impl<T: DeserializeOwned> Hook<T> {
-    /// The hook id (`hook_…`), stable across replays.
-    pub fn id(&self) -> &str {
-        &self.id
-    }
-
-    /// The token that resumes the hook. Hand it to whoever should send the payload.
-    pub fn token(&self) -> &str {
-        &self.token
-    }
-
-    /// A ticket for the hook that a step can turn back into its token
-    /// ([`ActivityContext::hook_token`](crate::ActivityContext::hook_token)). Handing steps the
-    /// ticket instead of the token keeps random tokens out of history.
-    pub fn ticket(&self) -> HookTicket {
-        HookTicket {
-            run_id: self.run_id.clone(),
-            position: self.position,
-            hook_id: self.id.clone(),
-            token: self.chosen.then(|| self.token.clone()),
-        }
-    }
-
-    /// Waits for the payload. Fails if the hook expired first, if its token was taken by
-    /// another live hook, or if the payload does not deserialize into `T`.
-    pub fn wait(self) -> CommandFuture<T> {
-        self.wait
-    }
 }
 
 /// An HTTP request delivered to a webhook.
@@ -319,41 +274,6 @@ impl WebhookRequest {
     /// fail: a body that is not a `T` was refused before it reached the run.
     pub fn json<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         serde_json::from_str(&self.body)
-    }
-}
-
-/// A webhook created by a workflow: a URL to call, and the request to wait for.
-#[derive(Debug)]
-pub struct Webhook {
-    pub(crate) hook: Hook<WebhookRequest>,
-    pub(crate) url: String,
-}
-
-impl Webhook {
-    /// The URL that resumes the webhook: `webhook_base_url` followed by `/` and the token.
-    pub fn url(&self) -> &str {
-        &self.url
-    }
-
-    /// The token at the end of the URL.
-    pub fn token(&self) -> &str {
-        self.hook.token()
-    }
-
-    /// A ticket a step can turn back into the token (see [`Hook::ticket`]); the URL is
-    /// `webhook_base_url/` followed by the token.
-    pub fn ticket(&self) -> HookTicket {
-        self.hook.ticket()
-    }
-
-    /// The hook id (`hook_…`).
-    pub fn id(&self) -> &str {
-        self.hook.id()
-    }
-
-    /// Waits for the request.
-    pub fn wait(self) -> CommandFuture<WebhookRequest> {
-        self.hook.wait()
     }
 }
 
@@ -425,14 +345,9 @@ impl<T: Serialize + DeserializeOwned + 'static> HookDefinition<T> {
         &self.name
     }
 
-    /// Creates a hook of this type in a workflow.
-    pub fn create(&self, ctx: &WorkflowContext, options: HookOptions) -> Hook<T> {
-        ctx.create_hook_typed(
-            options,
-            Some(self.name.to_string()),
-            false,
-            validator_of::<T>,
-        )
+    /// The payload check for this definition's type.
+    pub(crate) fn payload_check(&self) -> fn() -> HookValidator {
+        validator_of::<T>
     }
 
     /// Checks that a JSON payload has this definition's type.

@@ -9,14 +9,15 @@ mod event_json;
 mod hook;
 mod options;
 mod query;
+pub(crate) mod schedule;
 mod state;
-mod status;
 mod stored_options;
+pub(crate) mod stream;
 
+pub use crate::status::RunStatus;
 pub use event::{Event, EventKind, QueuedRun, ValueKind, EVENT_FORMAT_VERSION};
 pub(crate) use hook::DEFAULT_WEBHOOK_METHOD;
 pub use hook::{HookState, HookStatus};
 pub use options::{ActivityOptions, FailureStrategy, OnConflict, WorkflowOptions};
 pub use query::{ListQuery, Page, ResolveData, SortOrder, StatusFilter, WorkflowQueryFilter};
 pub use state::{ActivityState, ActivityStatus, CompensationState, PendingRetry, WorkflowState};
-pub use status::RunStatus;

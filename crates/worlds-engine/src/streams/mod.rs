@@ -23,21 +23,21 @@
 //!   in a crash is made again by the replay. Writes do not take command positions: adding or
 //!   removing them does not change how older histories replay. A failed store write (the stream
 //!   was closed from outside) is logged, not reported to the workflow code.
-//! * Outside code: [`World::write_to_stream`](crate::World::write_to_stream) and
-//!   [`World::close_stream`](crate::World::close_stream).
+//! * Outside code: [`World::streams`](crate::WorldStreams::write) and
+//!   [`World::streams`](crate::WorldStreams::close).
 //!
 //! Writing to a closed stream is a conflict (409); a chunk over `max_payload_bytes` is refused
 //! (413).
 //!
-//! **Readers.** [`World::read_from_stream`](crate::World::read_from_stream) yields the stored
+//! **Readers.** [`World::streams`](crate::WorldStreams::read) yields the stored
 //! chunks from a start index (negative counts back from the tail: `-1` is the last chunk), then
 //! each new chunk as it is written, and ends when the stream is done. It reads by index from the
 //! store and waits for a change signal it subscribed to before its first read, so a reader that
 //! joins while chunks are being written sees each index exactly once, in order. On a directory
 //! shared between processes it also polls the files, since the writer may be another process.
-//! [`World::get_stream_chunks`](crate::World::get_stream_chunks) pages through what is stored,
-//! [`World::get_stream_info`](crate::World::get_stream_info) gives the tail index and whether
-//! the stream is done, [`World::list_streams_by_run_id`](crate::World::list_streams_by_run_id)
+//! [`World::streams`](crate::WorldStreams::chunks) pages through what is stored,
+//! [`World::streams`](crate::WorldStreams::info) gives the tail index and whether
+//! the stream is done, [`World::streams`](crate::WorldStreams::list)
 //! names a run's streams. An unknown run is a 404; a name the run never wrote to reads as an
 //! empty stream, done once the run has finished.
 //!
@@ -62,80 +62,7 @@
 //! # let _ = flow;
 //! ```
 
-pub(crate) mod reader;
-mod writer;
-
-use bytes::Bytes;
-use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
-
-use crate::clock::Millis;
-
-pub use reader::ChunkStream;
-pub use writer::{StepStream, WorkflowStream};
-pub(crate) use writer::{StreamOp, StreamSink};
-
-/// The name of a run's default stream, the one `get_writable()` opens.
-pub const DEFAULT_STREAM: &str = "default";
-
-/// Longest stream name, in bytes.
-pub const MAX_STREAM_NAME: usize = 200;
-
-/// One chunk of a stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StreamChunk {
-    /// The chunk id (`chnk_…`).
-    pub id: String,
-    /// Its place in the stream, dense from 0.
-    pub index: u64,
-    /// The bytes written.
-    pub data: Bytes,
-    /// When it was written (ms since the Unix epoch).
-    pub created_at: Millis,
-}
-
-impl StreamChunk {
-    /// The data as UTF-8 text, if it is.
-    pub fn text(&self) -> Option<&str> {
-        std::str::from_utf8(&self.data).ok()
-    }
-
-    /// The data parsed as JSON (what `write_json` wrote).
-    pub fn json<T: DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
-        serde_json::from_slice(&self.data)
-    }
-}
-
-/// Where a stream stands.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct StreamInfo {
-    /// Index of the last chunk; -1 while the stream is empty.
-    pub tail_index: i64,
-    /// The stream is closed: no chunk will follow.
-    pub done: bool,
-}
-
-impl StreamInfo {
-    /// Number of chunks.
-    pub fn len(&self) -> u64 {
-        (self.tail_index + 1) as u64
-    }
-
-    /// True if the stream holds no chunk.
-    pub fn is_empty(&self) -> bool {
-        self.tail_index < 0
-    }
-}
-
-/// Checks a stream name: 1 to [`MAX_STREAM_NAME`] bytes, no control characters.
-pub(crate) fn check_name(name: &str) -> Result<(), crate::WorldError> {
-    if name.is_empty() || name.len() > MAX_STREAM_NAME || name.chars().any(char::is_control) {
-        return Err(crate::WorldError::invalid(
-            "stream name",
-            format!(
-                "a stream name must be 1 to {MAX_STREAM_NAME} bytes without control characters; got {name:?}"
-            ),
-        ));
-    }
-    Ok(())
-}
+pub use crate::engine::streams::{ChunkStream, StepStream, WorkflowStream};
+pub(crate) use crate::model::stream::check_name;
+pub use crate::model::stream::{StreamChunk, StreamInfo};
+pub use crate::model::stream::{DEFAULT_STREAM, MAX_STREAM_NAME};

@@ -2,7 +2,7 @@
 //!
 //! * [`WorldMetrics`] — what `World::get_metrics()` reports: uptime, worker counts, run counts,
 //!   throughput over a rolling window, and workload.
-//! * [`HeartbeatEntry`] — what `World::get_heartbeats()` reports: the last sign of life of each
+//! * [`HeartbeatEntry`] — what `World::workers().heartbeats()` reports: the last sign of life of each
 //!   worker and each running activity attempt, and whether it is considered dead.
 //! * [`logs`] — the world's tracing events as entries, on the console and in daily NDJSON
 //!   files, and read back with filters.
@@ -16,6 +16,4 @@ pub(crate) mod metrics;
 pub mod prometheus;
 
 pub use heartbeat::{HeartbeatEntry, HeartbeatKind};
-#[cfg(feature = "console-log")]
-pub use logs::init_logging;
 pub use metrics::{Throughput, WorkerMetrics, WorkflowMetrics, WorldMetrics, THROUGHPUT_WINDOW_MS};

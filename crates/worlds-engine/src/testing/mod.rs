@@ -163,7 +163,7 @@ impl TestWorld {
     /// The worker itself keeps executing whatever it holds until the monitor aborts it.
     /// Returns false if no listed worker has this id.
     pub fn freeze_worker_heartbeat(&self, worker_id: &str) -> bool {
-        self.world.workers().freeze_heartbeat(worker_id)
+        self.world.worker_pool().freeze_heartbeat(worker_id)
     }
 
     /// Waits until no task is executing (running activities aside), no queued task can be
@@ -180,7 +180,7 @@ impl TestWorld {
             }
             let now = engine.work_in_flight();
             let busy = now.executing > now.running_activities
-                || (now.queued > 0 && self.world.workers().idle_worker_can_take(engine));
+                || (now.queued > 0 && self.world.worker_pool().idle_worker_can_take(engine));
             if !busy && now.epoch == before.epoch {
                 return;
             }

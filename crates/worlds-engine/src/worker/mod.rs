@@ -49,7 +49,7 @@ pub enum WorkerStatus {
     Stopped,
 }
 
-/// A snapshot of one worker, as `world.get_workers()` reports it.
+/// A snapshot of one worker, as `world.workers().list()` reports it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkerInfo {
     /// Worker id.
@@ -68,7 +68,7 @@ pub struct WorkerInfo {
     pub task_queue: Option<String>,
 }
 
-/// How many workers declared dead are remembered for `World::dead_workers()`.
+/// How many workers declared dead are remembered for `World::workers().dead()`.
 const DEAD_KEPT: usize = 64;
 
 /// The task a worker holds, enough to hand it to another worker if this one dies.

@@ -10,7 +10,7 @@
 //! the first check past its timeout.
 //!
 //! A dead worker is marked `stopped`, its tokio task is aborted, it is moved from the pool's
-//! list to the dead list (`World::dead_workers()`), and its task is handed on:
+//! list to the dead list (`World::workers().dead()`), and its task is handed on:
 //!
 //! * a **workflow task**: the run's executor slot is freed and the run is queued again; it
 //!   resumes from its history.

@@ -6,6 +6,7 @@ mod hooks;
 mod schedules;
 mod streams;
 mod telemetry;
+mod workers;
 
 use std::sync::Arc;
 
@@ -24,10 +25,14 @@ use crate::model::{Page, ResolveData, WorkflowOptions, WorkflowQueryFilter, Work
 use crate::payload::Payload;
 use crate::store::{FileStore, HybridStore, MemoryStore, Store};
 use crate::telemetry::logs::world_log;
-use crate::worker::{WorkerInfo, WorkerPool};
+use crate::worker::WorkerPool;
 
 use crate::config::WorldConfig;
 pub use handle::WorkflowHandle;
+pub use schedules::WorldSchedules;
+pub use streams::WorldStreams;
+pub use telemetry::WorldLogs;
+pub use workers::WorldWorkers;
 
 #[derive(Default)]
 struct Lifecycle {
@@ -144,7 +149,7 @@ impl World {
     /// Starts the workers, the timer service and the schedules. Runs executed before `start`
     /// wait in the queue.
     pub async fn start(&self) -> Result<(), WorldError> {
-        self.start_inner().instrument(self.log_span()).await
+        self.start_inner().instrument(self.logs().span()).await
     }
 
     async fn start_inner(&self) -> Result<(), WorldError> {
@@ -156,7 +161,7 @@ impl World {
             life.started = true;
             self.engine.open();
             let stop = CancellationToken::new();
-            let span = self.log_span();
+            let span = self.logs().span();
             life.background.push(tokio::spawn(
                 (self.engine.clone().timer_loop(stop.clone())).instrument(span.clone()),
             ));
@@ -238,7 +243,7 @@ impl World {
     /// The store stays open until the world is dropped (a shut-down world can start again);
     /// handles and webhook servers of the world do not keep it open after that.
     pub async fn shutdown(&self) -> Result<(), WorldError> {
-        self.shutdown_inner().instrument(self.log_span()).await;
+        self.shutdown_inner().instrument(self.logs().span()).await;
         self.engine.logs().flush_reporting();
         Ok(())
     }
@@ -499,26 +504,6 @@ impl World {
         self.engine.cancel_run(id, Some(reason.into())).await
     }
 
-    /// Snapshots of the workers: the running ones (grown and shrunk by the autoscaler), and
-    /// after `shutdown` the stopped ones, until the next `start`. Workers declared dead by the
-    /// liveness monitor are listed by [`World::dead_workers`] instead.
-    pub fn get_workers(&self) -> Vec<WorkerInfo> {
-        self.workers.infos()
-    }
-
-    /// Workers the liveness monitor declared dead (no heartbeat within `heartbeat_timeout`),
-    /// oldest first, the most recent 64. Each was replaced and its task handed to another
-    /// worker; `current_task` names that task.
-    pub fn dead_workers(&self) -> Vec<WorkerInfo> {
-        self.workers.dead()
-    }
-
-    /// The last heartbeat of every live worker, of the workers declared dead, and of the
-    /// activity attempts being executed, each marked `dead` if its silence exceeds its timeout.
-    pub async fn get_heartbeats(&self) -> Vec<crate::telemetry::HeartbeatEntry> {
-        self.workers.heartbeats(&self.engine).await
-    }
-
     /// Metrics: uptime, worker and run counts, throughput over the last 60 s, and workload.
     /// See [`WorldMetrics`](crate::telemetry::WorldMetrics) for what each number counts.
     pub fn get_metrics(&self) -> crate::telemetry::WorldMetrics {
@@ -548,7 +533,7 @@ impl World {
 
     /// The worker pool, for the test harness ([`crate::testing`]).
     #[cfg(feature = "test-util")]
-    pub(crate) fn workers(&self) -> &WorkerPool {
+    pub(crate) fn worker_pool(&self) -> &WorkerPool {
         &self.workers
     }
 }

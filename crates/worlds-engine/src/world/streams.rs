@@ -8,20 +8,34 @@ use crate::streams::{check_name, ChunkStream, StreamChunk, StreamInfo};
 
 use super::World;
 
-/// Page size of [`World::get_stream_chunks`] when the caller passes a limit of 0.
+/// Page size of [`WorldStreams::chunks`] when the caller passes a limit of 0.
 const DEFAULT_CHUNK_PAGE: usize = 100;
 
+/// Runs' streams seen from outside the runs, from [`World::streams`]: write, close, read live,
+/// page through, describe, list.
+#[derive(Debug, Clone, Copy)]
+pub struct WorldStreams<'w> {
+    world: &'w World,
+}
+
 impl World {
+    /// The runs' streams, from outside the runs (see [`crate::streams`]).
+    pub fn streams(&self) -> WorldStreams<'_> {
+        WorldStreams { world: self }
+    }
+}
+
+impl WorldStreams<'_> {
     /// The run (by run id or workflow id) whose streams are asked for: 404 if none.
     async fn stream_run(&self, id: &str) -> Result<WorkflowState, WorldError> {
-        self.engine.get_run(id, ResolveData::None).await
+        self.world.engine.get_run(id, ResolveData::None).await
     }
 
     /// Appends a chunk to stream `name` of a run (by run id or workflow id) and returns it.
     ///
     /// Errors: no such run (404), the stream is closed or the run has finished (409), the chunk
     /// is over the payload limit (413), the name is empty or too long (400).
-    pub async fn write_to_stream(
+    pub async fn write(
         &self,
         run_id: &str,
         name: &str,
@@ -34,7 +48,8 @@ impl World {
                 run.id, run.status
             )));
         }
-        self.engine
+        self.world
+            .engine
             .streams()
             .write_chunk(&run.id, name, None, data.into())
             .await
@@ -42,9 +57,13 @@ impl World {
 
     /// Closes stream `name` of a run: readers end after its last chunk, writes are refused.
     /// Closing a closed stream does nothing. Errors: no such run (404).
-    pub async fn close_stream(&self, run_id: &str, name: &str) -> Result<(), WorldError> {
+    pub async fn close(&self, run_id: &str, name: &str) -> Result<(), WorldError> {
         let run = self.stream_run(run_id).await?;
-        self.engine.streams().close_stream(&run.id, name).await
+        self.world
+            .engine
+            .streams()
+            .close_stream(&run.id, name)
+            .await
     }
 
     /// Reads stream `name` of a run live: the stored chunks from `start_index` (negative counts
@@ -59,7 +78,7 @@ impl World {
     /// # use worlds_engine::prelude::*;
     /// # async fn read(world: &World, run_id: &str) -> Result<(), WorldError> {
     /// use futures::StreamExt;
-    /// let mut chunks = world.read_from_stream(run_id, "default", 0).await?;
+    /// let mut chunks = world.streams().read(run_id, "default", 0).await?;
     /// while let Some(chunk) = chunks.next().await {
     ///     let chunk = chunk?;
     ///     println!("{}: {:?}", chunk.index, chunk.text());
@@ -67,7 +86,7 @@ impl World {
     /// # Ok(())
     /// # }
     /// ```
-    pub async fn read_from_stream(
+    pub async fn read(
         &self,
         run_id: &str,
         name: &str,
@@ -75,8 +94,8 @@ impl World {
     ) -> Result<ChunkStream, WorldError> {
         check_name(name)?;
         let run = self.stream_run(run_id).await?;
-        crate::streams::reader::open(
-            self.engine.streams().clone(),
+        crate::engine::streams::reader::open(
+            self.world.engine.streams().clone(),
             run.id,
             name.to_owned(),
             start_index,
@@ -87,7 +106,7 @@ impl World {
     /// One page of the chunks stored so far: up to `limit` (0: 100) from the `cursor` of the
     /// previous page (`None`: from the first chunk). Errors: no such run (404), a cursor that
     /// is not one this returned (400).
-    pub async fn get_stream_chunks(
+    pub async fn chunks(
         &self,
         run_id: &str,
         name: &str,
@@ -108,6 +127,7 @@ impl World {
             limit
         };
         let (data, info) = self
+            .world
             .engine
             .streams()
             .chunks(&run.id, name, from, limit)
@@ -123,22 +143,18 @@ impl World {
 
     /// The index of the stream's last chunk (-1 if none) and whether it is done: closed, or
     /// its run has finished. Errors: no such run (404).
-    pub async fn get_stream_info(
-        &self,
-        run_id: &str,
-        name: &str,
-    ) -> Result<StreamInfo, WorldError> {
+    pub async fn info(&self, run_id: &str, name: &str) -> Result<StreamInfo, WorldError> {
         check_name(name)?;
         let run = self.stream_run(run_id).await?;
-        let mut info = self.engine.streams().info(&run.id, name).await?;
+        let mut info = self.world.engine.streams().info(&run.id, name).await?;
         info.done |= run.status.is_terminal();
         Ok(info)
     }
 
     /// The names of the streams a run has written to (or closed), sorted. Errors: no such run
     /// (404).
-    pub async fn list_streams_by_run_id(&self, run_id: &str) -> Result<Vec<String>, WorldError> {
+    pub async fn list(&self, run_id: &str) -> Result<Vec<String>, WorldError> {
         let run = self.stream_run(run_id).await?;
-        self.engine.streams().list(&run.id).await
+        self.world.engine.streams().list(&run.id).await
     }
 }

@@ -1,4 +1,4 @@
-//! The world's logs and its metrics in Prometheus form.
+//! The world's logs ([`WorldLogs`]) and its metrics in Prometheus form.
 
 use std::path::Path;
 
@@ -9,18 +9,66 @@ use tracing_subscriber::Layer;
 use super::World;
 use crate::telemetry::logs::{LogEntry, LogError, LogQuery};
 
+/// The world's logs, from [`World::logs`]: the tracing layer and span that route events to
+/// the world's files, and reading those files back.
+#[derive(Debug, Clone, Copy)]
+pub struct WorldLogs<'w> {
+    world: &'w World,
+}
+
 impl World {
+    /// The world's logs (see [`crate::telemetry::logs`]).
+    pub fn logs(&self) -> WorldLogs<'_> {
+        WorldLogs { world: self }
+    }
+}
+
+impl WorldLogs<'_> {
     /// A [`tracing_subscriber::Layer`] that writes this world's events to its log files, as
     /// entries at or above [`LogsConfig::level`](crate::telemetry::logs::LogsConfig::level).
     /// Add it to the application's subscriber (see [`crate::telemetry::logs`]), or let
-    /// `telemetry::init_logging` (feature `console-log`) install one. A world that writes no
+    /// [`init_logging`](Self::init) (feature `console-log`) install one. A world that writes no
     /// files (a memory world without a log directory) gives a layer that writes nothing.
-    pub fn log_layer<S>(&self) -> impl Layer<S> + Send + Sync + 'static
+    pub fn layer<S>(&self) -> impl Layer<S> + Send + Sync + 'static
     where
         S: Subscriber + for<'a> LookupSpan<'a>,
     {
-        let logs = self.engine.logs();
+        let logs = self.world.engine.logs();
         logs.layer().with_filter(logs.config().level.to_filter())
+    }
+
+    /// Installs a process-wide subscriber that writes this world's events to its log files
+    /// and, if [`LogsConfig::console`](crate::telemetry::logs::LogsConfig::console), every event
+    /// at or above the world's minimum level to standard error, time-stamped by the world's
+    /// clock.
+    ///
+    /// Returns false, and installs nothing, if the process already has a global subscriber: add
+    /// [`layer`](Self::layer) to that one instead. Call it before
+    /// [`World::start`], so that the world's workers run inside its span from the
+    /// beginning.
+    ///
+    /// ```no_run
+    /// use worlds_engine::prelude::*;
+    /// # fn demo() -> Result<(), WorldError> {
+    /// let world = World::new(WorldConfig::default())?;
+    /// world.logs().init();
+    /// # Ok(()) }
+    /// ```
+    #[cfg(feature = "console-log")]
+    pub fn init(&self) -> bool {
+        use tracing_subscriber::layer::SubscriberExt;
+
+        let logs = self.world.engine.logs();
+        let console = logs.config().console.then(|| {
+            tracing_subscriber::fmt::layer()
+                .with_writer(std::io::stderr)
+                .with_timer(crate::telemetry::logs::ClockTime::new(logs.clock().clone()))
+                .with_filter(logs.config().level.to_filter())
+        });
+        let subscriber = tracing_subscriber::registry()
+            .with(console)
+            .with(self.layer());
+        tracing::subscriber::set_global_default(subscriber).is_ok()
     }
 
     /// A new span that attributes the events inside it to this world. The engine runs the
@@ -31,37 +79,39 @@ impl World {
     /// use tracing::Instrument;
     /// # async fn demo(world: &worlds_engine::World) {
     /// async { tracing::info!(category = "system", "nightly import done") }
-    ///     .instrument(world.log_span())
+    ///     .instrument(world.logs().span())
     ///     .await;
     /// # }
     /// ```
-    pub fn log_span(&self) -> tracing::Span {
-        self.engine.logs().span()
+    pub fn span(&self) -> tracing::Span {
+        self.world.engine.logs().span()
     }
 
     /// The directory this world writes its day files to, if it writes any.
-    pub fn log_dir(&self) -> Option<&Path> {
-        self.engine.logs().dir()
+    pub fn dir(&self) -> Option<&Path> {
+        self.world.engine.logs().dir()
     }
 
     /// Writes the entries waiting for the next flush now.
-    pub fn flush_logs(&self) -> Result<(), LogError> {
-        self.engine.logs().flush().map(drop)
+    pub fn flush(&self) -> Result<(), LogError> {
+        self.world.engine.logs().flush().map(drop)
     }
 
     /// Entries of this world's log files that match `query`, oldest first (with a limit, the
     /// most recent ones). Reads the files, so entries still waiting to be flushed are not
-    /// included (call [`flush_logs`](Self::flush_logs) first to see them); a world that writes
+    /// included (call [`flush`](Self::flush) first to see them); a world that writes
     /// no files has none.
-    pub async fn query_logs(&self, query: LogQuery) -> Result<Vec<LogEntry>, LogError> {
-        let Some(dir) = self.log_dir().map(Path::to_owned) else {
+    pub async fn query(&self, query: LogQuery) -> Result<Vec<LogEntry>, LogError> {
+        let Some(dir) = self.dir().map(Path::to_owned) else {
             return Ok(Vec::new());
         };
         tokio::task::spawn_blocking(move || crate::telemetry::logs::read_logs(&dir, &query))
             .await
             .unwrap_or_else(|e| std::panic::resume_unwind(e.into_panic()))
     }
+}
 
+impl World {
     /// [`get_metrics`](Self::get_metrics) and the engine's step and run-duration statistics in
     /// the Prometheus text exposition format (version 0.0.4), for a `/metrics` endpoint. Serve
     /// it with the content type [`CONTENT_TYPE`](crate::telemetry::prometheus::CONTENT_TYPE);
@@ -79,10 +129,5 @@ impl World {
     #[cfg(feature = "prometheus")]
     pub fn metrics_prometheus(&self) -> String {
         crate::telemetry::prometheus::encode(&self.get_metrics(), self.engine.metrics())
-    }
-
-    #[cfg(feature = "console-log")]
-    pub(crate) fn logs(&self) -> &std::sync::Arc<crate::telemetry::logs::Logs> {
-        self.engine.logs()
     }
 }

@@ -1,6 +1,6 @@
 //! Format 4: every record carries a checksum. The migration from format 3 rewrites each run log
 //! and the hybrid store's write-ahead logs, adding a checksum to every line (see
-//! [`record`](super::record)).
+//! [`super::record`]).
 //!
 //! Each file is rewritten under a temporary name, all of them are synced together, then renamed
 //! over the originals; a crash part-way leaves some files migrated and some not, and the next

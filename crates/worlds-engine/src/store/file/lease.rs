@@ -1,6 +1,6 @@
 //! Sharing one directory between processes: which process drives which run.
 //!
-//! Every open [`FileStore`](super::FileStore) that may write is a *member* of its directory:
+//! Every open [`super::FileStore`] that may write is a *member* of its directory:
 //! it holds an exclusive advisory lock on `state/owners/{member}.lock` for as long as it is
 //! open. The operating system drops that lock the moment the process exits, however it exits
 //! (SIGKILL included), so "is member X alive?" is answered by trying to take X's lock: if it

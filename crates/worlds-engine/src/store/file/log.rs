@@ -57,7 +57,7 @@ pub(in crate::store) fn check_run_id(run_id: &str) -> Result<(), WorldError> {
     }
 }
 
-/// Serializes events as records (see [`record`](super::record)): one JSON object ending in its
+/// Serializes events as records (see [`super::record`]): one JSON object ending in its
 /// checksum, and a newline, each.
 pub(in crate::store) fn encode(events: &[Arc<Event>]) -> Result<Vec<u8>, WorldError> {
     let mut buf = Vec::with_capacity(events.len() * 256);
@@ -367,7 +367,7 @@ pub(in crate::store) fn apply_events(
     })
 }
 
-/// Threads that sync files at once in [`write_logs_unsynced_dir`]. A file system commits the
+/// Threads that sync files at once in [`LogBatch::finish`]. A file system commits the
 /// syncs waiting at the same moment together (one journal commit for many files), so syncing
 /// from several threads costs little more than one sync, where one thread pays a commit each.
 const SYNC_THREADS: usize = 16;

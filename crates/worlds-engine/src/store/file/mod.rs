@@ -1,7 +1,7 @@
 //! The file store: a [`MemoryStore`] for every read, in front of a write-ahead, append-only
 //! event log per run on disk, which several processes on one host may share.
 //!
-//! Layout under the root directory (format 4, see [`format`]):
+//! Layout under the root directory (format 4, see [`mod@format`]):
 //!
 //! ```text
 //! root/
@@ -317,7 +317,7 @@ impl FileStore {
     }
 
     /// Reads `state/format.json` under the store root `state`'s parent, migrating an older
-    /// format or writing it for a new store (see [`format`]). Read-only, problems are returned
+    /// format or writing it for a new store (see [`mod@format`]). Read-only, problems are returned
     /// as warnings instead.
     pub(super) fn check_format(
         state: &Path,

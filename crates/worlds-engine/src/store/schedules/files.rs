@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::atomic_file;
 use crate::error::WorldError;
-use crate::schedule::{check_id, ScheduleConfig};
+use crate::model::schedule::{check_id, ScheduleConfig};
 use crate::store::file::{io_error, sync_dir};
 use crate::store::{FileStore, HybridStore};
 
@@ -238,7 +238,7 @@ file_schedule_store!(FileStore, HybridStore);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schedule::CatchUp;
+    use crate::model::schedule::CatchUp;
     use crate::store::schedules::ScheduleChange;
 
     fn record(id: &str) -> ScheduleConfig {

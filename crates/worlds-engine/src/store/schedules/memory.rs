@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 
 use crate::error::WorldError;
-use crate::schedule::ScheduleConfig;
+use crate::model::schedule::ScheduleConfig;
 use crate::store::MemoryStore;
 
 use super::{apply, ScheduleStore, ScheduleUpdate};

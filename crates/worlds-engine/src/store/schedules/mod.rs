@@ -10,7 +10,7 @@ mod memory;
 use async_trait::async_trait;
 
 use crate::error::WorldError;
-use crate::schedule::ScheduleConfig;
+use crate::model::schedule::ScheduleConfig;
 
 pub(crate) use files::FileSchedules;
 pub(crate) use memory::MemorySchedules;

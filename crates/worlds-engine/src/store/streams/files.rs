@@ -29,9 +29,9 @@ use async_trait::async_trait;
 use parking_lot::Mutex;
 
 use crate::error::WorldError;
+use crate::model::stream::{StreamChunk, StreamInfo};
 use crate::store::file::{check_run_id, io_error, sync_dir};
 use crate::store::{FileStore, HybridStore};
-use crate::streams::{StreamChunk, StreamInfo};
 
 use super::line::Line;
 use super::{NewChunk, Signals, StreamSignal, StreamState, StreamStore, EMPTY};

@@ -13,7 +13,7 @@ use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
-use crate::streams::StreamChunk;
+use crate::model::stream::StreamChunk;
 
 /// A line of a stream file.
 #[derive(Debug, Default, Serialize, Deserialize)]

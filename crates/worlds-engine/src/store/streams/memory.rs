@@ -7,8 +7,8 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 
 use crate::error::WorldError;
+use crate::model::stream::{StreamChunk, StreamInfo};
 use crate::store::MemoryStore;
-use crate::streams::{StreamChunk, StreamInfo};
 
 use super::{NewChunk, Signals, StreamSignal, StreamState, StreamStore, EMPTY};
 

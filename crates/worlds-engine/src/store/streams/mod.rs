@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use crate::clock::Millis;
 use crate::error::WorldError;
-use crate::streams::{StreamChunk, StreamInfo};
+use crate::model::stream::{StreamChunk, StreamInfo};
 
 pub(crate) use files::FileStreams;
 pub(crate) use memory::MemoryStreams;

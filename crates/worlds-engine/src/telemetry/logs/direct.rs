@@ -2,7 +2,7 @@
 //!
 //! The world's lifecycle (a run created, failed, quarantined, resumed after a restart; the
 //! world started, with its directory) must be findable in `logs/` of a durable world even when
-//! the application never installed [`World::log_layer`](crate::World::log_layer): that is what
+//! the application never installed [`World::logs`](crate::WorldLogs::layer): that is what
 //! someone reads when a restarted program seems to do nothing. So these records are queued on
 //! the world's files directly, and then also emitted as ordinary tracing events for the
 //! application's subscriber (its console, say). The world layers skip those events, since the

@@ -123,7 +123,7 @@ pub struct LogEntry {
     pub metadata: serde_json::Map<String, serde_json::Value>,
 }
 
-/// What [`read_logs`](super::read_logs) and `World::query_logs` return. Every filter is
+/// What [`read_logs`](super::read_logs) and `WorldLogs::query` return. Every filter is
 /// optional; an empty query returns every entry.
 ///
 /// ```

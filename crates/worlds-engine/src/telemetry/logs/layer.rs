@@ -23,8 +23,8 @@ struct WorldTag(u64);
 
 /// A [`Layer`] that writes the events of one world to its log files.
 ///
-/// Made by `World::log_layer`, which wraps it in the world's minimum-level filter. An event
-/// belongs to the world if it happens inside the world's span (`World::log_span`; the engine
+/// Made by `WorldLogs::layer`, which wraps it in the world's minimum-level filter. An event
+/// belongs to the world if it happens inside the world's span (`WorldLogs::span`; the engine
 /// runs its workers and background loops inside it). Events inside another world's span are
 /// left to that world's layer; events inside no world's span (the application's own, or the
 /// engine's where it runs on a caller's task) are taken when the world's
@@ -94,24 +94,13 @@ where
         let category = fields
             .category
             .or_else(|| LogCategory::of_target(meta.target()))
-            .unwrap_or_else(ambient_category);
+            .unwrap_or_else(logs.ambient);
         logs.record(
             LogLevel::from_tracing(*meta.level()),
             category,
             fields.message,
             fields.metadata,
         );
-    }
-}
-
-/// The category of an application event with none of its own: the kind of code it runs in.
-fn ambient_category() -> LogCategory {
-    if crate::current::step_context("log").is_ok() {
-        LogCategory::Activity
-    } else if crate::current::workflow_context("log").is_ok() {
-        LogCategory::Workflow
-    } else {
-        LogCategory::System
     }
 }
 

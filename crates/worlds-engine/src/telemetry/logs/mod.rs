@@ -2,7 +2,7 @@
 //!
 //! The engine reports what happens with ordinary [`tracing`] events. A world turns the events
 //! that belong to it into [`LogEntry`]s (`{timestamp, level, category, message, metadata}`)
-//! with a [`tracing_subscriber::Layer`], [`World::log_layer`](crate::World::log_layer), which
+//! with a [`tracing_subscriber::Layer`], [`World::logs`](crate::WorldLogs::layer), which
 //! an application adds to its own subscriber, next to its own layers:
 //!
 //! ```no_run
@@ -10,12 +10,12 @@
 //! # fn demo(world: &worlds_engine::World) {
 //! tracing_subscriber::registry()
 //!     .with(tracing_subscriber::fmt::layer())
-//!     .with(world.log_layer())
+//!     .with(world.logs().layer())
 //!     .init();
 //! # }
 //! ```
 //!
-//! or lets `init_logging` (feature `console-log`) install a subscriber that writes to the console and the files.
+//! or lets [`World::logs`](crate::WorldLogs::init) (feature `console-log`) install a subscriber that writes to the console and the files.
 //!
 //! * **Files**: `{persistence_path}/logs/{YYYY-MM-DD}.log` for file and hybrid worlds, or
 //!   [`LogsConfig::dir`]; a memory world writes files only when `dir` is set. One JSON entry
@@ -23,7 +23,7 @@
 //!   world's clock, so a world on virtual time rotates on virtual midnight.
 //! * **Batching**: entries wait in memory and are appended every
 //!   [`LogsConfig::flush_interval`] (2 s) of the world's clock, on
-//!   [`World::flush_logs`](crate::World::flush_logs), on shutdown, when the world is dropped,
+//!   [`World::logs`](crate::WorldLogs::flush), on shutdown, when the world is dropped,
 //!   and at once when 10 000 are waiting.
 //! * **Levels**: [`LogsConfig::level`] is the minimum level written (`info` by default).
 //! * **Categories**: a `category = "worker"` field names it; otherwise engine events are
@@ -31,7 +31,7 @@
 //!   events by the code they run in (a step's code: `activity`, workflow code: `workflow`,
 //!   anything else: `system`).
 //! * **Several worlds in one process**: each world has its own span
-//!   ([`World::log_span`](crate::World::log_span)) that its workers and background loops run
+//!   ([`World::logs`](crate::WorldLogs::span)) that its workers and background loops run
 //!   in, and each world's layer takes only the events inside its own span (plus, unless
 //!   [`LogsConfig::capture_unattributed`] is off, events inside no world's span).
 //! * **The world's own records**: a world writes its lifecycle — `world started` (with the
@@ -42,7 +42,7 @@
 //!   subscriber; the world layers skip those events, so installing one does not double them.
 //!   So are the lines workflow code logs with
 //!   [`WorkflowContext::log`](crate::WorkflowContext::log) and its shorthands.
-//! * **Reading back**: [`read_logs`] (and `World::query_logs`, `worlds logs`) filters the files
+//! * **Reading back**: [`read_logs`] (and `WorldLogs::query`, `worlds logs`) filters the files
 //!   by category, minimum level and time.
 
 mod date;
@@ -64,7 +64,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use direct::world_log;
 pub use entry::{LogCategory, LogEntry, LogLevel, LogQuery, UnknownName};
 #[cfg(feature = "console-log")]
-pub use init::{init_logging, ClockTime};
+pub use init::ClockTime;
 pub use layer::WorldLogLayer;
 pub use query::read_logs;
 
@@ -135,10 +135,18 @@ pub(crate) struct Logs {
     deferred: Mutex<Option<LogError>>,
     /// A failure was reported and no write has worked since.
     failing: AtomicBool,
+    /// The category of an event with none of its own.
+    ambient: fn() -> LogCategory,
 }
 
 impl Logs {
-    pub(crate) fn new(config: &crate::config::WorldConfig, clock: Arc<dyn Clock>) -> Arc<Logs> {
+    /// The logs of a world with this configuration. `ambient` names the kind of code the
+    /// current task runs (the category of an event that has none of its own).
+    pub(crate) fn new(
+        config: &crate::config::WorldConfig,
+        clock: Arc<dyn Clock>,
+        ambient: fn() -> LogCategory,
+    ) -> Arc<Logs> {
         let logs = &config.logs;
         let dir = logs.dir.clone().or_else(|| {
             (config.persistence != crate::config::Persistence::Memory)
@@ -154,6 +162,7 @@ impl Logs {
             files,
             deferred: Mutex::new(None),
             failing: AtomicBool::new(false),
+            ambient,
         })
     }
 
@@ -283,7 +292,9 @@ mod tests {
     #[test]
     fn the_world_span_is_what_the_layer_looks_for() {
         let clock = Arc::new(crate::clock::VirtualClock::new(0));
-        let logs = Logs::new(&crate::config::WorldConfig::memory(), clock);
+        let logs = Logs::new(&crate::config::WorldConfig::memory(), clock, || {
+            LogCategory::System
+        });
         tracing::subscriber::with_default(tracing_subscriber::registry(), || {
             let span = logs.span();
             let meta = span.metadata().expect("the span is enabled");

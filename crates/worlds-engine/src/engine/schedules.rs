@@ -29,16 +29,16 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::{Clock, Millis};
-use crate::engine::definitions::Registry;
-use crate::engine::journal::Journal;
 use crate::error::{ErrorKind, WorldError};
 use crate::ids::IdGenerator;
 use crate::model::{ResolveData, WorkflowOptions};
 use crate::payload::Payload;
 use crate::store::{ScheduleChange, Store};
 
-use super::plan::{self, Outcome};
-use super::{
+use super::definitions::Registry;
+use super::journal::Journal;
+use crate::schedule::plan::{self, Outcome};
+use crate::schedule::{
     check_id, firing_workflow_id, CronExpr, Firing, InputFn, InputSource, Schedule, ScheduleConfig,
     Timing,
 };

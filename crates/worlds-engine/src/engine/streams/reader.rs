@@ -1,4 +1,4 @@
-//! The live reader behind [`World::read_from_stream`](crate::World::read_from_stream).
+//! The live reader behind [`WorldStreams::read`](crate::WorldStreams::read).
 //!
 //! The reader subscribes to the store's change signal for the run *before* its first read, then
 //! reads by index: a page of stored chunks from the next index it expects; when that is empty,
@@ -16,11 +16,11 @@ use std::time::Duration;
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 
-use crate::engine::streams::Streams;
+use super::Streams;
 use crate::error::WorldError;
 use crate::store::StreamSignal;
 
-use super::StreamChunk;
+use crate::model::stream::StreamChunk;
 
 /// Chunks read from the store at a time.
 const PAGE: usize = 256;

@@ -3,7 +3,11 @@
 //!
 //! [`Streams`] is the one way to a run's streams, for the engine (the writes a workflow queues,
 //! closing a finished run's streams), for steps (their [`StreamSink`]) and for the world's
-//! stream API and live readers.
+//! stream API and live readers. The handles users hold live here too: the writers of workflow
+//! and step code ([`WorkflowStream`], [`StepStream`]) and the live reader ([`ChunkStream`]).
+
+pub(crate) mod reader;
+mod writer;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -14,12 +18,16 @@ use futures::future::BoxFuture;
 use crate::clock::Clock;
 use crate::error::WorldError;
 use crate::ids::{IdGenerator, CHUNK_PREFIX};
+use crate::model::stream::{check_name, StreamChunk, StreamInfo};
 use crate::model::ResolveData;
 use crate::store::{NewChunk, Store, StreamSignal};
-use crate::streams::{check_name, StreamChunk, StreamInfo, StreamOp, StreamSink};
 
 use super::journal::Journal;
 use super::machine::RunCore;
+
+pub use reader::ChunkStream;
+pub use writer::{StepStream, WorkflowStream};
+pub(crate) use writer::{StreamOp, StreamSink};
 
 /// The runs' streams.
 pub(crate) struct Streams {

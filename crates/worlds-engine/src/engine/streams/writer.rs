@@ -5,12 +5,12 @@ use std::sync::{Arc, Weak};
 use bytes::Bytes;
 use serde::Serialize;
 
+use super::Streams;
 use crate::engine::errors::ContextError;
 use crate::engine::machine::RunCore;
-use crate::engine::streams::Streams;
 use crate::error::WorldError;
 
-use super::StreamChunk;
+use crate::model::stream::StreamChunk;
 
 /// A stream operation issued by workflow code, handed to the store after the workflow yields.
 #[derive(Debug)]

@@ -302,3 +302,35 @@ fn redact(url: &str) -> String {
         _ => url.to_owned(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_in_messages_hide_the_password() {
+        assert_eq!(
+            redact("postgres://app:s3cret@db:5432/x"),
+            "postgres://app:***@db:5432/x"
+        );
+        assert_eq!(redact("postgres://app@db/x"), "postgres://app@db/x");
+    }
+
+    #[tokio::test]
+    async fn bad_options_are_refused_before_connecting() {
+        let err = PostgresStore::connect("not a url", PostgresOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), worlds_engine::ErrorKind::InvalidInput);
+        let err = PostgresStore::connect(
+            "postgres://localhost/x",
+            PostgresOptions {
+                schema: "Bad-Name".into(),
+                ..PostgresOptions::default()
+            },
+        )
+        .await
+        .unwrap_err();
+        assert!(err.to_string().contains("Bad-Name"), "{err}");
+    }
+}

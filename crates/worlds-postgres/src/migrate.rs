@@ -150,3 +150,34 @@ async fn apply(conn: &mut PgConnection, server: &str, schema: &str) -> Result<()
         ))
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schema_names_are_plain_identifiers() {
+        for good in ["worlds", "_x", "t_01abc", &"a".repeat(63)] {
+            assert!(check_schema_name(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            "Worlds",
+            "1x",
+            "a-b",
+            "a\"b",
+            "pg_temp",
+            &"a".repeat(64),
+        ] {
+            let err = check_schema_name(bad).unwrap_err();
+            assert!(err.to_string().contains("schema"), "{err}");
+        }
+    }
+
+    #[test]
+    fn the_embedded_migrations_end_at_the_schema_version() {
+        let last = MIGRATIONS.last().map(|m| m.0);
+        assert_eq!(last, Some(SCHEMA_VERSION));
+        assert!(MIGRATIONS.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+}

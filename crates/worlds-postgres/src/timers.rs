@@ -103,3 +103,36 @@ impl TimerStore for PostgresStore {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn encoded_kinds_order_as_the_kinds_do_and_decode_back() {
+        let kinds = [
+            TimerKind::Sleep { position: 0 },
+            TimerKind::Sleep { position: 9 },
+            TimerKind::ActivityRetry {
+                position: 1,
+                attempt: 2,
+            },
+            TimerKind::ActivityRetry {
+                position: 1,
+                attempt: 3,
+            },
+            TimerKind::RunTimeout,
+            TimerKind::WorkflowRetry { attempt: 2 },
+            TimerKind::HookExpiry { position: u32::MAX },
+        ];
+        for pair in kinds.windows(2) {
+            assert!(pair[0] < pair[1]);
+            assert!(encode(&pair[0]) < encode(&pair[1]), "{pair:?}");
+        }
+        for kind in kinds {
+            let (tag, a, b) = encode(&kind);
+            assert_eq!(decode(tag, a, b).unwrap(), kind);
+        }
+        assert!(decode(9, 0, 0).is_err());
+    }
+}

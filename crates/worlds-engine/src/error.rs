@@ -121,6 +121,13 @@ pub enum WorldError {
         /// The status that was asked for.
         to: RunStatus,
     },
+    /// This process's lease on a run expired and another process took the run over: the write
+    /// was refused and nothing was stored. The run is the other process's to drive now.
+    #[error("run {run_id} was taken over by another process after this process's lease on it expired; the write was refused and stored nothing: stop driving the run here")]
+    LeaseLost {
+        /// The run.
+        run_id: String,
+    },
     /// The run ended in failure.
     #[error("run {run_id} failed: {error}")]
     RunFailed {
@@ -183,9 +190,9 @@ impl WorldError {
             WorldError::NotFound { .. }
             | WorldError::UnknownWorkflow { .. }
             | WorldError::UnknownActivity { .. } => ErrorKind::NotFound,
-            WorldError::Conflict { .. } | WorldError::InvalidTransition { .. } => {
-                ErrorKind::Conflict
-            }
+            WorldError::Conflict { .. }
+            | WorldError::InvalidTransition { .. }
+            | WorldError::LeaseLost { .. } => ErrorKind::Conflict,
             WorldError::InvalidInput { .. } | WorldError::Serialization { .. } => {
                 ErrorKind::InvalidInput
             }

@@ -12,6 +12,8 @@
 //! background ticks ([`Clock::sleep_until_background`]): moving time wakes it, but time never
 //! stops at its ticks, so a long jump runs each loop once, at the end of the jump.
 
+pub mod conformance;
+
 use std::ops::Deref;
 use std::sync::Arc;
 

@@ -10,18 +10,18 @@ const TRAITS: [&str; 3] = [
     include_str!("../../src/store/schedules/mod.rs"),
 ];
 
-/// The suite: its main file and one file per duty.
+/// The suite (`worlds_engine::testing::conformance`): its main file and one file per duty.
 const CHECKS: [&str; 10] = [
-    include_str!("../store_conformance.rs"),
-    include_str!("events.rs"),
-    include_str!("hooks.rs"),
-    include_str!("keys.rs"),
-    include_str!("leases.rs"),
-    include_str!("runs.rs"),
-    include_str!("schedules.rs"),
-    include_str!("steps.rs"),
-    include_str!("streams.rs"),
-    include_str!("timers.rs"),
+    include_str!("../../src/testing/conformance/mod.rs"),
+    include_str!("../../src/testing/conformance/events.rs"),
+    include_str!("../../src/testing/conformance/hooks.rs"),
+    include_str!("../../src/testing/conformance/keys.rs"),
+    include_str!("../../src/testing/conformance/leases.rs"),
+    include_str!("../../src/testing/conformance/runs.rs"),
+    include_str!("../../src/testing/conformance/schedules.rs"),
+    include_str!("../../src/testing/conformance/steps.rs"),
+    include_str!("../../src/testing/conformance/streams.rs"),
+    include_str!("../../src/testing/conformance/timers.rs"),
 ];
 
 /// `(trait, method)` for every method declared in a `pub trait` block of `source`.
@@ -78,6 +78,6 @@ fn every_duty_method_is_called_by_a_check() {
         .collect();
     assert!(
         missing.is_empty(),
-        "no conformance check calls {missing:?}: add one to tests/store_conformance/"
+        "no conformance check calls {missing:?}: add one to src/testing/conformance/"
     );
 }

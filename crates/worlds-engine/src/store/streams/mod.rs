@@ -84,6 +84,12 @@ pub struct StreamSignal {
 }
 
 impl StreamSignal {
+    /// A signal that fires at each change of the value `rx` watches: for a store outside this
+    /// crate, which bumps the sender whenever a stream of the run changes.
+    pub fn from_watch(rx: watch::Receiver<u64>) -> Self {
+        Self { rx }
+    }
+
     /// Resolves at the next change after the last call (or after the subscription). Never
     /// resolves once the store is gone.
     pub async fn changed(&mut self) {

@@ -4,9 +4,10 @@
 use std::sync::Arc;
 
 use serde_json::json;
-use worlds_engine::schedule::ScheduleConfig;
-use worlds_engine::store::{ScheduleChange, Store};
-use worlds_engine::{ErrorKind, Payload, WorldError};
+
+use crate::schedule::ScheduleConfig;
+use crate::store::{ScheduleChange, Store};
+use crate::{ErrorKind, Payload, WorldError};
 
 use super::T0;
 
@@ -39,6 +40,7 @@ async fn put(store: &dyn Store, record: ScheduleConfig) -> Option<ScheduleConfig
         .unwrap()
 }
 
+/// A stored record reads back equal, by id and in the list (ordered by id).
 pub async fn schedules_round_trip_and_list_by_id(store: Arc<dyn Store>) {
     assert!(store.list_schedules().await.unwrap().is_empty());
     assert_eq!(store.get_schedule("b").await.unwrap(), None);
@@ -51,6 +53,7 @@ pub async fn schedules_round_trip_and_list_by_id(store: Arc<dyn Store>) {
     assert_eq!(input.unwrap()["note"], "é ✓");
 }
 
+/// An update sees the record as stored (or none), and can keep, replace or delete it.
 pub async fn schedule_updates_read_the_current_record_and_keep_or_delete(store: Arc<dyn Store>) {
     let mut seen = Vec::new();
     let kept = store
@@ -94,6 +97,7 @@ pub async fn schedule_updates_read_the_current_record_and_keep_or_delete(store: 
     assert!(store.list_schedules().await.unwrap().is_empty());
 }
 
+/// An update whose function fails, or that stores a record under another id, changes nothing.
 pub async fn a_failed_schedule_update_changes_nothing(store: Arc<dyn Store>) {
     put(&*store, record("s")).await;
     let err = store

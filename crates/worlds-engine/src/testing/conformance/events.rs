@@ -451,7 +451,7 @@ pub async fn events_by_correlation_id_follow_a_step_a_hook_and_a_child(store: Ar
     ];
     m.append(&*store, &id, more).await.unwrap();
 
-    let types = |page: &worlds_engine::model::Page<Arc<Event>>| -> Vec<&'static str> {
+    let types = |page: &crate::model::Page<Arc<Event>>| -> Vec<&'static str> {
         page.data.iter().map(|e| e.kind.type_name()).collect()
     };
     let all = ListQuery::new();

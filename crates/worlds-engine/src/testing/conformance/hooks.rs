@@ -27,9 +27,7 @@ fn received(position: u32, hook_id: &str) -> EventKind {
 }
 
 /// (run, position) of each listed hook.
-fn places(
-    page: &worlds_engine::model::Page<worlds_engine::store::HookRecord>,
-) -> Vec<(String, u32)> {
+fn places(page: &crate::model::Page<crate::store::HookRecord>) -> Vec<(String, u32)> {
     page.data
         .iter()
         .map(|h| (h.run_id.clone(), h.hook.position))

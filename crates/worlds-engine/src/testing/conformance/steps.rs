@@ -3,7 +3,7 @@
 
 use super::*;
 
-fn positions(steps: &[worlds_engine::model::ActivityState]) -> Vec<u32> {
+fn positions(steps: &[crate::model::ActivityState]) -> Vec<u32> {
     steps.iter().map(|s| s.position).collect()
 }
 

@@ -1,0 +1,57 @@
+//! Mapping database errors to the engine's errors, and small conversions.
+
+use worlds_engine::WorldError;
+
+/// The engine error for a failed database call while doing `what`.
+pub(crate) fn error(server: &str, what: &str, e: sqlx::Error) -> WorldError {
+    match &e {
+        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
+            WorldError::Unavailable(format!(
+                "PostgreSQL at {server} did not answer while {what}: {e}; check that the server is running and reachable"
+            ))
+        }
+        sqlx::Error::Database(db) if db.code().as_deref() == Some("57014") => {
+            WorldError::Unavailable(format!(
+                "PostgreSQL at {server} cancelled a statement while {what} (statement timeout): {e}"
+            ))
+        }
+        _ => WorldError::Internal(format!("PostgreSQL error while {what}: {e}")),
+    }
+}
+
+/// The name of the constraint a unique violation broke, if `e` is one.
+pub(crate) fn unique_violation(e: &sqlx::Error) -> Option<String> {
+    match e {
+        sqlx::Error::Database(db) if db.code().as_deref() == Some("23505") => {
+            Some(db.constraint().unwrap_or_default().to_owned())
+        }
+        _ => None,
+    }
+}
+
+/// A `u64` from the engine as a `bigint` (saturating).
+pub(crate) fn big(n: u64) -> i64 {
+    i64::try_from(n).unwrap_or(i64::MAX)
+}
+
+/// A `bigint` from the database as a `u64` (negative reads as 0).
+pub(crate) fn unsigned(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
+
+/// The JSON text of a value the engine hands over.
+pub(crate) fn to_json<T: serde::Serialize>(what: &str, value: &T) -> Result<String, WorldError> {
+    serde_json::to_string(value).map_err(|source| WorldError::Serialization {
+        what: what.to_owned(),
+        source,
+    })
+}
+
+/// A value from JSON text the store wrote.
+pub(crate) fn from_json<T: serde::de::DeserializeOwned>(
+    what: &str,
+    text: &str,
+) -> Result<T, WorldError> {
+    serde_json::from_str(text)
+        .map_err(|e| WorldError::Internal(format!("the stored {what} does not parse: {e}")))
+}

@@ -1,0 +1,169 @@
+//! [`LeaseStore`]: the member heartbeat, claiming runs no live member holds (bumping their
+//! fencing epoch), and finding writes by other members to runs this store holds.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::Row;
+use worlds_engine::store::LeaseStore;
+use worlds_engine::WorldError;
+
+use crate::{Held, Inner, PostgresStore};
+
+/// Most runs one claim takes.
+const CLAIM_BATCH: i64 = 500;
+
+/// Runs open to a claim by `$1` (this member), whose owners' heartbeats are older than `$2`
+/// seconds by the database clock.
+const CLAIMABLE: &str = "NOT r.finished AND (r.owner IS NULL OR (r.owner <> $1 AND NOT EXISTS (
+    SELECT 1 FROM members m WHERE m.member_id = r.owner
+    AND m.heartbeat_at > now() - make_interval(secs => $2))))";
+
+/// Renews this member's heartbeat every `interval` until the store is dropped or
+/// [`PostgresStore::stop_heartbeat`] is called.
+pub(crate) fn spawn_heartbeat(inner: &Arc<Inner>, interval: Duration) {
+    let weak: Weak<Inner> = Arc::downgrade(inner);
+    let stop = inner.heartbeat.clone();
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                () = stop.cancelled() => return,
+                () = tokio::time::sleep(interval) => {}
+            }
+            let Some(inner) = weak.upgrade() else { return };
+            let store = PostgresStore { inner };
+            // Bounded: a stalled call must not stop later renewals.
+            match tokio::time::timeout(interval.max(Duration::from_secs(1)), store.heartbeat_once())
+                .await
+            {
+                Ok(Ok(())) => {}
+                Ok(Err(e)) => tracing::warn!(member = %store.member_id(), "heartbeat failed: {e}"),
+                Err(_) => tracing::warn!(member = %store.member_id(), "heartbeat timed out"),
+            }
+        }
+    });
+}
+
+impl PostgresStore {
+    /// Writes this member's heartbeat (the database's `now()`).
+    pub(crate) async fn heartbeat_once(&self) -> Result<(), WorldError> {
+        if self.inner.heartbeat.is_cancelled() {
+            return Ok(());
+        }
+        sqlx::query(
+            "INSERT INTO members (member_id) VALUES ($1)
+             ON CONFLICT (member_id) DO UPDATE SET heartbeat_at = now()",
+        )
+        .bind(&self.inner.member_id)
+        .execute(&self.inner.pool)
+        .await
+        .map_err(|e| self.err("renewing the member heartbeat", e))?;
+        Ok(())
+    }
+
+    fn lease_secs(&self) -> f64 {
+        self.inner.lease_duration.as_secs_f64()
+    }
+}
+
+#[async_trait]
+impl LeaseStore for PostgresStore {
+    fn is_shared(&self) -> bool {
+        true
+    }
+
+    async fn claim_runs(
+        &self,
+        can_run: &(dyn for<'n> Fn(&'n str) -> bool + Send + Sync),
+    ) -> Result<Vec<String>, WorldError> {
+        let me = &self.inner.member_id;
+        let names: Vec<Vec<u8>> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT DISTINCT r.name FROM runs r WHERE {CLAIMABLE}"
+        )))
+        .bind(me)
+        .bind(self.lease_secs())
+        .fetch_all(&self.inner.pool)
+        .await
+        .map_err(|e| self.err("finding runs to claim", e))?;
+        let names: Vec<Vec<u8>> = names
+            .into_iter()
+            .filter(|n| std::str::from_utf8(n).is_ok_and(can_run))
+            .collect();
+        if names.is_empty() {
+            return Ok(Vec::new());
+        }
+        // The locking select is a CTE: the planner cannot run it once per updated row.
+        let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
+            "WITH c AS (
+                 SELECT r.run_id FROM runs r WHERE {CLAIMABLE} AND r.name = ANY($3)
+                 ORDER BY r.run_id LIMIT $4 FOR UPDATE OF r SKIP LOCKED
+             )
+             UPDATE runs SET owner = $1, epoch = runs.epoch + 1
+             FROM c WHERE runs.run_id = c.run_id
+             RETURNING runs.run_id, runs.epoch, runs.next_seq"
+        )))
+        .bind(me)
+        .bind(self.lease_secs())
+        .bind(&names)
+        .bind(CLAIM_BATCH)
+        .fetch_all(&self.inner.pool)
+        .await
+        .map_err(|e| self.err("claiming runs", e))?;
+        let mut claimed = Vec::with_capacity(rows.len());
+        let mut held = self.inner.held.lock();
+        for row in rows {
+            let run_id: String = row.get(0);
+            held.insert(
+                run_id.clone(),
+                Held {
+                    epoch: row.get(1),
+                    seen_seq: row.get(2),
+                },
+            );
+            claimed.push(run_id);
+        }
+        claimed.sort();
+        Ok(claimed)
+    }
+
+    async fn external_changes(&self) -> Result<Vec<String>, WorldError> {
+        let ids: Vec<String> = self.inner.held.lock().keys().cloned().collect();
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(
+            "SELECT run_id, next_seq, owner, epoch, finished FROM runs WHERE run_id = ANY($1)",
+        )
+        .bind(&ids)
+        .fetch_all(&self.inner.pool)
+        .await
+        .map_err(|e| self.err("looking for changes by other processes", e))?;
+        let me = self.inner.member_id.as_str();
+        let mut changed = Vec::new();
+        let mut held = self.inner.held.lock();
+        for row in rows {
+            let run_id: String = row.get(0);
+            let next_seq: i64 = row.get(1);
+            let owner: Option<String> = row.get(2);
+            let epoch: i64 = row.get(3);
+            let finished: bool = row.get(4);
+            let Some(h) = held.get_mut(&run_id) else {
+                continue;
+            };
+            if owner.as_deref() != Some(me) || epoch != h.epoch {
+                // Taken over: the next append finds out (LeaseLost).
+                continue;
+            }
+            if next_seq != h.seen_seq {
+                h.seen_seq = next_seq;
+                changed.push(run_id.clone());
+            }
+            if finished {
+                held.remove(&run_id);
+            }
+        }
+        changed.sort();
+        Ok(changed)
+    }
+}

@@ -1,0 +1,336 @@
+//! PostgreSQL storage for worlds-engine: [`PostgresStore`] implements every storage duty of the
+//! engine (`worlds_engine::store::Store`) on one database that many processes share.
+//!
+//! # Schema
+//!
+//! Everything lives in one PostgreSQL schema (option [`PostgresOptions::schema`], default
+//! `worlds`), created and migrated by [`PostgresStore::connect`] from migrations embedded in
+//! this crate (`migrations/*.sql`). A database whose schema is newer than this build knows is
+//! refused, naming both versions.
+//!
+//! | table | holds |
+//! |---|---|
+//! | `runs` | one row per run: narrow columns for filters and claims (status, name, parent, idempotency key, `next_seq`), the lease (`owner`, `epoch`), and the run state materialized from its events (JSON) |
+//! | `events` | each run's history, insert-only, `PRIMARY KEY (run_id, seq)`: a position in a log holds one event, so a step can never be recorded twice |
+//! | `steps`, `hooks` | lookups by step id and hook id; a partial unique index keeps a token digest on one waiting hook |
+//! | `timers` | durable timers, ordered by `fire_at` |
+//! | `streams`, `chunks` | streams with dense chunk indexes and write keys |
+//! | `schedules` | schedule records, changed under a per-id lock so one firing starts one run |
+//! | `members` | one row per process using the store, with a heartbeat |
+//!
+//! # What is synced when
+//!
+//! Every write is one PostgreSQL transaction, committed before the call returns: an
+//! acknowledged write is as durable as the database makes a commit. An append locks the run's
+//! row, checks the events against the run's state with the engine's rules
+//! (`WorkflowState::check`/`apply`), inserts them at the next `seq`s and updates the
+//! materialized state in the same transaction. The state used for the check is kept in memory
+//! between appends and rebuilt from the events when another process appended meanwhile.
+//! Reads go to the database.
+//!
+//! # Leases and fencing
+//!
+//! Each store registers a member row at connect and renews its heartbeat from a background
+//! task; all lease time is the database's `now()`. A run is leased to the member that created
+//! or claimed it (`runs.owner`), and every acquisition bumps `runs.epoch`. A member whose
+//! heartbeat is older than the lease duration is dead: [`claim_runs`] takes its unfinished
+//! runs over (`FOR UPDATE SKIP LOCKED`, so two claimers never take one run). The store keeps
+//! the epoch it holds for each of its runs, and an append to such a run checks
+//! `owner = me AND epoch = held` under the row lock: after a takeover the old holder's append
+//! fails with `WorldError::LeaseLost` and stores nothing. Writes to runs this store does not
+//! hold (a cancellation of another process's run) are not fenced.
+//! [`external_changes`] reports the held runs another process appended to, found by comparing
+//! each run's `next_seq` with the last one this store saw.
+//!
+//! [`claim_runs`]: worlds_engine::store::LeaseStore::claim_runs
+//! [`external_changes`]: worlds_engine::store::LeaseStore::external_changes
+
+#![forbid(unsafe_code)]
+
+mod db;
+mod events;
+mod leases;
+mod migrate;
+mod reads;
+mod runs;
+mod schedules;
+mod streams;
+mod timers;
+
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use rustc_hash::FxHashMap;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+use worlds_engine::{WorkflowState, WorldError};
+
+pub use migrate::SCHEMA_VERSION;
+
+/// Options of [`PostgresStore::connect`].
+#[derive(Debug, Clone)]
+pub struct PostgresOptions {
+    /// Most connections the store opens. Default 10.
+    pub pool_size: u32,
+    /// The PostgreSQL schema holding the tables (created if missing). Lower-case letters,
+    /// digits and `_`, starting with a letter or `_`, at most 63 bytes. Default `worlds`.
+    pub schema: String,
+    /// How long to wait for a connection before giving up with an error. Default 5 s.
+    pub connect_timeout: Duration,
+    /// `statement_timeout` of the store's sessions. Default 30 s.
+    pub statement_timeout: Duration,
+    /// `idle_in_transaction_session_timeout` of the store's sessions. Default 60 s.
+    pub idle_in_transaction_timeout: Duration,
+    /// How long a run stays leased to a process whose heartbeat stopped. Default 30 s.
+    pub lease_duration: Duration,
+    /// How often the heartbeat is renewed. Default a third of the lease duration.
+    pub heartbeat_interval: Option<Duration>,
+    /// Waiting this long for the migration lock (another process migrating) is an error.
+    /// Default 60 s.
+    pub migration_lock_timeout: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        Self {
+            pool_size: 10,
+            schema: "worlds".to_owned(),
+            connect_timeout: Duration::from_secs(5),
+            statement_timeout: Duration::from_secs(30),
+            idle_in_transaction_timeout: Duration::from_secs(60),
+            lease_duration: Duration::from_secs(30),
+            heartbeat_interval: None,
+            migration_lock_timeout: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A run this store holds the lease of.
+#[derive(Debug, Clone, Copy)]
+struct Held {
+    /// The fencing epoch of the acquisition.
+    epoch: i64,
+    /// The run's `next_seq` as of the last write this store made or saw.
+    seen_seq: i64,
+}
+
+/// A run's state as of `next_seq` events, kept to check the next append without a replay.
+struct Cached {
+    next_seq: i64,
+    state: Arc<WorkflowState>,
+}
+
+/// Most run states kept in memory between appends.
+const CACHE_LIMIT: usize = 10_000;
+
+struct Inner {
+    pool: PgPool,
+    schema: String,
+    /// `host:port`, for error messages.
+    server: String,
+    member_id: String,
+    lease_duration: Duration,
+    held: Mutex<FxHashMap<String, Held>>,
+    cache: Mutex<FxHashMap<String, Cached>>,
+    signals: Mutex<FxHashMap<String, watch::Sender<u64>>>,
+    heartbeat: CancellationToken,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.heartbeat.cancel();
+    }
+}
+
+/// Storage on PostgreSQL, shared by every process that connects to the same schema. Cheap to
+/// clone (clones share the pool and the lease).
+#[derive(Clone)]
+pub struct PostgresStore {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("server", &self.inner.server)
+            .field("schema", &self.inner.schema)
+            .field("member_id", &self.inner.member_id)
+            .finish()
+    }
+}
+
+impl PostgresStore {
+    /// Connects to the database at `url` (`postgres://user@host:port/db`), creates or
+    /// migrates the schema, registers this process as a member and starts its heartbeat.
+    ///
+    /// Fails with `Unavailable`, naming host and port, if the server does not answer within
+    /// [`PostgresOptions::connect_timeout`]; with `Unsupported` if the schema was migrated by
+    /// a newer build.
+    pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, WorldError> {
+        migrate::check_schema_name(&options.schema)?;
+        if options.pool_size == 0 {
+            return Err(WorldError::InvalidInput {
+                field: "pool_size".into(),
+                message: "a pool needs at least one connection".into(),
+            });
+        }
+        let base = PgConnectOptions::from_str(url).map_err(|e| WorldError::InvalidInput {
+            field: "url".into(),
+            message: format!("'{}' is not a PostgreSQL URL: {e}", redact(url)),
+        })?;
+        let server = format!("{}:{}", base.get_host(), base.get_port());
+        let connect = base.application_name("worlds-engine").options([
+            ("search_path", options.schema.clone()),
+            (
+                "statement_timeout",
+                options.statement_timeout.as_millis().to_string(),
+            ),
+            (
+                "idle_in_transaction_session_timeout",
+                options.idle_in_transaction_timeout.as_millis().to_string(),
+            ),
+        ]);
+        migrate::migrate(&connect, &server, &options).await?;
+        let pool = PgPoolOptions::new()
+            .max_connections(options.pool_size)
+            .acquire_timeout(options.connect_timeout)
+            .connect_lazy_with(connect);
+        let member_id = format!("mbr_{}", ulid::Ulid::generate());
+        let inner = Arc::new(Inner {
+            pool,
+            schema: options.schema.clone(),
+            server,
+            member_id,
+            lease_duration: options.lease_duration,
+            held: Mutex::default(),
+            cache: Mutex::default(),
+            signals: Mutex::default(),
+            heartbeat: CancellationToken::new(),
+        });
+        let store = Self { inner };
+        store.heartbeat_once().await?;
+        let interval = options
+            .heartbeat_interval
+            .unwrap_or(options.lease_duration / 3)
+            .max(Duration::from_millis(10));
+        leases::spawn_heartbeat(&store.inner, interval);
+        Ok(store)
+    }
+
+    /// This process's member id (`mbr_…`), the owner of the runs it leases.
+    pub fn member_id(&self) -> &str {
+        &self.inner.member_id
+    }
+
+    /// The schema the tables are in.
+    pub fn schema(&self) -> &str {
+        &self.inner.schema
+    }
+
+    /// The connection pool.
+    pub fn pool(&self) -> &PgPool {
+        &self.inner.pool
+    }
+
+    /// Stops renewing this process's heartbeat: once the lease duration passes, other
+    /// processes take its runs over and its appends to them fail with `LeaseLost`. For a
+    /// handover at shutdown, and for tests of takeover.
+    pub fn stop_heartbeat(&self) {
+        self.inner.heartbeat.cancel();
+    }
+
+    /// The fencing epoch this store holds for a run, if it holds the run's lease.
+    pub fn held_epoch(&self, run_id: &str) -> Option<i64> {
+        self.inner.held.lock().get(run_id).map(|h| h.epoch)
+    }
+
+    fn err(&self, what: &str, e: sqlx::Error) -> WorldError {
+        db::error(&self.inner.server, what, e)
+    }
+
+    fn cache_put(&self, run_id: &str, next_seq: i64, state: Arc<WorkflowState>) {
+        let mut cache = self.inner.cache.lock();
+        if state.status.is_terminal() {
+            cache.remove(run_id);
+            return;
+        }
+        if cache.len() >= CACHE_LIMIT && !cache.contains_key(run_id) {
+            // Forget an arbitrary half: a forgotten state is rebuilt from its events.
+            let drop: Vec<String> = cache.keys().step_by(2).cloned().collect();
+            for key in drop {
+                cache.remove(&key);
+            }
+        }
+        cache.insert(run_id.to_owned(), Cached { next_seq, state });
+    }
+
+    fn cache_get(&self, run_id: &str, next_seq: i64) -> Option<Arc<WorkflowState>> {
+        let cache = self.inner.cache.lock();
+        cache
+            .get(run_id)
+            .filter(|c| c.next_seq == next_seq)
+            .map(|c| c.state.clone())
+    }
+
+    /// Wakes this process's readers of the run's streams.
+    fn bump(&self, run_id: &str) {
+        let mut signals = self.inner.signals.lock();
+        if let Some(tx) = signals.get(run_id) {
+            if tx.receiver_count() == 0 {
+                signals.remove(run_id);
+            } else {
+                tx.send_modify(|v| *v += 1);
+            }
+        }
+    }
+}
+
+/// The URL without its password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme), Some(at)) if at > scheme => {
+            let userinfo = &url[scheme + 3..at];
+            match userinfo.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_in_messages_hide_the_password() {
+        assert_eq!(
+            redact("postgres://app:s3cret@db:5432/x"),
+            "postgres://app:***@db:5432/x"
+        );
+        assert_eq!(redact("postgres://app@db/x"), "postgres://app@db/x");
+    }
+
+    #[tokio::test]
+    async fn bad_options_are_refused_before_connecting() {
+        let err = PostgresStore::connect("not a url", PostgresOptions::default())
+            .await
+            .unwrap_err();
+        assert_eq!(err.kind(), worlds_engine::ErrorKind::InvalidInput);
+        let err = PostgresStore::connect(
+            "postgres://localhost/x",
+            PostgresOptions {
+                schema: "Bad-Name".into(),
+                ..PostgresOptions::default()
+            },
+        )
+        .await
+        .unwrap_err();
+        assert!(err.to_string().contains("Bad-Name"), "{err}");
+    }
+}

@@ -1,0 +1,307 @@
+//! [`StepStore`] and [`HookStore`]: lookups by id through the `steps` and `hooks` tables, and
+//! pages over a run's materialized state.
+
+use std::str::FromStr;
+
+use async_trait::async_trait;
+use sqlx::Row;
+use worlds_engine::model::{ActivityState, ListQuery, Page, SortOrder};
+use worlds_engine::store::{HookRecord, HookRef, HookStore, StepRecord, StepStore};
+use worlds_engine::{HookStatus, ResolveData, WorkflowState, WorldError};
+
+use crate::db::from_json;
+use crate::PostgresStore;
+
+/// Page size when a query sets no limit.
+pub(crate) const DEFAULT_PAGE: usize = 100;
+
+/// The cursor of a list keyed by a number (a `seq`, a position).
+pub(crate) fn number_cursor<T: FromStr>(query: &ListQuery) -> Result<Option<T>, WorldError> {
+    query
+        .cursor
+        .as_deref()
+        .map(|c| c.parse::<T>().map_err(|_| bad_cursor(c)))
+        .transpose()
+}
+
+pub(crate) fn bad_cursor(cursor: &str) -> WorldError {
+    WorldError::InvalidInput {
+        field: "cursor".into(),
+        message: format!(
+            "'{cursor}' is not a cursor of this list; pass the `cursor` of its previous page"
+        ),
+    }
+}
+
+/// One page of `items` (in ascending key order): those past `after` in the query's order.
+fn page<T, K: Ord>(
+    mut items: Vec<T>,
+    key: impl Fn(&T) -> K,
+    after: Option<K>,
+    render: impl Fn(&T) -> String,
+    query: &ListQuery,
+) -> Page<T> {
+    if query.order == SortOrder::Descending {
+        items.reverse();
+    }
+    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+    let mut data: Vec<T> = items
+        .into_iter()
+        .filter(|item| {
+            after.as_ref().is_none_or(|after| match query.order {
+                SortOrder::Ascending => key(item) > *after,
+                SortOrder::Descending => key(item) < *after,
+            })
+        })
+        .take(limit.saturating_add(1))
+        .collect();
+    let has_more = data.len() > limit;
+    data.truncate(limit);
+    let cursor = if has_more {
+        data.last().map(render)
+    } else {
+        None
+    };
+    Page {
+        data,
+        cursor,
+        has_more,
+    }
+}
+
+fn step_view(step: &ActivityState, resolve: ResolveData) -> ActivityState {
+    let mut copy = step.clone();
+    if resolve == ResolveData::None {
+        copy.input = None;
+        copy.output = None;
+    }
+    copy
+}
+
+impl PostgresStore {
+    /// The materialized state of a run (by run id), if it exists.
+    pub(crate) async fn load_state(
+        &self,
+        run_id: &str,
+    ) -> Result<Option<WorkflowState>, WorldError> {
+        let text: Option<String> = sqlx::query_scalar("SELECT state FROM runs WHERE run_id = $1")
+            .bind(run_id)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(|e| self.err("reading a run", e))?;
+        text.map(|t| from_json("run state", &t)).transpose()
+    }
+
+    /// The run (id) a step or hook id was recorded in.
+    async fn owner_of(&self, sql: &'static str, id: &str) -> Result<Option<String>, WorldError> {
+        sqlx::query_scalar(sql)
+            .bind(id)
+            .fetch_optional(&self.inner.pool)
+            .await
+            .map_err(|e| self.err("looking up an id", e))
+    }
+}
+
+#[async_trait]
+impl StepStore for PostgresStore {
+    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
+        self.load_state(run_id)
+            .await?
+            .and_then(|state| state.activity(position).cloned())
+            .ok_or_else(|| WorldError::NotFound {
+                what: "activity",
+                id: format!("{run_id}#{position}"),
+            })
+    }
+
+    async fn get_step(
+        &self,
+        step_id: &str,
+        resolve: ResolveData,
+    ) -> Result<StepRecord, WorldError> {
+        let not_found = || WorldError::NotFound {
+            what: "step",
+            id: step_id.to_owned(),
+        };
+        let run_id = self
+            .owner_of("SELECT run_id FROM steps WHERE step_id = $1", step_id)
+            .await?
+            .ok_or_else(not_found)?;
+        let state = self.load_state(&run_id).await?.ok_or_else(not_found)?;
+        let step = state
+            .activities
+            .iter()
+            .find(|a| a.id == step_id)
+            .ok_or_else(not_found)?;
+        Ok(StepRecord {
+            run_id,
+            step: step_view(step, resolve),
+        })
+    }
+
+    async fn list_steps(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<ActivityState>, WorldError> {
+        let after = number_cursor::<u32>(query)?;
+        let state = self
+            .load_state(run_id)
+            .await?
+            .ok_or_else(|| WorldError::NotFound {
+                what: "run",
+                id: run_id.to_owned(),
+            })?;
+        let found = page(
+            state.activities.iter().collect(),
+            |a| a.position,
+            after,
+            |a| a.position.to_string(),
+            query,
+        );
+        Ok(Page {
+            data: found
+                .data
+                .into_iter()
+                .map(|a| step_view(a, query.resolve_data))
+                .collect(),
+            cursor: found.cursor,
+            has_more: found.has_more,
+        })
+    }
+}
+
+#[async_trait]
+impl HookStore for PostgresStore {
+    async fn find_hook(&self, token_digest: &str) -> Result<Option<HookRef>, WorldError> {
+        // The waiting holder if any, else the newest hook of an unfinished run that had it.
+        let row = sqlx::query(
+            "SELECT run_id, position FROM hooks WHERE token_digest = $1 AND NOT run_over
+             ORDER BY live DESC, created DESC LIMIT 1",
+        )
+        .bind(token_digest)
+        .fetch_optional(&self.inner.pool)
+        .await
+        .map_err(|e| self.err("finding a hook by token", e))?;
+        Ok(row.map(|row| HookRef {
+            run_id: row.get(0),
+            position: u32::try_from(row.get::<i32, _>(1)).unwrap_or(0),
+        }))
+    }
+
+    async fn get_hook(&self, hook_id: &str) -> Result<HookRecord, WorldError> {
+        let not_found = || WorldError::NotFound {
+            what: "hook",
+            id: hook_id.to_owned(),
+        };
+        let run_id = self
+            .owner_of("SELECT run_id FROM hooks WHERE hook_id = $1", hook_id)
+            .await?
+            .ok_or_else(not_found)?;
+        let state = self.load_state(&run_id).await?.ok_or_else(not_found)?;
+        let hook = state
+            .hooks
+            .iter()
+            .find(|h| h.id == hook_id)
+            .cloned()
+            .ok_or_else(not_found)?;
+        Ok(HookRecord { run_id, hook })
+    }
+
+    async fn list_run_hooks(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<HookRecord>, WorldError> {
+        let after = number_cursor::<u32>(query)?;
+        let state = self
+            .load_state(run_id)
+            .await?
+            .ok_or_else(|| WorldError::NotFound {
+                what: "run",
+                id: run_id.to_owned(),
+            })?;
+        let mut items: Vec<_> = state.hooks.iter().collect();
+        items.sort_by_key(|h| h.position);
+        let found = page(
+            items,
+            |h| h.position,
+            after,
+            |h| h.position.to_string(),
+            query,
+        );
+        Ok(Page {
+            data: found
+                .data
+                .into_iter()
+                .map(|hook| HookRecord {
+                    run_id: state.id.clone(),
+                    hook: hook.clone(),
+                })
+                .collect(),
+            cursor: found.cursor,
+            has_more: found.has_more,
+        })
+    }
+
+    async fn list_waiting_hooks(&self, query: &ListQuery) -> Result<Page<HookRecord>, WorldError> {
+        let after = query
+            .cursor
+            .as_deref()
+            .map(|c| {
+                let (run_id, position) = c.rsplit_once('#').ok_or_else(|| bad_cursor(c))?;
+                let position = position.parse::<u32>().map_err(|_| bad_cursor(c))?;
+                Ok::<_, WorldError>((run_id.to_owned(), i64::from(position)))
+            })
+            .transpose()?;
+        let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+        let sql = match query.order {
+            SortOrder::Ascending => {
+                "SELECT run_id, position FROM hooks WHERE live
+                 AND ($1::text IS NULL OR (run_id, position::bigint) > ($1::text COLLATE \"C\", $2::bigint))
+                 ORDER BY run_id, position LIMIT $3"
+            }
+            SortOrder::Descending => {
+                "SELECT run_id, position FROM hooks WHERE live
+                 AND ($1::text IS NULL OR (run_id, position::bigint) < ($1::text COLLATE \"C\", $2::bigint))
+                 ORDER BY run_id DESC, position DESC LIMIT $3"
+            }
+        };
+        let rows = sqlx::query(sql)
+            .bind(after.as_ref().map(|(r, _)| r.as_str()))
+            .bind(after.as_ref().map(|(_, p)| *p))
+            .bind(i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1))
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(|e| self.err("listing waiting hooks", e))?;
+        let mut data = Vec::with_capacity(rows.len());
+        for row in rows {
+            let run_id: String = row.get(0);
+            let position = u32::try_from(row.get::<i32, _>(1)).unwrap_or(0);
+            if let Some(state) = self.load_state(&run_id).await? {
+                if let Some(hook) = state
+                    .hook(position)
+                    .filter(|h| h.status == HookStatus::Waiting)
+                {
+                    data.push(HookRecord {
+                        run_id,
+                        hook: hook.clone(),
+                    });
+                }
+            }
+        }
+        let has_more = data.len() > limit;
+        data.truncate(limit);
+        let cursor = if has_more {
+            data.last()
+                .map(|h| format!("{}#{}", h.run_id, h.hook.position))
+        } else {
+            None
+        };
+        Ok(Page {
+            data,
+            cursor,
+            has_more,
+        })
+    }
+}

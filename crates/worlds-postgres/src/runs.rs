@@ -1,0 +1,256 @@
+//! [`RunStore`] and [`IdempotencyStore`]: creating runs (leased to this store at once),
+//! reading and listing them, and idempotency keys.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use sqlx::{PgConnection, Postgres, QueryBuilder};
+use worlds_engine::clock::Millis;
+use worlds_engine::model::{Page, RunStatus, WorkflowQueryFilter};
+use worlds_engine::store::{IdempotencyStore, RunStore};
+use worlds_engine::{Event, ResolveData, WorkflowState, WorldError};
+
+use crate::db::{from_json, to_json, unique_violation};
+use crate::{Held, PostgresStore};
+
+/// Default page size of `list_runs` when the filter sets no limit.
+const DEFAULT_RUN_PAGE: usize = 100;
+
+impl PostgresStore {
+    /// Creates a run on `conn` (its first event and its row, leased to this store).
+    async fn insert_run(
+        &self,
+        conn: &mut PgConnection,
+        mut first: Event,
+    ) -> Result<(), WorldError> {
+        first.seq = 0;
+        let state = WorkflowState::from_first_event(&first)?;
+        let body = to_json("event", &first)?;
+        let state_json = to_json("run state", &state)?;
+        let inserted = sqlx::query(
+            "WITH run AS (
+                 INSERT INTO runs (run_id, workflow_id, name, status, finished, parent_id,
+                     idempotency_key, created_at, next_seq, state, owner, epoch, last_writer)
+                 VALUES ($1, $2, $3, $4, false, $5, $6, $7, 1, $8, $9, 1, $9)
+                 RETURNING run_id
+             )
+             INSERT INTO events (run_id, seq, correlation_id, body)
+             SELECT run_id, 0, NULL, $10 FROM run",
+        )
+        .bind(&state.id)
+        .bind(state.workflow_id.as_bytes())
+        .bind(state.name.as_bytes())
+        .bind(state.status.as_str())
+        .bind(&state.parent_id)
+        .bind(state.idempotency_key.as_deref().map(str::as_bytes))
+        .bind(state.created_at)
+        .bind(&state_json)
+        .bind(&self.inner.member_id)
+        .bind(&body)
+        .execute(&mut *conn)
+        .await;
+        if let Err(e) = inserted {
+            return Err(match unique_violation(&e) {
+                Some(constraint) if constraint.contains("workflow_id") => {
+                    let holder: Option<String> =
+                        sqlx::query_scalar("SELECT run_id FROM runs WHERE workflow_id = $1")
+                            .bind(state.workflow_id.as_bytes())
+                            .fetch_optional(&self.inner.pool)
+                            .await
+                            .ok()
+                            .flatten();
+                    WorldError::Conflict {
+                        message: format!(
+                            "workflow id '{}' is already used by run {}; workflow ids must be unique",
+                            state.workflow_id,
+                            holder.unwrap_or_else(|| "(another run)".into())
+                        ),
+                    }
+                }
+                Some(_) => WorldError::Conflict {
+                    message: format!("a run with id {} already exists", state.id),
+                },
+                None => self.err("creating a run", e),
+            });
+        }
+        self.inner.held.lock().insert(
+            state.id.clone(),
+            Held {
+                epoch: 1,
+                seen_seq: 1,
+            },
+        );
+        let run_id = state.id.clone();
+        self.cache_put(&run_id, 1, Arc::new(state));
+        Ok(())
+    }
+
+    async fn newest_with_key(
+        &self,
+        conn: &mut PgConnection,
+        key: &str,
+        since: Millis,
+    ) -> Result<Option<String>, WorldError> {
+        sqlx::query_scalar(
+            "SELECT run_id FROM runs WHERE idempotency_key = $1 AND created_at >= $2
+             ORDER BY created_at DESC, run_id DESC LIMIT 1",
+        )
+        .bind(key.as_bytes())
+        .bind(since)
+        .fetch_optional(&mut *conn)
+        .await
+        .map_err(|e| self.err("finding an idempotency key", e))
+    }
+}
+
+#[async_trait]
+impl RunStore for PostgresStore {
+    async fn create_run(&self, first: Event) -> Result<(), WorldError> {
+        let mut conn = self
+            .inner
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| self.err("creating a run", e))?;
+        self.insert_run(&mut conn, first).await
+    }
+
+    async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
+        let text: Option<String> = sqlx::query_scalar(
+            "SELECT state FROM runs WHERE run_id = $1 OR workflow_id = $2
+             ORDER BY (run_id = $1) DESC LIMIT 1",
+        )
+        // A run id never holds NUL, which a text parameter cannot carry; a workflow id may.
+        .bind((!id.contains('\0')).then_some(id))
+        .bind(id.as_bytes())
+        .fetch_optional(&self.inner.pool)
+        .await
+        .map_err(|e| self.err("reading a run", e))?;
+        let text = text.ok_or_else(|| WorldError::NotFound {
+            what: "run",
+            id: id.to_owned(),
+        })?;
+        let state: WorkflowState = from_json("run state", &text)?;
+        Ok(state.view(resolve))
+    }
+
+    async fn list_runs(
+        &self,
+        filter: &WorkflowQueryFilter,
+    ) -> Result<Page<WorkflowState>, WorldError> {
+        let limit = filter.limit.unwrap_or(DEFAULT_RUN_PAGE);
+        let offset = filter.offset.unwrap_or(0);
+        let mut q: QueryBuilder<Postgres> = QueryBuilder::new("SELECT state FROM runs WHERE true");
+        if let Some(status) = &filter.status {
+            let statuses: Vec<&str> = RunStatus::ALL
+                .into_iter()
+                .filter(|s| status.matches(*s))
+                .map(RunStatus::as_str)
+                .collect();
+            q.push(" AND status = ANY(").push_bind(statuses).push(")");
+        }
+        if let Some(name) = &filter.workflow_name {
+            q.push(" AND name = ").push_bind(name.as_bytes().to_vec());
+        }
+        if let Some(parent) = &filter.parent_id {
+            q.push(" AND parent_id = ").push_bind(parent.clone());
+        }
+        if let Some(after) = filter.started_after {
+            q.push(" AND created_at >= ").push_bind(after);
+        }
+        if let Some(before) = filter.started_before {
+            q.push(" AND created_at < ").push_bind(before);
+        }
+        if let Some(quarantined) = filter.quarantined {
+            q.push(" AND quarantined = ").push_bind(quarantined);
+        }
+        if let Some(cursor) = &filter.cursor {
+            q.push(" AND run_id < ").push_bind(cursor.clone());
+        }
+        q.push(" ORDER BY run_id DESC OFFSET ")
+            .push_bind(i64::try_from(offset).unwrap_or(i64::MAX))
+            .push(" LIMIT ")
+            .push_bind(i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1));
+        let rows: Vec<String> = q
+            .build_query_scalar()
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(|e| self.err("listing runs", e))?;
+        let mut data = rows
+            .iter()
+            .map(|t| {
+                from_json::<WorkflowState>("run state", t).map(|s| s.view(filter.resolve_data))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let has_more = data.len() > limit;
+        data.truncate(limit);
+        let cursor = if has_more {
+            data.last().map(|s| s.id.clone())
+        } else {
+            None
+        };
+        Ok(Page {
+            data,
+            cursor,
+            has_more,
+        })
+    }
+
+    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {
+        sqlx::query_scalar("SELECT run_id FROM runs WHERE NOT finished ORDER BY run_id")
+            .fetch_all(&self.inner.pool)
+            .await
+            .map_err(|e| self.err("listing unfinished runs", e))
+    }
+}
+
+#[async_trait]
+impl IdempotencyStore for PostgresStore {
+    async fn find_by_idempotency_key(
+        &self,
+        key: &str,
+        since: Millis,
+    ) -> Result<Option<String>, WorldError> {
+        let mut conn = self
+            .inner
+            .pool
+            .acquire()
+            .await
+            .map_err(|e| self.err("finding an idempotency key", e))?;
+        self.newest_with_key(&mut conn, key, since).await
+    }
+
+    /// One transaction under a lock on the key, so two processes starting one key at once
+    /// create one run.
+    async fn create_run_once(
+        &self,
+        first: Event,
+        since: Millis,
+    ) -> Result<Option<String>, WorldError> {
+        let Some(key) = first.kind.idempotency_key().map(str::to_owned) else {
+            return self.create_run(first).await.map(|()| None);
+        };
+        let mut tx = self
+            .inner
+            .pool
+            .begin()
+            .await
+            .map_err(|e| self.err("creating a run", e))?;
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+            .bind(format!("worlds-engine key {} {key}", self.inner.schema))
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| self.err("locking an idempotency key", e))?;
+        if let Some(existing) = self.newest_with_key(&mut tx, &key, since).await? {
+            return Ok(Some(existing));
+        }
+        let run_id = first.run_id.clone();
+        self.insert_run(&mut tx, first).await?;
+        if let Err(e) = tx.commit().await {
+            self.inner.held.lock().remove(&run_id);
+            self.inner.cache.lock().remove(&run_id);
+            return Err(self.err("committing a run", e));
+        }
+        Ok(None)
+    }
+}

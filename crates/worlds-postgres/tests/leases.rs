@@ -1,0 +1,329 @@
+//! Leases and fencing between two stores on one schema: one claim per run, takeover after a
+//! lapsed heartbeat with a higher epoch, the old holder's append refused; concurrent appends.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::json;
+use worlds_engine::clock::VirtualClock;
+use worlds_engine::ids::IdGenerator;
+use worlds_engine::model::{QueuedRun, EVENT_FORMAT_VERSION};
+use worlds_engine::store::{EventStore, LeaseStore, RunStore};
+use worlds_engine::{ErrorKind, Event, EventKind, Payload, WorldError};
+use worlds_postgres::{PostgresOptions, PostgresStore};
+
+/// Two stores on a fresh schema (dropped at the end), with a short lease.
+struct Pair {
+    schema: String,
+    a: PostgresStore,
+    b: PostgresStore,
+    ids: IdGenerator,
+}
+
+impl Pair {
+    async fn new(lease: Duration) -> Option<Self> {
+        if !common::database_up().await {
+            return None;
+        }
+        let schema = common::fresh_schema();
+        let options = PostgresOptions {
+            lease_duration: lease,
+            heartbeat_interval: Some(lease / 4),
+            ..common::options(&schema)
+        };
+        let a = common::store(&schema, options.clone()).await;
+        let b = common::store(&schema, options).await;
+        let ids = IdGenerator::new(Arc::new(VirtualClock::new(1_767_225_600_000)));
+        Some(Self { schema, a, b, ids })
+    }
+
+    fn event(&self, run_id: &str, kind: EventKind) -> Event {
+        Event {
+            id: self.ids.event_id(),
+            run_id: run_id.to_owned(),
+            seq: 0,
+            timestamp: 1_767_225_600_000,
+            version: EVENT_FORMAT_VERSION,
+            kind,
+        }
+    }
+
+    /// Creates a run through `store` (so leased to it) and starts it.
+    async fn create(&self, store: &PostgresStore) -> String {
+        let id = self.ids.run_id();
+        let queued = EventKind::WorkflowQueued(Box::new(QueuedRun::new(
+            "lease".to_owned(),
+            id.clone(),
+            Payload::from(json!(null)),
+        )));
+        store.create_run(self.event(&id, queued)).await.unwrap();
+        store
+            .append(
+                &id,
+                vec![self.event(
+                    &id,
+                    EventKind::WorkflowStarted {
+                        attempt: 1,
+                        first_position: 0,
+                    },
+                )],
+            )
+            .await
+            .unwrap();
+        id
+    }
+
+    fn schedule(&self, run_id: &str, position: u32) -> Event {
+        self.event(
+            run_id,
+            EventKind::ActivityScheduled {
+                position,
+                activity_id: self.ids.step_id(),
+                name: "s".into(),
+                input: Payload::from(json!(position)),
+                options: None,
+                inline: false,
+            },
+        )
+    }
+
+    async fn finish(self) {
+        self.a.stop_heartbeat();
+        self.b.stop_heartbeat();
+        self.a.pool().close().await;
+        self.b.pool().close().await;
+        common::drop_schema(&self.schema).await;
+    }
+}
+
+fn any(_: &str) -> bool {
+    true
+}
+
+#[tokio::test]
+async fn only_one_store_claims_an_unowned_run_and_the_creator_holds_its_runs() {
+    let Some(pair) = Pair::new(Duration::from_secs(30)).await else {
+        return;
+    };
+    let own = pair.create(&pair.a).await;
+    assert_eq!(pair.a.held_epoch(&own), Some(1));
+    // Held by a live member: nobody claims it.
+    assert!(pair.b.claim_runs(&any).await.unwrap().is_empty());
+    assert!(pair.a.claim_runs(&any).await.unwrap().is_empty());
+
+    // A run nobody holds: both claim at once, one gets it.
+    let free = pair.create(&pair.a).await;
+    sqlx::query("UPDATE runs SET owner = NULL WHERE run_id = $1")
+        .bind(&free)
+        .execute(pair.a.pool())
+        .await
+        .unwrap();
+    let (by_a, by_b) = tokio::join!(pair.a.claim_runs(&any), pair.b.claim_runs(&any));
+    let (by_a, by_b) = (by_a.unwrap(), by_b.unwrap());
+    assert_eq!(by_a.len() + by_b.len(), 1, "{by_a:?} {by_b:?}");
+    let winner = if by_a.is_empty() { &pair.b } else { &pair.a };
+    assert_eq!(
+        winner.held_epoch(&free),
+        Some(2),
+        "every acquisition bumps the epoch"
+    );
+    // A workflow this process cannot run is left alone.
+    sqlx::query("UPDATE runs SET owner = NULL WHERE run_id = $1")
+        .bind(&free)
+        .execute(pair.a.pool())
+        .await
+        .unwrap();
+    assert!(pair
+        .b
+        .claim_runs(&|_: &str| false)
+        .await
+        .unwrap()
+        .is_empty());
+    pair.finish().await;
+}
+
+#[tokio::test]
+async fn a_lapsed_holder_is_taken_over_and_its_append_is_refused_with_lease_lost() {
+    let lease = Duration::from_millis(600);
+    let Some(pair) = Pair::new(lease).await else {
+        return;
+    };
+    let run = pair.create(&pair.a).await;
+    pair.a
+        .append(&run, vec![pair.schedule(&run, 0)])
+        .await
+        .unwrap();
+    // A keeps its lease while its heartbeat runs.
+    tokio::time::sleep(lease * 2).await;
+    assert!(pair.b.claim_runs(&any).await.unwrap().is_empty());
+
+    pair.a.stop_heartbeat();
+    tokio::time::sleep(lease + Duration::from_millis(400)).await;
+    assert_eq!(pair.b.claim_runs(&any).await.unwrap(), vec![run.clone()]);
+    let epoch_a = pair.a.held_epoch(&run).unwrap();
+    let epoch_b = pair.b.held_epoch(&run).unwrap();
+    assert!(epoch_b > epoch_a, "{epoch_b} > {epoch_a}");
+
+    let before = pair.b.history(&run, 0).await.unwrap().len();
+    let refused = pair.a.append(&run, vec![pair.schedule(&run, 1)]).await;
+    match refused {
+        Err(WorldError::LeaseLost { run_id }) => assert_eq!(run_id, run),
+        other => panic!("expected LeaseLost, got {other:?}"),
+    }
+    let err = WorldError::LeaseLost {
+        run_id: run.clone(),
+    };
+    assert_eq!(err.kind(), ErrorKind::Conflict);
+    assert_eq!(
+        pair.b.history(&run, 0).await.unwrap().len(),
+        before,
+        "nothing written"
+    );
+    assert_eq!(
+        pair.a.held_epoch(&run),
+        None,
+        "the old holder forgets the run"
+    );
+
+    // The new holder appends; the old one, writing as an outsider now, is not fenced, and the
+    // new holder sees that write as an external change.
+    pair.b
+        .append(&run, vec![pair.schedule(&run, 1)])
+        .await
+        .unwrap();
+    assert!(pair.b.external_changes().await.unwrap().is_empty());
+    pair.a
+        .append(&run, vec![pair.schedule(&run, 2)])
+        .await
+        .unwrap();
+    assert_eq!(pair.b.external_changes().await.unwrap(), vec![run.clone()]);
+    assert!(pair.b.external_changes().await.unwrap().is_empty());
+    pair.finish().await;
+}
+
+#[tokio::test]
+async fn concurrent_appends_never_share_a_seq_and_a_step_completes_once() {
+    let Some(pair) = Pair::new(Duration::from_secs(30)).await else {
+        return;
+    };
+    let run = pair.create(&pair.a).await;
+    pair.a
+        .append(
+            &run,
+            vec![
+                pair.schedule(&run, 0),
+                pair.event(
+                    &run,
+                    EventKind::ActivityStarted {
+                        position: 0,
+                        attempt: 1,
+                    },
+                ),
+            ],
+        )
+        .await
+        .unwrap();
+    let complete = |v: i64| {
+        pair.event(
+            &run,
+            EventKind::ActivityCompleted {
+                position: 0,
+                attempt: 1,
+                output: Payload::from(json!(v)),
+            },
+        )
+    };
+    // Two stores record the same step's completion at once: exactly one lands.
+    let (one, two) = tokio::join!(
+        pair.a.append(&run, vec![complete(1)]),
+        pair.b.append(&run, vec![complete(2)])
+    );
+    assert_eq!(
+        usize::from(one.is_ok()) + usize::from(two.is_ok()),
+        1,
+        "{one:?} {two:?}"
+    );
+    let refused = if one.is_ok() { two } else { one };
+    assert_eq!(refused.unwrap_err().kind(), ErrorKind::Conflict);
+
+    // Many concurrent appends from both stores: dense, distinct seqs.
+    let mut tasks = Vec::new();
+    for i in 1..=20u32 {
+        let store = if i % 2 == 0 {
+            pair.a.clone()
+        } else {
+            pair.b.clone()
+        };
+        let event = pair.schedule(&run, i);
+        let run = run.clone();
+        tasks.push(tokio::spawn(async move {
+            store.append(&run, vec![event]).await
+        }));
+    }
+    let mut seqs = Vec::new();
+    for task in tasks {
+        seqs.push(task.await.unwrap().unwrap().events[0].seq);
+    }
+    seqs.sort_unstable();
+    seqs.dedup();
+    assert_eq!(seqs.len(), 20);
+    let history = pair.a.history(&run, 0).await.unwrap();
+    let all: Vec<u64> = history.iter().map(|e| e.seq).collect();
+    assert_eq!(all, (0..history.len() as u64).collect::<Vec<_>>());
+
+    // The database itself refuses a second event at a taken position.
+    let dup = sqlx::query("INSERT INTO events (run_id, seq, body) VALUES ($1, 0, '{}')")
+        .bind(&run)
+        .execute(pair.a.pool())
+        .await;
+    assert!(dup.is_err());
+    pair.finish().await;
+}
+
+#[tokio::test]
+async fn an_unreachable_server_is_reported_with_host_and_port_quickly() {
+    let started = std::time::Instant::now();
+    let err = PostgresStore::connect(
+        "postgres://postgres@127.0.0.1:1/test",
+        PostgresOptions {
+            connect_timeout: Duration::from_secs(2),
+            ..PostgresOptions::default()
+        },
+    )
+    .await
+    .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5));
+    assert_eq!(err.kind(), ErrorKind::Unavailable);
+    assert!(err.to_string().contains("127.0.0.1:1"), "{err}");
+}
+
+#[tokio::test]
+async fn a_schema_from_a_newer_build_is_refused_naming_both_versions() {
+    if !common::database_up().await {
+        return;
+    }
+    let schema = common::fresh_schema();
+    let store = common::store(&schema, common::options(&schema)).await;
+    sqlx::query(
+        "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
+         VALUES (99, 'future', true, '\\x00', 0)",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    store.stop_heartbeat();
+    store.pool().close().await;
+    let err = PostgresStore::connect(&common::url(), common::options(&schema))
+        .await
+        .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("99")
+            && text.contains(&format!("version {}", worlds_postgres::SCHEMA_VERSION)),
+        "{text}"
+    );
+    assert_eq!(err.kind(), ErrorKind::Unsupported);
+    common::drop_schema(&schema).await;
+}

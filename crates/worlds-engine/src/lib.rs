@@ -120,7 +120,8 @@ mod worker;
 mod world;
 
 pub use config::{
-    default_data_dir, HookSecret, Persistence, WorldConfig, DATA_DIR_ENV, DEFAULT_DATA_DIR,
+    default_data_dir, redact_url, DatabaseConfig, HookSecret, Persistence, WorldConfig,
+    DATABASE_URL_ENV, DATA_DIR_ENV, DEFAULT_DATA_DIR,
 };
 pub use engine::activity::ActivityContext;
 pub use engine::context::{CommandFuture, WorkflowContext, WorkflowMetadata};

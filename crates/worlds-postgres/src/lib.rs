@@ -56,6 +56,7 @@ mod runs;
 mod schedules;
 mod streams;
 mod timers;
+mod world;
 
 use std::str::FromStr;
 use std::sync::Arc;
@@ -70,6 +71,7 @@ use tokio_util::sync::CancellationToken;
 use worlds_engine::{WorkflowState, WorldError};
 
 pub use migrate::SCHEMA_VERSION;
+pub use world::{open, open_with_clock};
 
 /// Options of [`PostgresStore::connect`].
 #[derive(Debug, Clone)]
@@ -248,7 +250,7 @@ impl PostgresStore {
         self.inner.held.lock().get(run_id).map(|h| h.epoch)
     }
 
-    fn err(&self, what: &str, e: sqlx::Error) -> WorldError {
+    pub(crate) fn err(&self, what: &str, e: sqlx::Error) -> WorldError {
         db::error(&self.inner.server, what, e)
     }
 

@@ -11,11 +11,17 @@ use worlds_engine::WorldError;
 use crate::PostgresOptions;
 
 /// The migrations, in order: (version, description, SQL).
-const MIGRATIONS: &[(i64, &str, &str)] =
-    &[(1, "initial", include_str!("../migrations/0001_initial.sql"))];
+const MIGRATIONS: &[(i64, &str, &str)] = &[
+    (1, "initial", include_str!("../migrations/0001_initial.sql")),
+    (
+        2,
+        "settings",
+        include_str!("../migrations/0002_settings.sql"),
+    ),
+];
 
 /// The schema version this build creates and knows: the newest embedded migration.
-pub const SCHEMA_VERSION: i64 = 1;
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// Refuses a schema name that is not a plain lower-case identifier.
 pub(crate) fn check_schema_name(schema: &str) -> Result<(), WorldError> {

@@ -48,6 +48,7 @@ fn storage(args: &DevArgs, persistence: Persistence) -> String {
         Persistence::Memory => "memory storage (nothing is kept)".to_owned(),
         Persistence::File => format!("file storage in {}", args.dir.display()),
         Persistence::Hybrid => format!("hybrid storage in {}", args.dir.display()),
+        Persistence::Postgres => "PostgreSQL storage".to_owned(),
     }
 }
 

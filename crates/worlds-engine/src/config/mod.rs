@@ -4,9 +4,11 @@
 //! endpoint): it depends only on plain data types (durations, retry policies, the failure
 //! strategy, errors), so reading the configuration never ties a part to the world above it.
 
+mod database;
 mod logs;
 mod webhook_server;
 
+pub use database::{redact_url, DatabaseConfig, DATABASE_URL_ENV};
 pub use logs::{LogLevel, LogsConfig, UnknownName};
 pub use webhook_server::WebhookServerOptions;
 
@@ -53,6 +55,17 @@ pub enum Persistence {
     /// Memory for reads, a write-ahead log on disk for durability.
     #[default]
     Hybrid,
+    /// A PostgreSQL database shared by every process of the world, on any number of hosts
+    /// ([`WorldConfig::database`] says where). Opened by the `worlds-postgres` crate:
+    /// `worlds_postgres::open(config).await`.
+    Postgres,
+}
+
+impl Persistence {
+    /// True for the backends kept in a directory (`File`, `Hybrid`).
+    pub fn uses_directory(self) -> bool {
+        matches!(self, Persistence::File | Persistence::Hybrid)
+    }
 }
 
 /// Everything a world can be configured with. `WorldConfig::default()` gives the documented
@@ -180,6 +193,8 @@ pub struct WorldConfig {
     /// `shutdown_grace` for requests in progress.
     #[serde(alias = "webhookServer")]
     pub webhook_server: WebhookServerOptions,
+    /// The database of a [`Persistence::Postgres`] world.
+    pub database: DatabaseConfig,
 }
 
 /// A secret that never shows in `Debug` output.
@@ -223,6 +238,7 @@ impl Default for WorldConfig {
             idempotency_ttl: Dur(Duration::from_secs(5)),
             logs: Default::default(),
             webhook_server: Default::default(),
+            database: Default::default(),
         }
     }
 }
@@ -232,6 +248,19 @@ impl WorldConfig {
     pub fn memory() -> Self {
         Self {
             persistence: Persistence::Memory,
+            ..Self::default()
+        }
+    }
+
+    /// The defaults, on the PostgreSQL database at `url` (open the world with
+    /// `worlds_postgres::open(config).await`).
+    pub fn postgres(url: impl Into<String>) -> Self {
+        Self {
+            persistence: Persistence::Postgres,
+            database: DatabaseConfig {
+                url: Some(url.into()),
+                ..DatabaseConfig::default()
+            },
             ..Self::default()
         }
     }

@@ -97,7 +97,11 @@ impl Engine {
                         );
                         return Ok(Next::Compensate);
                     }
-                    Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {}
+                    Err(
+                        WorldError::Conflict { .. }
+                        | WorldError::InvalidTransition { .. }
+                        | WorldError::LeaseLost { .. },
+                    ) => {}
                     Err(e) => return Err(e),
                 }
             }
@@ -155,9 +159,11 @@ impl Engine {
         };
         match self.journal.append(run_id, vec![retry]).await {
             Ok(_) => {}
-            Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
-                return Ok(())
-            }
+            Err(
+                WorldError::Conflict { .. }
+                | WorldError::InvalidTransition { .. }
+                | WorldError::LeaseLost { .. },
+            ) => return Ok(()),
             Err(e) => return Err(e),
         }
         self.runs.abandon_attempt(run_id);
@@ -326,7 +332,11 @@ impl Engine {
                 Ok(())
             }
             // Cancelled (or otherwise finished) while the code ran: that outcome stands.
-            Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => Ok(()),
+            Err(
+                WorldError::Conflict { .. }
+                | WorldError::InvalidTransition { .. }
+                | WorldError::LeaseLost { .. },
+            ) => Ok(()),
             Err(e) => Err(e),
         }
     }

@@ -440,7 +440,11 @@ impl Engine {
                 recorded_hooks.extend(appended.events);
                 recorded_hooks
             }
-            Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
+            Err(
+                WorldError::Conflict { .. }
+                | WorldError::InvalidTransition { .. }
+                | WorldError::LeaseLost { .. },
+            ) => {
                 // The run finished (was cancelled) under us.
                 return Ok(None);
             }

@@ -92,9 +92,11 @@ impl Hooks {
             Err(WorldError::Conflict { .. }) if !held && self.run_is_active(run_id).await? => {
                 self.journal.append(run_id, vec![conflict]).await?
             }
-            Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
-                return Ok(None)
-            }
+            Err(
+                WorldError::Conflict { .. }
+                | WorldError::InvalidTransition { .. }
+                | WorldError::LeaseLost { .. },
+            ) => return Ok(None),
             Err(e) => return Err(e),
         };
         let was_created = appended

@@ -12,7 +12,8 @@
 //! [`wait_durable`](Journal::wait_durable) waits for what was appended without waiting.
 //!
 //! The journal also owns the payload size limit, so what history accepts is checked in one
-//! place.
+//! place, and it notes the runs whose lease a shared store says this process lost
+//! ([`WorldError::LeaseLost`]): the engine lets go of them ([`take_lost`](Journal::take_lost)).
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -49,6 +50,8 @@ pub(crate) struct Journal {
     progress: Arc<Progress>,
     /// The largest payload (input, output, chunk) history accepts.
     max_payload_bytes: usize,
+    /// Runs another process took over, found by a refused append, for the engine to let go of.
+    lost: parking_lot::Mutex<Vec<String>>,
 }
 
 impl Journal {
@@ -66,7 +69,13 @@ impl Journal {
             metrics: MetricsRecorder::default(),
             progress,
             max_payload_bytes,
+            lost: parking_lot::Mutex::new(Vec::new()),
         }
+    }
+
+    /// The runs whose lease this process lost since the last call (each once).
+    pub(crate) fn take_lost(&self) -> Vec<String> {
+        std::mem::take(&mut *self.lost.lock())
     }
 
     /// The run counts kept from what was recorded.
@@ -150,9 +159,23 @@ impl Journal {
     ) -> Result<Appended, WorldError> {
         let events = kinds.into_iter().map(|k| self.event(run_id, k)).collect();
         let appended = match durability {
-            Durability::Synced => self.store.append(run_id, events).await?,
-            Durability::Written => self.store.append_written(run_id, events).await?,
-            Durability::Queued => self.store.append_nowait(run_id, events).await?,
+            Durability::Synced => self.store.append(run_id, events).await,
+            Durability::Written => self.store.append_written(run_id, events).await,
+            Durability::Queued => self.store.append_nowait(run_id, events).await,
+        };
+        let appended = match appended {
+            Ok(appended) => appended,
+            Err(WorldError::LeaseLost { run_id }) => {
+                tracing::warn!(
+                    run_id,
+                    "another process took this run over after this one's lease expired; letting go of it"
+                );
+                self.lost.lock().push(run_id.clone());
+                // Wake the loops that let go of it.
+                self.progress.changed.notify_waiters();
+                return Err(WorldError::LeaseLost { run_id });
+            }
+            Err(e) => return Err(e),
         };
         self.metrics.record(run_id, &appended.events);
         self.progress.epoch.fetch_add(1, Ordering::Relaxed);

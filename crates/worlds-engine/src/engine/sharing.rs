@@ -34,8 +34,11 @@ impl Engine {
         }
     }
 
-    /// One poll: external changes first, then takeovers.
+    /// One poll: runs this process lost first, then external changes, then takeovers.
     pub(crate) async fn share_tick(&self) -> Result<(), WorldError> {
+        for run_id in self.journal.take_lost() {
+            self.drop_lost(&run_id).await;
+        }
         for run_id in self.recovery.external_changes().await? {
             self.on_external_change(&run_id).await;
         }
@@ -43,6 +46,14 @@ impl Engine {
             self.recover().await?;
         }
         Ok(())
+    }
+
+    /// Another process took over a run this one drove (its lease had expired): forget the run
+    /// here without recording anything; the other process drives it from its history.
+    async fn drop_lost(&self, run_id: &str) {
+        self.local_steps.forget_run(run_id);
+        self.timers.forget_run(run_id).await;
+        self.runs.let_go(run_id, false);
     }
 
     /// Another process wrote to a run this one drives.

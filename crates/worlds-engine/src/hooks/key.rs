@@ -15,7 +15,7 @@
 
 use std::path::Path;
 
-use crate::config::{Persistence, WorldConfig};
+use crate::config::WorldConfig;
 use crate::error::WorldError;
 
 use super::HookKey;
@@ -61,7 +61,7 @@ pub(crate) fn resolve(
     }
     if let Some(path) = &config.hook_key_file {
         let key = read_key_file(path)?;
-        if config.persistence != Persistence::Memory && is_inside(path, &config.persistence_path) {
+        if config.persistence.uses_directory() && is_inside(path, &config.persistence_path) {
             tracing::warn!(
                 file = %path.display(),
                 dir = %config.persistence_path.display(),
@@ -70,7 +70,9 @@ pub(crate) fn resolve(
         }
         return Ok((key, KeySource::KeyFile));
     }
-    if config.persistence == Persistence::Memory {
+    if !config.persistence.uses_directory() {
+        // A PostgreSQL world is handed its key by the crate that opens it (kept in the
+        // database, the same for every process).
         return Ok((HookKey::random(), KeySource::Random));
     }
     let root = &config.persistence_path;
@@ -154,6 +156,7 @@ mod tests {
 
     use super::*;
     use crate::config::HookSecret;
+    use crate::config::Persistence;
 
     fn durable(dir: &Path) -> WorldConfig {
         WorldConfig {

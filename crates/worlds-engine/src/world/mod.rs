@@ -98,6 +98,11 @@ impl World {
             crate::Persistence::Memory => Arc::new(MemoryStore::new()),
             crate::Persistence::File => Arc::new(FileStore::open(&config.persistence_path)?),
             crate::Persistence::Hybrid => Arc::new(HybridStore::open(&config.persistence_path)?),
+            crate::Persistence::Postgres => {
+                return Err(WorldError::Unsupported(
+                    "a PostgreSQL world is opened by the worlds-postgres crate: add it to your dependencies and call `worlds_postgres::open(config).await` instead of `World::new`".to_owned(),
+                ))
+            }
         };
         let hook_kit = crate::hooks::HookKit::for_config(&config)?;
         Ok(World::assemble(config, clock, store, hook_kit))
@@ -214,7 +219,7 @@ impl World {
 
     /// The absolute path of the directory a file or hybrid world keeps its data in (from
     /// [`WorldConfig::persistence_path`], which a relative path resolves against the current
-    /// directory); `None` for a memory world. Starting logs it, with the number of unfinished
+    /// directory); `None` for a memory or PostgreSQL world. Starting logs it, with the number of unfinished
     /// runs resumed from it.
     ///
     /// ```
@@ -225,7 +230,7 @@ impl World {
     /// ```
     pub fn data_dir(&self) -> Option<std::path::PathBuf> {
         let config = self.engine.config();
-        if config.persistence == crate::Persistence::Memory {
+        if !config.persistence.uses_directory() {
             return None;
         }
         let path = &config.persistence_path;

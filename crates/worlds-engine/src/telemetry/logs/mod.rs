@@ -149,7 +149,9 @@ impl Logs {
     ) -> Arc<Logs> {
         let logs = &config.logs;
         let dir = logs.dir.clone().or_else(|| {
-            (config.persistence != crate::config::Persistence::Memory)
+            config
+                .persistence
+                .uses_directory()
                 .then(|| config.persistence_path.join("logs"))
         });
         let files = dir

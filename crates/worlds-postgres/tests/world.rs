@@ -1,0 +1,124 @@
+//! Worlds opened on PostgreSQL: workflows run end to end, and every member of a world shares
+//! its hook key.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use worlds_engine::prelude::*;
+use worlds_engine::HookSecret;
+
+fn config(schema: &str) -> WorldConfig {
+    let mut config = WorldConfig::postgres(common::url());
+    config.database.schema = schema.to_owned();
+    config.database.pool_size = 4;
+    config
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_world_runs_workflows_with_steps_on_postgres() {
+    if !common::database_up().await {
+        return;
+    }
+    let schema = common::fresh_schema();
+    let world = worlds_postgres::open(config(&schema)).await.unwrap();
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let double = activity("double", move |_ctx: ActivityContext, n: u64| {
+        let counted = counted.clone();
+        async move {
+            counted.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, StepError>(n * 2)
+        }
+    });
+    let step = double.clone();
+    let flow = workflow("twice", move |ctx: WorkflowContext, n: u64| {
+        let step = step.clone();
+        async move {
+            let once = ctx.run(&step, n).await?;
+            Ok::<_, WorkflowError>(ctx.run(&step, once).await?)
+        }
+    });
+    world.register(&double).unwrap();
+    world.register(&flow).unwrap();
+    world.start().await.unwrap();
+
+    let handle = world
+        .execute(&flow, 5, WorkflowOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(handle.result().await.unwrap(), 20);
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+    let state = handle.query().await.unwrap();
+    assert_eq!(state.status, RunStatus::Completed);
+    assert_eq!(world.data_dir(), None);
+
+    world.shutdown().await.unwrap();
+    common::drop_schema(&schema).await;
+}
+
+#[tokio::test]
+async fn every_member_derives_hook_tokens_from_one_key_kept_in_the_database() {
+    if !common::database_up().await {
+        return;
+    }
+    let schema = common::fresh_schema();
+    let first = worlds_postgres::open(config(&schema)).await.unwrap();
+    let second = worlds_postgres::open(config(&schema)).await.unwrap();
+    let a = first
+        .config()
+        .hook_secret
+        .clone()
+        .expect("a key from the database");
+    let b = second
+        .config()
+        .hook_secret
+        .clone()
+        .expect("a key from the database");
+    assert_eq!(a, b);
+    assert_eq!(a.0.len(), 64);
+
+    // A configured key wins over the database's.
+    let mut own = config(&schema);
+    own.hook_secret = Some(HookSecret("configured".to_owned()));
+    let third = worlds_postgres::open(own).await.unwrap();
+    assert_eq!(third.config().hook_secret.as_ref().unwrap().0, "configured");
+
+    drop((first, second, third));
+    common::drop_schema(&schema).await;
+}
+
+#[tokio::test]
+async fn opening_refuses_other_backends_and_a_missing_url() {
+    let err = worlds_postgres::open(WorldConfig::memory())
+        .await
+        .unwrap_err();
+    assert!(err.to_string().contains("WorldConfig::postgres"), "{err}");
+
+    let mut config = WorldConfig::postgres("");
+    config.database.url = None;
+    if std::env::var_os(worlds_engine::DATABASE_URL_ENV).is_none() {
+        let err = worlds_postgres::open(config).await.unwrap_err();
+        assert!(
+            err.to_string().contains("WORLDS_ENGINE_DATABASE_URL"),
+            "{err}"
+        );
+    }
+
+    let err = World::new(WorldConfig::postgres("postgres://x@127.0.0.1/y")).unwrap_err();
+    assert!(err.to_string().contains("worlds_postgres::open"), "{err}");
+}
+
+#[tokio::test]
+async fn an_unreachable_database_is_a_clear_error_naming_host_and_port() {
+    // Nothing listens on port 1.
+    let started = std::time::Instant::now();
+    let err = worlds_postgres::open(WorldConfig::postgres(
+        "postgres://postgres@127.0.0.1:1/test",
+    ))
+    .await
+    .unwrap_err();
+    assert!(err.to_string().contains("127.0.0.1:1"), "{err}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(30));
+}

@@ -20,6 +20,41 @@ const CLAIMABLE: &str = "NOT r.finished AND (r.owner IS NULL OR (r.owner <> $1 A
     SELECT 1 FROM members m WHERE m.member_id = r.owner
     AND m.heartbeat_at > now() - make_interval(secs => $2))))";
 
+/// Releases the leases of `member`'s unfinished runs and removes its member row, then tells
+/// the other processes there are runs to claim. The epoch is left as it is: the claimer bumps
+/// it.
+pub(crate) async fn release(
+    pool: &sqlx::PgPool,
+    member: &str,
+    channel: &str,
+) -> Result<(), sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let released: Vec<String> = sqlx::query_scalar(
+        "UPDATE runs SET owner = NULL WHERE owner = $1 AND NOT finished RETURNING run_id",
+    )
+    .bind(member)
+    .fetch_all(&mut *tx)
+    .await?;
+    sqlx::query("DELETE FROM members WHERE member_id = $1")
+        .bind(member)
+        .execute(&mut *tx)
+        .await?;
+    tx.commit().await?;
+    if let Some(run_id) = released.first() {
+        // After the commit, outside it: one hint is enough, the claimers scan.
+        sqlx::query("SELECT pg_notify($1, $2)")
+            .bind(channel)
+            .bind(crate::notify::payload(
+                member,
+                crate::notify::Change::Claimable,
+                run_id,
+            ))
+            .execute(pool)
+            .await?;
+    }
+    Ok(())
+}
+
 /// Renews this member's heartbeat every `interval` until the store is dropped or
 /// [`PostgresStore::stop_heartbeat`] is called.
 pub(crate) fn spawn_heartbeat(inner: &Arc<Inner>, interval: Duration) {
@@ -59,6 +94,23 @@ impl PostgresStore {
         .execute(&self.inner.pool)
         .await
         .map_err(|e| self.err("renewing the member heartbeat", e))?;
+        self.forget_dead_members().await
+    }
+
+    /// Deletes the rows of members whose heartbeat stopped longer ago than
+    /// [`PostgresOptions::forget_dead_members_after`](crate::PostgresOptions). Their runs were
+    /// claimable since their leases expired; a member that comes back writes its row again
+    /// and finds its runs taken over.
+    pub(crate) async fn forget_dead_members(&self) -> Result<(), WorldError> {
+        let after = self
+            .inner
+            .forget_dead_members_after
+            .max(self.inner.lease_duration);
+        sqlx::query("DELETE FROM members WHERE heartbeat_at < now() - make_interval(secs => $1)")
+            .bind(after.as_secs_f64())
+            .execute(&self.inner.pool)
+            .await
+            .map_err(|e| self.err("forgetting dead members", e))?;
         Ok(())
     }
 
@@ -71,6 +123,10 @@ impl PostgresStore {
 impl LeaseStore for PostgresStore {
     fn is_shared(&self) -> bool {
         true
+    }
+
+    fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
+        Some(self.inner.changes.clone())
     }
 
     async fn claim_runs(

@@ -20,13 +20,26 @@
 //!
 //! # What is synced when
 //!
-//! Every write is one PostgreSQL transaction, committed before the call returns: an
-//! acknowledged write is as durable as the database makes a commit. An append locks the run's
-//! row, checks the events against the run's state with the engine's rules
-//! (`WorkflowState::check`/`apply`), inserts them at the next `seq`s and updates the
-//! materialized state in the same transaction. The state used for the check is kept in memory
-//! between appends and rebuilt from the events when another process appended meanwhile.
-//! Reads go to the database.
+//! Every write is committed before the call returns: an acknowledged write is as durable as
+//! the database makes a commit (with `synchronous_commit = on`, flushed to the WAL).
+//!
+//! Appends are group-committed: a writer task per store collects the appends waiting from any
+//! number of concurrent callers and runs (up to 512) and commits them in one transaction,
+//! answering each caller after `COMMIT`. The transaction locks the batch's runs, checks each
+//! append against its run's state with the engine's rules (`WorkflowState::check`/`apply`) and
+//! the lease epoch, and writes all accepted events, steps and run states with one statement
+//! (arrays through `UNNEST`); a refused append (seq taken, lease lost, invalid transition,
+//! hook token held) gets its own error and the others commit. A run's state is kept in memory
+//! between appends, keyed by `next_seq`, and rebuilt from its events only when another process
+//! appended meanwhile. A batch costs four round trips in the common case (`BEGIN`, the
+//! locking read, the write, `COMMIT`) whatever its size, plus one per batch for a history
+//! replay, a hook token look-up or hook rows, and two when a run finishes.
+//!
+//! The three append levels of `EventStore` are the same here: `append`, `append_nowait` and
+//! `append_written` all return after `COMMIT`, and `wait_durable` has nothing left to wait
+//! for. (Nothing cheaper is safe: a commit is the first moment readers in other processes may
+//! see the events.) Stream chunks, timers, schedules and run creations are one transaction
+//! each. Reads go to the database.
 //!
 //! # Leases and fencing
 //!
@@ -42,15 +55,36 @@
 //! [`external_changes`] reports the held runs another process appended to, found by comparing
 //! each run's `next_seq` with the last one this store saw.
 //!
+//! A member takes only the timers of runs it holds (see `timers`); a run's new holder re-arms
+//! and fires them. [`PostgresStore::close`] (or dropping the last handle) releases this
+//! member's leases so another member claims its runs at once; members whose heartbeat stopped
+//! longer ago than [`PostgresOptions::forget_dead_members_after`] are deleted.
+//!
+//! # Wake-ups
+//!
+//! Members wake each other with LISTEN/NOTIFY on one channel per schema
+//! (`worlds_{schema}`). After a commit (never inside it) the store queues a hint for a new
+//! run, a write to a run another member holds (a cancellation, a child's result, a hook's
+//! payload), a run released at close, and a stream chunk or close; a notifier task sends the
+//! queue coalesced, one statement per burst. One dedicated listener connection per store
+//! (not from the pool), pinged every 5 s, listens again and raises the change signal after
+//! every reconnect. A hint raises [`changes`] (the engine polls claims and external changes
+//! at once) or wakes this process's live readers of the run's streams. Hints may be lost;
+//! the engine's polling stays on and finds the change at its next interval.
+//!
+//! [`changes`]: worlds_engine::store::LeaseStore::changes
+//!
 //! [`claim_runs`]: worlds_engine::store::LeaseStore::claim_runs
 //! [`external_changes`]: worlds_engine::store::LeaseStore::external_changes
 
 #![forbid(unsafe_code)]
 
+mod batch;
 mod db;
 mod events;
 mod leases;
 mod migrate;
+mod notify;
 mod reads;
 mod runs;
 mod schedules;
@@ -66,7 +100,7 @@ use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::PgPool;
-use tokio::sync::watch;
+use tokio::sync::{mpsc, watch, Notify};
 use tokio_util::sync::CancellationToken;
 use worlds_engine::{WorkflowState, WorldError};
 
@@ -94,6 +128,9 @@ pub struct PostgresOptions {
     /// Waiting this long for the migration lock (another process migrating) is an error.
     /// Default 60 s.
     pub migration_lock_timeout: Duration,
+    /// A member whose heartbeat stopped this long ago is deleted from the `members` table (its
+    /// runs were claimable since its lease expired). Default 1 hour.
+    pub forget_dead_members_after: Duration,
 }
 
 impl Default for PostgresOptions {
@@ -107,6 +144,7 @@ impl Default for PostgresOptions {
             lease_duration: Duration::from_secs(30),
             heartbeat_interval: None,
             migration_lock_timeout: Duration::from_secs(60),
+            forget_dead_members_after: Duration::from_secs(3600),
         }
     }
 }
@@ -140,10 +178,36 @@ struct Inner {
     cache: Mutex<FxHashMap<String, Cached>>,
     signals: Mutex<FxHashMap<String, watch::Sender<u64>>>,
     heartbeat: CancellationToken,
+    /// Ends the listener task.
+    listening: CancellationToken,
+    /// Appends waiting for the writer task (group commit).
+    writer: batch::Writer,
+    /// Notifications waiting for the notifier task.
+    notifier: mpsc::UnboundedSender<String>,
+    /// Raised when another process may have changed something this one cares about.
+    changes: Arc<Notify>,
+    /// Dead members are forgotten after this long.
+    forget_dead_members_after: Duration,
+    /// Set once the leases were released (by `close`), so a drop does not do it again.
+    closed: std::sync::atomic::AtomicBool,
 }
 
 impl Drop for Inner {
     fn drop(&mut self) {
+        self.listening.cancel();
+        let released = self.closed.swap(true, std::sync::atomic::Ordering::AcqRel);
+        if !released && !self.heartbeat.is_cancelled() {
+            // A graceful drop: hand this member's runs over at once rather than after the
+            // lease expires.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                let pool = self.pool.clone();
+                let member = self.member_id.clone();
+                let channel = notify::channel(&self.schema);
+                runtime.spawn(async move {
+                    let _ = leases::release(&pool, &member, &channel).await;
+                });
+            }
+        }
         self.heartbeat.cancel();
     }
 }
@@ -200,8 +264,12 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(options.pool_size)
             .acquire_timeout(options.connect_timeout)
-            .connect_lazy_with(connect);
+            .connect_lazy_with(connect.clone());
         let member_id = format!("mbr_{}", ulid::Ulid::generate());
+        let channel = notify::channel(&options.schema);
+        let (writer, appends) = mpsc::unbounded_channel();
+        let (notifier, notes) = mpsc::unbounded_channel();
+        notify::spawn_notifier(pool.clone(), channel.clone(), notes);
         let inner = Arc::new(Inner {
             pool,
             schema: options.schema.clone(),
@@ -212,7 +280,21 @@ impl PostgresStore {
             cache: Mutex::default(),
             signals: Mutex::default(),
             heartbeat: CancellationToken::new(),
+            listening: CancellationToken::new(),
+            writer,
+            notifier,
+            changes: Arc::new(Notify::new()),
+            forget_dead_members_after: options.forget_dead_members_after,
+            closed: std::sync::atomic::AtomicBool::new(false),
         });
+        batch::spawn_writer(Arc::downgrade(&inner), appends);
+        notify::spawn_listener(
+            Arc::downgrade(&inner),
+            connect,
+            channel,
+            inner.changes.clone(),
+            inner.listening.clone(),
+        );
         let store = Self { inner };
         store.heartbeat_once().await?;
         let interval = options
@@ -243,6 +325,35 @@ impl PostgresStore {
     /// handover at shutdown, and for tests of takeover.
     pub fn stop_heartbeat(&self) {
         self.inner.heartbeat.cancel();
+    }
+
+    /// Closes the store gracefully: stops the heartbeat, releases the leases of this member's
+    /// unfinished runs (so another process claims them at once instead of after the lease
+    /// expires), removes its member row, tells the other processes and closes the pool. Calls
+    /// made afterwards fail with `Unavailable`. Dropping the last handle of a store does the
+    /// same in the background, without waiting.
+    pub async fn close(&self) -> Result<(), WorldError> {
+        let first = !self
+            .inner
+            .closed
+            .swap(true, std::sync::atomic::Ordering::AcqRel);
+        self.inner.heartbeat.cancel();
+        self.inner.listening.cancel();
+        let released = if first {
+            leases::release(
+                &self.inner.pool,
+                &self.inner.member_id,
+                &notify::channel(&self.inner.schema),
+            )
+            .await
+            .map_err(|e| self.err("releasing this member's leases", e))
+        } else {
+            Ok(())
+        };
+        self.inner.held.lock().clear();
+        self.inner.cache.lock().clear();
+        self.inner.pool.close().await;
+        released
     }
 
     /// The fencing epoch this store holds for a run, if it holds the run's lease.
@@ -276,6 +387,13 @@ impl PostgresStore {
             .get(run_id)
             .filter(|c| c.next_seq == next_seq)
             .map(|c| c.state.clone())
+    }
+
+    /// A stream of the run changed here: wakes this process's readers and, through a
+    /// notification, other processes' readers.
+    fn stream_changed(&self, run_id: &str) {
+        self.bump(run_id);
+        self.announce(notify::Change::Stream, run_id);
     }
 
     /// Wakes this process's readers of the run's streams.

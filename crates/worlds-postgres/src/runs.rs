@@ -82,6 +82,7 @@ impl PostgresStore {
         );
         let run_id = state.id.clone();
         self.cache_put(&run_id, 1, Arc::new(state));
+        self.announce(crate::notify::Change::Claimable, &run_id);
         Ok(())
     }
 
@@ -113,6 +114,15 @@ impl RunStore for PostgresStore {
             .await
             .map_err(|e| self.err("creating a run", e))?;
         self.insert_run(&mut conn, first).await
+    }
+
+    /// One after the other, in order: of two runs sharing a workflow id, the later is refused.
+    async fn create_runs(&self, firsts: Vec<Event>) -> Vec<Result<(), WorldError>> {
+        let mut results = Vec::with_capacity(firsts.len());
+        for first in firsts {
+            results.push(self.create_run(first).await);
+        }
+        results
     }
 
     async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {

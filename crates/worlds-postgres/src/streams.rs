@@ -93,7 +93,7 @@ impl StreamStore for PostgresStore {
         tx.commit()
             .await
             .map_err(|e| self.err("committing a chunk", e))?;
-        self.bump(run_id);
+        self.stream_changed(run_id);
         Ok(StreamChunk {
             id: chunk.id,
             index: unsigned(next_index),
@@ -112,7 +112,7 @@ impl StreamStore for PostgresStore {
         .execute(&self.inner.pool)
         .await
         .map_err(|e| self.err("closing a stream", e))?;
-        self.bump(run_id);
+        self.stream_changed(run_id);
         Ok(())
     }
 
@@ -123,7 +123,7 @@ impl StreamStore for PostgresStore {
             .await
             .map_err(|e| self.err("closing a run's streams", e))?;
         if closed.rows_affected() > 0 {
-            self.bump(run_id);
+            self.stream_changed(run_id);
         }
         Ok(())
     }

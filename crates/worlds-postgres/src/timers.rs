@@ -1,5 +1,12 @@
 //! [`TimerStore`]: durable timers in the `timers` table, taken with `FOR UPDATE SKIP LOCKED`
 //! so two processes never fire one timer.
+//!
+//! A timer belongs to its run's holder: a member takes (and sees in `next_timer_at`) only the
+//! timers of runs it holds, so it never fires a timer of a run another member drives. A run
+//! nobody holds (its holder died) keeps its timers until a member claims it; the claimer
+//! re-arms them from the run's state (adding a timer is idempotent) and fires them. A finished
+//! run has no timers: the append that finishes it deletes them. Timers of a run id that has no
+//! run record are anyone's (nothing drives such a run, so firing one cannot double-drive it).
 
 use async_trait::async_trait;
 use sqlx::Row;
@@ -61,8 +68,11 @@ impl TimerStore for PostgresStore {
         }
         let rows = sqlx::query(
             "WITH due AS (
-                 SELECT fire_at, run_id, kind_tag, a, b FROM timers WHERE fire_at <= $1
-                 ORDER BY fire_at, run_id, kind_tag, a, b LIMIT $2 FOR UPDATE SKIP LOCKED
+                 SELECT t.fire_at, t.run_id, t.kind_tag, t.a, t.b FROM timers t
+                 LEFT JOIN runs r ON r.run_id = t.run_id
+                 WHERE t.fire_at <= $1 AND (r.run_id IS NULL OR (r.owner = $3 AND NOT r.finished))
+                 ORDER BY t.fire_at, t.run_id, t.kind_tag, t.a, t.b LIMIT $2
+                 FOR UPDATE OF t SKIP LOCKED
              )
              DELETE FROM timers t USING due
              WHERE (t.fire_at, t.run_id, t.kind_tag, t.a, t.b) = (due.fire_at, due.run_id, due.kind_tag, due.a, due.b)
@@ -70,6 +80,7 @@ impl TimerStore for PostgresStore {
         )
         .bind(now)
         .bind(i64::try_from(limit).unwrap_or(i64::MAX))
+        .bind(&self.inner.member_id)
         .fetch_all(&self.inner.pool)
         .await
         .map_err(|e| self.err("taking due timers", e))?;
@@ -88,10 +99,14 @@ impl TimerStore for PostgresStore {
     }
 
     async fn next_timer_at(&self) -> Result<Option<Millis>, WorldError> {
-        sqlx::query_scalar("SELECT min(fire_at) FROM timers")
-            .fetch_one(&self.inner.pool)
-            .await
-            .map_err(|e| self.err("reading the next timer", e))
+        sqlx::query_scalar(
+            "SELECT min(t.fire_at) FROM timers t LEFT JOIN runs r ON r.run_id = t.run_id
+             WHERE r.run_id IS NULL OR (r.owner = $1 AND NOT r.finished)",
+        )
+        .bind(&self.inner.member_id)
+        .fetch_one(&self.inner.pool)
+        .await
+        .map_err(|e| self.err("reading the next timer", e))
     }
 
     async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {

@@ -3,100 +3,14 @@
 
 mod common;
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
-use worlds_engine::clock::VirtualClock;
-use worlds_engine::ids::IdGenerator;
-use worlds_engine::model::{QueuedRun, EVENT_FORMAT_VERSION};
-use worlds_engine::store::{EventStore, LeaseStore, RunStore};
-use worlds_engine::{ErrorKind, Event, EventKind, Payload, WorldError};
+use worlds_engine::store::{EventStore, LeaseStore};
+use worlds_engine::{ErrorKind, EventKind, Payload, WorldError};
 use worlds_postgres::{PostgresOptions, PostgresStore};
 
-/// Two stores on a fresh schema (dropped at the end), with a short lease.
-struct Pair {
-    schema: String,
-    a: PostgresStore,
-    b: PostgresStore,
-    ids: IdGenerator,
-}
-
-impl Pair {
-    async fn new(lease: Duration) -> Option<Self> {
-        if !common::database_up().await {
-            return None;
-        }
-        let schema = common::fresh_schema();
-        let options = PostgresOptions {
-            lease_duration: lease,
-            heartbeat_interval: Some(lease / 4),
-            ..common::options(&schema)
-        };
-        let a = common::store(&schema, options.clone()).await;
-        let b = common::store(&schema, options).await;
-        let ids = IdGenerator::new(Arc::new(VirtualClock::new(1_767_225_600_000)));
-        Some(Self { schema, a, b, ids })
-    }
-
-    fn event(&self, run_id: &str, kind: EventKind) -> Event {
-        Event {
-            id: self.ids.event_id(),
-            run_id: run_id.to_owned(),
-            seq: 0,
-            timestamp: 1_767_225_600_000,
-            version: EVENT_FORMAT_VERSION,
-            kind,
-        }
-    }
-
-    /// Creates a run through `store` (so leased to it) and starts it.
-    async fn create(&self, store: &PostgresStore) -> String {
-        let id = self.ids.run_id();
-        let queued = EventKind::WorkflowQueued(Box::new(QueuedRun::new(
-            "lease".to_owned(),
-            id.clone(),
-            Payload::from(json!(null)),
-        )));
-        store.create_run(self.event(&id, queued)).await.unwrap();
-        store
-            .append(
-                &id,
-                vec![self.event(
-                    &id,
-                    EventKind::WorkflowStarted {
-                        attempt: 1,
-                        first_position: 0,
-                    },
-                )],
-            )
-            .await
-            .unwrap();
-        id
-    }
-
-    fn schedule(&self, run_id: &str, position: u32) -> Event {
-        self.event(
-            run_id,
-            EventKind::ActivityScheduled {
-                position,
-                activity_id: self.ids.step_id(),
-                name: "s".into(),
-                input: Payload::from(json!(position)),
-                options: None,
-                inline: false,
-            },
-        )
-    }
-
-    async fn finish(self) {
-        self.a.stop_heartbeat();
-        self.b.stop_heartbeat();
-        self.a.pool().close().await;
-        self.b.pool().close().await;
-        common::drop_schema(&self.schema).await;
-    }
-}
+use common::pair::Pair;
 
 fn any(_: &str) -> bool {
     true

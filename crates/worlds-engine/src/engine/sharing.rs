@@ -4,7 +4,10 @@
 //! Each run is driven by one process at a time (see `store::FileStore`). Every
 //! [`shared_poll_interval`](crate::WorldConfig::shared_poll_interval) a world on a shared store
 //! reads back the runs it drives that another process wrote to, and takes over the runs whose
-//! process has exited, resuming them from their history like a restart does.
+//! process has exited, resuming them from their history like a restart does. A store that can
+//! tell when another process changed something ([`LeaseStore::changes`]) makes it poll at once.
+//!
+//! [`LeaseStore::changes`]: crate::store::LeaseStore::changes
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -19,14 +22,23 @@ use super::Engine;
 impl Engine {
     /// Polls the shared store until `stop` is cancelled.
     pub(crate) async fn share_loop(self: Arc<Self>, stop: CancellationToken) {
+        // Another process's hint that something changed: poll now rather than at the tick.
+        let changes = self.store.changes();
         loop {
             let every = self.config.shared_poll_interval.0.as_millis() as i64;
             let tick = self
                 .clock
                 .sleep_until_background(self.clock.now_ms().saturating_add(every));
+            let hinted = async {
+                match &changes {
+                    Some(changes) => changes.notified().await,
+                    None => futures::future::pending().await,
+                }
+            };
             tokio::select! {
                 _ = stop.cancelled() => return,
                 _ = tick => {}
+                _ = hinted => {}
             }
             if let Err(e) = self.share_tick().await {
                 tracing::warn!(error = %e, "could not poll the shared store");

@@ -302,6 +302,15 @@ pub trait LeaseStore: RunStore {
     async fn external_changes(&self) -> Result<Vec<String>, WorldError> {
         Ok(Vec::new())
     }
+
+    /// A signal raised when another process may have changed something this one cares about
+    /// (a run to claim, a write to a run it holds, a due timer it holds): the engine then
+    /// polls [`claim_runs`](Self::claim_runs) and [`external_changes`](Self::external_changes)
+    /// at once instead of waiting for the next interval. Notifications are hints: polling stays
+    /// on, so a missed one only delays the work. `None` (the default): polling only.
+    fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
+        None
+    }
 }
 
 /// What a durable timer does when it fires.

@@ -3,6 +3,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod pair;
+
 use std::sync::Arc;
 use std::time::Duration;
 

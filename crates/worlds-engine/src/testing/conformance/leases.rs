@@ -6,7 +6,8 @@ use super::*;
 /// A store of one process (`is_shared` false) hands out every unfinished run at each claim; a
 /// shared store hands out each unfinished run at most once (when its lease is taken; the runs
 /// this process created are leased to it already). Nobody else writes, so there are no
-/// external changes.
+/// external changes. A store of one process has no change signal (nobody else changes
+/// anything); a shared store may have one.
 pub async fn claims_hand_out_unfinished_runs_once_and_nothing_changes_externally(
     store: Arc<dyn Store>,
 ) {
@@ -35,4 +36,7 @@ pub async fn claims_hand_out_unfinished_runs_once_and_nothing_changes_externally
         store.external_changes().await.unwrap(),
         Vec::<String>::new()
     );
+    if !store.is_shared() {
+        assert!(store.changes().is_none());
+    }
 }

@@ -266,14 +266,27 @@ impl PostgresStore {
             });
         };
         let held = self.inner.held.lock().get(run_id).copied();
-        if let Some(held) = held {
-            if w.owner.as_deref() != Some(me) || w.epoch != held.epoch {
+        match held {
+            Some(held) if w.owner.as_deref() != Some(me) || w.epoch != held.epoch => {
                 self.inner.held.lock().remove(run_id);
                 self.inner.cache.lock().remove(run_id);
                 return Err(WorldError::LeaseLost {
                     run_id: run_id.to_owned(),
                 });
             }
+            Some(_) => {}
+            // Only the holder drives a run; others may only deliver what comes from outside
+            // it. Anything else from a process that does not hold the unfinished run is a late
+            // write of one that lost it (its lease expired and it was forgotten here). A
+            // finished run refuses it below, by its status.
+            None if !w.state.status.is_terminal()
+                && !events.iter().all(|e| from_outside(&e.kind)) =>
+            {
+                return Err(WorldError::LeaseLost {
+                    run_id: run_id.to_owned(),
+                });
+            }
+            None => {}
         }
         if events.is_empty() {
             return Ok(Appended {
@@ -567,4 +580,16 @@ fn conflict(run_id: &str, position: u32) -> WorldError {
             "hook token is held by the waiting hook #{position} of run {run_id}; a waiting hook's token must be unique"
         ),
     }
+}
+
+/// Events any process may append to a run it does not hold: what reaches a run from outside
+/// (a cancellation, a hook's payload, a child's result). Everything else is the holder's.
+fn from_outside(kind: &EventKind) -> bool {
+    matches!(
+        kind,
+        EventKind::WorkflowCancelled { .. }
+            | EventKind::HookReceived { .. }
+            | EventKind::ChildWorkflowCompleted { .. }
+            | EventKind::ChildWorkflowFailed { .. }
+    )
 }

@@ -101,15 +101,30 @@ async fn a_lapsed_holder_is_taken_over_and_its_append_is_refused_with_lease_lost
         "the old holder forgets the run"
     );
 
-    // The new holder appends; the old one, writing as an outsider now, is not fenced, and the
-    // new holder sees that write as an external change.
+    // The new holder appends. The old one stays fenced: having forgotten the run, it may only
+    // deliver what comes from outside a run (here a cancellation), which the new holder sees
+    // as an external change.
     pair.b
         .append(&run, vec![pair.schedule(&run, 1)])
         .await
         .unwrap();
     assert!(pair.b.external_changes().await.unwrap().is_empty());
+    let late = pair.a.append(&run, vec![pair.schedule(&run, 2)]).await;
+    assert!(
+        matches!(late, Err(WorldError::LeaseLost { .. })),
+        "{late:?}"
+    );
+    assert!(pair.b.external_changes().await.unwrap().is_empty());
     pair.a
-        .append(&run, vec![pair.schedule(&run, 2)])
+        .append(
+            &run,
+            vec![pair.event(
+                &run,
+                EventKind::WorkflowCancelled {
+                    reason: Some("from another process".into()),
+                },
+            )],
+        )
         .await
         .unwrap();
     assert_eq!(pair.b.external_changes().await.unwrap(), vec![run.clone()]);
@@ -162,7 +177,8 @@ async fn concurrent_appends_never_share_a_seq_and_a_step_completes_once() {
     let refused = if one.is_ok() { two } else { one };
     assert_eq!(refused.unwrap_err().kind(), ErrorKind::Conflict);
 
-    // Many concurrent appends from both stores: dense, distinct seqs.
+    // Many concurrent appends from both stores: the holder's land at dense, distinct seqs; the
+    // other store's are refused, since it does not hold the run.
     let mut tasks = Vec::new();
     for i in 1..=20u32 {
         let store = if i % 2 == 0 {
@@ -172,17 +188,26 @@ async fn concurrent_appends_never_share_a_seq_and_a_step_completes_once() {
         };
         let event = pair.schedule(&run, i);
         let run = run.clone();
-        tasks.push(tokio::spawn(async move {
-            store.append(&run, vec![event]).await
-        }));
+        tasks.push((
+            i,
+            tokio::spawn(async move { store.append(&run, vec![event]).await }),
+        ));
     }
     let mut seqs = Vec::new();
-    for task in tasks {
-        seqs.push(task.await.unwrap().unwrap().events[0].seq);
+    for (i, task) in tasks {
+        let appended = task.await.unwrap();
+        if i % 2 == 0 {
+            seqs.push(appended.unwrap().events[0].seq);
+        } else {
+            assert!(
+                matches!(appended, Err(WorldError::LeaseLost { .. })),
+                "{appended:?}"
+            );
+        }
     }
     seqs.sort_unstable();
     seqs.dedup();
-    assert_eq!(seqs.len(), 20);
+    assert_eq!(seqs.len(), 10);
     let history = pair.a.history(&run, 0).await.unwrap();
     let all: Vec<u64> = history.iter().map(|e| e.seq).collect();
     assert_eq!(all, (0..history.len() as u64).collect::<Vec<_>>());

@@ -15,7 +15,7 @@ use crate::error::WorldError;
 use crate::hooks::{token_digest, HookKit, HookResumed, NewHook};
 use crate::model::{Event, EventKind, HookStatus, ResolveData, WorkflowState};
 use crate::payload::Payload;
-use crate::store::{Store, Timer, TimerKind};
+use crate::store::{HookStore, RunStore, Store, Timer, TimerKind};
 
 use super::journal::Journal;
 use super::timers::Timers;
@@ -24,7 +24,10 @@ use super::timers::Timers;
 pub(crate) struct Hooks {
     journal: Arc<Journal>,
     /// Finds a hook by its token, and reads the run that holds it.
-    store: Arc<dyn Store>,
+    /// Hooks by token.
+    hooks: Arc<dyn HookStore>,
+    /// The runs that wait on them.
+    runs: Arc<dyn RunStore>,
     clock: Arc<dyn Clock>,
     timers: Arc<Timers>,
     /// Payload validators of typed hooks (and the token key).
@@ -38,7 +41,7 @@ pub(crate) struct Hooks {
 impl Hooks {
     pub(crate) fn new(
         journal: Arc<Journal>,
-        store: Arc<dyn Store>,
+        store: &Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         timers: Arc<Timers>,
         kit: Arc<HookKit>,
@@ -47,7 +50,8 @@ impl Hooks {
     ) -> Self {
         Hooks {
             journal,
-            store,
+            hooks: store.clone(),
+            runs: store.clone(),
             clock,
             timers,
             kit,
@@ -71,7 +75,7 @@ impl Hooks {
         };
         let held = hook.chosen
             && self
-                .store
+                .hooks
                 .find_hook(&hook.token_digest)
                 .await?
                 .is_some_and(|h| !(h.run_id == run_id && h.position == hook.position));
@@ -118,16 +122,16 @@ impl Hooks {
     }
 
     async fn run_is_active(&self, run_id: &str) -> Result<bool, WorldError> {
-        let state = self.store.get_run(run_id, ResolveData::None).await?;
+        let state = self.runs.get_run(run_id, ResolveData::None).await?;
         Ok(!state.status.is_terminal())
     }
 
     /// True if the hook holding this token digest is waiting for its payload.
     async fn hook_is_live(&self, digest: &str) -> Result<bool, WorldError> {
-        let Some(found) = self.store.find_hook(digest).await? else {
+        let Some(found) = self.hooks.find_hook(digest).await? else {
             return Ok(false);
         };
-        let state = self.store.get_run(&found.run_id, ResolveData::None).await?;
+        let state = self.runs.get_run(&found.run_id, ResolveData::None).await?;
         Ok(state.hook(found.position).is_some_and(|h| h.is_live()))
     }
 
@@ -166,8 +170,8 @@ impl Hooks {
             ),
         }
         };
-        let found = self.store.find_hook(&digest).await?.ok_or_else(unknown)?;
-        let state = self.store.get_run(&found.run_id, ResolveData::None).await?;
+        let found = self.hooks.find_hook(&digest).await?.ok_or_else(unknown)?;
+        let state = self.runs.get_run(&found.run_id, ResolveData::None).await?;
         let hook = state
             .hook(found.position)
             .filter(|h| h.token_digest == digest)
@@ -220,7 +224,7 @@ impl Hooks {
             }),
             // Resumed, expired or finished in the meantime: say which.
             Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
-                let now = self.store.get_run(&state.id, ResolveData::None).await?;
+                let now = self.runs.get_run(&state.id, ResolveData::None).await?;
                 match now.hook(found.position).map(|h| h.status) {
                     Some(HookStatus::Expired) => Err(Self::expired(&hook_id, &now)),
                     Some(HookStatus::Received) => Err(WorldError::conflict(format!(
@@ -244,7 +248,7 @@ impl Hooks {
     /// A hook's expiry timer fired. Returns true if the hook expired now (the run is to be
     /// queued), false if it was no longer waiting.
     pub(crate) async fn expire(&self, run_id: &str, position: u32) -> Result<bool, WorldError> {
-        let state = self.store.get_run(run_id, ResolveData::None).await?;
+        let state = self.runs.get_run(run_id, ResolveData::None).await?;
         let Some(hook) = state.hook(position).filter(|h| h.is_live()) else {
             return Ok(false);
         };

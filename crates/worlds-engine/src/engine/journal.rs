@@ -23,7 +23,7 @@ use crate::error::WorldError;
 use crate::ids::IdGenerator;
 use crate::model::{Event, EventKind, EVENT_FORMAT_VERSION};
 use crate::payload::Payload;
-use crate::store::{Appended, Store};
+use crate::store::{Appended, EventStore, IdempotencyStore};
 use crate::telemetry::metrics::MetricsRecorder;
 
 use super::Progress;
@@ -41,7 +41,10 @@ enum Durability {
 
 /// The writer of run history.
 pub(crate) struct Journal {
-    store: Arc<dyn Store>,
+    /// Where runs are created.
+    runs: Arc<dyn IdempotencyStore>,
+    /// Where their histories grow.
+    events: Arc<dyn EventStore>,
     clock: Arc<dyn Clock>,
     ids: Arc<IdGenerator>,
     /// Run counts for `World::get_metrics()`, kept from the recorded events.
@@ -56,14 +59,16 @@ pub(crate) struct Journal {
 
 impl Journal {
     pub(crate) fn new(
-        store: Arc<dyn Store>,
+        runs: Arc<dyn IdempotencyStore>,
+        events: Arc<dyn EventStore>,
         clock: Arc<dyn Clock>,
         ids: Arc<IdGenerator>,
         progress: Arc<Progress>,
         max_payload_bytes: usize,
     ) -> Self {
         Journal {
-            store,
+            runs,
+            events,
             clock,
             ids,
             metrics: MetricsRecorder::default(),
@@ -97,7 +102,7 @@ impl Journal {
 
     /// Creates a run from its first event (`workflow_queued`).
     pub(crate) async fn create_run(&self, first: Event) -> Result<(), WorldError> {
-        self.store.create_run(first).await
+        self.runs.create_run(first).await
     }
 
     /// Creates a run unless its idempotency key started one at or after `since`: then returns
@@ -107,12 +112,12 @@ impl Journal {
         first: Event,
         since: Millis,
     ) -> Result<Option<String>, WorldError> {
-        self.store.create_run_once(first, since).await
+        self.runs.create_run_once(first, since).await
     }
 
     /// Creates many runs; result `i` is that of `firsts[i]`.
     pub(crate) async fn create_runs(&self, firsts: Vec<Event>) -> Vec<Result<(), WorldError>> {
-        self.store.create_runs(firsts).await
+        self.runs.create_runs(firsts).await
     }
 
     /// Appends events to a run durably and tells waiters that something happened.
@@ -148,7 +153,7 @@ impl Journal {
 
     /// Waits until every event appended to the run so far is durable and readable.
     pub(crate) async fn wait_durable(&self, run_id: &str) -> Result<(), WorldError> {
-        self.store.wait_durable(run_id).await
+        self.events.wait_durable(run_id).await
     }
 
     async fn append_with(
@@ -159,9 +164,9 @@ impl Journal {
     ) -> Result<Appended, WorldError> {
         let events = kinds.into_iter().map(|k| self.event(run_id, k)).collect();
         let appended = match durability {
-            Durability::Synced => self.store.append(run_id, events).await,
-            Durability::Written => self.store.append_written(run_id, events).await,
-            Durability::Queued => self.store.append_nowait(run_id, events).await,
+            Durability::Synced => self.events.append(run_id, events).await,
+            Durability::Written => self.events.append_written(run_id, events).await,
+            Durability::Queued => self.events.append_nowait(run_id, events).await,
         };
         let appended = match appended {
             Ok(appended) => appended,

@@ -196,6 +196,7 @@ impl Engine {
 
         let journal = Arc::new(Journal::new(
             store.clone(),
+            store.clone(),
             clock.clone(),
             ids.clone(),
             progress.clone(),
@@ -203,6 +204,7 @@ impl Engine {
         ));
         let timers = Arc::new(Timers::new(store.clone(), clock.clone()));
         let streams = Arc::new(Streams::new(
+            store.clone(),
             store.clone(),
             clock.clone(),
             ids.clone(),
@@ -219,7 +221,7 @@ impl Engine {
         );
         let hooks = Hooks::new(
             journal.clone(),
-            store.clone(),
+            &store,
             clock.clone(),
             timers.clone(),
             hook_kit.clone(),
@@ -227,7 +229,7 @@ impl Engine {
             closed.clone(),
         );
         let schedules = Schedules::new(
-            store.clone(),
+            &store,
             clock.clone(),
             ids.clone(),
             journal.clone(),
@@ -235,7 +237,7 @@ impl Engine {
             accepting.clone(),
             config.shared_poll_interval.as_millis() as i64,
         );
-        let recovery = Recovery::new(store.clone(), registry.clone());
+        let recovery = Recovery::new(store.clone(), store.clone(), registry.clone());
         Self {
             config,
             clock,

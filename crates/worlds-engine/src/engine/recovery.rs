@@ -18,7 +18,7 @@ use crate::model::{
     ActivityStatus, Event, EventKind, ResolveData, RunStatus, WorkflowOptions, WorkflowState,
 };
 use crate::payload::Payload;
-use crate::store::{Store, Timer, TimerKind};
+use crate::store::{EventStore, LeaseStore, Timer, TimerKind};
 use crate::telemetry::logs::world_log;
 
 use super::definitions::Registry;
@@ -37,7 +37,10 @@ pub(crate) struct Recovered {
 
 /// Reads unfinished runs back from the store.
 pub(crate) struct Recovery {
-    store: Arc<dyn Store>,
+    /// Which runs to drive, and their state.
+    leases: Arc<dyn LeaseStore>,
+    /// Their histories.
+    events: Arc<dyn EventStore>,
     /// Which workflows this process can run.
     registry: Arc<Registry>,
 }
@@ -77,8 +80,16 @@ pub(crate) struct Plan {
 }
 
 impl Recovery {
-    pub(crate) fn new(store: Arc<dyn Store>, registry: Arc<Registry>) -> Self {
-        Recovery { store, registry }
+    pub(crate) fn new(
+        leases: Arc<dyn LeaseStore>,
+        events: Arc<dyn EventStore>,
+        registry: Arc<Registry>,
+    ) -> Self {
+        Recovery {
+            leases,
+            events,
+            registry,
+        }
     }
 
     /// The unfinished runs this world should drive: all of them, or on a store shared by
@@ -86,18 +97,18 @@ impl Recovery {
     pub(crate) async fn claim(&self) -> Result<Vec<String>, WorldError> {
         let registry = &self.registry;
         let can_run = |name: &str| registry.workflow(name).is_some();
-        self.store.claim_runs(&can_run).await
+        self.leases.claim_runs(&can_run).await
     }
 
     /// The runs another process wrote to since the last call (on a shared store).
     pub(crate) async fn external_changes(&self) -> Result<Vec<String>, WorldError> {
-        self.store.external_changes().await
+        self.leases.external_changes().await
     }
 
     /// Reads a run back: its state and its history.
     pub(crate) async fn read(&self, run_id: &str) -> Result<Unfinished, WorldError> {
-        let state = self.store.get_run(run_id, ResolveData::All).await?;
-        let history = self.store.history(run_id, 0).await?;
+        let state = self.leases.get_run(run_id, ResolveData::All).await?;
+        let history = self.events.history(run_id, 0).await?;
         Ok(Unfinished { state, history })
     }
 
@@ -115,7 +126,7 @@ impl Recovery {
             } = &event.kind
             {
                 let absent = matches!(
-                    self.store.get_run(child_id, ResolveData::None).await,
+                    self.leases.get_run(child_id, ResolveData::None).await,
                     Err(WorldError::NotFound { .. })
                 );
                 let known = self.registry.workflow(name).is_some();

@@ -33,7 +33,7 @@ use crate::error::{ErrorKind, WorldError};
 use crate::ids::IdGenerator;
 use crate::model::{ResolveData, WorkflowOptions};
 use crate::payload::Payload;
-use crate::store::{ScheduleChange, Store};
+use crate::store::{LeaseStore, ScheduleChange, ScheduleStore, Store};
 
 use super::definitions::Registry;
 use super::journal::Journal;
@@ -53,7 +53,10 @@ pub(crate) type StartRun<'e> =
 /// The world's schedules: the stored ones, the input functions given to this process, and the
 /// loop's wake-up.
 pub(crate) struct Schedules {
-    store: Arc<dyn Store>,
+    /// The stored schedules.
+    schedules: Arc<dyn ScheduleStore>,
+    /// The runs firings start.
+    runs: Arc<dyn LeaseStore>,
     clock: Arc<dyn Clock>,
     ids: Arc<IdGenerator>,
     /// Checks the size of a schedule's input.
@@ -70,7 +73,7 @@ pub(crate) struct Schedules {
 
 impl Schedules {
     pub(crate) fn new(
-        store: Arc<dyn Store>,
+        store: &Arc<dyn Store>,
         clock: Arc<dyn Clock>,
         ids: Arc<IdGenerator>,
         journal: Arc<Journal>,
@@ -79,7 +82,8 @@ impl Schedules {
         shared_poll_ms: i64,
     ) -> Self {
         Schedules {
-            store,
+            schedules: store.clone(),
+            runs: store.clone(),
             clock,
             ids,
             journal,
@@ -188,7 +192,7 @@ impl Schedules {
             };
         }
         let stored = self
-            .store
+            .schedules
             .update_schedule(&id, &mut |current| {
                 Ok(ScheduleChange::Put(match current {
                     None => fresh.clone(),
@@ -230,7 +234,7 @@ impl Schedules {
     pub(crate) async fn delete(&self, id: &str) -> Result<(), WorldError> {
         check_id(id)?;
         let mut found = false;
-        self.store
+        self.schedules
             .update_schedule(id, &mut |current| {
                 found = current.is_some();
                 Ok(ScheduleChange::Delete)
@@ -248,7 +252,7 @@ impl Schedules {
     /// A schedule by id (404 if there is none).
     pub(crate) async fn get(&self, id: &str) -> Result<ScheduleConfig, WorldError> {
         check_id(id)?;
-        self.store
+        self.schedules
             .get_schedule(id)
             .await?
             .ok_or_else(|| WorldError::not_found("schedule", id))
@@ -262,7 +266,7 @@ impl Schedules {
         check_id(id)?;
         let now = self.clock.now_ms();
         let stored = self
-            .store
+            .schedules
             .update_schedule(id, &mut |current| match current {
                 None => Err(WorldError::not_found("schedule", id)),
                 Some(s) => change(s, now).map(ScheduleChange::Put),
@@ -293,7 +297,7 @@ impl Schedules {
                 }
             };
             let poll = async {
-                if outlook.retry || self.store.is_shared() {
+                if outlook.retry || self.runs.is_shared() {
                     let at = self.clock.now_ms().saturating_add(self.shared_poll_ms);
                     self.clock.sleep_until_background(at).await;
                 } else {
@@ -317,7 +321,7 @@ impl Schedules {
             return Ok(outlook);
         }
         let now = self.clock.now_ms();
-        for schedule in self.store.list_schedules().await? {
+        for schedule in self.schedules.list_schedules().await? {
             if !self.can_fire(&schedule) {
                 continue;
             }
@@ -354,7 +358,7 @@ impl Schedules {
     async fn claim(&self, id: &str, now: Millis) -> Result<Option<ScheduleConfig>, WorldError> {
         let mut planned = None;
         let stored = self
-            .store
+            .schedules
             .update_schedule(id, &mut |current| {
                 Ok(match current.and_then(|s| plan::claim(s, now)) {
                     Some((claimed, plan)) => {
@@ -402,7 +406,7 @@ impl Schedules {
                 }
             };
             let settled = self
-                .store
+                .schedules
                 .update_schedule(&schedule.id, &mut |current| {
                     Ok(match current.and_then(|s| plan::settle(s, at, &outcome)) {
                         Some(Some(s)) => ScheduleChange::Put(s),
@@ -427,7 +431,7 @@ impl Schedules {
         start: &StartRun<'_>,
     ) -> Result<Outcome, WorldError> {
         let workflow_id = firing_workflow_id(&schedule.id, at);
-        if let Ok(existing) = self.store.get_run(&workflow_id, ResolveData::None).await {
+        if let Ok(existing) = self.runs.get_run(&workflow_id, ResolveData::None).await {
             return Ok(Outcome::Started {
                 run_id: existing.id,
             });
@@ -441,7 +445,7 @@ impl Schedules {
             }
             // Taken: this firing's run was started elsewhere, or by an attempt before a crash.
             Err(WorldError::Conflict { .. }) => {
-                let existing = self.store.get_run(&workflow_id, ResolveData::None).await?;
+                let existing = self.runs.get_run(&workflow_id, ResolveData::None).await?;
                 Ok(Outcome::Started {
                     run_id: existing.id,
                 })

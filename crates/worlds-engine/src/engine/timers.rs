@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 use crate::clock::{Clock, Millis};
 use crate::error::{codes, StructuredError, WorldError};
 use crate::model::EventKind;
-use crate::store::{Store, Timer, TimerKind};
+use crate::store::{Timer, TimerKind, TimerStore};
 
 use super::Engine;
 
@@ -23,14 +23,14 @@ const BATCH: usize = 512;
 
 /// The world's durable timers.
 pub(crate) struct Timers {
-    store: Arc<dyn Store>,
+    store: Arc<dyn TimerStore>,
     clock: Arc<dyn Clock>,
     /// Wakes the firing loop: the earliest timer may have changed.
     wake: Notify,
 }
 
 impl Timers {
-    pub(crate) fn new(store: Arc<dyn Store>, clock: Arc<dyn Clock>) -> Self {
+    pub(crate) fn new(store: Arc<dyn TimerStore>, clock: Arc<dyn Clock>) -> Self {
         Timers {
             store,
             clock,

@@ -20,7 +20,7 @@ use crate::error::WorldError;
 use crate::ids::{IdGenerator, CHUNK_PREFIX};
 use crate::model::stream::{check_name, StreamChunk, StreamInfo};
 use crate::model::ResolveData;
-use crate::store::{NewChunk, Store, StreamSignal};
+use crate::store::{LeaseStore, NewChunk, StreamSignal, StreamStore};
 
 use super::journal::Journal;
 use super::machine::RunCore;
@@ -31,7 +31,10 @@ pub(crate) use writer::{StreamOp, StreamSink};
 
 /// The runs' streams.
 pub(crate) struct Streams {
-    store: Arc<dyn Store>,
+    /// The chunks.
+    streams: Arc<dyn StreamStore>,
+    /// The runs they belong to.
+    runs: Arc<dyn LeaseStore>,
     clock: Arc<dyn Clock>,
     ids: Arc<IdGenerator>,
     /// Holds the payload size limit a chunk must keep to.
@@ -40,13 +43,15 @@ pub(crate) struct Streams {
 
 impl Streams {
     pub(crate) fn new(
-        store: Arc<dyn Store>,
+        streams: Arc<dyn StreamStore>,
+        runs: Arc<dyn LeaseStore>,
         clock: Arc<dyn Clock>,
         ids: Arc<IdGenerator>,
         journal: Arc<Journal>,
     ) -> Self {
         Streams {
-            store,
+            streams,
+            runs,
             clock,
             ids,
             journal,
@@ -73,13 +78,13 @@ impl Streams {
             key,
             data,
         };
-        self.store.write_chunk(run_id, name, chunk).await
+        self.streams.write_chunk(run_id, name, chunk).await
     }
 
     /// Closes a stream of a run.
     pub(crate) async fn close_stream(&self, run_id: &str, name: &str) -> Result<(), WorldError> {
         check_name(name)?;
-        self.store.close_stream(run_id, name).await
+        self.streams.close_stream(run_id, name).await
     }
 
     /// Stores the stream writes the workflow code issued since the last call, in order. Called
@@ -107,7 +112,7 @@ impl Streams {
 
     /// Closes every stream of a finished run that is still open.
     pub(crate) async fn close_run(&self, run_id: &str) {
-        if let Err(e) = self.store.close_run_streams(run_id).await {
+        if let Err(e) = self.streams.close_run_streams(run_id).await {
             tracing::warn!(run_id, error = %e, "could not close the streams of a finished run");
         }
     }
@@ -128,27 +133,27 @@ impl Streams {
         from: u64,
         limit: usize,
     ) -> Result<(Vec<StreamChunk>, StreamInfo), WorldError> {
-        self.store.stream_chunks(run_id, name, from, limit).await
+        self.streams.stream_chunks(run_id, name, from, limit).await
     }
 
     /// A stream's length and whether it is closed.
     pub(crate) async fn info(&self, run_id: &str, name: &str) -> Result<StreamInfo, WorldError> {
-        self.store.stream_info(run_id, name).await
+        self.streams.stream_info(run_id, name).await
     }
 
     /// The names of the streams of a run.
     pub(crate) async fn list(&self, run_id: &str) -> Result<Vec<String>, WorldError> {
-        self.store.list_streams(run_id).await
+        self.streams.list_streams(run_id).await
     }
 
     /// A signal that fires when a stream of the run changes (in this process).
     pub(crate) fn watch(&self, run_id: &str) -> StreamSignal {
-        self.store.watch_streams(run_id)
+        self.streams.watch_streams(run_id)
     }
 
     /// True if the run has reached a terminal status: its streams take no more chunks.
     pub(crate) async fn run_finished(&self, run_id: &str) -> Result<bool, WorldError> {
-        let run = self.store.get_run(run_id, ResolveData::None).await?;
+        let run = self.runs.get_run(run_id, ResolveData::None).await?;
         Ok(run.status.is_terminal())
     }
 
@@ -156,7 +161,7 @@ impl Streams {
     /// process's alone (its change signal sees every write), else a pause of `every` on the
     /// world's clock between looks.
     pub(crate) fn shared_poll(&self, every: Duration) -> Option<BoxFuture<'static, ()>> {
-        self.store.is_shared().then(|| {
+        self.runs.is_shared().then(|| {
             self.clock.sleep_until_background(
                 self.clock
                     .now_ms()

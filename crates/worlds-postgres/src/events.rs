@@ -10,7 +10,6 @@ use worlds_engine::store::{Appended, EventStore};
 use worlds_engine::{Event, ResolveData, WorldError};
 
 use crate::db::{big, from_json};
-use crate::reads::{number_cursor, DEFAULT_PAGE};
 use crate::PostgresStore;
 
 impl PostgresStore {
@@ -48,8 +47,8 @@ impl PostgresStore {
         id: &str,
         query: &ListQuery,
     ) -> Result<Page<Arc<Event>>, WorldError> {
-        let after = number_cursor::<u64>(query)?.map(big);
-        let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+        let after = query.number_cursor::<u64>()?.map(big);
+        let limit = query.page_size();
         let sql = match (by_correlation, query.order) {
             (false, SortOrder::Ascending) => "SELECT body FROM events WHERE run_id = $1 AND ($2::bigint IS NULL OR seq > $2) ORDER BY seq LIMIT $3",
             (false, SortOrder::Descending) => "SELECT body FROM events WHERE run_id = $1 AND ($2::bigint IS NULL OR seq < $2) ORDER BY seq DESC LIMIT $3",

@@ -1,8 +1,6 @@
 //! [`StepStore`] and [`HookStore`]: lookups by id through the `steps` and `hooks` tables, and
 //! pages over a run's materialized state.
 
-use std::str::FromStr;
-
 use async_trait::async_trait;
 use sqlx::Row;
 use worlds_engine::model::{ActivityState, ListQuery, Page, SortOrder};
@@ -11,72 +9,6 @@ use worlds_engine::{HookStatus, ResolveData, WorkflowState, WorldError};
 
 use crate::db::from_json;
 use crate::PostgresStore;
-
-/// Page size when a query sets no limit.
-pub(crate) const DEFAULT_PAGE: usize = 100;
-
-/// The cursor of a list keyed by a number (a `seq`, a position).
-pub(crate) fn number_cursor<T: FromStr>(query: &ListQuery) -> Result<Option<T>, WorldError> {
-    query
-        .cursor
-        .as_deref()
-        .map(|c| c.parse::<T>().map_err(|_| bad_cursor(c)))
-        .transpose()
-}
-
-pub(crate) fn bad_cursor(cursor: &str) -> WorldError {
-    WorldError::InvalidInput {
-        field: "cursor".into(),
-        message: format!(
-            "'{cursor}' is not a cursor of this list; pass the `cursor` of its previous page"
-        ),
-    }
-}
-
-/// One page of `items` (in ascending key order): those past `after` in the query's order.
-fn page<T, K: Ord>(
-    mut items: Vec<T>,
-    key: impl Fn(&T) -> K,
-    after: Option<K>,
-    render: impl Fn(&T) -> String,
-    query: &ListQuery,
-) -> Page<T> {
-    if query.order == SortOrder::Descending {
-        items.reverse();
-    }
-    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
-    let mut data: Vec<T> = items
-        .into_iter()
-        .filter(|item| {
-            after.as_ref().is_none_or(|after| match query.order {
-                SortOrder::Ascending => key(item) > *after,
-                SortOrder::Descending => key(item) < *after,
-            })
-        })
-        .take(limit.saturating_add(1))
-        .collect();
-    let has_more = data.len() > limit;
-    data.truncate(limit);
-    let cursor = if has_more {
-        data.last().map(render)
-    } else {
-        None
-    };
-    Page {
-        data,
-        cursor,
-        has_more,
-    }
-}
-
-fn step_view(step: &ActivityState, resolve: ResolveData) -> ActivityState {
-    let mut copy = step.clone();
-    if resolve == ResolveData::None {
-        copy.input = None;
-        copy.output = None;
-    }
-    copy
-}
 
 impl PostgresStore {
     /// The materialized state of a run (by run id), if it exists.
@@ -135,7 +67,7 @@ impl StepStore for PostgresStore {
             .ok_or_else(not_found)?;
         Ok(StepRecord {
             run_id,
-            step: step_view(step, resolve),
+            step: step.view(resolve),
         })
     }
 
@@ -144,7 +76,7 @@ impl StepStore for PostgresStore {
         run_id: &str,
         query: &ListQuery,
     ) -> Result<Page<ActivityState>, WorldError> {
-        let after = number_cursor::<u32>(query)?;
+        let after = query.number_cursor::<u32>()?;
         let state = self
             .load_state(run_id)
             .await?
@@ -152,7 +84,7 @@ impl StepStore for PostgresStore {
                 what: "run",
                 id: run_id.to_owned(),
             })?;
-        let found = page(
+        let found = Page::of_sorted(
             state.activities.iter().collect(),
             |a| a.position,
             after,
@@ -163,7 +95,7 @@ impl StepStore for PostgresStore {
             data: found
                 .data
                 .into_iter()
-                .map(|a| step_view(a, query.resolve_data))
+                .map(|a| a.view(query.resolve_data))
                 .collect(),
             cursor: found.cursor,
             has_more: found.has_more,
@@ -213,7 +145,7 @@ impl HookStore for PostgresStore {
         run_id: &str,
         query: &ListQuery,
     ) -> Result<Page<HookRecord>, WorldError> {
-        let after = number_cursor::<u32>(query)?;
+        let after = query.number_cursor::<u32>()?;
         let state = self
             .load_state(run_id)
             .await?
@@ -223,7 +155,7 @@ impl HookStore for PostgresStore {
             })?;
         let mut items: Vec<_> = state.hooks.iter().collect();
         items.sort_by_key(|h| h.position);
-        let found = page(
+        let found = Page::of_sorted(
             items,
             |h| h.position,
             after,
@@ -249,12 +181,15 @@ impl HookStore for PostgresStore {
             .cursor
             .as_deref()
             .map(|c| {
-                let (run_id, position) = c.rsplit_once('#').ok_or_else(|| bad_cursor(c))?;
-                let position = position.parse::<u32>().map_err(|_| bad_cursor(c))?;
+                let (run_id, position) =
+                    c.rsplit_once('#').ok_or_else(|| ListQuery::bad_cursor(c))?;
+                let position = position
+                    .parse::<u32>()
+                    .map_err(|_| ListQuery::bad_cursor(c))?;
                 Ok::<_, WorldError>((run_id.to_owned(), i64::from(position)))
             })
             .transpose()?;
-        let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+        let limit = query.page_size();
         let sql = match query.order {
             SortOrder::Ascending => {
                 "SELECT run_id, position FROM hooks WHERE live

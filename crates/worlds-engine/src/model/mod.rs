@@ -19,5 +19,7 @@ pub use event::{Event, EventKind, QueuedRun, ValueKind, EVENT_FORMAT_VERSION};
 pub(crate) use hook::DEFAULT_WEBHOOK_METHOD;
 pub use hook::{HookState, HookStatus};
 pub use options::{ActivityOptions, FailureStrategy, OnConflict, WorkflowOptions};
-pub use query::{ListQuery, Page, ResolveData, SortOrder, StatusFilter, WorkflowQueryFilter};
+pub use query::{
+    ListQuery, Page, ResolveData, SortOrder, StatusFilter, WorkflowQueryFilter, DEFAULT_PAGE_SIZE,
+};
 pub use state::{ActivityState, ActivityStatus, CompensationState, PendingRetry, WorkflowState};

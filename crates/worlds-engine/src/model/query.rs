@@ -249,4 +249,89 @@ impl ListQuery {
         self.resolve_data = resolve;
         self
     }
+
+    /// The page size asked for, or [`DEFAULT_PAGE_SIZE`].
+    pub fn page_size(&self) -> usize {
+        self.limit.unwrap_or(DEFAULT_PAGE_SIZE)
+    }
+
+    /// The cursor of a list keyed by a number (a `seq`, a position), parsed; a cursor that is
+    /// not one is a 400 ([`bad_cursor`](Self::bad_cursor)).
+    pub fn number_cursor<T: std::str::FromStr>(&self) -> Result<Option<T>, crate::WorldError> {
+        self.cursor
+            .as_deref()
+            .map(|c| c.parse::<T>().map_err(|_| Self::bad_cursor(c)))
+            .transpose()
+    }
+
+    /// The error for a cursor this list never gave out.
+    pub fn bad_cursor(cursor: &str) -> crate::WorldError {
+        crate::WorldError::invalid(
+            "cursor",
+            format!(
+                "'{cursor}' is not a cursor of this list; pass the `cursor` of its previous page"
+            ),
+        )
+    }
+}
+
+/// Items per page when a query sets no limit.
+pub const DEFAULT_PAGE_SIZE: usize = 100;
+
+impl<T> Page<T> {
+    /// One page of `items`, given in ascending order of `key`: the items past the cursor
+    /// `after` in the query's order, at most its page size; the next cursor is the last item's
+    /// key as `render` writes it. For stores that hold a short sorted list in memory (a run's
+    /// steps, hooks or events).
+    ///
+    /// ```
+    /// use worlds_engine::model::{ListQuery, Page, SortOrder};
+    /// let query = ListQuery::new().limit(2).order(SortOrder::Descending);
+    /// let page = Page::of_sorted(vec![1, 2, 3, 4], |n| *n, Some(4), |n| n.to_string(), &query);
+    /// assert_eq!(page.data, vec![3, 2]);
+    /// assert_eq!(page.cursor.as_deref(), Some("2"));
+    /// ```
+    pub fn of_sorted<K: Ord>(
+        mut items: Vec<T>,
+        key: impl Fn(&T) -> K,
+        after: Option<K>,
+        render: impl Fn(&T) -> String,
+        query: &ListQuery,
+    ) -> Page<T> {
+        if query.order == SortOrder::Descending {
+            items.reverse();
+        }
+        let limit = query.page_size();
+        let mut data: Vec<T> = items
+            .into_iter()
+            .filter(|item| {
+                after.as_ref().is_none_or(|after| match query.order {
+                    SortOrder::Ascending => key(item) > *after,
+                    SortOrder::Descending => key(item) < *after,
+                })
+            })
+            .take(limit.saturating_add(1))
+            .collect();
+        let has_more = data.len() > limit;
+        data.truncate(limit);
+        let cursor = if has_more {
+            data.last().map(render)
+        } else {
+            None
+        };
+        Page {
+            data,
+            cursor,
+            has_more,
+        }
+    }
+
+    /// The same page with each item changed by `f`.
+    pub fn map<U>(self, f: impl FnMut(T) -> U) -> Page<U> {
+        Page {
+            data: self.data.into_iter().map(f).collect(),
+            cursor: self.cursor,
+            has_more: self.has_more,
+        }
+    }
 }

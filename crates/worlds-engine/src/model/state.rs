@@ -129,6 +129,19 @@ impl PendingTimers {
     }
 }
 
+impl ActivityState {
+    /// This step as a list shows it: with its input and output under [`ResolveData::All`],
+    /// without them under [`ResolveData::None`].
+    pub fn view(&self, resolve: ResolveData) -> ActivityState {
+        let mut copy = self.clone();
+        if resolve == ResolveData::None {
+            copy.input = None;
+            copy.output = None;
+        }
+        copy
+    }
+}
+
 /// A saga compensation registered by the run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CompensationState {

@@ -22,9 +22,6 @@ use super::{
     Appended, EventStore, IdempotencyStore, LeaseStore, RunStore, Timer, TimerKind, TimerStore,
 };
 
-/// Default page size of [`RunStore::list_runs`] when the filter sets no limit.
-const DEFAULT_PAGE: usize = 100;
-
 /// One run. `state` and `history` are the tip: every accepted event. Readers see only the
 /// first `visible` events (all of them, unless a durable store has not yet published the rest:
 /// see [`MemoryStore::append_unpublished`]).
@@ -440,7 +437,7 @@ impl RunStore for MemoryStore {
         &self,
         filter: &WorkflowQueryFilter,
     ) -> Result<Page<WorkflowState>, WorldError> {
-        let limit = filter.limit.unwrap_or(DEFAULT_PAGE);
+        let limit = filter.limit.unwrap_or(crate::model::DEFAULT_PAGE_SIZE);
         let offset = filter.offset.unwrap_or(0);
         let index = self.index.lock();
         let runs = self.runs.read();

@@ -5,7 +5,6 @@
 //! position), so a page is the items past the cursor in the asked order, and the cursor is the
 //! key of the page's last item.
 
-use std::str::FromStr;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -17,23 +16,7 @@ use crate::model::{
 use crate::store::hook_index::HookRef;
 use crate::store::{HookRecord, HookStore, StepRecord, StepStore};
 
-use super::{MemoryStore, DEFAULT_PAGE};
-
-/// The cursor of a list keyed by a number (a `seq`, a position).
-fn number_cursor<T: FromStr>(query: &ListQuery) -> Result<Option<T>, WorldError> {
-    query
-        .cursor
-        .as_deref()
-        .map(|c| c.parse::<T>().map_err(|_| bad_cursor(c)))
-        .transpose()
-}
-
-fn bad_cursor(cursor: &str) -> WorldError {
-    WorldError::invalid(
-        "cursor",
-        format!("'{cursor}' is not a cursor of this list; pass the `cursor` of its previous page"),
-    )
-}
+use super::MemoryStore;
 
 /// True if an item with `key` comes after the cursor `after` in the query's order.
 fn past<K: Ord>(key: &K, after: Option<&K>, order: SortOrder) -> bool {
@@ -41,46 +24,6 @@ fn past<K: Ord>(key: &K, after: Option<&K>, order: SortOrder) -> bool {
         SortOrder::Ascending => key > after,
         SortOrder::Descending => key < after,
     })
-}
-
-/// One page of `items` (in ascending key order): those past `after` in the query's order, at
-/// most the query's limit (one more is read to know whether more follow).
-fn page<T, K: Ord>(
-    mut items: Vec<T>,
-    key: impl Fn(&T) -> K,
-    after: Option<K>,
-    render: impl Fn(&T) -> String,
-    query: &ListQuery,
-) -> Page<T> {
-    if query.order == SortOrder::Descending {
-        items.reverse();
-    }
-    let limit = query.limit.unwrap_or(DEFAULT_PAGE);
-    let mut data: Vec<T> = items
-        .into_iter()
-        .filter(|item| past(&key(item), after.as_ref(), query.order))
-        .take(limit.saturating_add(1))
-        .collect();
-    let has_more = data.len() > limit;
-    data.truncate(limit);
-    let cursor = if has_more {
-        data.last().map(render)
-    } else {
-        None
-    };
-    Page {
-        data,
-        cursor,
-        has_more,
-    }
-}
-
-fn map_page<T, U>(page: Page<T>, f: impl FnMut(T) -> U) -> Page<U> {
-    Page {
-        data: page.data.into_iter().map(f).collect(),
-        cursor: page.cursor,
-        has_more: page.has_more,
-    }
 }
 
 fn empty<T>() -> Page<T> {
@@ -101,15 +44,6 @@ fn event_view(event: &Arc<Event>, resolve: ResolveData) -> Arc<Event> {
             Arc::new(copy)
         }
     }
-}
-
-fn step_view(step: &ActivityState, resolve: ResolveData) -> ActivityState {
-    let mut copy = step.clone();
-    if resolve == ResolveData::None {
-        copy.input = None;
-        copy.output = None;
-    }
-    copy
 }
 
 impl MemoryStore {
@@ -138,7 +72,7 @@ impl MemoryStore {
         run_id: &str,
         query: &ListQuery,
     ) -> Result<Page<Arc<Event>>, WorldError> {
-        let after = number_cursor::<u64>(query)?;
+        let after = query.number_cursor::<u64>()?;
         let shared = self
             .entry(run_id)
             .ok_or_else(|| WorldError::not_found("run", run_id))?;
@@ -157,14 +91,14 @@ impl MemoryStore {
             (Some(seq), SortOrder::Ascending) => &visible[at(seq.saturating_add(1))..],
             (Some(seq), SortOrder::Descending) => &visible[..at(seq)],
         };
-        let found = page(
+        let found = Page::of_sorted(
             slice.iter().collect(),
             |e| e.seq,
             None,
             |e| e.seq.to_string(),
             query,
         );
-        Ok(map_page(found, |e| event_view(e, query.resolve_data)))
+        Ok(found.map(|e| event_view(e, query.resolve_data)))
     }
 
     /// [`EventStore::list_events_by_correlation_id`](crate::store::EventStore::list_events_by_correlation_id).
@@ -173,7 +107,7 @@ impl MemoryStore {
         correlation_id: &str,
         query: &ListQuery,
     ) -> Result<Page<Arc<Event>>, WorldError> {
-        let after = number_cursor::<u64>(query)?;
+        let after = query.number_cursor::<u64>()?;
         let Some(run_id) = self.owner_of(correlation_id) else {
             return Ok(empty());
         };
@@ -182,8 +116,8 @@ impl MemoryStore {
                 .iter()
                 .filter(|e| state.correlation_id(&e.kind) == Some(correlation_id))
                 .collect();
-            let found = page(items, |e| e.seq, after, |e| e.seq.to_string(), query);
-            map_page(found, |e| event_view(e, query.resolve_data))
+            let found = Page::of_sorted(items, |e| e.seq, after, |e| e.seq.to_string(), query);
+            found.map(|e| event_view(e, query.resolve_data))
         });
         Ok(found.unwrap_or_else(empty))
     }
@@ -209,7 +143,7 @@ impl StepStore for MemoryStore {
             let step = state.activities.iter().find(|a| a.id == step_id)?;
             Some(StepRecord {
                 run_id: run_id.to_string(),
-                step: step_view(step, resolve),
+                step: step.view(resolve),
             })
         })
         .flatten()
@@ -221,17 +155,17 @@ impl StepStore for MemoryStore {
         run_id: &str,
         query: &ListQuery,
     ) -> Result<Page<ActivityState>, WorldError> {
-        let after = number_cursor::<u32>(query)?;
+        let after = query.number_cursor::<u32>()?;
         self.read_run(run_id, |state, _| {
             let items = state.activities.iter().collect();
-            let found = page(
+            let found = Page::of_sorted(
                 items,
                 |a| a.position,
                 after,
                 |a| a.position.to_string(),
                 query,
             );
-            map_page(found, |a| step_view(a, query.resolve_data))
+            found.map(|a| a.view(query.resolve_data))
         })
         .ok_or_else(|| WorldError::not_found("run", run_id))
     }
@@ -263,18 +197,18 @@ impl HookStore for MemoryStore {
         run_id: &str,
         query: &ListQuery,
     ) -> Result<Page<HookRecord>, WorldError> {
-        let after = number_cursor::<u32>(query)?;
+        let after = query.number_cursor::<u32>()?;
         self.read_run(run_id, |state, _| {
             let mut items: Vec<_> = state.hooks.iter().collect();
             items.sort_by_key(|h| h.position);
-            let found = page(
+            let found = Page::of_sorted(
                 items,
                 |h| h.position,
                 after,
                 |h| h.position.to_string(),
                 query,
             );
-            map_page(found, |hook| HookRecord {
+            found.map(|hook| HookRecord {
                 run_id: state.id.clone(),
                 hook: hook.clone(),
             })
@@ -289,8 +223,11 @@ impl HookStore for MemoryStore {
             .cursor
             .as_deref()
             .map(|c| {
-                let (run_id, position) = c.rsplit_once('#').ok_or_else(|| bad_cursor(c))?;
-                let position = position.parse::<u32>().map_err(|_| bad_cursor(c))?;
+                let (run_id, position) =
+                    c.rsplit_once('#').ok_or_else(|| ListQuery::bad_cursor(c))?;
+                let position = position
+                    .parse::<u32>()
+                    .map_err(|_| ListQuery::bad_cursor(c))?;
                 Ok::<_, WorldError>((run_id.to_owned(), position))
             })
             .transpose()?;
@@ -300,7 +237,7 @@ impl HookStore for MemoryStore {
         if query.order == SortOrder::Descending {
             refs.reverse();
         }
-        let limit = query.limit.unwrap_or(DEFAULT_PAGE);
+        let limit = query.page_size();
         let mut data: Vec<HookRecord> = refs
             .into_iter()
             .filter(|r| {

@@ -10,7 +10,9 @@
 //! finished; `COMMIT`. Each append is checked on its own (lease epoch, the run's state rules,
 //! hook tokens) against the state left by the appends before it, so a refused append is
 //! answered with its error and the others commit. If the database fails the batch as a whole,
-//! each append is retried as a batch of its own, so one bad append fails alone.
+//! each append is retried as a batch of its own, so one bad append fails alone — unless the
+//! connection failed: then the batch may have committed without its answer arriving, and every
+//! caller gets the `Unavailable` error, which tells the engine to read the run back.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Weak};
@@ -125,6 +127,16 @@ impl PostgresStore {
                     let _ = item.reply.send(Err(e));
                 }
             }
+            // The connection failed: the batch may or may not have committed (a COMMIT whose
+            // answer was lost), so retrying could find its own writes and mistake them for
+            // another's. Every caller hears the passing error and reads the run back.
+            Err(WorldError::Unavailable(message)) => {
+                for item in items {
+                    let _ = item
+                        .reply
+                        .send(Err(WorldError::Unavailable(message.clone())));
+                }
+            }
             Err(e) => {
                 tracing::debug!(
                     "a batch of {} appends failed ({e}); retrying each",
@@ -142,7 +154,8 @@ impl PostgresStore {
     }
 
     /// One transaction for the batch: `Ok` holds each append's own result; `Err` means the
-    /// transaction failed and nothing was written.
+    /// transaction failed: nothing was written, except that after a connection failure
+    /// (`Unavailable`) the commit may have landed.
     async fn try_batch(
         &self,
         work: &[(String, Vec<Event>)],

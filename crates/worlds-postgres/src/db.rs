@@ -5,9 +5,22 @@ use worlds_engine::WorldError;
 /// The engine error for a failed database call while doing `what`.
 pub(crate) fn error(server: &str, what: &str, e: sqlx::Error) -> WorldError {
     match &e {
-        sqlx::Error::PoolTimedOut | sqlx::Error::Io(_) | sqlx::Error::PoolClosed => {
+        sqlx::Error::PoolTimedOut
+        | sqlx::Error::Io(_)
+        | sqlx::Error::PoolClosed
+        | sqlx::Error::WorkerCrashed
+        | sqlx::Error::Protocol(_) => WorldError::Unavailable(format!(
+            "PostgreSQL at {server} did not answer while {what}: {e}; check that the server is running and reachable"
+        )),
+        // Connection exceptions (class 08) and the server shutting sessions down (57P01
+        // admin shutdown, 57P02 crash shutdown, 57P03 cannot connect now).
+        sqlx::Error::Database(db)
+            if db
+                .code()
+                .is_some_and(|c| c.starts_with("08") || c.starts_with("57P0")) =>
+        {
             WorldError::Unavailable(format!(
-                "PostgreSQL at {server} did not answer while {what}: {e}; check that the server is running and reachable"
+                "PostgreSQL at {server} closed the session while {what}: {e}; the next call reconnects"
             ))
         }
         sqlx::Error::Database(db) if db.code().as_deref() == Some("57014") => {

@@ -249,7 +249,10 @@ impl PostgresStore {
             message: format!("'{}' is not a PostgreSQL URL: {e}", redact(url)),
         })?;
         let server = format!("{}:{}", base.get_host(), base.get_port());
-        let connect = base.application_name("worlds-engine").options([
+        // Named for the schema, so an operator (or a test) can tell one world's sessions from
+        // another's in `pg_stat_activity`.
+        let application = format!("worlds-engine {}", options.schema);
+        let connect = base.application_name(&application).options([
             ("search_path", options.schema.clone()),
             (
                 "statement_timeout",

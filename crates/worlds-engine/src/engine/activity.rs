@@ -264,8 +264,10 @@ impl Engine {
                 }],
             )
             .await;
-        if started.is_err() {
-            // A duplicate of a task already taken, or the run finished: nothing to do.
+        if let Err(e) = started {
+            // A duplicate of a task already taken, or the run finished: nothing to do. Unless
+            // the store could not be reached: then the run resumes from its history.
+            self.resync_if_passing(&run_id, &e);
             return;
         }
         let options = self.activity_options(&task.name, task.options.as_deref());
@@ -357,9 +359,14 @@ impl Engine {
                                 }],
                             )
                             .await;
-                        if done.is_ok() {
-                            self.local_steps.forget(&run_id, task.position);
-                            self.runs.schedule(&run_id);
+                        match done {
+                            Ok(_) => {
+                                self.local_steps.forget(&run_id, task.position);
+                                self.runs.schedule(&run_id);
+                            }
+                            Err(e) => {
+                                self.resync_if_passing(&run_id, &e);
+                            }
                         }
                     }
                     Err(e) => {
@@ -518,6 +525,9 @@ impl Engine {
                 }],
             )
             .await;
+        if let Err(e) = &done {
+            self.resync_if_passing(&task.run_id, e);
+        }
         if done.is_ok() {
             self.local_steps.forget(&task.run_id, task.position);
             self.runs.schedule(&task.run_id);

@@ -96,8 +96,10 @@ impl Engine {
             Ok(Outcome::Done) => TaskEnd::Done,
             Err(e) => {
                 // Keep the slot, drop the machine: the next task for this run rebuilds it from
-                // the store.
-                tracing::warn!(run_id = %run_id, error = %e, "workflow task failed; the run resumes from its history on its next task");
+                // the store (after a passing store failure, one is queued shortly).
+                if !self.resync_if_passing(run_id, &e) {
+                    tracing::warn!(run_id = %run_id, error = %e, "workflow task failed; the run resumes from its history on its next task");
+                }
                 TaskEnd::Idle
             }
         };

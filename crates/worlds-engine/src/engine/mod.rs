@@ -35,6 +35,7 @@ pub(crate) mod journal;
 mod lost;
 pub(crate) mod machine;
 mod recovery;
+mod resync;
 mod runs;
 mod schedules;
 mod sharing;
@@ -176,6 +177,8 @@ pub(crate) struct Engine {
     keys: idempotency::IdempotencyKeys,
     /// Closures of named steps (`ctx.step`) waiting to run or running.
     local_steps: Arc<steps::LocalSteps>,
+    /// Runs to resume from their history after a passing store failure.
+    resyncs: resync::Resyncs,
 }
 
 impl Engine {
@@ -260,6 +263,7 @@ impl Engine {
             recovery,
             keys: Default::default(),
             local_steps: Arc::default(),
+            resyncs: Default::default(),
         }
     }
 

@@ -63,8 +63,8 @@ impl Engine {
     /// Another process took over a run this one drove (its lease had expired): forget the run
     /// here without recording anything; the other process drives it from its history.
     async fn drop_lost(&self, run_id: &str) {
+        // Its timers stay in the store: they are the other process's now.
         self.local_steps.forget_run(run_id);
-        self.timers.forget_run(run_id).await;
         self.runs.let_go(run_id, false);
     }
 

@@ -179,7 +179,11 @@ impl Engine {
         };
         if let Err(e) = result {
             // Typically the run finished or was cancelled before its timer: nothing to do.
-            tracing::debug!(run_id, error = %e, "timer fired for a run that no longer needs it");
+            // Unless the store could not be reached: the timer was taken, so the run resumes
+            // from its history, which arms it again.
+            if !self.resync_if_passing(run_id, &e) {
+                tracing::debug!(run_id, error = %e, "timer fired for a run that no longer needs it");
+            }
         }
     }
 }

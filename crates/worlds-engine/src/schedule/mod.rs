@@ -20,7 +20,8 @@
 //! world.register(&report)?;
 //! // Every day at 09:00 in Paris; the input is computed at each firing.
 //! let config = world
-//!     .add_schedule(
+//!     .schedules()
+//!     .add(
 //!         Schedule::cron("daily-report", "report", "0 9 * * *")
 //!             .time_zone("Europe/Paris")
 //!             .input_fn(|firing| format!("day of {}", firing.at))

@@ -176,6 +176,9 @@ impl World {
                 ));
             }
             life.background.push(tokio::spawn(
+                (self.engine.clone().resync_loop(stop.clone())).instrument(span.clone()),
+            ));
+            life.background.push(tokio::spawn(
                 (self.engine.clone().schedule_loop(stop.clone())).instrument(span.clone()),
             ));
             life.background.push(tokio::spawn(

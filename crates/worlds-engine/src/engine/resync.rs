@@ -1,0 +1,98 @@
+//! Resuming a run from its history after a store call for it failed with a passing error (the
+//! database went away, a connection was cut).
+//!
+//! Such a failure leaves this process unsure of the run: a write that reported an error may
+//! have landed (the connection broke after the commit), and the task that made it stopped
+//! halfway (a step scheduled but never queued, a result not recorded, a timer taken but not
+//! fired). Retrying the one call cannot settle that; reading the run back can. So the run is
+//! queued here, and a loop lets go of what this process holds of it in memory and resumes it
+//! from its history, exactly as a restart would (`recover_runs`): steps scheduled but not
+//! started are queued again, an attempt that was running counts as lost, timers are re-armed.
+//! While the store stays unavailable the run is tried again on the next tick.
+
+use std::sync::Arc;
+
+use parking_lot::Mutex;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::error::{ErrorKind, WorldError};
+
+use super::Engine;
+
+/// How long the loop waits before resuming the runs queued since its last round, so that a
+/// burst of failures (every task of a cut connection) makes one round.
+const PAUSE_MS: i64 = 200;
+
+/// Runs waiting to be resumed from their history.
+#[derive(Default)]
+pub(crate) struct Resyncs {
+    pending: Mutex<Vec<String>>,
+    wake: Notify,
+}
+
+impl Resyncs {
+    fn push(&self, run_id: &str) {
+        let mut pending = self.pending.lock();
+        if !pending.iter().any(|r| r == run_id) {
+            pending.push(run_id.to_owned());
+        }
+        drop(pending);
+        self.wake.notify_one();
+    }
+
+    fn take(&self) -> Vec<String> {
+        std::mem::take(&mut *self.pending.lock())
+    }
+}
+
+/// True for an error that says the store could not be reached, not that the call was wrong.
+pub(crate) fn is_passing(error: &WorldError) -> bool {
+    error.kind() == ErrorKind::Unavailable
+}
+
+impl Engine {
+    /// Called where a store call for `run_id` failed: if the failure is a passing one, the run
+    /// is resumed from its history shortly. Returns true if it was queued.
+    pub(crate) fn resync_if_passing(&self, run_id: &str, error: &WorldError) -> bool {
+        if !is_passing(error) {
+            return false;
+        }
+        tracing::warn!(run_id, error = %error, "the store failed for this run; resuming it from its history shortly");
+        self.resyncs.push(run_id);
+        true
+    }
+
+    /// Resumes queued runs until `stop` is cancelled.
+    pub(crate) async fn resync_loop(self: Arc<Self>, stop: CancellationToken) {
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = self.resyncs.wake.notified() => {}
+            }
+            let pause = self
+                .clock
+                .sleep_until_background(self.clock.now_ms().saturating_add(PAUSE_MS));
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = pause => {}
+            }
+            for run_id in self.resyncs.take() {
+                self.resync(&run_id).await;
+            }
+        }
+    }
+
+    /// Lets go of the run in memory and resumes it from its history.
+    async fn resync(&self, run_id: &str) {
+        self.local_steps.forget_run(run_id);
+        self.runs.let_go(run_id, false);
+        match self.recover_runs(vec![run_id.to_owned()]).await {
+            Ok(_) => {}
+            Err(e) if is_passing(&e) => self.resyncs.push(run_id),
+            Err(e) => {
+                tracing::warn!(run_id, error = %e, "could not resume the run from its history")
+            }
+        }
+    }
+}

@@ -101,6 +101,9 @@ impl EventStore for PostgresStore {
             .await
             .map_err(|e| self.err("reading a history", e))?;
         let events = self.read_history(&mut conn, run_id, big(from_seq)).await?;
+        // Back to the pool before asking it for another: holding one connection while waiting
+        // for a second starves a busy pool.
+        drop(conn);
         if events.is_empty() && !self.run_exists(run_id).await? {
             return Err(WorldError::NotFound {
                 what: "run",

@@ -68,10 +68,20 @@ async fn a_world_survives_every_connection_being_terminated() {
     );
 
     for (n, handle) in handles.into_iter().enumerate() {
-        let output = tokio::time::timeout(Duration::from_secs(60), handle.result())
-            .await
-            .unwrap_or_else(|_| panic!("run {n} did not finish"))
-            .unwrap_or_else(|e| panic!("run {n}: {e}"));
+        let output = tokio::time::timeout(Duration::from_secs(60), handle.result()).await;
+        if output.is_err() {
+            let state = handle.query().await.unwrap();
+            let steps: Vec<_> = state
+                .activities
+                .iter()
+                .map(|a| (a.position, a.status, a.attempt))
+                .collect();
+            panic!(
+                "run {n} did not finish: {:?}, steps {steps:?}",
+                state.status
+            );
+        }
+        let output = output.unwrap().unwrap_or_else(|e| panic!("run {n}: {e}"));
         assert_eq!(output, n as u64 * 10 + 5);
     }
     world.shutdown().await.unwrap();

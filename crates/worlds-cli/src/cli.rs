@@ -52,7 +52,10 @@ Examples:
   worlds logs --level warn --since 1h
   worlds doctor --dir path/to/.worlds-engine
 
-Every command reads ./.worlds-engine unless --dir names another directory.
+Every command reads ./.worlds-engine unless --dir names another directory, or
+--database-url (WORLDS_ENGINE_DATABASE_URL) a PostgreSQL world:
+  worlds runs list --database-url postgres://user@host:5432/db [--schema worlds]
+
 With --json, output is JSON for scripts, and so is an error: one object
 {\"error\": {\"message\": ...}} on stderr, with a non-zero exit status.";
 
@@ -74,14 +77,15 @@ pub(crate) enum Command {
     /// Started on a directory that holds unfinished runs, `worlds dev` resumes them and, unless
     /// `--runs` is given, starts no new ones.
     Dev(DevArgs),
-    /// List, show or cancel the runs stored in a world's directory (list and show only read,
-    /// so they are safe while the world runs).
+    /// List, show or cancel the runs stored in a world's directory or PostgreSQL database (list
+    /// and show only read, so they are safe while the world runs).
     #[command(subcommand)]
     Runs(RunsCommand),
-    /// List, pause, resume or delete the schedules in a world's directory.
+    /// List, pause, resume or delete the schedules in a world's directory or database.
     #[command(subcommand)]
     Schedules(SchedulesCommand),
-    /// Check a world's directory: format, runs by status, torn or corrupt event logs.
+    /// Check a world's directory (format, runs by status, torn or corrupt event logs) or
+    /// PostgreSQL database (connection, schema version, members, runs, takeovers, timers due).
     Doctor(DoctorArgs),
     /// Show a world's log entries, oldest first (read-only: safe while the world runs).
     ///

@@ -430,6 +430,34 @@ async fn doctor_reports_connection_version_members_runs_and_timers() {
     }
     world.shutdown().await.unwrap();
 
+    // The member dies (its heartbeat an hour old) with the run unfinished: nothing drives it.
+    let mut conn = PgConnection::connect(&self::url()).await.unwrap();
+    sqlx::query(AssertSqlSafe(format!(
+        "UPDATE \"{}\".members SET heartbeat_at = now() - interval '1 hour'",
+        schema.0
+    )))
+    .execute(&mut conn)
+    .await
+    .unwrap();
+    let out = on_db(&["doctor"], &url, &schema).await;
+    no_secret(&out);
+    let text = stdout(&out);
+    assert!(!out.status.success(), "{text}");
+    for expected in [
+        "members: 0 live, 1 dead",
+        "runs leased to no live member: 1",
+        "problem: 1 unfinished run(s) and no live member",
+        "start the world's program",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in\n{text}");
+    }
+    assert!(!text.contains("healthy"), "{text}");
+    assert!(
+        stderr(&out).contains("1 problem(s) found"),
+        "{}",
+        stderr(&out)
+    );
+
     // A schema no world has used.
     let missing = Schema::fresh();
     let out = on_db(&["doctor"], &url, &missing).await;

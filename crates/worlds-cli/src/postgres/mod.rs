@@ -20,7 +20,7 @@ use anyhow::{bail, Context as _};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use worlds_engine::clock::SystemClock;
-use worlds_engine::{redact_url, HookSecret, World, WorldConfig, WorldError};
+use worlds_engine::{redact_url, HookSecret, World, WorldConfig, WorldError, DATABASE_URL_ENV};
 use worlds_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION};
 
 use crate::cli::{DatabaseArgs, DEFAULT_SCHEMA};
@@ -97,9 +97,19 @@ impl Database {
     }
 
     /// ` --database-url URL --schema NAME` for a command the user is told to run (the URL
-    /// without its password; no `--schema` for the default).
+    /// without its password; no `--database-url` when `WORLDS_ENGINE_DATABASE_URL` holds it,
+    /// no `--schema` for the default).
     pub(crate) fn flags(&self) -> String {
-        let mut flags = format!(" --database-url {}", shell_word(&redact_url(&self.url)));
+        let from_env = std::env::var(DATABASE_URL_ENV).is_ok_and(|env| env == self.url);
+        self.flags_with(from_env)
+    }
+
+    fn flags_with(&self, url_from_env: bool) -> String {
+        let mut flags = if url_from_env {
+            String::new()
+        } else {
+            format!(" --database-url {}", shell_word(&redact_url(&self.url)))
+        };
         if self.schema != DEFAULT_SCHEMA {
             flags.push_str(&format!(" --schema {}", shell_word(&self.schema)));
         }
@@ -391,9 +401,10 @@ mod tests {
         assert_eq!(db.host_port(), "db.internal:6543");
         assert_eq!(db.describe(), "schema 'worlds' on db.internal:6543/shop");
         assert_eq!(
-            db.flags(),
+            db.flags_with(false),
             " --database-url 'postgres://app:***@db.internal:6543/shop'"
         );
+        assert_eq!(db.flags_with(true), "");
         assert_eq!(
             db.scrub("auth s%40cret failed for s@cret"),
             "auth *** failed for ***"
@@ -401,9 +412,10 @@ mod tests {
         assert!(!format!("{db:?}").contains("cret"));
         let db = Database::new("postgres://app@db/shop", "other");
         assert_eq!(
-            db.flags(),
+            db.flags_with(false),
             " --database-url postgres://app@db/shop --schema other"
         );
+        assert_eq!(db.flags_with(true), " --schema other");
         assert_eq!(db.scrub("nothing to hide"), "nothing to hide");
     }
 

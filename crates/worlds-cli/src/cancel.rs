@@ -7,6 +7,9 @@
 //! poll interval. A directory held by a running hybrid world cannot be written from outside;
 //! the command says so. A hybrid directory no world holds is opened in hybrid mode, so the
 //! write-ahead log is read and folded in before anything is written.
+//!
+//! On PostgreSQL (`--database-url`) a cancellation is a normal write while members run the
+//! world: the member driving the run sees it and stops the run's steps.
 
 use std::io::Write;
 
@@ -15,20 +18,21 @@ use worlds_engine::{World, WorldError};
 
 use crate::cli::CancelArgs;
 use crate::escape::escaped;
-use crate::inspect::not_found_hint;
+use crate::inspect::{not_found_hint, Place};
 use crate::writer::with_world;
 
 /// Runs `worlds runs cancel`.
 pub(crate) fn cancel(args: &CancelArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let instead = "cancel the run from that program (World::cancel or handle.cancel()), or stop it and run this command again.";
-    let state = with_world(&args.dir, instead, async |world: &World| {
+    let place = Place::of(&args.dir, &args.database);
+    let cancel = async |world: &World| {
         let reason = args
             .reason
             .clone()
             .unwrap_or_else(|| "cancelled with `worlds runs cancel`".to_owned());
         match world.cancel_with_reason(&args.id, reason).await {
             Ok(()) => {}
-            Err(e @ WorldError::NotFound { .. }) => return Err(not_found_hint(e, &args.dir)),
+            Err(e @ WorldError::NotFound { .. }) => return Err(not_found_hint(e, &place)),
             Err(e) => {
                 return Err(anyhow::Error::new(e).context(format!("could not cancel {}", args.id)))
             }
@@ -38,7 +42,11 @@ pub(crate) fn cancel(args: &CancelArgs, out: &mut dyn Write) -> anyhow::Result<(
             .await
             .with_context(|| format!("could not read {} back", args.id))?;
         Ok(state)
-    })?;
+    };
+    let state = match &place {
+        Place::Dir(dir) => with_world(dir, instead, cancel)?,
+        Place::Database(db) => crate::postgres::with_world(db, cancel)?,
+    };
     if args.json {
         let summary = serde_json::json!({
             "run_id": state.id,
@@ -85,6 +93,7 @@ mod tests {
         CancelArgs {
             id: id.to_owned(),
             dir: dir.to_path_buf(),
+            database: crate::cli::DatabaseArgs::default(),
             reason: None,
             json,
         }

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use worlds_engine::{RunStatus, DATA_DIR_ENV};
+use worlds_engine::{RunStatus, DATABASE_URL_ENV, DATA_DIR_ENV};
 
 /// The `worlds` command: run, inspect and benchmark worlds-engine.
 #[derive(Debug, Parser)]
@@ -52,7 +52,10 @@ Examples:
   worlds logs --level warn --since 1h
   worlds doctor --dir path/to/.worlds-engine
 
-Every command reads ./.worlds-engine unless --dir names another directory.
+Every command reads ./.worlds-engine unless --dir names another directory, or
+--database-url (WORLDS_ENGINE_DATABASE_URL) a PostgreSQL world:
+  worlds runs list --database-url postgres://user@host:5432/db [--schema worlds]
+
 With --json, output is JSON for scripts, and so is an error: one object
 {\"error\": {\"message\": ...}} on stderr, with a non-zero exit status.";
 
@@ -74,14 +77,15 @@ pub(crate) enum Command {
     /// Started on a directory that holds unfinished runs, `worlds dev` resumes them and, unless
     /// `--runs` is given, starts no new ones.
     Dev(DevArgs),
-    /// List, show or cancel the runs stored in a world's directory (list and show only read,
-    /// so they are safe while the world runs).
+    /// List, show or cancel the runs stored in a world's directory or PostgreSQL database (list
+    /// and show only read, so they are safe while the world runs).
     #[command(subcommand)]
     Runs(RunsCommand),
-    /// List, pause, resume or delete the schedules in a world's directory.
+    /// List, pause, resume or delete the schedules in a world's directory or database.
     #[command(subcommand)]
     Schedules(SchedulesCommand),
-    /// Check a world's directory: format, runs by status, torn or corrupt event logs.
+    /// Check a world's directory (format, runs by status, torn or corrupt event logs) or
+    /// PostgreSQL database (connection, schema version, members, runs, takeovers, timers due).
     Doctor(DoctorArgs),
     /// Show a world's log entries, oldest first (read-only: safe while the world runs).
     ///
@@ -90,6 +94,32 @@ pub(crate) enum Command {
     /// Run the benchmark workloads (see the benchmark contract) and print one result per workload.
     Bench(BenchArgs),
 }
+
+/// Where a world on PostgreSQL lives: `--database-url` (or `WORLDS_ENGINE_DATABASE_URL`) and
+/// `--schema`. With a URL the command works on that database instead of `--dir`.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct DatabaseArgs {
+    /// Work on the PostgreSQL world at this URL (postgres://user:password@host:5432/db) instead
+    /// of a directory. Giving --dir as well is an error.
+    #[arg(long, env = DATABASE_URL_ENV, value_name = "URL", hide_env_values = true)]
+    pub(crate) database_url: Option<String>,
+
+    /// The PostgreSQL schema holding the world's tables (with --database-url).
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_SCHEMA)]
+    pub(crate) schema: String,
+}
+
+impl DatabaseArgs {
+    /// The URL, when one was given (an empty one counts as none).
+    pub(crate) fn url(&self) -> Option<&str> {
+        self.database_url
+            .as_deref()
+            .filter(|u| !u.trim().is_empty())
+    }
+}
+
+/// The default `--schema`: the engine's default for a PostgreSQL world.
+pub(crate) const DEFAULT_SCHEMA: &str = "worlds";
 
 /// The default `--dir` when `WORLDS_ENGINE_DIR` is not set: where a world on file or hybrid
 /// storage keeps its state by default.
@@ -120,6 +150,10 @@ pub(crate) struct CancelArgs {
     #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
 
+    /// A world on PostgreSQL instead of a directory.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+
     /// Why, recorded in the `workflow_cancelled` event.
     #[arg(long)]
     pub(crate) reason: Option<String>,
@@ -135,6 +169,10 @@ pub(crate) struct ListArgs {
     /// The world's data directory.
     #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
+
+    /// A world on PostgreSQL instead of a directory.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
 
     /// Only runs in this status (repeat for several).
     #[arg(long = "status", value_name = "STATUS")]
@@ -162,6 +200,10 @@ pub(crate) struct ShowArgs {
     /// The world's data directory.
     #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
+
+    /// A world on PostgreSQL instead of a directory.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
 
     /// Print the run state with its history as one JSON object instead of text.
     #[arg(long)]
@@ -192,6 +234,10 @@ pub(crate) struct SchedulesListArgs {
     #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
 
+    /// A world on PostgreSQL instead of a directory.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+
     /// Print one JSON object per line (the stored schedule) instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
@@ -207,6 +253,10 @@ pub(crate) struct ScheduleIdArgs {
     #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
 
+    /// A world on PostgreSQL instead of a directory.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+
     /// Print the outcome as one JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -218,6 +268,10 @@ pub(crate) struct DoctorArgs {
     /// The world's data directory.
     #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
+
+    /// A world on PostgreSQL instead of a directory.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
 }
 
 /// Options of `worlds dev`.
@@ -236,6 +290,10 @@ pub(crate) struct DevArgs {
     #[arg(long, value_enum, default_value_t = PersistenceArg::Hybrid)]
     pub(crate) persistence: PersistenceArg,
 
+    /// The database of `--persistence postgres`.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+
     /// Divide every demo duration (pauses, step times, the gap between starts) by this factor.
     #[arg(long, hide = true, default_value_t = 1.0, value_parser = positive_factor)]
     pub(crate) speed: f64,
@@ -250,6 +308,9 @@ pub(crate) enum PersistenceArg {
     File,
     /// In process memory only: nothing survives the process.
     Memory,
+    /// A PostgreSQL database (--database-url or WORLDS_ENGINE_DATABASE_URL), shared by every
+    /// process of the world.
+    Postgres,
 }
 
 impl From<PersistenceArg> for worlds_engine::Persistence {
@@ -258,6 +319,7 @@ impl From<PersistenceArg> for worlds_engine::Persistence {
             PersistenceArg::Hybrid => worlds_engine::Persistence::Hybrid,
             PersistenceArg::File => worlds_engine::Persistence::File,
             PersistenceArg::Memory => worlds_engine::Persistence::Memory,
+            PersistenceArg::Postgres => worlds_engine::Persistence::Postgres,
         }
     }
 }
@@ -294,16 +356,26 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) json: bool,
 
-    /// Workers of the benchmarked world (its `min_workers`). Default: 4 on memory; 64 on file
+    /// Workers of the benchmarked world (its `min_workers`). Default: 4 on memory; 1024 on file
     /// and hybrid, where a worker waits for its writes to be on disk and more of them in flight
-    /// let one fsync cover more writes.
+    /// let one fsync cover more writes; 32 on postgres (a pool of workers + 8 connections, at
+    /// most 64).
     #[arg(long, value_parser = at_least_one)]
     pub(crate) workers: Option<usize>,
+
+    /// The PostgreSQL server of `--backend postgres`. Each workload gets a fresh schema
+    /// (`bench_…`), dropped afterwards.
+    #[arg(long, env = DATABASE_URL_ENV, value_name = "URL", hide_env_values = true,
+          default_value = DEFAULT_BENCH_DATABASE_URL)]
+    pub(crate) database_url: String,
 
     /// W3's durable sleep in milliseconds (the contract says 2000; smaller values are for tests).
     #[arg(long, hide = true)]
     pub(crate) sleep_ms: Option<u64>,
 }
+
+/// The database `worlds bench --backend postgres` uses unless told otherwise: the local server.
+pub(crate) const DEFAULT_BENCH_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
 
 /// Parses a count that must be at least 1.
 fn at_least_one(text: &str) -> Result<usize, String> {
@@ -342,6 +414,8 @@ pub(crate) enum Backend {
     File,
     /// Memory plus a write-ahead log on disk.
     Hybrid,
+    /// A PostgreSQL database (--database-url).
+    Postgres,
 }
 
 impl Backend {
@@ -351,6 +425,7 @@ impl Backend {
             Backend::Memory => "memory",
             Backend::File => "file",
             Backend::Hybrid => "hybrid",
+            Backend::Postgres => "postgres",
         }
     }
 }
@@ -474,7 +549,24 @@ mod tests {
         assert_eq!(args.persistence, PersistenceArg::Memory);
         assert_eq!(args.speed, 10.0);
         assert!(Cli::try_parse_from(["worlds", "dev", "--speed", "0"]).is_err());
-        assert!(Cli::try_parse_from(["worlds", "dev", "--persistence", "postgres"]).is_err());
+        assert!(Cli::try_parse_from(["worlds", "dev", "--persistence", "sqlite"]).is_err());
+        let cli = Cli::try_parse_from([
+            "worlds",
+            "dev",
+            "--persistence",
+            "postgres",
+            "--database-url",
+            "postgres://u@h/db",
+            "--schema",
+            "demo",
+        ])
+        .unwrap();
+        let Command::Dev(args) = cli.command else {
+            panic!("not dev: {:?}", cli.command);
+        };
+        assert_eq!(args.persistence, PersistenceArg::Postgres);
+        assert_eq!(args.database.url(), Some("postgres://u@h/db"));
+        assert_eq!(args.database.schema, "demo");
     }
 }
 

@@ -2,12 +2,13 @@
 //! in `show.rs`).
 //!
 //! Every command opens the store with [`FileStore::open_read_only`], which writes nothing, so they
-//! are safe to run while a world is running on the same directory. The `format_*` functions turn
+//! are safe to run while a world is running on the same directory. With `--database-url` they
+//! read a PostgreSQL world instead, through its store (see [`crate::postgres`]). The `format_*` functions turn
 //! loaded data into text; the command functions load and write it to `out`.
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
@@ -18,8 +19,9 @@ use worlds_engine::{
     ErrorKind, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState, WorldError,
 };
 
-use crate::cli::{DoctorArgs, ListArgs, DEFAULT_DIR};
+use crate::cli::{DatabaseArgs, DoctorArgs, ListArgs, DEFAULT_DIR};
 use crate::escape::escaped;
+use crate::postgres::{self, Database};
 
 /// Runs asked of the store per page.
 const PAGE: usize = 100;
@@ -63,12 +65,55 @@ pub(crate) fn check_dir(dir: &Path) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Where a command's world is: a data directory, or a PostgreSQL database.
+#[derive(Debug, Clone)]
+pub(crate) enum Place {
+    /// A world's data directory (`--dir`).
+    Dir(PathBuf),
+    /// A world on PostgreSQL (`--database-url`, `--schema`).
+    Database(Database),
+}
+
+impl Place {
+    /// The database when the arguments name one, the directory otherwise.
+    pub(crate) fn of(dir: &Path, database: &DatabaseArgs) -> Place {
+        match postgres::target(database) {
+            Some(db) => Place::Database(db),
+            None => Place::Dir(dir.to_path_buf()),
+        }
+    }
+
+    /// The directory's path, or `schema 'worlds' on host:port/db`.
+    pub(crate) fn describe(&self) -> String {
+        match self {
+            Place::Dir(dir) => dir.display().to_string(),
+            Place::Database(db) => db.describe(),
+        }
+    }
+
+    /// The options naming this world in a command the user is told to run.
+    pub(crate) fn flags(&self) -> String {
+        match self {
+            Place::Dir(dir) => dir_flag(dir),
+            Place::Database(db) => db.flags(),
+        }
+    }
+
+    /// The `worlds dev` command that starts runs in this world.
+    pub(crate) fn dev_command(&self) -> String {
+        match self {
+            Place::Dir(dir) => format!("worlds dev{}", dir_flag(dir)),
+            Place::Database(db) => format!("worlds dev --persistence postgres{}", db.flags()),
+        }
+    }
+}
+
 /// Adds to a "not found" error how to see the ids that exist.
-pub(crate) fn not_found_hint(error: WorldError, dir: &Path) -> anyhow::Error {
+pub(crate) fn not_found_hint(error: WorldError, place: &Place) -> anyhow::Error {
     if error.kind() == ErrorKind::NotFound {
         anyhow::anyhow!(
             "{error} (`worlds runs list{}` lists the runs)",
-            dir_flag(dir)
+            place.flags()
         )
     } else {
         anyhow::Error::new(error)
@@ -97,8 +142,8 @@ pub(crate) fn shell_word(text: &str) -> String {
 }
 
 /// Up to `limit` runs matching `filter`, newest first, paging through the store.
-fn collect_runs(
-    store: &FileStore,
+pub(crate) async fn collect_runs(
+    store: &(impl RunStore + ?Sized),
     filter: WorkflowQueryFilter,
     limit: usize,
 ) -> anyhow::Result<(Vec<WorkflowState>, bool)> {
@@ -107,7 +152,7 @@ fn collect_runs(
     loop {
         let mut page_filter = filter.clone().limit(PAGE.min(limit - runs.len()));
         page_filter.cursor = cursor;
-        let page = futures::executor::block_on(store.list_runs(&page_filter))?;
+        let page = store.list_runs(&page_filter).await?;
         runs.extend(page.data);
         if !page.has_more {
             return Ok((runs, false));
@@ -121,8 +166,7 @@ fn collect_runs(
 
 /// `worlds runs list`.
 pub(crate) fn list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let store = open(&args.dir)?;
-    report_warnings(&store);
+    let place = Place::of(&args.dir, &args.database);
     let mut filter = WorkflowQueryFilter::new().resolve_data(if args.json {
         ResolveData::All
     } else {
@@ -134,20 +178,29 @@ pub(crate) fn list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> 
     if let Some(name) = &args.name {
         filter = filter.workflow_name(name.clone());
     }
-    let (runs, more) = collect_runs(&store, filter, args.limit)?;
+    let (runs, more) = match &place {
+        Place::Dir(dir) => {
+            let store = open(dir)?;
+            report_warnings(&store);
+            futures::executor::block_on(collect_runs(&store, filter, args.limit))?
+        }
+        Place::Database(db) => postgres::read(db, async |store| {
+            collect_runs(store, filter, args.limit).await
+        })?,
+    };
     if runs.is_empty() {
         // On stderr: a script reading stdout sees no runs, a person sees why.
         if args.statuses.is_empty() && args.name.is_none() {
             eprintln!(
-                "no runs in {} yet: `worlds dev{}` starts some (the bundled demo workflows), \
+                "no runs in {} yet: `{}` starts some (the bundled demo workflows), \
                  or a program starts them with World::execute",
-                escaped(&args.dir.display().to_string()),
-                dir_flag(&args.dir)
+                escaped(&place.describe()),
+                place.dev_command()
             );
         } else {
             eprintln!(
                 "no runs match (`worlds runs list{}` lists them all)",
-                dir_flag(&args.dir)
+                place.flags()
             );
         }
         return Ok(());
@@ -168,14 +221,17 @@ pub(crate) fn list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> 
 
 /// `worlds doctor`: fails (non-zero exit) if the store cannot be loaded.
 pub(crate) fn doctor(args: &DoctorArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    if let Some(db) = postgres::target(&args.database) {
+        return postgres::doctor::doctor(&db, out);
+    }
     writeln!(out, "directory: {}", args.dir.display())?;
     let store = open(&args.dir)?;
     writeln!(out, "format: {}", format_version(&args.dir))?;
-    let (runs, _) = collect_runs(
+    let (runs, _) = futures::executor::block_on(collect_runs(
         &store,
         WorkflowQueryFilter::new().resolve_data(ResolveData::None),
         usize::MAX,
-    )?;
+    ))?;
     out.write_all(format_doctor(&runs, store.wal_summary(), store.warnings()).as_bytes())?;
     Ok(())
 }
@@ -484,6 +540,7 @@ mod tests {
     fn list_args(dir: PathBuf) -> ListArgs {
         ListArgs {
             dir,
+            database: DatabaseArgs::default(),
             statuses: Vec::new(),
             name: None,
             limit: 100,
@@ -554,6 +611,7 @@ mod tests {
         let args = ShowArgs {
             id: "wf-done".to_owned(),
             dir: f.dir(),
+            database: DatabaseArgs::default(),
             json: false,
         };
         let mut out = Vec::new();
@@ -617,6 +675,7 @@ mod tests {
         let args = ShowArgs {
             id: failed,
             dir: f.dir(),
+            database: DatabaseArgs::default(),
             json: false,
         };
         let mut out = Vec::new();
@@ -644,7 +703,13 @@ mod tests {
 
     fn doctor_output(dir: PathBuf) -> (anyhow::Result<()>, String) {
         let mut out = Vec::new();
-        let result = doctor(&DoctorArgs { dir }, &mut out);
+        let result = doctor(
+            &DoctorArgs {
+                dir,
+                database: DatabaseArgs::default(),
+            },
+            &mut out,
+        );
         (result, String::from_utf8(out).unwrap())
     }
 

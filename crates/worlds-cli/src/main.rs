@@ -11,13 +11,15 @@ mod dev;
 mod escape;
 mod inspect;
 mod logs;
+mod postgres;
 mod schedules;
 mod show;
 mod writer;
 
 use std::process::ExitCode;
 
-use clap::Parser;
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
 use crate::cli::{Cli, Command, RunsCommand, SchedulesCommand};
 
@@ -27,12 +29,15 @@ use crate::cli::{Cli, Command, RunsCommand, SchedulesCommand};
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    let parsed = Cli::command()
+        .try_get_matches()
+        .and_then(|matches| Cli::from_arg_matches(&matches).map(|cli| (cli, matches)));
+    let (cli, matches) = match parsed {
+        Ok(parsed) => parsed,
         Err(error) => return usage_error(&error),
     };
     let json = cli.json();
-    match run(cli) {
+    match one_world(&matches).and_then(|()| run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             let message = format!("{error:#}");
@@ -76,7 +81,38 @@ fn usage_error(error: &clap::Error) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// Parses the command line and runs the chosen subcommand.
+/// Refuses a command that names both a directory (`--dir` on the command line) and a database
+/// (`--database-url` or `WORLDS_ENGINE_DATABASE_URL`): it could only pick one silently.
+fn one_world(matches: &ArgMatches) -> anyhow::Result<()> {
+    let Some((command, mut leaf)) = matches.subcommand() else {
+        return Ok(());
+    };
+    if !matches!(command, "runs" | "schedules" | "doctor") {
+        return Ok(());
+    }
+    while let Some((_, sub)) = leaf.subcommand() {
+        leaf = sub;
+    }
+    let dir_given = leaf.try_contains_id("dir").unwrap_or(false)
+        && leaf.value_source("dir") == Some(ValueSource::CommandLine);
+    let url = leaf
+        .try_get_one::<String>("database_url")
+        .ok()
+        .flatten()
+        .filter(|url| !url.trim().is_empty());
+    if let (true, Some(_)) = (dir_given, url) {
+        let from = match leaf.value_source("database_url") {
+            Some(ValueSource::EnvVariable) => "the WORLDS_ENGINE_DATABASE_URL environment variable",
+            _ => "--database-url",
+        };
+        anyhow::bail!(
+            "both --dir and {from} name a world: pick one (drop --dir to use the database, or unset the URL to use the directory)"
+        );
+    }
+    Ok(())
+}
+
+/// Runs the chosen subcommand.
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Bench(args) => bench::run(&args),

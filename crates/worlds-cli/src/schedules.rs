@@ -3,7 +3,8 @@
 //! Listing reads `schedules/` through [`FileStore::open_read_only`], which writes nothing, so it
 //! works while a world runs. Changes open the directory like `worlds runs cancel` does: in file
 //! mode alongside running worlds (they read schedules from disk at every poll), in hybrid mode
-//! only when no world holds it.
+//! only when no world holds it. With `--database-url` they work on a PostgreSQL world the same
+//! way, as normal writes while its members run.
 
 use std::io::Write;
 use std::time::{Duration, UNIX_EPOCH};
@@ -17,6 +18,7 @@ use worlds_engine::{World, WorldError};
 
 use crate::cli::{ScheduleIdArgs, SchedulesListArgs};
 use crate::escape::escaped;
+use crate::inspect::Place;
 use crate::writer::with_world;
 
 /// A change `worlds schedules` can make.
@@ -39,8 +41,15 @@ impl Action {
 
 /// `worlds schedules list`.
 pub(crate) fn list(args: &SchedulesListArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let store = crate::inspect::open(&args.dir)?;
-    let schedules = futures::executor::block_on(store.list_schedules())?;
+    let schedules = match Place::of(&args.dir, &args.database) {
+        Place::Dir(dir) => {
+            let store = crate::inspect::open(&dir)?;
+            futures::executor::block_on(store.list_schedules())?
+        }
+        Place::Database(db) => {
+            crate::postgres::read(&db, async |store| Ok(store.list_schedules().await?))?
+        }
+    };
     if args.json {
         for schedule in &schedules {
             writeln!(out, "{}", serde_json::to_string(schedule)?)?;
@@ -62,7 +71,7 @@ pub(crate) fn change(
         action.verb(),
         action.verb(),
     );
-    let changed = with_world(&args.dir, &instead, async |world: &World| {
+    let change = async |world: &World| {
         let result = match action {
             Action::Pause => world.schedules().pause(&args.id).await.map(Some),
             Action::Resume => world.schedules().resume(&args.id).await.map(Some),
@@ -79,7 +88,11 @@ pub(crate) fn change(
                 args.id
             ))),
         }
-    })?;
+    };
+    let changed = match Place::of(&args.dir, &args.database) {
+        Place::Dir(dir) => with_world(&dir, &instead, change)?,
+        Place::Database(db) => crate::postgres::with_world(&db, change)?,
+    };
     match (changed, args.json) {
         (Some(schedule), true) => writeln!(out, "{}", serde_json::to_string(&schedule)?)?,
         (Some(schedule), false) => writeln!(
@@ -197,6 +210,7 @@ mod tests {
         ScheduleIdArgs {
             id: id.to_owned(),
             dir: dir.to_path_buf(),
+            database: crate::cli::DatabaseArgs::default(),
             json,
         }
     }
@@ -204,6 +218,7 @@ mod tests {
     fn list_args(dir: &Path, json: bool) -> SchedulesListArgs {
         SchedulesListArgs {
             dir: dir.to_path_buf(),
+            database: crate::cli::DatabaseArgs::default(),
             json,
         }
     }

@@ -9,19 +9,21 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::Path;
+use std::sync::Arc;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use comfy_table::{presets, Table};
 use worlds_engine::clock::Millis;
 use worlds_engine::error::codes;
 use worlds_engine::model::{ActivityStatus, HookStatus};
-use worlds_engine::store::{EventStore, FileStore, RunStore};
+use worlds_engine::store::{EventStore, RunStore};
 use worlds_engine::{Event, EventKind, Payload, ResolveData, RunStatus, WorkflowState};
 
 use crate::cli::ShowArgs;
 use crate::escape::escaped;
 use crate::inspect::{
     duration, elapsed, not_found_hint, offset, open, plain, report_warnings, shorten, timestamp,
+    Place,
 };
 
 /// Longest input, output or error shown in the header.
@@ -29,11 +31,22 @@ const SHORT_VALUE: usize = 200;
 
 /// `worlds runs show`.
 pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let store = open(&args.dir)?;
-    report_warnings(&store);
-    let mut state = futures::executor::block_on(store.get_run(&args.id, ResolveData::All))
-        .map_err(|e| not_found_hint(e, &args.dir))?;
-    let history = futures::executor::block_on(store.history(&state.id, 0))?;
+    let place = Place::of(&args.dir, &args.database);
+    let (mut state, history, driver, children) = match &place {
+        Place::Dir(dir) => {
+            let store = open(dir)?;
+            report_warnings(&store);
+            let (state, history, children) =
+                futures::executor::block_on(load(&store, &args.id, &place))?;
+            let driver = driver_of(dir, &state.id);
+            (state, history, driver, children)
+        }
+        Place::Database(db) => crate::postgres::read(db, async |store| {
+            let (state, history, children) = load(store, &args.id, &place).await?;
+            let driver = crate::postgres::doctor::driver_of(store, &state.id).await?;
+            Ok((state, history, driver, children))
+        })?,
+    };
     if args.json {
         state.history = history.iter().map(|e| (**e).clone()).collect();
         serde_json::to_writer_pretty(&mut *out, &state)?;
@@ -42,12 +55,27 @@ pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> 
     }
     let history: Vec<&Event> = history.iter().map(|e| &**e).collect();
     let context = Context {
-        driver: driver_of(&args.dir, &state.id),
-        children: children_of(&store, &state),
+        driver,
+        children,
         now: now_ms(),
     };
     out.write_all(format_run(&state, &history, &context).as_bytes())?;
     Ok(())
+}
+
+/// A run's state, its history, and its children's status.
+async fn load<S: RunStore + EventStore + ?Sized>(
+    store: &S,
+    id: &str,
+    place: &Place,
+) -> anyhow::Result<(WorkflowState, Vec<Arc<Event>>, Vec<(String, RunStatus)>)> {
+    let state = store
+        .get_run(id, ResolveData::All)
+        .await
+        .map_err(|e| not_found_hint(e, place))?;
+    let history = store.history(&state.id, 0).await?;
+    let children = children_of(store, &state).await;
+    Ok((state, history, children))
 }
 
 /// What `runs show` knows about a run beyond its state and history.
@@ -77,15 +105,17 @@ fn driver_of(dir: &Path, run_id: &str) -> Option<String> {
 }
 
 /// The status of each child run (children the store cannot read are left out).
-fn children_of(store: &FileStore, state: &WorkflowState) -> Vec<(String, RunStatus)> {
-    state
-        .children
-        .iter()
-        .filter_map(|child| {
-            let run = futures::executor::block_on(store.get_run(child, ResolveData::None)).ok()?;
-            Some((run.id, run.status))
-        })
-        .collect()
+async fn children_of<S: RunStore + ?Sized>(
+    store: &S,
+    state: &WorkflowState,
+) -> Vec<(String, RunStatus)> {
+    let mut children = Vec::new();
+    for child in &state.children {
+        if let Ok(run) = store.get_run(child, ResolveData::None).await {
+            children.push((run.id, run.status));
+        }
+    }
+    children
 }
 
 fn now_ms() -> Millis {

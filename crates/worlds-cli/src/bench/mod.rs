@@ -32,6 +32,14 @@ pub(crate) const DEFAULT_WORKERS: usize = 4;
 /// machine W1 hybrid, medians of 9: 40.7k steps/s with 256 workers, 44.0k with 1024.)
 pub(crate) const DURABLE_WORKERS: usize = 1024;
 
+/// Default number of workers on the postgres backend. Each worker in flight may hold a
+/// connection of the store's pool, and the pool cannot grow past the server's
+/// `max_connections`, so fewer workers than on the file backends.
+pub(crate) const POSTGRES_WORKERS: usize = 32;
+
+/// Most connections a postgres benchmark world opens (the default server allows 100).
+const POSTGRES_POOL_MAX: u32 = 64;
+
 /// The contract's W3 sleep.
 const W3_SLEEP: Duration = Duration::from_secs(2);
 
@@ -48,6 +56,10 @@ pub(crate) struct Settings {
     pub(crate) workers: usize,
     /// W3's durable sleep.
     pub(crate) sleep: Duration,
+    /// The PostgreSQL server of the postgres backend.
+    pub(crate) database_url: String,
+    /// The schema of the workload being run on the postgres backend: a fresh one per workload.
+    pub(crate) schema: Option<String>,
 }
 
 /// Runs `worlds bench`.
@@ -58,9 +70,12 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         k: args.k,
         workers: args.workers.unwrap_or(match args.backend {
             Backend::Memory => DEFAULT_WORKERS,
+            Backend::Postgres => POSTGRES_WORKERS,
             _ => DURABLE_WORKERS,
         }),
         sleep: args.sleep_ms.map(Duration::from_millis).unwrap_or(W3_SLEEP),
+        database_url: args.database_url.clone(),
+        schema: None,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -72,12 +87,14 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
     }
     let workloads = match args.workload {
         // W5 needs a disk to recover from; W4 (100 000 runs) is run on its own.
-        WorkloadArg::All if settings.backend == Backend::Memory => vec![
-            WorkloadArg::W1,
-            WorkloadArg::W2,
-            WorkloadArg::W3,
-            WorkloadArg::W6,
-        ],
+        WorkloadArg::All if matches!(settings.backend, Backend::Memory | Backend::Postgres) => {
+            vec![
+                WorkloadArg::W1,
+                WorkloadArg::W2,
+                WorkloadArg::W3,
+                WorkloadArg::W6,
+            ]
+        }
         WorkloadArg::All => vec![
             WorkloadArg::W1,
             WorkloadArg::W2,
@@ -98,11 +115,38 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Runs one workload.
+/// Runs one workload. On PostgreSQL it runs in a fresh schema, dropped afterwards.
 pub(crate) async fn run_workload(
     workload: WorkloadArg,
     settings: &Settings,
 ) -> anyhow::Result<Report> {
+    if settings.backend != Backend::Postgres {
+        return run_one(workload, settings).await;
+    }
+    if workload == WorkloadArg::W5 {
+        bail!(
+            "W5 is not supported on the postgres backend: it kills and restarts a world on a data directory (run it with --backend file or hybrid)"
+        );
+    }
+    let db = crate::postgres::Database::new(&settings.database_url, "worlds");
+    let schema = format!(
+        "bench_{}",
+        ulid::Ulid::generate().to_string().to_lowercase()
+    );
+    let settings = Settings {
+        schema: Some(schema.clone()),
+        ..settings.clone()
+    };
+    progress(&format!("PostgreSQL on {} (schema {schema})", db.server()));
+    let result = run_one(workload, &settings).await;
+    let dropped = crate::postgres::drop_schema(&settings.database_url, &schema).await;
+    let report = result.map_err(|e| db.error(format!("{e:#}")))?;
+    dropped.map_err(|e| db.error(e))?;
+    Ok(report)
+}
+
+/// Runs one workload on the world `settings` describe.
+async fn run_one(workload: WorkloadArg, settings: &Settings) -> anyhow::Result<Report> {
     match workload {
         WorkloadArg::W1 => w1::run(settings).await,
         WorkloadArg::W2 => w2::run(settings).await,
@@ -128,7 +172,18 @@ fn config(
         Backend::Hybrid => Some(Persistence::Hybrid),
         _ => None,
     };
-    if let Some(persistence) = persistence {
+    if settings.backend == Backend::Postgres {
+        config.persistence = Persistence::Postgres;
+        config.database.url = Some(settings.database_url.clone());
+        config.database.schema = settings
+            .schema
+            .clone()
+            .context("a postgres benchmark runs in a schema of its own")?;
+        // A connection per worker (and a few for the engine's own reads), within reason.
+        config.database.pool_size = u32::try_from(settings.workers + 8)
+            .unwrap_or(u32::MAX)
+            .min(POSTGRES_POOL_MAX);
+    } else if let Some(persistence) = persistence {
         config.persistence = persistence;
         config.persistence_path = match dir {
             Some(dir) => dir,
@@ -159,8 +214,13 @@ async fn start_world(
     live_runs: usize,
     definitions: Vec<worlds_engine::Definition>,
 ) -> anyhow::Result<World> {
-    let world =
-        World::new(config(settings, live_runs, None)?).context("could not create the world")?;
+    let config = config(settings, live_runs, None)?;
+    let world = if config.persistence == Persistence::Postgres {
+        worlds_postgres::open(config).await
+    } else {
+        World::new(config)
+    }
+    .context("could not create the world")?;
     for definition in definitions {
         world.register(definition)?;
     }
@@ -171,7 +231,11 @@ async fn start_world(
 /// Stops a benchmark world and removes its files, if it had any.
 async fn stop_world(world: World) -> anyhow::Result<()> {
     world.shutdown().await?;
-    if world.config().persistence != Persistence::Memory {
+    // A PostgreSQL world's schema is dropped by `run_workload`.
+    if matches!(
+        world.config().persistence,
+        Persistence::File | Persistence::Hybrid
+    ) {
         let dir = world.config().persistence_path.clone();
         drop(world);
         std::fs::remove_dir_all(&dir)
@@ -232,6 +296,8 @@ mod tests {
             k: Some(2),
             workers: 2,
             sleep: Duration::from_millis(20),
+            database_url: String::new(),
+            schema: None,
         }
     }
 

@@ -23,11 +23,11 @@ use futures::FutureExt as _;
 use tokio::sync::{mpsc, watch};
 use worlds_demo::{Demo, DemoOptions, DemoRun};
 use worlds_engine::duration::Dur;
-use worlds_engine::{Persistence, World, WorldConfig, WorldError};
+use worlds_engine::{Persistence, World, WorldConfig, WorldError, DATABASE_URL_ENV};
 
 use self::display::Display;
 use self::tracker::Tracker;
-use crate::cli::DevArgs;
+use crate::cli::{DevArgs, PersistenceArg};
 
 /// New runs started when `--runs` is not given and nothing is in flight.
 const DEFAULT_RUNS: usize = 20;
@@ -82,10 +82,7 @@ async fn session(args: &DevArgs) -> anyhow::Result<()> {
 
     let persistence = Persistence::from(args.persistence);
     let demo = Demo::new(&demo_options(args.speed));
-    let world = Arc::new(
-        World::new(world_config(args))
-            .with_context(|| format!("could not open a world in {}", args.dir.display()))?,
-    );
+    let world = Arc::new(open_world(args).await?);
     // Log files for `worlds logs`; the console belongs to the live display.
     world.logs().init();
     demo.register(&world)?;
@@ -187,6 +184,26 @@ fn world_config(args: &DevArgs) -> WorldConfig {
     config.shutdown_grace = Dur(SHUTDOWN_GRACE);
     config.logs.console = false;
     config
+}
+
+/// Opens the session's world: on the directory, or on the PostgreSQL database.
+async fn open_world(args: &DevArgs) -> anyhow::Result<World> {
+    if args.persistence != PersistenceArg::Postgres {
+        return World::new(world_config(args))
+            .with_context(|| format!("could not open a world in {}", args.dir.display()));
+    }
+    let Some(db) = crate::postgres::target(&args.database) else {
+        bail!(
+            "--persistence postgres needs a database: pass --database-url postgres://user@host:5432/db or set {DATABASE_URL_ENV}"
+        );
+    };
+    crate::postgres::check_schema_name(db.schema())?;
+    let mut config = world_config(args);
+    config.database.url = Some(db.url().to_owned());
+    config.database.schema = db.schema().to_owned();
+    worlds_postgres::open(config)
+        .await
+        .map_err(|e| db.error(format!("could not open a world on {}: {e}", db.describe())))
 }
 
 /// Starts `count` demo runs, `every` apart, until told to stop; reports each on `started` and

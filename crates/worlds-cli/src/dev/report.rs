@@ -48,7 +48,14 @@ fn storage(args: &DevArgs, persistence: Persistence) -> String {
         Persistence::Memory => "memory storage (nothing is kept)".to_owned(),
         Persistence::File => format!("file storage in {}", args.dir.display()),
         Persistence::Hybrid => format!("hybrid storage in {}", args.dir.display()),
-        Persistence::Postgres => "PostgreSQL storage".to_owned(),
+        Persistence::Postgres => match crate::postgres::target(&args.database) {
+            Some(db) => format!(
+                "PostgreSQL storage on {} (schema {})",
+                db.server(),
+                db.schema()
+            ),
+            None => "PostgreSQL storage".to_owned(),
+        },
     }
 }
 
@@ -66,6 +73,22 @@ fn dir_flag(dir: &Path) -> String {
     crate::inspect::dir_flag(dir)
 }
 
+/// The options naming the session's world in a `worlds` command: `--dir`, or the database's.
+fn world_flags(args: &DevArgs) -> String {
+    match (args.persistence, crate::postgres::target(&args.database)) {
+        (PersistenceArg::Postgres, Some(db)) => db.flags(),
+        _ => dir_flag(&args.dir),
+    }
+}
+
+/// Where the session's runs are kept: the directory, or the database's schema.
+fn kept_in(args: &DevArgs) -> String {
+    match (args.persistence, crate::postgres::target(&args.database)) {
+        (PersistenceArg::Postgres, Some(db)) => db.describe(),
+        _ => args.dir.display().to_string(),
+    }
+}
+
 /// The `worlds dev` command that resumes this session's directory: the same `--dir` and
 /// `--persistence` (a file-mode directory reopened in the default hybrid mode would not be the
 /// same world).
@@ -74,8 +97,9 @@ pub(crate) fn resume_command(args: &DevArgs) -> String {
         PersistenceArg::Hybrid => "",
         PersistenceArg::File => " --persistence file",
         PersistenceArg::Memory => " --persistence memory",
+        PersistenceArg::Postgres => " --persistence postgres",
     };
-    format!("worlds dev{}{persistence}", dir_flag(&args.dir))
+    format!("worlds dev{}{persistence}", world_flags(args))
 }
 
 /// The closing summary once every run has finished, on stdout.
@@ -97,7 +121,7 @@ pub(crate) fn summary(
         println!("(memory storage: the runs end with this process)");
         return;
     }
-    let dir = dir_flag(&args.dir);
+    let dir = world_flags(args);
     println!("inspect them:");
     println!("  worlds runs list{dir}");
     let id = tracker.last.as_deref().unwrap_or("<run id>");
@@ -123,7 +147,7 @@ pub(crate) fn stopped(args: &DevArgs, persistence: Persistence, tally: &Tally, t
         println!(
             "{left} {} still in flight, kept in {}: `{}` again resumes {}",
             runs(left),
-            args.dir.display(),
+            kept_in(args),
             resume_command(args),
             if left == 1 { "it" } else { "them" }
         );

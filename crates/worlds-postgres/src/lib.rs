@@ -21,7 +21,9 @@
 //! # What is synced when
 //!
 //! Every write is committed before the call returns: an acknowledged write is as durable as
-//! the database makes a commit (with `synchronous_commit = on`, flushed to the WAL).
+//! the database makes a commit (with `synchronous_commit = on`, flushed to the WAL). When the
+//! connection fails mid-call the answer is `Unavailable`: the write may or may not have
+//! landed, and the engine reads the run back before going on.
 //!
 //! Appends are group-committed: a writer task per store collects the appends waiting from any
 //! number of concurrent callers and runs (up to 512) and commits them in one transaction,
@@ -51,7 +53,8 @@
 //! the epoch it holds for each of its runs, and an append to such a run checks
 //! `owner = me AND epoch = held` under the row lock: after a takeover the old holder's append
 //! fails with `WorldError::LeaseLost` and stores nothing. Writes to runs this store does not
-//! hold (a cancellation of another process's run) are not fenced.
+//! hold are limited to what reaches a run from outside it — a cancellation, a hook's payload, a
+//! child's result — so a process that lost a run and forgot it still cannot drive it.
 //! [`external_changes`] reports the held runs another process appended to, found by comparing
 //! each run's `next_seq` with the last one this store saw.
 //!

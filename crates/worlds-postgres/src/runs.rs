@@ -10,7 +10,7 @@ use worlds_engine::model::{Page, RunStatus, WorkflowQueryFilter};
 use worlds_engine::store::{IdempotencyStore, RunStore};
 use worlds_engine::{Event, ResolveData, WorkflowState, WorldError};
 
-use crate::db::{from_json, to_json, unique_violation};
+use crate::db::{from_json, to_json};
 use crate::{Held, PostgresStore};
 
 /// Default page size of `list_runs` when the filter sets no limit.
@@ -32,6 +32,7 @@ impl PostgresStore {
                  INSERT INTO runs (run_id, workflow_id, name, status, finished, parent_id,
                      idempotency_key, created_at, next_seq, state, owner, epoch, last_writer)
                  VALUES ($1, $2, $3, $4, false, $5, $6, $7, 1, $8, $9, 1, $9)
+                 ON CONFLICT DO NOTHING
                  RETURNING run_id
              )
              INSERT INTO events (run_id, seq, correlation_id, body)
@@ -49,28 +50,36 @@ impl PostgresStore {
         .bind(&body)
         .execute(&mut *conn)
         .await;
-        if let Err(e) = inserted {
-            return Err(match unique_violation(&e) {
-                Some(constraint) if constraint.contains("workflow_id") => {
-                    let holder: Option<String> =
-                        sqlx::query_scalar("SELECT run_id FROM runs WHERE workflow_id = $1")
-                            .bind(state.workflow_id.as_bytes())
-                            .fetch_optional(&self.inner.pool)
-                            .await
-                            .ok()
-                            .flatten();
-                    WorldError::Conflict {
-                        message: format!(
-                            "workflow id '{}' is already used by run {}; workflow ids must be unique",
-                            state.workflow_id,
-                            holder.unwrap_or_else(|| "(another run)".into())
-                        ),
-                    }
-                }
-                Some(_) => WorldError::Conflict {
+        // A taken run id or workflow id inserts nothing (instead of failing, which would abort
+        // the caller's transaction): say which, read on the same connection.
+        let inserted = inserted.map_err(|e| self.err("creating a run", e))?;
+        if inserted.rows_affected() == 0 {
+            let holder: Option<(String, bool)> = sqlx::query_as(
+                "SELECT run_id, run_id = $1 FROM runs WHERE run_id = $1 OR workflow_id = $2
+                 ORDER BY (run_id = $1) DESC LIMIT 1",
+            )
+            .bind(&state.id)
+            .bind(state.workflow_id.as_bytes())
+            .fetch_optional(&mut *conn)
+            .await
+            .map_err(|e| self.err("creating a run", e))?;
+            return Err(match holder {
+                Some((_, true)) => WorldError::Conflict {
                     message: format!("a run with id {} already exists", state.id),
                 },
-                None => self.err("creating a run", e),
+                Some((holder, false)) => WorldError::Conflict {
+                    message: format!(
+                        "workflow id '{}' is already used by run {holder}; workflow ids must be unique",
+                        state.workflow_id
+                    ),
+                },
+                // Taken and gone again between the two statements: still not created.
+                None => WorldError::Conflict {
+                    message: format!(
+                        "run {} or its workflow id '{}' was taken while it was being created",
+                        state.id, state.workflow_id
+                    ),
+                },
             });
         }
         self.inner.held.lock().insert(

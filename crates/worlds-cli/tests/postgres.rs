@@ -11,15 +11,10 @@ use worlds_engine::prelude::*;
 use worlds_engine::schedule::Schedule;
 use worlds_engine::ErrorKind;
 
-/// The default test database.
-const DEFAULT_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-
 /// A password the server ignores (trust authentication) and the output must never show.
 const SECRET: &str = "hunter2-s3cret";
 
-fn url() -> String {
-    std::env::var("WORLDS_TEST_DATABASE_URL").unwrap_or_else(|_| DEFAULT_URL.to_owned())
-}
+use worlds_postgres::testing::{database_up, test_url as url, TestSchema as Schema};
 
 /// The test URL with [`SECRET`] as its password (the test server trusts local connections;
 /// a server that checks passwords gets its own URL, whose password the tests also look for).
@@ -37,68 +32,10 @@ fn url_with_password() -> String {
     }
 }
 
-/// True if the database answers. When it does not: with `CI=true` this panics (the test
-/// fails); otherwise it prints how to start one and the caller skips the test.
-async fn database_up() -> bool {
-    let url = url();
-    let up = matches!(
-        tokio::time::timeout(Duration::from_secs(3), PgConnection::connect(&url)).await,
-        Ok(Ok(_))
-    );
-    if up {
-        return true;
-    }
-    let ci = std::env::var("CI").is_ok_and(|v| v == "true" || v == "1");
-    assert!(
-        !ci,
-        "PostgreSQL at {url} is not reachable and CI=true: start it (e.g. `pg_ctlcluster 15 main start`) or set WORLDS_TEST_DATABASE_URL"
-    );
-    eprintln!(
-        "\n*** SKIPPED: PostgreSQL at {url} is not reachable. Start one (e.g. `docker run -p 5432:5432 -e POSTGRES_HOST_AUTH_METHOD=trust postgres:15`, or `pg_ctlcluster 15 main start`) or set WORLDS_TEST_DATABASE_URL. ***\n"
-    );
-    false
-}
-
-/// A schema of its own for one test, dropped when the test ends (passed or not).
-struct Schema(String);
-
-impl Schema {
-    fn fresh() -> Self {
-        Self(format!(
-            "t_{}",
-            ulid::Ulid::generate().to_string().to_lowercase()
-        ))
-    }
-}
-
-impl Drop for Schema {
-    fn drop(&mut self) {
-        let schema = self.0.clone();
-        // On a thread of its own: the test's runtime may be shutting down.
-        let _ = std::thread::spawn(move || {
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            runtime.block_on(async {
-                if let Ok(mut conn) = PgConnection::connect(&url()).await {
-                    let _ = sqlx::query(AssertSqlSafe(format!(
-                        "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
-                    )))
-                    .execute(&mut conn)
-                    .await;
-                    let _ = conn.close().await;
-                }
-            });
-        })
-        .join();
-    }
-}
-
 /// A world on the schema, with a short poll interval so it hears of outside writes quickly.
 async fn open_world(schema: &Schema) -> World {
     let mut config = WorldConfig::postgres(url());
-    config.database.schema = schema.0.clone();
+    config.database.schema = schema.name().to_owned();
     config.database.pool_size = 4;
     config.shared_poll_interval = Duration::from_millis(50).into();
     // A failed run stays failed (the default retries the workflow).
@@ -127,7 +64,7 @@ async fn worlds_env(args: &[&str], env: &[(&str, &str)]) -> Output {
 /// `worlds ARGS --database-url URL --schema SCHEMA`.
 async fn on_db(args: &[&str], url: &str, schema: &Schema) -> Output {
     let mut all = args.to_vec();
-    all.extend(["--database-url", url, "--schema", &schema.0]);
+    all.extend(["--database-url", url, "--schema", schema.name()]);
     worlds(&all).await
 }
 
@@ -259,7 +196,7 @@ async fn runs_list_and_show_read_a_postgres_world() {
     let mut conn = PgConnection::connect(&self::url()).await.unwrap();
     let members: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT count(*) FROM \"{}\".members",
-        schema.0
+        schema.name()
     )))
     .fetch_one(&mut conn)
     .await
@@ -434,7 +371,7 @@ async fn doctor_reports_connection_version_members_runs_and_timers() {
     let mut conn = PgConnection::connect(&self::url()).await.unwrap();
     sqlx::query(AssertSqlSafe(format!(
         "UPDATE \"{}\".members SET heartbeat_at = now() - interval '1 hour'",
-        schema.0
+        schema.name()
     )))
     .execute(&mut conn)
     .await
@@ -555,14 +492,14 @@ async fn the_url_can_come_from_the_environment() {
     world.shutdown().await.unwrap();
     let url = url_with_password();
     let out = worlds_env(
-        &["runs", "list", "--schema", &schema.0],
+        &["runs", "list", "--schema", schema.name()],
         &[("WORLDS_ENGINE_DATABASE_URL", &url)],
     )
     .await;
     assert!(out.status.success(), "{}", stderr(&out));
     no_secret(&out);
     assert!(
-        stderr(&out).contains(&format!("no runs in schema '{}' on ", schema.0)),
+        stderr(&out).contains(&format!("no runs in schema '{}' on ", schema.name())),
         "{}",
         stderr(&out)
     );

@@ -92,6 +92,8 @@ mod reads;
 mod runs;
 mod schedules;
 mod streams;
+#[cfg(feature = "test-util")]
+pub mod testing;
 mod timers;
 mod world;
 
@@ -107,7 +109,7 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio_util::sync::CancellationToken;
 use worlds_engine::{WorkflowState, WorldError};
 
-pub use migrate::SCHEMA_VERSION;
+pub use migrate::{check_schema_name, SCHEMA_VERSION};
 pub use world::{open, open_with_clock};
 
 /// Options of [`PostgresStore::connect`].

@@ -23,8 +23,9 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
 /// The schema version this build creates and knows: the newest embedded migration.
 pub const SCHEMA_VERSION: i64 = 2;
 
-/// Refuses a schema name that is not a plain lower-case identifier.
-pub(crate) fn check_schema_name(schema: &str) -> Result<(), WorldError> {
+/// Refuses a schema name that is not a plain lower-case identifier (what
+/// [`PostgresOptions::schema`] accepts), so a caller can check one before connecting.
+pub fn check_schema_name(schema: &str) -> Result<(), WorldError> {
     let mut chars = schema.chars();
     let first_ok = chars
         .next()

@@ -252,17 +252,7 @@ async fn probe_on(conn: &mut PgConnection, db: &Database) -> anyhow::Result<Prob
 
 /// Refuses a schema name the store would refuse, before connecting.
 pub(crate) fn check_schema_name(schema: &str) -> anyhow::Result<()> {
-    let mut chars = schema.chars();
-    let first_ok = chars
-        .next()
-        .is_some_and(|c| c.is_ascii_lowercase() || c == '_');
-    let rest_ok = chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_');
-    if first_ok && rest_ok && schema.len() <= 63 && !schema.starts_with("pg_") {
-        return Ok(());
-    }
-    bail!(
-        "--schema '{schema}' is not a usable schema name: use lower-case letters, digits and '_', starting with a letter or '_'"
-    )
+    worlds_postgres::check_schema_name(schema).map_err(|e| anyhow::anyhow!("--schema: {e}"))
 }
 
 /// Why a probed schema cannot be used by this build, if it cannot.

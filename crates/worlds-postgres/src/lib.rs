@@ -103,7 +103,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
-use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 use sqlx::PgPool;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio_util::sync::CancellationToken;
@@ -234,6 +234,16 @@ impl std::fmt::Debug for PostgresStore {
     }
 }
 
+/// True for a URL to a server on this machine that does not ask for an `sslmode` (nor does
+/// `PGSSLMODE`): such a connection goes without TLS. TLS to the loopback protects nothing, and
+/// with sqlx 0.9.0, which leaves Nagle's algorithm on, a statement sent as more than one TLS
+/// record waits for the server's delayed acknowledgement (about 40 ms) on every round trip.
+fn plain_on_this_machine(url: &str, host: &str) -> bool {
+    !url.contains("sslmode=")
+        && std::env::var_os("PGSSLMODE").is_none()
+        && matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]")
+}
+
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://user@host:port/db`), creates or
     /// migrates the schema, registers this process as a member and starts its heartbeat.
@@ -253,6 +263,11 @@ impl PostgresStore {
             field: "url".into(),
             message: format!("'{}' is not a PostgreSQL URL: {e}", redact(url)),
         })?;
+        let base = if plain_on_this_machine(url, base.get_host()) {
+            base.ssl_mode(PgSslMode::Disable)
+        } else {
+            base
+        };
         let server = format!("{}:{}", base.get_host(), base.get_port());
         // Named for the schema, so an operator (or a test) can tell one world's sessions from
         // another's in `pg_stat_activity`.
@@ -434,6 +449,29 @@ fn redact(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn local_servers_go_without_tls_unless_asked() {
+        if std::env::var_os("PGSSLMODE").is_some() {
+            return;
+        }
+        assert!(plain_on_this_machine(
+            "postgres://u@127.0.0.1/db",
+            "127.0.0.1"
+        ));
+        assert!(plain_on_this_machine(
+            "postgres://u@localhost:5433/db",
+            "localhost"
+        ));
+        assert!(!plain_on_this_machine(
+            "postgres://u@127.0.0.1/db?sslmode=require",
+            "127.0.0.1"
+        ));
+        assert!(!plain_on_this_machine(
+            "postgres://u@db.internal/db",
+            "db.internal"
+        ));
+    }
 
     #[test]
     fn urls_in_messages_hide_the_password() {

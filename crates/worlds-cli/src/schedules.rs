@@ -1,6 +1,6 @@
 //! `worlds schedules list|pause|resume|delete`: the schedules kept in a world's directory.
 //!
-//! Listing reads `schedules/` through [`FileStore::open_read_only`], which writes nothing, so it
+//! Listing reads `schedules/` through [`FileStore::open_read_only`](worlds_engine::store::FileStore::open_read_only), which writes nothing, so it
 //! works while a world runs. Changes open the directory like `worlds runs cancel` does: in file
 //! mode alongside running worlds (they read schedules from disk at every poll), in hybrid mode
 //! only when no world holds it. With `--database-url` they work on a PostgreSQL world the same

@@ -106,7 +106,7 @@ impl Journal {
     }
 
     /// Creates a run unless its idempotency key started one at or after `since`: then returns
-    /// that run's id (see [`IdempotencyStore::create_run_once`](crate::store::IdempotencyStore::create_run_once)).
+    /// that run's id (see [`IdempotencyStore::create_run_once`]).
     pub(crate) async fn create_run_once(
         &self,
         first: Event,
@@ -131,7 +131,7 @@ impl Journal {
 
     /// Appends events that need to survive a crash of this process but not yet of the machine
     /// (a step's start, before the step runs): see
-    /// [`EventStore::append_written`](crate::store::EventStore::append_written).
+    /// [`EventStore::append_written`].
     pub(crate) async fn append_written(
         &self,
         run_id: &str,
@@ -142,7 +142,7 @@ impl Journal {
 
     /// Appends events whose loss in a crash a restart repairs by itself (a step's result, the
     /// commands workflow code issues again on replay): the store may return before they are
-    /// durable (see [`EventStore::append_nowait`](crate::store::EventStore::append_nowait)).
+    /// durable (see [`EventStore::append_nowait`]).
     pub(crate) async fn append_nowait(
         &self,
         run_id: &str,

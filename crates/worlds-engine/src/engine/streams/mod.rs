@@ -1,5 +1,5 @@
 //! Streams: chunks written by runs (and from outside), checked and stamped here, stored by the
-//! [`StreamStore`](crate::store::StreamStore).
+//! [`StreamStore`].
 //!
 //! [`Streams`] is the one way to a run's streams, for the engine (the writes a workflow queues,
 //! closing a finished run's streams), for steps (their [`StreamSink`]) and for the world's

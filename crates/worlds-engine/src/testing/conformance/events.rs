@@ -1,4 +1,4 @@
-//! Conformance checks for [`EventStore`]: appends at each durability level are checked, numbered
+//! Conformance checks for [`EventStore`](crate::store::EventStore): appends at each durability level are checked, numbered
 //! and all-or-nothing; histories are read whole, from a `seq`, or a page at a time.
 
 use super::*;

@@ -1,4 +1,4 @@
-//! Conformance checks for [`HookStore`]: a hook by its token's digest, by its id, a run's hooks
+//! Conformance checks for [`HookStore`](crate::store::HookStore): a hook by its token's digest, by its id, a run's hooks
 //! and every waiting hook, a page at a time.
 
 use super::*;

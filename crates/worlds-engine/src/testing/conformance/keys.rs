@@ -1,4 +1,4 @@
-//! Conformance checks for [`IdempotencyStore`]: the newest run started with a key is found when
+//! Conformance checks for [`IdempotencyStore`](crate::store::IdempotencyStore): the newest run started with a key is found when
 //! it is recent enough, and `create_run_once` creates a run only when no such run exists.
 
 use super::*;

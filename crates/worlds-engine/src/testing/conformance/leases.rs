@@ -1,4 +1,4 @@
-//! Conformance checks for [`LeaseStore`] in one process: claims hand out unfinished runs only,
+//! Conformance checks for [`LeaseStore`](crate::store::LeaseStore) in one process: claims hand out unfinished runs only,
 //! and no other process changes anything.
 
 use super::*;

@@ -142,7 +142,7 @@ where
 
 /// Generates one test per conformance check for a backend: `store_conformance!(name, factory)`
 /// makes a module `name` whose tests each call `factory()` (a closure returning a future of an
-/// `Arc<dyn Store>` or a [`Fixture`](crate::testing::conformance::Fixture)) for a fresh store
+/// `Arc<dyn Store>` or a [`Fixture`]) for a fresh store
 /// and run one check of [`testing::conformance`](crate::testing::conformance) on it.
 #[macro_export]
 macro_rules! store_conformance {

@@ -1,4 +1,4 @@
-//! Conformance checks for [`RunStore`]: runs created, found by run id and workflow id, listed,
+//! Conformance checks for [`RunStore`](crate::store::RunStore): runs created, found by run id and workflow id, listed,
 //! and the unfinished ones.
 
 use super::*;

@@ -1,4 +1,4 @@
-//! Conformance checks for [`ScheduleStore`]: records round-trip, updates are read-modify-write,
+//! Conformance checks for [`ScheduleStore`](crate::store::ScheduleStore): records round-trip, updates are read-modify-write,
 //! a failed update changes nothing.
 
 use std::sync::Arc;

@@ -1,4 +1,4 @@
-//! Conformance checks for [`StepStore`]: a step by run and position, by its id, and a run's
+//! Conformance checks for [`StepStore`](crate::store::StepStore): a step by run and position, by its id, and a run's
 //! steps a page at a time.
 
 use super::*;

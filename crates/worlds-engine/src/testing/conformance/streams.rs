@@ -1,4 +1,4 @@
-//! Conformance checks for [`StreamStore`]: dense indexes, pages, write keys, closing, names and
+//! Conformance checks for [`StreamStore`](crate::store::StreamStore): dense indexes, pages, write keys, closing, names and
 //! the change signal.
 
 use super::*;

@@ -1,4 +1,4 @@
-//! Conformance checks for [`TimerStore`].
+//! Conformance checks for [`TimerStore`](crate::store::TimerStore).
 
 use super::*;
 

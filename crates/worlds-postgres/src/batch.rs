@@ -21,7 +21,7 @@ use rustc_hash::FxHashMap;
 use sqlx::{PgConnection, Row};
 use tokio::sync::{mpsc, oneshot};
 use worlds_engine::store::Appended;
-use worlds_engine::{Event, EventKind, HookStatus, WorkflowState, WorldError};
+use worlds_engine::{Event, EventKind, HookStatus, RunStatus, WorkflowState, WorldError};
 
 use crate::db::{big, from_json, to_json, unsigned};
 use crate::notify::Change;
@@ -29,6 +29,11 @@ use crate::{Inner, PostgresStore};
 
 /// Most appends one transaction commits.
 const MAX_BATCH: usize = 512;
+
+/// A run's stored state is written again once it is this many events behind (and on every
+/// status change): serializing a long run's whole state on every append made each step cost
+/// more as the run grew. Readers apply the events since ([`PostgresStore::fresh_state`]).
+const SNAPSHOT_EVERY: i64 = 64;
 
 /// An append waiting for the writer.
 pub(crate) struct Pending {
@@ -69,6 +74,10 @@ struct Working {
     epoch: i64,
     /// `next_seq` after the accepted appends.
     next_seq: i64,
+    /// `next_seq` when the stored state was written.
+    state_seq: i64,
+    /// The run's status when locked.
+    base_status: RunStatus,
     state: Arc<WorkflowState>,
     /// The accepted events, in order.
     events: Vec<Event>,
@@ -171,7 +180,7 @@ impl PostgresStore {
         run_ids.sort_unstable();
         run_ids.dedup();
         let rows = sqlx::query(
-            "SELECT run_id, next_seq, owner, epoch FROM runs WHERE run_id = ANY($1)
+            "SELECT run_id, next_seq, owner, epoch, state_seq FROM runs WHERE run_id = ANY($1)
              ORDER BY run_id FOR UPDATE",
         )
         .bind(&run_ids)
@@ -187,7 +196,7 @@ impl PostgresStore {
             if state.is_none() {
                 misses.push(run_id.clone());
             }
-            locked.push((run_id, next_seq, row.get(2), row.get(3), state));
+            locked.push((run_id, next_seq, row.get(2), row.get(3), row.get(4), state));
         }
         let mut replayed: FxHashMap<String, WorkflowState> = if misses.is_empty() {
             FxHashMap::default()
@@ -195,7 +204,7 @@ impl PostgresStore {
             self.replay(&mut tx, &misses).await?.into_iter().collect()
         };
         let mut runs: BTreeMap<String, Working> = BTreeMap::new();
-        for (run_id, next_seq, owner, epoch, state) in locked {
+        for (run_id, next_seq, owner, epoch, state_seq, state) in locked {
             let state =
                 match state {
                     Some(state) => state,
@@ -210,6 +219,8 @@ impl PostgresStore {
                     owner,
                     epoch,
                     next_seq,
+                    state_seq,
+                    base_status: state.status,
                     state,
                     events: Vec::new(),
                     correlation: Vec::new(),
@@ -468,7 +479,14 @@ impl PostgresStore {
             r_status.push(w.state.status.as_str());
             r_finished.push(finished);
             r_quarantined.push(w.state.quarantine.is_some());
-            r_state.push(to_json("run state", &*w.state)?);
+            let snapshot = finished
+                || w.state.status != w.base_status
+                || w.next_seq - w.state_seq >= SNAPSHOT_EVERY;
+            r_state.push(if snapshot {
+                Some(to_json("run state", &*w.state)?)
+            } else {
+                None
+            });
             for &position in &w.hooks {
                 if let Some(hook) = w.state.hook(position) {
                     h_id.push(hook.id.as_str());
@@ -492,7 +510,9 @@ impl PostgresStore {
                  ON CONFLICT (step_id) DO NOTHING
              )
              UPDATE runs SET next_seq = u.n, status = u.s, finished = u.f, quarantined = u.q,
-                 state = u.j, last_writer = $14
+                 state = COALESCE(u.j, runs.state),
+                 state_seq = CASE WHEN u.j IS NULL THEN runs.state_seq ELSE u.n END,
+                 last_writer = $14
              FROM UNNEST($8::text[], $9::bigint[], $10::text[], $11::bool[], $12::bool[], $13::text[])
                  AS u(r, n, s, f, q, j)
              WHERE runs.run_id = u.r",

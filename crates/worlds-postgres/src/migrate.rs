@@ -18,10 +18,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "settings",
         include_str!("../migrations/0002_settings.sql"),
     ),
+    (
+        3,
+        "state snapshots",
+        include_str!("../migrations/0003_state_snapshots.sql"),
+    ),
 ];
 
 /// The schema version this build creates and knows: the newest embedded migration.
-pub const SCHEMA_VERSION: i64 = 2;
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// Refuses a schema name that is not a plain lower-case identifier (what
 /// [`PostgresOptions::schema`] accepts), so a caller can check one before connecting.

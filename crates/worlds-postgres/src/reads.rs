@@ -5,10 +5,13 @@ use async_trait::async_trait;
 use sqlx::Row;
 use worlds_engine::model::{ActivityState, ListQuery, Page, SortOrder};
 use worlds_engine::store::{HookRecord, HookRef, HookStore, StepRecord, StepStore};
-use worlds_engine::{HookStatus, ResolveData, WorkflowState, WorldError};
+use worlds_engine::{Event, HookStatus, ResolveData, WorkflowState, WorldError};
 
 use crate::db::from_json;
 use crate::PostgresStore;
+
+/// A run's row as the readers need it: run id, stored state (JSON), `state_seq`, `next_seq`.
+pub(crate) type StoredState = (String, String, i64, i64);
 
 impl PostgresStore {
     /// The materialized state of a run (by run id), if it exists.
@@ -16,12 +19,40 @@ impl PostgresStore {
         &self,
         run_id: &str,
     ) -> Result<Option<WorkflowState>, WorldError> {
-        let text: Option<String> = sqlx::query_scalar("SELECT state FROM runs WHERE run_id = $1")
-            .bind(run_id)
-            .fetch_optional(&self.inner.pool)
+        let row: Option<StoredState> =
+            sqlx::query_as("SELECT run_id, state, state_seq, next_seq FROM runs WHERE run_id = $1")
+                .bind(run_id)
+                .fetch_optional(&self.inner.pool)
+                .await
+                .map_err(|e| self.err("reading a run", e))?;
+        match row {
+            Some(row) => Ok(Some(self.fresh_state(row).await?)),
+            None => Ok(None),
+        }
+    }
+
+    /// A run's state as of its row's `next_seq`: the stored state (written at `state_seq`)
+    /// with the events since applied.
+    pub(crate) async fn fresh_state(&self, row: StoredState) -> Result<WorkflowState, WorldError> {
+        let (run_id, text, state_seq, next_seq) = row;
+        let mut state: WorkflowState = from_json("run state", &text)?;
+        if state_seq < next_seq {
+            let bodies: Vec<String> = sqlx::query_scalar(
+                "SELECT body FROM events WHERE run_id = $1 AND seq >= $2 AND seq < $3
+                 ORDER BY seq",
+            )
+            .bind(&run_id)
+            .bind(state_seq)
+            .bind(next_seq)
+            .fetch_all(&self.inner.pool)
             .await
-            .map_err(|e| self.err("reading a run", e))?;
-        text.map(|t| from_json("run state", &t)).transpose()
+            .map_err(|e| self.err("reading a run's latest events", e))?;
+            for body in bodies {
+                let event: Event = from_json("event", &body)?;
+                state.apply(&event);
+            }
+        }
+        Ok(state)
     }
 
     /// The run (id) a step or hook id was recorded in.

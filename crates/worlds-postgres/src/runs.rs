@@ -10,7 +10,8 @@ use worlds_engine::model::{Page, RunStatus, WorkflowQueryFilter};
 use worlds_engine::store::{IdempotencyStore, RunStore};
 use worlds_engine::{Event, ResolveData, WorkflowState, WorldError};
 
-use crate::db::{from_json, to_json};
+use crate::db::to_json;
+use crate::reads::StoredState;
 use crate::{Held, PostgresStore};
 
 /// Default page size of `list_runs` when the filter sets no limit.
@@ -30,8 +31,9 @@ impl PostgresStore {
         let inserted = sqlx::query(
             "WITH run AS (
                  INSERT INTO runs (run_id, workflow_id, name, status, finished, parent_id,
-                     idempotency_key, created_at, next_seq, state, owner, epoch, last_writer)
-                 VALUES ($1, $2, $3, $4, false, $5, $6, $7, 1, $8, $9, 1, $9)
+                     idempotency_key, created_at, next_seq, state, state_seq, owner, epoch,
+                     last_writer)
+                 VALUES ($1, $2, $3, $4, false, $5, $6, $7, 1, $8, 1, $9, 1, $9)
                  ON CONFLICT DO NOTHING
                  RETURNING run_id
              )
@@ -135,8 +137,9 @@ impl RunStore for PostgresStore {
     }
 
     async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
-        let text: Option<String> = sqlx::query_scalar(
-            "SELECT state FROM runs WHERE run_id = $1 OR workflow_id = $2
+        let row: Option<StoredState> = sqlx::query_as(
+            "SELECT run_id, state, state_seq, next_seq FROM runs
+             WHERE run_id = $1 OR workflow_id = $2
              ORDER BY (run_id = $1) DESC LIMIT 1",
         )
         // A run id never holds NUL, which a text parameter cannot carry; a workflow id may.
@@ -145,12 +148,11 @@ impl RunStore for PostgresStore {
         .fetch_optional(&self.inner.pool)
         .await
         .map_err(|e| self.err("reading a run", e))?;
-        let text = text.ok_or_else(|| WorldError::NotFound {
+        let row = row.ok_or_else(|| WorldError::NotFound {
             what: "run",
             id: id.to_owned(),
         })?;
-        let state: WorkflowState = from_json("run state", &text)?;
-        Ok(state.view(resolve))
+        Ok(self.fresh_state(row).await?.view(resolve))
     }
 
     async fn list_runs(
@@ -159,7 +161,8 @@ impl RunStore for PostgresStore {
     ) -> Result<Page<WorkflowState>, WorldError> {
         let limit = filter.limit.unwrap_or(DEFAULT_RUN_PAGE);
         let offset = filter.offset.unwrap_or(0);
-        let mut q: QueryBuilder<Postgres> = QueryBuilder::new("SELECT state FROM runs WHERE true");
+        let mut q: QueryBuilder<Postgres> =
+            QueryBuilder::new("SELECT run_id, state, state_seq, next_seq FROM runs WHERE true");
         if let Some(status) = &filter.status {
             let statuses: Vec<&str> = RunStatus::ALL
                 .into_iter()
@@ -190,17 +193,15 @@ impl RunStore for PostgresStore {
             .push_bind(i64::try_from(offset).unwrap_or(i64::MAX))
             .push(" LIMIT ")
             .push_bind(i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1));
-        let rows: Vec<String> = q
-            .build_query_scalar()
+        let rows: Vec<StoredState> = q
+            .build_query_as()
             .fetch_all(&self.inner.pool)
             .await
             .map_err(|e| self.err("listing runs", e))?;
-        let mut data = rows
-            .iter()
-            .map(|t| {
-                from_json::<WorkflowState>("run state", t).map(|s| s.view(filter.resolve_data))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        let mut data = Vec::with_capacity(rows.len());
+        for row in rows {
+            data.push(self.fresh_state(row).await?.view(filter.resolve_data));
+        }
         let has_more = data.len() > limit;
         data.truncate(limit);
         let cursor = if has_more {

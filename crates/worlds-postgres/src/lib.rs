@@ -10,7 +10,7 @@
 //!
 //! | table | holds |
 //! |---|---|
-//! | `runs` | one row per run: narrow columns for filters and claims (status, name, parent, idempotency key, `next_seq`), the lease (`owner`, `epoch`), and the run state materialized from its events (JSON) |
+//! | `runs` | one row per run: narrow columns for filters and claims (status, name, parent, idempotency key, `next_seq`), the lease (`owner`, `epoch`), and a snapshot of the run state materialized from its events (JSON, as of `state_seq`) |
 //! | `events` | each run's history, insert-only, `PRIMARY KEY (run_id, seq)`: a position in a log holds one event, so a step can never be recorded twice |
 //! | `steps`, `hooks` | lookups by step id and hook id; a partial unique index keeps a token digest on one waiting hook |
 //! | `timers` | durable timers, ordered by `fire_at` |
@@ -31,7 +31,10 @@
 //! append against its run's state with the engine's rules (`WorkflowState::check`/`apply`) and
 //! the lease epoch, and writes all accepted events, steps and run states with one statement
 //! (arrays through `UNNEST`); a refused append (seq taken, lease lost, invalid transition,
-//! hook token held) gets its own error and the others commit. A run's state is kept in memory
+//! hook token held) gets its own error and the others commit. The run row's stored state is
+//! rewritten every 64 events and on every status change (`state_seq` records where); readers
+//! apply the events since, so an append costs the same early and late in a long run. A run's
+//! state is kept in memory
 //! between appends, keyed by `next_seq`, and rebuilt from its events only when another process
 //! appended meanwhile. A batch costs four round trips in the common case (`BEGIN`, the
 //! locking read, the write, `COMMIT`) whatever its size, plus one per batch for a history

@@ -304,7 +304,7 @@ impl PostgresStore {
             // write of one that lost it (its lease expired and it was forgotten here). A
             // finished run refuses it below, by its status.
             None if !w.state.status.is_terminal()
-                && !events.iter().all(|e| from_outside(&e.kind)) =>
+                && !events.iter().all(|e| e.kind.comes_from_outside()) =>
             {
                 return Err(WorldError::LeaseLost {
                     run_id: run_id.to_owned(),
@@ -613,16 +613,4 @@ fn conflict(run_id: &str, position: u32) -> WorldError {
             "hook token is held by the waiting hook #{position} of run {run_id}; a waiting hook's token must be unique"
         ),
     }
-}
-
-/// Events any process may append to a run it does not hold: what reaches a run from outside
-/// (a cancellation, a hook's payload, a child's result). Everything else is the holder's.
-fn from_outside(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::WorkflowCancelled { .. }
-            | EventKind::HookReceived { .. }
-            | EventKind::ChildWorkflowCompleted { .. }
-            | EventKind::ChildWorkflowFailed { .. }
-    )
 }

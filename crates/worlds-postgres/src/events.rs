@@ -62,7 +62,7 @@ impl PostgresStore {
             .fetch_all(&self.inner.pool)
             .await
             .map_err(|e| self.err("listing events", e))?;
-        let mut data = rows
+        let data = rows
             .iter()
             .map(|body| {
                 let mut event: Event = from_json("event", body)?;
@@ -72,18 +72,7 @@ impl PostgresStore {
                 Ok(Arc::new(event))
             })
             .collect::<Result<Vec<_>, WorldError>>()?;
-        let has_more = data.len() > limit;
-        data.truncate(limit);
-        let cursor = if has_more {
-            data.last().map(|e| e.seq.to_string())
-        } else {
-            None
-        };
-        Ok(Page {
-            data,
-            cursor,
-            has_more,
-        })
+        Ok(Page::from_overfetch(data, limit, |e| e.seq.to_string()))
     }
 }
 

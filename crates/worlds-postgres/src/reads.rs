@@ -256,18 +256,8 @@ impl HookStore for PostgresStore {
                 }
             }
         }
-        let has_more = data.len() > limit;
-        data.truncate(limit);
-        let cursor = if has_more {
-            data.last()
-                .map(|h| format!("{}#{}", h.run_id, h.hook.position))
-        } else {
-            None
-        };
-        Ok(Page {
-            data,
-            cursor,
-            has_more,
-        })
+        Ok(Page::from_overfetch(data, limit, |h| {
+            format!("{}#{}", h.run_id, h.hook.position)
+        }))
     }
 }

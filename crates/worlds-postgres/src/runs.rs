@@ -202,18 +202,7 @@ impl RunStore for PostgresStore {
         for row in rows {
             data.push(self.fresh_state(row).await?.view(filter.resolve_data));
         }
-        let has_more = data.len() > limit;
-        data.truncate(limit);
-        let cursor = if has_more {
-            data.last().map(|s| s.id.clone())
-        } else {
-            None
-        };
-        Ok(Page {
-            data,
-            cursor,
-            has_more,
-        })
+        Ok(Page::from_overfetch(data, limit, |s| s.id.clone()))
     }
 
     async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {

@@ -99,7 +99,14 @@ async fn a_late_result_from_a_member_that_lost_its_lease_is_refused() {
     // The first member's step now returns: its result must not land.
     let before = first_store.history(&run_id, 0).await.unwrap();
     release.notify_one();
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The refused append makes the first member forget its lease on the run.
+    tokio::time::timeout(Duration::from_secs(10), async {
+        while first_store.held_epoch(&run_id).is_some() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the first member's late result is refused");
     let after = first_store.history(&run_id, 0).await.unwrap();
     assert_eq!(before.len(), after.len(), "the late result wrote nothing");
     let completions = after

@@ -377,6 +377,19 @@ pub enum EventKind {
 }
 
 impl EventKind {
+    /// True for what reaches a run from outside it — a cancellation, a hook's payload, a
+    /// child's result — which any process may record. Everything else is recorded by the
+    /// process driving the run; a store shared by several processes refuses it from the others.
+    pub fn comes_from_outside(&self) -> bool {
+        matches!(
+            self,
+            EventKind::WorkflowCancelled { .. }
+                | EventKind::HookReceived { .. }
+                | EventKind::ChildWorkflowCompleted { .. }
+                | EventKind::ChildWorkflowFailed { .. }
+        )
+    }
+
     /// The idempotency key of a `workflow_queued` event, if it carries one.
     pub fn idempotency_key(&self) -> Option<&str> {
         match self {

@@ -302,7 +302,7 @@ impl<T> Page<T> {
             items.reverse();
         }
         let limit = query.page_size();
-        let mut data: Vec<T> = items
+        let data: Vec<T> = items
             .into_iter()
             .filter(|item| {
                 after.as_ref().is_none_or(|after| match query.order {
@@ -312,6 +312,22 @@ impl<T> Page<T> {
             })
             .take(limit.saturating_add(1))
             .collect();
+        Page::from_overfetch(data, limit, render)
+    }
+
+    /// The page made of `data`, read with one item more than `limit` to learn whether more
+    /// follow: at most `limit` items, and the next cursor (`render` of the last item) if more do.
+    ///
+    /// ```
+    /// use worlds_engine::model::Page;
+    /// let page = Page::from_overfetch(vec![1, 2, 3], 2, |n| n.to_string());
+    /// assert_eq!((page.data, page.cursor.as_deref(), page.has_more), (vec![1, 2], Some("2"), true));
+    /// ```
+    pub fn from_overfetch(
+        mut data: Vec<T>,
+        limit: usize,
+        render: impl Fn(&T) -> String,
+    ) -> Page<T> {
         let has_more = data.len() > limit;
         data.truncate(limit);
         let cursor = if has_more {

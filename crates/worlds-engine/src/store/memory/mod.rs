@@ -488,7 +488,7 @@ impl RunStore for MemoryStore {
                 Box::new(merged.into_iter())
             }
         };
-        let mut data: Vec<WorkflowState> = ids
+        let data: Vec<WorkflowState> = ids
             .filter(|id| below_cursor(id))
             .filter_map(|id| runs.get(id))
             .filter_map(|shared| {
@@ -499,18 +499,7 @@ impl RunStore for MemoryStore {
             .skip(offset)
             .take(limit.saturating_add(1))
             .collect();
-        let has_more = data.len() > limit;
-        data.truncate(limit);
-        let cursor = if has_more {
-            data.last().map(|s| s.id.clone())
-        } else {
-            None
-        };
-        Ok(Page {
-            data,
-            cursor,
-            has_more,
-        })
+        Ok(Page::from_overfetch(data, limit, |s| s.id.clone()))
     }
 
     async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {

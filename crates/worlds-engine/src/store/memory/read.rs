@@ -238,7 +238,7 @@ impl HookStore for MemoryStore {
             refs.reverse();
         }
         let limit = query.page_size();
-        let mut data: Vec<HookRecord> = refs
+        let data: Vec<HookRecord> = refs
             .into_iter()
             .filter(|r| {
                 let key = (r.run_id.clone(), r.position);
@@ -256,18 +256,8 @@ impl HookStore for MemoryStore {
             })
             .take(limit.saturating_add(1))
             .collect();
-        let has_more = data.len() > limit;
-        data.truncate(limit);
-        let cursor = if has_more {
-            data.last()
-                .map(|h| format!("{}#{}", h.run_id, h.hook.position))
-        } else {
-            None
-        };
-        Ok(Page {
-            data,
-            cursor,
-            has_more,
-        })
+        Ok(Page::from_overfetch(data, limit, |h| {
+            format!("{}#{}", h.run_id, h.hook.position)
+        }))
     }
 }

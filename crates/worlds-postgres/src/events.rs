@@ -102,6 +102,20 @@ impl EventStore for PostgresStore {
         Ok(events.into_iter().map(Arc::new).collect())
     }
 
+    /// The engine's own recent records come from memory when this store holds the run and
+    /// nobody else wrote to it since this store last looked; anything else is read from the
+    /// database.
+    async fn history_tip(
+        &self,
+        run_id: &str,
+        from_seq: u64,
+    ) -> Result<Vec<Arc<Event>>, WorldError> {
+        match self.cached_tail(run_id, from_seq) {
+            Some(events) => Ok(events),
+            None => self.history(run_id, from_seq).await,
+        }
+    }
+
     async fn list_events(
         &self,
         run_id: &str,

@@ -26,19 +26,22 @@
 //! landed, and the engine reads the run back before going on.
 //!
 //! Appends are group-committed: a writer task per store collects the appends waiting from any
-//! number of concurrent callers and runs (up to 512) and commits them in one transaction,
-//! answering each caller after `COMMIT`. The transaction locks the batch's runs, checks each
-//! append against its run's state with the engine's rules (`WorkflowState::check`/`apply`) and
-//! the lease epoch, and writes all accepted events, steps and run states with one statement
-//! (arrays through `UNNEST`); a refused append (seq taken, lease lost, invalid transition,
-//! hook token held) gets its own error and the others commit. The run row's stored state is
-//! rewritten every 64 events and on every status change (`state_seq` records where); readers
-//! apply the events since, so an append costs the same early and late in a long run. A run's
-//! state is kept in memory
-//! between appends, keyed by `next_seq`, and rebuilt from its events only when another process
-//! appended meanwhile. A batch costs four round trips in the common case (`BEGIN`, the
-//! locking read, the write, `COMMIT`) whatever its size, plus one per batch for a history
-//! replay, a hook token look-up or hook rows, and two when a run finishes.
+//! number of concurrent callers and runs (up to 512) and commits them together, answering each
+//! caller after the commit. Appends to runs this store holds, checked against the run state it
+//! cached at its own last write, go in one self-committing statement that writes a run only if
+//! its row is still as cached (`next_seq` and lease epoch): one round trip per batch. The rest
+//! (a run another process wrote to meanwhile, hook changes, runs this store does not hold) go
+//! in a transaction that locks the runs, checks each append against its run's state with the
+//! engine's rules (`WorkflowState::check`/`apply`) and the lease epoch, and writes all accepted
+//! events, steps and run states with one statement (arrays through `UNNEST`); a refused append
+//! (seq taken, lease lost, invalid transition, hook token held) gets its own error and the
+//! others commit. The run row's stored state is rewritten every 64 events and on every status
+//! change (`state_seq` records where); readers apply the events since, so an append costs the
+//! same early and late in a long run.
+//!
+//! The store also keeps the last events it committed for each run it holds, so the engine's
+//! reads of its own recent records (`history_tip`) need no round trip; a read from further
+//! back, or after another process wrote to the run, goes to the database.
 //!
 //! The three append levels of `EventStore` are the same here: `append`, `append_nowait` and
 //! `append_written` all return after `COMMIT`, and `wait_durable` has nothing left to wait
@@ -100,6 +103,7 @@ pub mod testing;
 mod timers;
 mod world;
 
+use std::collections::VecDeque;
 use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
@@ -110,7 +114,7 @@ use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 use sqlx::PgPool;
 use tokio::sync::{mpsc, watch, Notify};
 use tokio_util::sync::CancellationToken;
-use worlds_engine::{WorkflowState, WorldError};
+use worlds_engine::{Event, WorkflowState, WorldError};
 
 pub use migrate::{check_schema_name, SCHEMA_VERSION};
 pub use world::{open, open_with_clock};
@@ -166,11 +170,21 @@ struct Held {
     seen_seq: i64,
 }
 
-/// A run's state as of `next_seq` events, kept to check the next append without a replay.
+/// A run's state as of `next_seq` events, kept to check the next append without a replay, and
+/// the last events before `next_seq` this store committed or read, so the engine reads its own
+/// recent records without a round trip (see [`PostgresStore::cached_tail`]).
 struct Cached {
     next_seq: i64,
+    /// `runs.state_seq` as of `next_seq`: where the stored snapshot stands.
+    state_seq: i64,
     state: Arc<WorkflowState>,
+    /// Events `next_seq - tail.len() .. next_seq`, in order (at most [`TAIL_LIMIT`]).
+    tail: VecDeque<Arc<Event>>,
 }
+
+/// Most recent events kept per cached run: enough for the engine to catch up on what it just
+/// recorded; an older position is read from the database.
+const TAIL_LIMIT: usize = 256;
 
 /// Most run states kept in memory between appends.
 const CACHE_LIMIT: usize = 10_000;
@@ -391,7 +405,15 @@ impl PostgresStore {
         db::error(&self.inner.server, what, e)
     }
 
-    fn cache_put(&self, run_id: &str, next_seq: i64, state: Arc<WorkflowState>) {
+    /// Caches a run's state as of `next_seq`, after `appended` (the events just before
+    /// `next_seq`, committed) were added to its history.
+    fn cache_put(
+        &self,
+        run_id: &str,
+        (next_seq, state_seq): (i64, i64),
+        state: Arc<WorkflowState>,
+        appended: &[Arc<Event>],
+    ) {
         let mut cache = self.inner.cache.lock();
         if state.status.is_terminal() {
             cache.remove(run_id);
@@ -404,7 +426,25 @@ impl PostgresStore {
                 cache.remove(&key);
             }
         }
-        cache.insert(run_id.to_owned(), Cached { next_seq, state });
+        let first = next_seq - appended.len() as i64;
+        let mut tail = match cache.remove(run_id) {
+            // Contiguous with what was cached: the tail grows.
+            Some(c) if c.next_seq == first => c.tail,
+            _ => VecDeque::new(),
+        };
+        tail.extend(appended.iter().cloned());
+        while tail.len() > TAIL_LIMIT {
+            tail.pop_front();
+        }
+        cache.insert(
+            run_id.to_owned(),
+            Cached {
+                next_seq,
+                state_seq,
+                state,
+                tail,
+            },
+        );
     }
 
     fn cache_get(&self, run_id: &str, next_seq: i64) -> Option<Arc<WorkflowState>> {
@@ -413,6 +453,36 @@ impl PostgresStore {
             .get(run_id)
             .filter(|c| c.next_seq == next_seq)
             .map(|c| c.state.clone())
+    }
+
+    /// The cached state of a run this store holds: `(next_seq, state_seq, epoch, state)` as of
+    /// this store's last write, for an append that assumes nobody wrote since.
+    fn cached_held(&self, run_id: &str) -> Option<(i64, i64, i64, Arc<WorkflowState>)> {
+        let held = self.inner.held.lock().get(run_id).copied()?;
+        let cache = self.inner.cache.lock();
+        let c = cache.get(run_id)?;
+        Some((c.next_seq, c.state_seq, held.epoch, c.state.clone()))
+    }
+
+    /// The run's events from `from_seq` on, from memory, if this store holds the run and its
+    /// cached tail reaches back to `from_seq` and forward to everything this store has seen of
+    /// the run (its own commits and, through [`LeaseStore::external_changes`], others'
+    /// writes). Such a read is an earlier read of the database: another process's write
+    /// landing since is reported by `external_changes`, which moves `seen_seq` past the tail,
+    /// so the read after that wake-up goes to the database.
+    ///
+    /// [`LeaseStore::external_changes`]: worlds_engine::store::LeaseStore::external_changes
+    pub(crate) fn cached_tail(&self, run_id: &str, from_seq: u64) -> Option<Vec<Arc<Event>>> {
+        let seen = self.inner.held.lock().get(run_id)?.seen_seq;
+        let cache = self.inner.cache.lock();
+        let cached = cache.get(run_id)?;
+        let start = cached.next_seq - cached.tail.len() as i64;
+        let from = i64::try_from(from_seq).ok()?;
+        if cached.next_seq < seen || from < start {
+            return None;
+        }
+        let skip = usize::try_from(from - start).ok()?;
+        Some(cached.tail.iter().skip(skip).cloned().collect())
     }
 
     /// A stream of the run changed here: wakes this process's readers and, through a

@@ -92,7 +92,7 @@ impl PostgresStore {
             },
         );
         let run_id = state.id.clone();
-        self.cache_put(&run_id, 1, Arc::new(state));
+        self.cache_put(&run_id, (1, 1), Arc::new(state), &[Arc::new(first)]);
         self.announce(crate::notify::Change::Claimable, &run_id);
         Ok(())
     }

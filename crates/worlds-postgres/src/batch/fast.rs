@@ -1,0 +1,186 @@
+//! The fast path of the writer: appends to runs this store holds, checked against the state it
+//! cached at its last write and written with one self-committing statement that applies only
+//! if the run's row is still as cached.
+
+use std::collections::BTreeMap;
+
+use rustc_hash::FxHashMap;
+use sqlx::PgConnection;
+use worlds_engine::store::Appended;
+use worlds_engine::{Event, WorldError};
+
+use super::rows::Rows;
+use super::{hook_position, Working};
+use crate::PostgresStore;
+
+impl PostgresStore {
+    /// The fast path: the appends to runs this store holds and whose state it has cached
+    /// (nearly all of them: a run's steps are recorded by its holder), checked against that
+    /// state here and written with one statement that commits on its own (one round trip
+    /// instead of four). The statement writes a run only if its row still has the `next_seq`
+    /// and the lease epoch of the cached state; a run whose row moved (another process wrote
+    /// to it, or took it over) writes nothing and its appends go to the locked transaction,
+    /// as do appends that change hooks (their tokens are checked there) and any the cached
+    /// state refuses (the row may have moved on).
+    ///
+    /// Returns, per append, its answer if the fast path settled it.
+    pub(super) async fn try_fast(
+        &self,
+        conn: &mut PgConnection,
+        work: &[(String, Vec<Event>)],
+    ) -> Vec<Option<Result<Appended, WorldError>>> {
+        let me = self.inner.member_id.clone();
+        let mut results: Vec<Option<Result<Appended, WorldError>>> =
+            work.iter().map(|_| None).collect();
+        let mut by_run: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (i, (run_id, _)) in work.iter().enumerate() {
+            by_run.entry(run_id.as_str()).or_default().push(i);
+        }
+        let no_tokens = FxHashMap::default();
+        let mut runs: BTreeMap<String, Working> = BTreeMap::new();
+        let mut accepted: FxHashMap<String, Vec<(usize, Appended)>> = FxHashMap::default();
+        for (run_id, indexes) in by_run {
+            let changes_hooks = indexes
+                .iter()
+                .any(|&i| work[i].1.iter().any(|e| hook_position(&e.kind).is_some()));
+            if changes_hooks {
+                continue;
+            }
+            let Some((next_seq, state_seq, epoch, state)) = self.cached_held(run_id) else {
+                continue;
+            };
+            let mut one = BTreeMap::new();
+            one.insert(
+                run_id.to_owned(),
+                Working {
+                    base_seq: next_seq,
+                    owner: Some(me.clone()),
+                    epoch,
+                    next_seq,
+                    state_seq,
+                    base_status: state.status,
+                    state,
+                    events: Vec::new(),
+                    correlation: Vec::new(),
+                    hooks: Vec::new(),
+                },
+            );
+            let mut answers = Vec::with_capacity(indexes.len());
+            for &i in &indexes {
+                match self.check_one(&me, &mut one, &no_tokens, run_id, work[i].1.clone()) {
+                    Ok(appended) => answers.push((i, appended)),
+                    Err(_) => break,
+                }
+            }
+            if answers.len() < indexes.len() {
+                continue;
+            }
+            runs.append(&mut one);
+            accepted.insert(run_id.to_owned(), answers);
+        }
+        if !runs.values().any(|w| !w.events.is_empty()) {
+            // Nothing to write (or nothing the fast path may write): all to the transaction.
+            return results;
+        }
+        let written = match self.write_fast(conn, &me, &runs).await {
+            Ok(written) => written,
+            Err(WorldError::Unavailable(message)) => {
+                // The statement may have committed: every caller reads its run back.
+                for answers in accepted.values() {
+                    for (i, _) in answers {
+                        results[*i] = Some(Err(WorldError::Unavailable(message.clone())));
+                    }
+                }
+                return results;
+            }
+            // Nothing was written: the transaction takes them all.
+            Err(_) => return results,
+        };
+        let mut held = self.inner.held.lock();
+        for run_id in &written {
+            let Some(w) = runs.get(run_id) else { continue };
+            if w.state.status.is_terminal() {
+                held.remove(run_id);
+            } else if let Some(h) = held.get_mut(run_id) {
+                if h.seen_seq == w.base_seq {
+                    h.seen_seq = w.next_seq;
+                }
+            }
+        }
+        drop(held);
+        for run_id in written {
+            let (Some(w), Some(answers)) = (runs.remove(&run_id), accepted.remove(&run_id)) else {
+                continue;
+            };
+            self.cache_put(&run_id, w.stored_seqs(), w.state.clone(), &w.events);
+            for (i, appended) in answers {
+                results[i] = Some(Ok(appended));
+            }
+        }
+        results
+    }
+
+    /// Writes the fast path's runs with one statement (so one commit): each run only if its
+    /// row still has the `next_seq` and lease the append was checked against; its events and
+    /// steps, and for a finished run the freeing of its hook tokens and timers, only with it.
+    /// Returns the runs written.
+    async fn write_fast(
+        &self,
+        conn: &mut PgConnection,
+        me: &str,
+        runs: &BTreeMap<String, Working>,
+    ) -> Result<Vec<String>, WorldError> {
+        let rows = Rows::of(runs)?;
+        sqlx::query_scalar(
+            "WITH u AS (
+                 SELECT * FROM UNNEST($8::text[], $9::bigint[], $10::text[], $11::bool[],
+                     $12::bool[], $13::text[], $15::bigint[], $16::bigint[])
+                     AS u(r, n, s, f, q, j, b, e)
+             ), upd AS (
+                 UPDATE runs SET next_seq = u.n, status = u.s, finished = u.f, quarantined = u.q,
+                     state = COALESCE(u.j, runs.state),
+                     state_seq = CASE WHEN u.j IS NULL THEN runs.state_seq ELSE u.n END,
+                     last_writer = $14
+                 FROM u
+                 WHERE runs.run_id = u.r AND runs.next_seq = u.b
+                     AND runs.owner = $14 AND runs.epoch = u.e
+                 RETURNING runs.run_id, u.f
+             ), ins AS (
+                 INSERT INTO events (run_id, seq, correlation_id, body)
+                 SELECT x.* FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[])
+                     AS x(r, s, c, b)
+                 WHERE x.r IN (SELECT run_id FROM upd)
+             ), st AS (
+                 INSERT INTO steps (step_id, run_id, position)
+                 SELECT x.* FROM UNNEST($5::text[], $6::text[], $7::bigint[]) AS x(i, r, p)
+                 WHERE x.r IN (SELECT run_id FROM upd)
+                 ON CONFLICT (step_id) DO NOTHING
+             ), fh AS (
+                 UPDATE hooks SET live = false, run_over = true
+                 WHERE run_id IN (SELECT run_id FROM upd WHERE f)
+             ), ft AS (
+                 DELETE FROM timers WHERE run_id IN (SELECT run_id FROM upd WHERE f)
+             )
+             SELECT run_id FROM upd",
+        )
+        .bind(&rows.ev_run)
+        .bind(&rows.ev_seq)
+        .bind(&rows.ev_corr)
+        .bind(&rows.ev_body)
+        .bind(&rows.st_id)
+        .bind(&rows.st_run)
+        .bind(&rows.st_pos)
+        .bind(&rows.r_id)
+        .bind(&rows.r_next)
+        .bind(&rows.r_status)
+        .bind(&rows.r_finished)
+        .bind(&rows.r_quarantined)
+        .bind(&rows.r_state)
+        .bind(me)
+        .bind(&rows.r_base)
+        .bind(&rows.r_epoch)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| self.err("appending events", e))
+    }
+}

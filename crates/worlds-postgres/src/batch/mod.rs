@@ -1,0 +1,299 @@
+//! Group commit: one writer task per store takes every pending append (from any number of
+//! concurrent callers and runs) and commits them together, answering each caller only after
+//! the commit. The writer keeps one connection while appends keep coming.
+//!
+//! A batch goes two ways, each costing the same round trips whatever its size:
+//!
+//! - **Fast** ([`fast`]): the appends to runs this store holds and whose state it cached at its
+//!   own last write — nearly all appends, since a run's steps are recorded by its holder. They
+//!   are checked here against the cached state and written by one statement that commits by
+//!   itself (one round trip): it updates each run's row only where `next_seq` and the lease
+//!   epoch are still as cached, and inserts the events and steps of exactly those runs. A run
+//!   whose row moved (another process delivered to it, or took it over) writes nothing there
+//!   and goes the locked way, as do appends that change hooks and any the cached state refuses.
+//! - **Locked** ([`locked`]): `BEGIN`; one `SELECT … FOR UPDATE` locking the runs (in run id
+//!   order, so two writers never deadlock); one read of the histories of runs whose state is
+//!   not cached at the locked `next_seq`; one look-up of hook tokens if an append creates a
+//!   hook; one statement inserting every event and step and updating every run ([`rows`]); one
+//!   upsert of the hooks if any changed; two statements if a run finished; `COMMIT`.
+//!
+//! Each append is checked on its own (lease epoch, the run's state rules, hook tokens) against
+//! the state left by the appends before it, so a refused append is answered with its error and
+//! the others commit. If the database fails a locked batch as a whole, each append is retried
+//! as a batch of its own, so one bad append fails alone — unless the connection failed: then
+//! the batch may have committed without its answer arriving, every caller gets the
+//! `Unavailable` error, which tells the engine to read the run back, and the store forgets
+//! what it cached of those runs.
+
+use std::sync::{Arc, Weak};
+use std::time::Duration;
+
+use sqlx::pool::PoolConnection;
+use sqlx::{PgConnection, Postgres};
+use tokio::sync::{mpsc, oneshot};
+use worlds_engine::store::Appended;
+use worlds_engine::{Event, EventKind, RunStatus, WorkflowState, WorldError};
+
+use crate::{Inner, PostgresStore};
+
+mod fast;
+mod locked;
+mod rows;
+
+/// How long the writer keeps its connection with no append to write.
+const KEEP_CONNECTION_IDLE: Duration = Duration::from_millis(100);
+
+/// Most appends one transaction commits.
+const MAX_BATCH: usize = 512;
+
+/// A run's stored state is written again once it is this many events behind (and on every
+/// status change): serializing a long run's whole state on every append made each step cost
+/// more as the run grew. Readers apply the events since ([`PostgresStore::fresh_state`]).
+const SNAPSHOT_EVERY: i64 = 64;
+
+/// An append waiting for the writer.
+pub(crate) struct Pending {
+    run_id: String,
+    events: Vec<Event>,
+    reply: oneshot::Sender<Result<Appended, WorldError>>,
+}
+
+/// The sending side kept by the store; the writer ends when every sender is gone.
+pub(crate) type Writer = mpsc::UnboundedSender<Pending>;
+
+/// Starts the writer task of a store.
+pub(crate) fn spawn_writer(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<Pending>) {
+    tokio::spawn(async move {
+        // The writer keeps its connection while appends keep coming: taking one from the pool
+        // and giving it back costs a round trip each time (the pool checks it on return). Once
+        // idle it gives it back, so the pool can close.
+        let mut conn: Option<PoolConnection<Postgres>> = None;
+        let mut batch = Vec::with_capacity(MAX_BATCH);
+        loop {
+            let received = if conn.is_some() {
+                tokio::select! {
+                    n = rx.recv_many(&mut batch, MAX_BATCH) => n,
+                    () = tokio::time::sleep(KEEP_CONNECTION_IDLE) => {
+                        conn = None;
+                        continue;
+                    }
+                }
+            } else {
+                rx.recv_many(&mut batch, MAX_BATCH).await
+            };
+            if received == 0 {
+                return;
+            }
+            let items = std::mem::take(&mut batch);
+            let Some(inner) = inner.upgrade() else {
+                for item in items {
+                    let _ = item.reply.send(Err(closed()));
+                }
+                return;
+            };
+            if inner.pool.is_closed() {
+                conn = None;
+            }
+            PostgresStore { inner }.commit_batch(&mut conn, items).await;
+        }
+    });
+}
+
+/// A copy of an error for each caller of a batch that failed as a whole.
+fn clone_error(e: &WorldError) -> WorldError {
+    match e {
+        WorldError::Unavailable(message) => WorldError::Unavailable(message.clone()),
+        other => WorldError::Unavailable(other.to_string()),
+    }
+}
+
+fn closed() -> WorldError {
+    WorldError::Unavailable("the PostgreSQL store was closed; connect it again".into())
+}
+
+/// A run of the batch as its row was locked, and as the batch's accepted appends leave it.
+struct Working {
+    /// `next_seq` when locked.
+    base_seq: i64,
+    owner: Option<String>,
+    epoch: i64,
+    /// `next_seq` after the accepted appends.
+    next_seq: i64,
+    /// `next_seq` when the stored state was written.
+    state_seq: i64,
+    /// The run's status when locked.
+    base_status: RunStatus,
+    state: Arc<WorkflowState>,
+    /// The accepted events, in order.
+    events: Vec<Arc<Event>>,
+    correlation: Vec<Option<String>>,
+    /// Positions of hooks the accepted events changed.
+    hooks: Vec<u32>,
+}
+
+impl Working {
+    /// True if the append writes the run's state snapshot: on a status change, when the
+    /// stored one is [`SNAPSHOT_EVERY`] events behind, and when the run finished.
+    fn writes_snapshot(&self) -> bool {
+        self.state.status.is_terminal()
+            || self.state.status != self.base_status
+            || self.next_seq - self.state_seq >= SNAPSHOT_EVERY
+    }
+
+    /// `(next_seq, state_seq)` of the run's row once the append is written.
+    fn stored_seqs(&self) -> (i64, i64) {
+        let state_seq = if self.writes_snapshot() {
+            self.next_seq
+        } else {
+            self.state_seq
+        };
+        (self.next_seq, state_seq)
+    }
+}
+
+/// The hook positions an event changes in the `hooks` table.
+fn hook_position(kind: &EventKind) -> Option<u32> {
+    match kind {
+        EventKind::HookCreated { position, .. }
+        | EventKind::HookConflict { position, .. }
+        | EventKind::HookReceived { position, .. }
+        | EventKind::HookExpired { position, .. }
+        | EventKind::HookDisposed { position, .. } => Some(*position),
+        _ => None,
+    }
+}
+
+impl PostgresStore {
+    /// Hands an append to the writer and waits until it is committed (or refused).
+    pub(crate) async fn append_events(
+        &self,
+        run_id: &str,
+        events: Vec<Event>,
+    ) -> Result<Appended, WorldError> {
+        let (reply, answer) = oneshot::channel();
+        self.inner
+            .writer
+            .send(Pending {
+                run_id: run_id.to_owned(),
+                events,
+                reply,
+            })
+            .map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
+    }
+
+    /// Commits a batch and answers its callers: the appends the fast path settles first (see
+    /// [`try_fast`](Self::try_fast)), the rest in one locked transaction; on a failure of that
+    /// whole transaction, each append alone.
+    async fn commit_batch(&self, held: &mut Option<PoolConnection<Postgres>>, items: Vec<Pending>) {
+        let conn = match held {
+            Some(conn) => conn,
+            None => match self.inner.pool.acquire().await {
+                Ok(conn) => held.insert(conn),
+                Err(e) => {
+                    let e = self.err("connecting for an append", e);
+                    for item in items {
+                        self.answer(item, Err(clone_error(&e)));
+                    }
+                    return;
+                }
+            },
+        };
+        let broken = self.commit_on(conn, items).await;
+        if broken {
+            // Closed by the pool when it comes back (its check fails); the next batch takes
+            // a fresh connection.
+            *held = None;
+        }
+    }
+
+    /// Commits a batch on `conn`; true if the connection failed.
+    async fn commit_on(&self, conn: &mut PgConnection, mut items: Vec<Pending>) -> bool {
+        let work: Vec<(String, Vec<Event>)> = items
+            .iter_mut()
+            .map(|p| (p.run_id.clone(), std::mem::take(&mut p.events)))
+            .collect();
+        let mut broken = false;
+        let mut rest = Vec::with_capacity(items.len());
+        let mut rest_work = Vec::with_capacity(items.len());
+        let fast = self.try_fast(conn, &work).await;
+        for ((item, result), one) in items.into_iter().zip(fast).zip(work) {
+            broken |= matches!(result, Some(Err(WorldError::Unavailable(_))));
+            match result {
+                Some(result) => self.answer(item, result),
+                None => {
+                    rest.push(item);
+                    rest_work.push(one);
+                }
+            }
+        }
+        if rest.is_empty() || broken {
+            for item in rest {
+                self.answer(
+                    item,
+                    Err(WorldError::Unavailable(format!(
+                        "the connection to PostgreSQL on {} failed during an append",
+                        self.inner.server
+                    ))),
+                );
+            }
+            return broken;
+        }
+        let (items, work) = (rest, rest_work);
+        let single = work.len() == 1;
+        match self.try_batch(conn, &work).await {
+            Ok(results) => {
+                for (item, result) in items.into_iter().zip(results) {
+                    self.answer(item, result);
+                }
+            }
+            Err(e) if single => {
+                broken = matches!(e, WorldError::Unavailable(_));
+                if let Some(item) = items.into_iter().next() {
+                    self.answer(item, Err(e));
+                }
+            }
+            // The connection failed: the batch may or may not have committed (a COMMIT whose
+            // answer was lost), so retrying could find its own writes and mistake them for
+            // another's. Every caller hears the passing error and reads the run back.
+            Err(WorldError::Unavailable(message)) => {
+                broken = true;
+                for item in items {
+                    self.answer(item, Err(WorldError::Unavailable(message.clone())));
+                }
+            }
+            Err(e) => {
+                tracing::debug!(
+                    "a batch of {} appends failed ({e}); retrying each",
+                    work.len()
+                );
+                for (item, one) in items.into_iter().zip(work) {
+                    let result = if broken {
+                        Err(WorldError::Unavailable(format!(
+                            "the connection to PostgreSQL on {} failed during an append",
+                            self.inner.server
+                        )))
+                    } else {
+                        match self.try_batch(conn, std::slice::from_ref(&one)).await {
+                            Ok(mut results) => results.pop().unwrap_or_else(|| Err(closed())),
+                            Err(e) => Err(e),
+                        }
+                    };
+                    broken |= matches!(result, Err(WorldError::Unavailable(_)));
+                    self.answer(item, result);
+                }
+            }
+        }
+        broken
+    }
+
+    /// Answers an append's caller. After a connection failure the append may or may not have
+    /// landed, so what this store remembers of the run is forgotten: the next read and the
+    /// next append go to the database.
+    fn answer(&self, item: Pending, result: Result<Appended, WorldError>) {
+        if let Err(WorldError::Unavailable(_)) = &result {
+            self.inner.cache.lock().remove(&item.run_id);
+        }
+        let _ = item.reply.send(result);
+    }
+}

@@ -1,0 +1,172 @@
+//! What a batch writes: its rows as one array per column, and the statements of the locked
+//! path that write them.
+
+use std::collections::BTreeMap;
+
+use sqlx::PgConnection;
+use worlds_engine::{EventKind, HookStatus, WorldError};
+
+use super::Working;
+use crate::db::{big, to_json};
+use crate::PostgresStore;
+
+impl PostgresStore {
+    /// Writes the accepted events of the batch: events, steps and runs in one statement, then
+    /// hooks, then what a finished run frees.
+    pub(super) async fn write_runs(
+        &self,
+        conn: &mut PgConnection,
+        me: &str,
+        runs: &BTreeMap<String, Working>,
+    ) -> Result<(), WorldError> {
+        let rows = Rows::of(runs)?;
+        sqlx::query(
+            "WITH ins AS (
+                 INSERT INTO events (run_id, seq, correlation_id, body)
+                 SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[])
+             ), st AS (
+                 INSERT INTO steps (step_id, run_id, position)
+                 SELECT * FROM UNNEST($5::text[], $6::text[], $7::bigint[])
+                 ON CONFLICT (step_id) DO NOTHING
+             )
+             UPDATE runs SET next_seq = u.n, status = u.s, finished = u.f, quarantined = u.q,
+                 state = COALESCE(u.j, runs.state),
+                 state_seq = CASE WHEN u.j IS NULL THEN runs.state_seq ELSE u.n END,
+                 last_writer = $14
+             FROM UNNEST($8::text[], $9::bigint[], $10::text[], $11::bool[], $12::bool[], $13::text[])
+                 AS u(r, n, s, f, q, j)
+             WHERE runs.run_id = u.r",
+        )
+        .bind(&rows.ev_run)
+        .bind(&rows.ev_seq)
+        .bind(&rows.ev_corr)
+        .bind(&rows.ev_body)
+        .bind(&rows.st_id)
+        .bind(&rows.st_run)
+        .bind(&rows.st_pos)
+        .bind(&rows.r_id)
+        .bind(&rows.r_next)
+        .bind(&rows.r_status)
+        .bind(&rows.r_finished)
+        .bind(&rows.r_quarantined)
+        .bind(&rows.r_state)
+        .bind(me)
+        .execute(&mut *conn)
+        .await
+        .map_err(|e| self.err("appending events", e))?;
+        if !rows.h_id.is_empty() {
+            sqlx::query(
+                "INSERT INTO hooks (hook_id, run_id, position, token_digest, live)
+                 SELECT * FROM UNNEST($1::text[], $2::text[], $3::bigint[], $4::text[], $5::bool[])
+                 ON CONFLICT (hook_id) DO UPDATE SET live = EXCLUDED.live
+                 WHERE hooks.run_id = EXCLUDED.run_id",
+            )
+            .bind(&rows.h_id)
+            .bind(&rows.h_run)
+            .bind(&rows.h_pos)
+            .bind(&rows.h_digest)
+            .bind(&rows.h_live)
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| match crate::db::unique_violation(&e) {
+                Some(_) => WorldError::Conflict {
+                    message: "hook token is held by another waiting hook".into(),
+                },
+                None => self.err("recording hooks", e),
+            })?;
+        }
+        if !rows.finished_runs.is_empty() {
+            sqlx::query("UPDATE hooks SET live = false, run_over = true WHERE run_id = ANY($1)")
+                .bind(&rows.finished_runs)
+                .execute(&mut *conn)
+                .await
+                .map_err(|e| self.err("freeing finished runs' hook tokens", e))?;
+            sqlx::query("DELETE FROM timers WHERE run_id = ANY($1)")
+                .bind(&rows.finished_runs)
+                .execute(&mut *conn)
+                .await
+                .map_err(|e| self.err("removing finished runs' timers", e))?;
+        }
+        Ok(())
+    }
+}
+
+/// The rows a batch writes, as one array per column (bound through `UNNEST`).
+#[derive(Default)]
+pub(super) struct Rows<'a> {
+    pub(super) ev_run: Vec<&'a str>,
+    pub(super) ev_seq: Vec<i64>,
+    pub(super) ev_corr: Vec<Option<&'a str>>,
+    pub(super) ev_body: Vec<String>,
+    pub(super) st_id: Vec<&'a str>,
+    pub(super) st_run: Vec<&'a str>,
+    pub(super) st_pos: Vec<i64>,
+    pub(super) r_id: Vec<&'a str>,
+    pub(super) r_next: Vec<i64>,
+    pub(super) r_status: Vec<&'static str>,
+    pub(super) r_finished: Vec<bool>,
+    pub(super) r_quarantined: Vec<bool>,
+    pub(super) r_state: Vec<Option<String>>,
+    /// The `next_seq` each run's row must still have (the fast path's check).
+    pub(super) r_base: Vec<i64>,
+    /// The lease epoch each run's row must still have (the fast path's check).
+    pub(super) r_epoch: Vec<i64>,
+    pub(super) h_id: Vec<&'a str>,
+    pub(super) h_run: Vec<&'a str>,
+    pub(super) h_pos: Vec<i64>,
+    pub(super) h_digest: Vec<&'a str>,
+    pub(super) h_live: Vec<bool>,
+    pub(super) finished_runs: Vec<&'a str>,
+}
+
+impl<'a> Rows<'a> {
+    /// The rows of the runs with accepted events.
+    pub(super) fn of(runs: &'a BTreeMap<String, Working>) -> Result<Self, WorldError> {
+        let mut rows = Rows::default();
+        for (run_id, w) in runs.iter().filter(|(_, w)| !w.events.is_empty()) {
+            for (event, corr) in w.events.iter().zip(&w.correlation) {
+                rows.ev_run.push(run_id.as_str());
+                rows.ev_seq.push(big(event.seq));
+                rows.ev_corr.push(corr.as_deref());
+                rows.ev_body.push(to_json("event", &**event)?);
+                if let EventKind::ActivityScheduled {
+                    activity_id,
+                    position,
+                    ..
+                } = &event.kind
+                {
+                    rows.st_id.push(activity_id.as_str());
+                    rows.st_run.push(run_id.as_str());
+                    rows.st_pos.push(i64::from(*position));
+                }
+            }
+            let finished = w.state.status.is_terminal();
+            rows.r_id.push(run_id.as_str());
+            rows.r_next.push(w.next_seq);
+            rows.r_status.push(w.state.status.as_str());
+            rows.r_finished.push(finished);
+            rows.r_quarantined.push(w.state.quarantine.is_some());
+            rows.r_state.push(if w.writes_snapshot() {
+                Some(to_json("run state", &*w.state)?)
+            } else {
+                None
+            });
+            rows.r_base.push(w.base_seq);
+            rows.r_epoch.push(w.epoch);
+            for &position in &w.hooks {
+                if let Some(hook) = w.state.hook(position) {
+                    rows.h_id.push(hook.id.as_str());
+                    rows.h_run.push(run_id.as_str());
+                    rows.h_pos.push(i64::from(position));
+                    rows.h_digest.push(hook.token_digest.as_str());
+                    rows.h_live
+                        .push(hook.status == HookStatus::Waiting && !finished);
+                }
+            }
+            if finished {
+                rows.finished_runs.push(run_id.as_str());
+            }
+        }
+        Ok(rows)
+    }
+}

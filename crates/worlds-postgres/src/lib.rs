@@ -177,7 +177,9 @@ struct Cached {
     next_seq: i64,
     /// `runs.state_seq` as of `next_seq`: where the stored snapshot stands.
     state_seq: i64,
-    state: Arc<WorkflowState>,
+    /// Taken out by the writer's fast path while it works on the run, so that it changes the
+    /// state in place instead of copying it (a state grows with its run's history).
+    state: Option<Arc<WorkflowState>>,
     /// Events `next_seq - tail.len() .. next_seq`, in order (at most [`TAIL_LIMIT`]).
     tail: VecDeque<Arc<Event>>,
 }
@@ -441,7 +443,7 @@ impl PostgresStore {
             Cached {
                 next_seq,
                 state_seq,
-                state,
+                state: Some(state),
                 tail,
             },
         );
@@ -452,16 +454,19 @@ impl PostgresStore {
         cache
             .get(run_id)
             .filter(|c| c.next_seq == next_seq)
-            .map(|c| c.state.clone())
+            .and_then(|c| c.state.clone())
     }
 
-    /// The cached state of a run this store holds: `(next_seq, state_seq, epoch, state)` as of
-    /// this store's last write, for an append that assumes nobody wrote since.
-    fn cached_held(&self, run_id: &str) -> Option<(i64, i64, i64, Arc<WorkflowState>)> {
+    /// Takes the cached state of a run this store holds: `(next_seq, state_seq, epoch, state)`
+    /// as of this store's last write, for an append that assumes nobody wrote since. The
+    /// append puts the new state back ([`cache_put`](Self::cache_put)); until then, or if it
+    /// does not land, the run's state is rebuilt from its events when needed.
+    fn take_cached_held(&self, run_id: &str) -> Option<(i64, i64, i64, Arc<WorkflowState>)> {
         let held = self.inner.held.lock().get(run_id).copied()?;
-        let cache = self.inner.cache.lock();
-        let c = cache.get(run_id)?;
-        Some((c.next_seq, c.state_seq, held.epoch, c.state.clone()))
+        let mut cache = self.inner.cache.lock();
+        let c = cache.get_mut(run_id)?;
+        let state = c.state.take()?;
+        Some((c.next_seq, c.state_seq, held.epoch, state))
     }
 
     /// The run's events from `from_seq` on, from memory, if this store holds the run and its

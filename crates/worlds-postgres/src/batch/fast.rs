@@ -46,7 +46,7 @@ impl PostgresStore {
             if changes_hooks {
                 continue;
             }
-            let Some((next_seq, state_seq, epoch, state)) = self.cached_held(run_id) else {
+            let Some((next_seq, state_seq, epoch, state)) = self.take_cached_held(run_id) else {
                 continue;
             };
             let mut one = BTreeMap::new();

@@ -209,6 +209,31 @@ impl PostgresStore {
                 ),
             });
         }
+        if events.len() == 1 && hook_position(&events[0].kind).is_none() {
+            // The common append: one event, no hook. Checked, then applied to the state in
+            // place (a copy of the state would cost more as the run's history grows; the
+            // fast path holds the only reference, so none is made).
+            w.state.check(&events[0].kind)?;
+            let Some(w) = runs.get_mut(run_id) else {
+                return Err(WorldError::Internal("a locked run went missing".into()));
+            };
+            let mut event = events
+                .pop()
+                .ok_or_else(|| WorldError::Internal("an append lost its event".into()))?;
+            event.seq = unsigned(w.next_seq);
+            event.run_id = run_id.to_owned();
+            let state = Arc::make_mut(&mut w.state);
+            state.apply(&event);
+            w.correlation
+                .push(state.correlation_id(&event.kind).map(str::to_owned));
+            w.next_seq += 1;
+            let event = Arc::new(event);
+            w.events.push(event.clone());
+            return Ok(Appended {
+                status: w.state.status,
+                events: vec![event],
+            });
+        }
         let mut state = WorkflowState::clone(&w.state);
         let mut correlation = Vec::with_capacity(events.len());
         for (i, event) in events.iter_mut().enumerate() {

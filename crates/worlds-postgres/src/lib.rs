@@ -35,8 +35,8 @@
 //! engine's rules (`WorkflowState::check`/`apply`) and the lease epoch, and writes all accepted
 //! events, steps and run states with one statement (arrays through `UNNEST`); a refused append
 //! (seq taken, lease lost, invalid transition, hook token held) gets its own error and the
-//! others commit. The run row's stored state is rewritten every 64 events and on every status
-//! change (`state_seq` records where); readers apply the events since, so an append costs the
+//! others commit. The run row's stored state is rewritten every 64 events (every sixteenth of
+//! its events, for a long run) and on every status change (`state_seq` records where); readers apply the events since, so an append costs the
 //! same early and late in a long run.
 //!
 //! The store also keeps the last events it committed for each run it holds, so the engine's

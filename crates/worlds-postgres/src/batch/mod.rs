@@ -51,6 +51,12 @@ const MAX_BATCH: usize = 512;
 /// more as the run grew. Readers apply the events since ([`PostgresStore::fresh_state`]).
 const SNAPSHOT_EVERY: i64 = 64;
 
+/// …or, for a long run, once it is behind by this fraction of the run's events: the state is
+/// as large as the history, so a fixed interval still made a step's share of the snapshot
+/// grow with the run. A reader applies at most that many events, fewer than the snapshot it
+/// reads holds.
+const SNAPSHOT_FRACTION: i64 = 16;
+
 /// An append waiting for the writer.
 pub(crate) struct Pending {
     run_id: String,
@@ -133,11 +139,13 @@ struct Working {
 
 impl Working {
     /// True if the append writes the run's state snapshot: on a status change, when the
-    /// stored one is [`SNAPSHOT_EVERY`] events behind, and when the run finished.
+    /// stored one is [`SNAPSHOT_EVERY`] events (or a [`SNAPSHOT_FRACTION`] of the run's)
+    /// behind, and when the run finished.
     fn writes_snapshot(&self) -> bool {
         self.state.status.is_terminal()
             || self.state.status != self.base_status
-            || self.next_seq - self.state_seq >= SNAPSHOT_EVERY
+            || self.next_seq - self.state_seq
+                >= SNAPSHOT_EVERY.max(self.next_seq / SNAPSHOT_FRACTION)
     }
 
     /// `(next_seq, state_seq)` of the run's row once the append is written.

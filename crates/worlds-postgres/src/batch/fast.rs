@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
-use sqlx::PgConnection;
+use sqlx::{PgConnection, Row};
 use worlds_engine::store::Appended;
 use worlds_engine::{Event, WorldError};
 
@@ -52,18 +52,7 @@ impl PostgresStore {
             let mut one = BTreeMap::new();
             one.insert(
                 run_id.to_owned(),
-                Working {
-                    base_seq: next_seq,
-                    owner: Some(me.clone()),
-                    epoch,
-                    next_seq,
-                    state_seq,
-                    base_status: state.status,
-                    state,
-                    events: Vec::new(),
-                    correlation: Vec::new(),
-                    hooks: Vec::new(),
-                },
+                Working::new((next_seq, state_seq), Some(me.clone()), epoch, state),
             );
             let mut answers = Vec::with_capacity(indexes.len());
             for &i in &indexes {
@@ -131,8 +120,10 @@ impl PostgresStore {
         runs: &BTreeMap<String, Working>,
     ) -> Result<Vec<String>, WorldError> {
         let rows = Rows::of(runs)?;
-        sqlx::query_scalar(
-            "WITH u AS (
+        let written = rows
+            .bind_writes(
+                sqlx::query(
+                    "WITH u AS (
                  SELECT * FROM UNNEST($8::text[], $9::bigint[], $10::text[], $11::bool[],
                      $12::bool[], $13::text[], $15::bigint[], $16::bigint[])
                      AS u(r, n, s, f, q, j, b, e)
@@ -162,25 +153,14 @@ impl PostgresStore {
                  DELETE FROM timers WHERE run_id IN (SELECT run_id FROM upd WHERE f)
              )
              SELECT run_id FROM upd",
-        )
-        .bind(&rows.ev_run)
-        .bind(&rows.ev_seq)
-        .bind(&rows.ev_corr)
-        .bind(&rows.ev_body)
-        .bind(&rows.st_id)
-        .bind(&rows.st_run)
-        .bind(&rows.st_pos)
-        .bind(&rows.r_id)
-        .bind(&rows.r_next)
-        .bind(&rows.r_status)
-        .bind(&rows.r_finished)
-        .bind(&rows.r_quarantined)
-        .bind(&rows.r_state)
-        .bind(me)
-        .bind(&rows.r_base)
-        .bind(&rows.r_epoch)
-        .fetch_all(&mut *conn)
-        .await
-        .map_err(|e| self.err("appending events", e))
+                ),
+                me,
+            )
+            .bind(&rows.r_base)
+            .bind(&rows.r_epoch)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(|e| self.err("appending events", e))?;
+        Ok(written.iter().map(|row| row.get(0)).collect())
     }
 }

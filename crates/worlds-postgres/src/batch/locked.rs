@@ -133,18 +133,7 @@ impl PostgresStore {
                 };
             runs.insert(
                 run_id,
-                Working {
-                    base_seq: next_seq,
-                    owner,
-                    epoch,
-                    next_seq,
-                    state_seq,
-                    base_status: state.status,
-                    state,
-                    events: Vec::new(),
-                    correlation: Vec::new(),
-                    hooks: Vec::new(),
-                },
+                Working::new((next_seq, state_seq), owner, epoch, state),
             );
         }
         let live_tokens = self.live_tokens(&mut *conn, work).await?;

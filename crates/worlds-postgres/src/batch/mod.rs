@@ -138,6 +138,28 @@ struct Working {
 }
 
 impl Working {
+    /// A run as locked or cached: `next_seq` events, the stored snapshot as of `state_seq`,
+    /// leased to `owner` at `epoch`; nothing accepted yet.
+    fn new(
+        (next_seq, state_seq): (i64, i64),
+        owner: Option<String>,
+        epoch: i64,
+        state: Arc<WorkflowState>,
+    ) -> Self {
+        Working {
+            base_seq: next_seq,
+            owner,
+            epoch,
+            next_seq,
+            state_seq,
+            base_status: state.status,
+            state,
+            events: Vec::new(),
+            correlation: Vec::new(),
+            hooks: Vec::new(),
+        }
+    }
+
     /// True if the append writes the run's state snapshot: on a status change, when the
     /// stored one is [`SNAPSHOT_EVERY`] events (or a [`SNAPSHOT_FRACTION`] of the run's)
     /// behind, and when the run finished.

@@ -3,7 +3,9 @@
 
 use std::collections::BTreeMap;
 
-use sqlx::PgConnection;
+use sqlx::postgres::PgArguments;
+use sqlx::query::Query;
+use sqlx::{PgConnection, Postgres};
 use worlds_engine::{EventKind, HookStatus, WorldError};
 
 use super::Working;
@@ -20,7 +22,7 @@ impl PostgresStore {
         runs: &BTreeMap<String, Working>,
     ) -> Result<(), WorldError> {
         let rows = Rows::of(runs)?;
-        sqlx::query(
+        rows.bind_writes(sqlx::query(
             "WITH ins AS (
                  INSERT INTO events (run_id, seq, correlation_id, body)
                  SELECT * FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[])
@@ -36,21 +38,7 @@ impl PostgresStore {
              FROM UNNEST($8::text[], $9::bigint[], $10::text[], $11::bool[], $12::bool[], $13::text[])
                  AS u(r, n, s, f, q, j)
              WHERE runs.run_id = u.r",
-        )
-        .bind(&rows.ev_run)
-        .bind(&rows.ev_seq)
-        .bind(&rows.ev_corr)
-        .bind(&rows.ev_body)
-        .bind(&rows.st_id)
-        .bind(&rows.st_run)
-        .bind(&rows.st_pos)
-        .bind(&rows.r_id)
-        .bind(&rows.r_next)
-        .bind(&rows.r_status)
-        .bind(&rows.r_finished)
-        .bind(&rows.r_quarantined)
-        .bind(&rows.r_state)
-        .bind(me)
+        ), me)
         .execute(&mut *conn)
         .await
         .map_err(|e| self.err("appending events", e))?;
@@ -120,6 +108,30 @@ pub(super) struct Rows<'a> {
 }
 
 impl<'a> Rows<'a> {
+    /// Binds the columns both write statements take, as `$1`–`$14`: events (`$1`–`$4`),
+    /// steps (`$5`–`$7`), runs (`$8`–`$13`) and this member (`$14`).
+    pub(super) fn bind_writes<'q>(
+        &'q self,
+        query: Query<'q, Postgres, PgArguments>,
+        me: &'q str,
+    ) -> Query<'q, Postgres, PgArguments> {
+        query
+            .bind(&self.ev_run)
+            .bind(&self.ev_seq)
+            .bind(&self.ev_corr)
+            .bind(&self.ev_body)
+            .bind(&self.st_id)
+            .bind(&self.st_run)
+            .bind(&self.st_pos)
+            .bind(&self.r_id)
+            .bind(&self.r_next)
+            .bind(&self.r_status)
+            .bind(&self.r_finished)
+            .bind(&self.r_quarantined)
+            .bind(&self.r_state)
+            .bind(me)
+    }
+
     /// The rows of the runs with accepted events.
     pub(super) fn of(runs: &'a BTreeMap<String, Working>) -> Result<Self, WorldError> {
         let mut rows = Rows::default();

@@ -581,6 +581,10 @@ pub(crate) struct LogsArgs {
     #[arg(long, value_name = "DIR")]
     pub(crate) log_dir: Option<PathBuf>,
 
+    /// A world on PostgreSQL instead of a directory: the entries every member wrote.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+
     /// Only entries of this category: world, worker, workflow, activity or system.
     #[arg(long, value_name = "CATEGORY")]
     pub(crate) category: Option<worlds_engine::telemetry::logs::LogCategory>,

@@ -1,7 +1,8 @@
 //! `worlds logs`: read a world's log files, with filters.
 //!
 //! Reads the day files (`{dir}/logs/YYYY-MM-DD.log`) with the engine's own reader, which only
-//! reads, so it is safe while a world writes to them.
+//! reads, so it is safe while a world writes to them; with `--database-url`, the `logs` table
+//! every member of a PostgreSQL world writes to.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -52,18 +53,6 @@ pub(crate) fn parse_since(text: &str) -> Result<Since, String> {
 
 /// `worlds logs`.
 pub(crate) fn logs(args: &LogsArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let dir = log_dir(args);
-    match &args.log_dir {
-        None => crate::inspect::check_dir(&args.dir)?,
-        Some(named) if !named.exists() => anyhow::bail!("{} does not exist", named.display()),
-        Some(_) => {}
-    }
-    if !dir.is_dir() {
-        // A world that has not written its first batch yet (or was killed before it): nothing
-        // is wrong with the directory.
-        eprintln!("{}", no_records_yet(&dir));
-        return Ok(());
-    }
     let mut query = LogQuery::new().limit(args.limit.saturating_add(1));
     if let Some(category) = args.category {
         query = query.category(category);
@@ -74,12 +63,47 @@ pub(crate) fn logs(args: &LogsArgs, out: &mut impl Write) -> anyhow::Result<()> 
     if let Some(since) = args.since {
         query = query.since(since.resolve(now_ms()));
     }
-    let mut entries =
-        read_logs(&dir, &query).with_context(|| format!("could not read {}", dir.display()))?;
     let filtered = args.category.is_some() || args.level.is_some() || args.since.is_some();
-    if entries.is_empty() && !filtered {
-        eprintln!("{}", no_records_yet(&dir));
-    }
+    let mut entries = match crate::postgres::target(&args.database) {
+        Some(db) => {
+            if args.log_dir.is_some() {
+                anyhow::bail!(
+                    "both --log-dir and a database name a world's logs: pick one (drop --log-dir to read the database's, or the URL to read the files)"
+                );
+            }
+            let entries =
+                crate::postgres::read(&db, async |store| Ok(store.query_logs(&query).await?))?;
+            if entries.is_empty() && !filtered {
+                eprintln!(
+                    "no log records were written to {} yet. Its members write their own records (started, runs created, resumed, failed, quarantined) in batches, every 2 s and when they shut down; with `world.logs().init()` or `world.logs().layer()` in a program's subscriber, its other tracing events go there too.",
+                    db.describe()
+                );
+            }
+            entries
+        }
+        None => {
+            let dir = log_dir(args);
+            match &args.log_dir {
+                None => crate::inspect::check_dir(&args.dir)?,
+                Some(named) if !named.exists() => {
+                    anyhow::bail!("{} does not exist", named.display())
+                }
+                Some(_) => {}
+            }
+            if !dir.is_dir() {
+                // A world that has not written its first batch yet (or was killed before
+                // it): nothing is wrong with the directory.
+                eprintln!("{}", no_records_yet(&dir));
+                return Ok(());
+            }
+            let entries = read_logs(&dir, &query)
+                .with_context(|| format!("could not read {}", dir.display()))?;
+            if entries.is_empty() && !filtered {
+                eprintln!("{}", no_records_yet(&dir));
+            }
+            entries
+        }
+    };
     let more = entries.len() > args.limit;
     if more {
         entries.remove(0);

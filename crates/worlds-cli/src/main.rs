@@ -87,7 +87,7 @@ fn one_world(matches: &ArgMatches) -> anyhow::Result<()> {
     let Some((command, mut leaf)) = matches.subcommand() else {
         return Ok(());
     };
-    if !matches!(command, "runs" | "schedules" | "doctor") {
+    if !matches!(command, "runs" | "schedules" | "doctor" | "logs") {
         return Ok(());
     }
     while let Some((_, sub)) = leaf.subcommand() {

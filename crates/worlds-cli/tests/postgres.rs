@@ -436,6 +436,7 @@ async fn a_directory_and_a_database_together_are_refused() {
     for args in [
         vec!["runs", "list", "--dir", "somewhere", "--database-url", &url],
         vec!["doctor", "--dir", "somewhere", "--database-url", &url],
+        vec!["logs", "--dir", "somewhere", "--database-url", &url],
         vec![
             "schedules",
             "pause",
@@ -508,4 +509,54 @@ async fn the_url_can_come_from_the_environment() {
         "{}",
         stderr(&out)
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn logs_reads_every_members_entries_from_the_database() {
+    if !database_up().await {
+        return;
+    }
+    let schema = Schema::fresh();
+    let boom = boom();
+    let a = open_world(&schema).await;
+    let b = open_world(&schema).await;
+    for world in [&a, &b] {
+        world.register(&boom).unwrap();
+        world.start().await.unwrap();
+    }
+    let failed = a
+        .execute(&boom, (), WorkflowOptions::new().workflow_id("wf-failed"))
+        .await
+        .unwrap();
+    assert!(failed.result().await.is_err());
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+    let url = url_with_password();
+
+    let out = on_db(&["logs", "--json"], &url, &schema).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    no_secret(&out);
+    let entries: Vec<serde_json::Value> = stdout(&out)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let members: std::collections::BTreeSet<String> = entries
+        .iter()
+        .filter(|e| e["message"] == "world started")
+        .map(|e| e["metadata"]["member"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(members.len(), 2, "{}", stdout(&out));
+
+    let out = on_db(&["logs", "--level", "warn"], &url, &schema).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.contains("run failed") && text.contains("warehouse on fire"),
+        "{text}"
+    );
+    assert!(!text.contains("world started"), "{text}");
+
+    let out = on_db(&["logs", "--limit", "1"], &url, &schema).await;
+    assert_eq!(stdout(&out).lines().count(), 1, "{}", stdout(&out));
+    assert!(stderr(&out).contains("raise --limit"), "{}", stderr(&out));
 }

@@ -17,6 +17,7 @@
 //! | `streams`, `chunks` | streams with dense chunk indexes and write keys |
 //! | `schedules` | schedule records, changed under a per-id lock so one firing starts one run |
 //! | `members` | one row per process using the store, with a heartbeat |
+//! | `logs` | the world's log entries from every member ([`LogStore`](worlds_engine::telemetry::logs::LogStore)), by time |
 //!
 //! # What is synced when
 //!
@@ -92,6 +93,7 @@ mod batch;
 mod db;
 mod events;
 mod leases;
+mod logs;
 mod migrate;
 mod notify;
 mod reads;
@@ -206,6 +208,8 @@ struct Inner {
     listening: CancellationToken,
     /// Appends waiting for the writer task (group commit).
     writer: batch::Writer,
+    /// Log entries waiting for the log writer task.
+    logs: logs::LogQueue,
     /// Notifications waiting for the notifier task.
     notifier: mpsc::UnboundedSender<String>,
     /// Raised when another process may have changed something this one cares about.
@@ -311,6 +315,7 @@ impl PostgresStore {
         let channel = notify::channel(&options.schema);
         let (writer, appends) = mpsc::unbounded_channel();
         let (notifier, notes) = mpsc::unbounded_channel();
+        let (log_queue, log_batches) = mpsc::unbounded_channel();
         notify::spawn_notifier(pool.clone(), channel.clone(), notes);
         let inner = Arc::new(Inner {
             pool,
@@ -324,12 +329,14 @@ impl PostgresStore {
             heartbeat: CancellationToken::new(),
             listening: CancellationToken::new(),
             writer,
+            logs: log_queue,
             notifier,
             changes: Arc::new(Notify::new()),
             forget_dead_members_after: options.forget_dead_members_after,
             closed: std::sync::atomic::AtomicBool::new(false),
         });
         batch::spawn_writer(Arc::downgrade(&inner), appends);
+        logs::spawn_log_writer(Arc::downgrade(&inner), log_batches);
         notify::spawn_listener(
             Arc::downgrade(&inner),
             connect,

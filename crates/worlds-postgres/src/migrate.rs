@@ -23,10 +23,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "state snapshots",
         include_str!("../migrations/0003_state_snapshots.sql"),
     ),
+    (4, "logs", include_str!("../migrations/0004_logs.sql")),
 ];
 
 /// The schema version this build creates and knows: the newest embedded migration.
-pub const SCHEMA_VERSION: i64 = 3;
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// Refuses a schema name that is not a plain lower-case identifier (what
 /// [`PostgresOptions::schema`] accepts), so a caller can check one before connecting.

@@ -69,7 +69,12 @@ pub async fn open_with_clock(
         let key = store.shared_setting(HOOK_KEY_SETTING, random_key).await?;
         config.hook_secret = Some(HookSecret(key));
     }
-    Ok(World::with_store(config, clock, Arc::new(store)))
+    Ok(World::with_store_and_logs(
+        config,
+        clock,
+        Arc::new(store.clone()),
+        Arc::new(store),
+    ))
 }
 
 /// 32 random bytes as 64 hex digits.

@@ -122,3 +122,78 @@ async fn an_unreachable_database_is_a_clear_error_naming_host_and_port() {
     assert!(err.to_string().contains("127.0.0.1:1"), "{err}");
     assert!(started.elapsed() < std::time::Duration::from_secs(30));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_members_log_entries_are_kept_in_the_database_and_read_from_any() {
+    if !common::database_up().await {
+        return;
+    }
+    use worlds_engine::telemetry::logs::{LogCategory, LogLevel, LogQuery};
+    let schema = common::fresh_schema();
+    let boom = workflow("boom", |ctx: WorkflowContext, _: ()| async move {
+        ctx.info("about to fail");
+        Err::<(), _>(WorkflowError::msg("warehouse on fire"))
+    });
+    let mut config = config(&schema);
+    config.failure_strategy = FailureStrategy::Ignore;
+    let a = worlds_postgres::open(config.clone()).await.unwrap();
+    let b = worlds_postgres::open(config).await.unwrap();
+    for world in [&a, &b] {
+        world.register(&boom).unwrap();
+        world.start().await.unwrap();
+    }
+    let run = a
+        .execute(&boom, (), WorkflowOptions::default())
+        .await
+        .unwrap();
+    assert!(run.result().await.is_err());
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+
+    // Read through either member: both members' entries, each naming its member.
+    let all = b.logs().query(LogQuery::new()).await.unwrap();
+    let started: Vec<_> = all
+        .iter()
+        .filter(|e| e.message == "world started")
+        .collect();
+    assert_eq!(started.len(), 2, "{all:?}");
+    assert_ne!(
+        started[0].metadata["member"], started[1].metadata["member"],
+        "{started:?}"
+    );
+    let lines: Vec<_> = all.iter().map(|e| e.message.as_str()).collect();
+    assert!(lines.contains(&"about to fail"), "{lines:?}");
+    assert!(all.windows(2).all(|w| w[0].timestamp <= w[1].timestamp));
+
+    // Filters: level, category, time, and the limit keeps the most recent.
+    let warnings = a
+        .logs()
+        .query(LogQuery::new().level(LogLevel::Warn))
+        .await
+        .unwrap();
+    assert!(!warnings.is_empty());
+    assert!(warnings.iter().all(|e| e.level >= LogLevel::Warn));
+    assert!(
+        warnings.iter().any(|e| e.message == "run failed"),
+        "{warnings:?}"
+    );
+    let world = a
+        .logs()
+        .query(LogQuery::new().category(LogCategory::World))
+        .await
+        .unwrap();
+    assert!(world.iter().all(|e| e.category == LogCategory::World));
+    assert!(world.len() >= 4, "two started, two stopped: {world:?}");
+    let last = a.logs().query(LogQuery::new().limit(1)).await.unwrap();
+    assert_eq!(last.len(), 1);
+    assert_eq!(last[0].message, all.last().unwrap().message);
+    let after = all.last().unwrap().timestamp + 1;
+    assert!(a
+        .logs()
+        .query(LogQuery::new().since(after))
+        .await
+        .unwrap()
+        .is_empty());
+    drop((a, b));
+    common::drop_schema(&schema).await;
+}

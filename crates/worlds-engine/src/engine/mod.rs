@@ -187,9 +187,15 @@ impl Engine {
         clock: Arc<dyn Clock>,
         store: Arc<dyn Store>,
         hook_kit: crate::hooks::HookKit,
+        log_store: Option<Arc<dyn crate::telemetry::logs::LogStore>>,
     ) -> Self {
         let hook_kit = Arc::new(hook_kit);
-        let logs = crate::telemetry::logs::Logs::new(&config, clock.clone(), ambient::log_category);
+        let logs = crate::telemetry::logs::Logs::new(
+            &config,
+            clock.clone(),
+            ambient::log_category,
+            log_store,
+        );
         let ids = Arc::new(IdGenerator::new(clock.clone()));
         let registry = Arc::new(Registry::default());
         let progress = Arc::new(Progress::default());

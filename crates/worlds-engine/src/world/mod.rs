@@ -105,14 +105,27 @@ impl World {
             }
         };
         let hook_kit = crate::hooks::HookKit::for_config(&config)?;
-        Ok(World::assemble(config, clock, store, hook_kit))
+        Ok(World::assemble(config, clock, store, hook_kit, None))
     }
 
     /// A world on a given store and clock. A configured hook key that cannot be read is logged
     /// and replaced by a random one (use [`World::with_clock`] to have it refused).
     pub fn with_store(config: WorldConfig, clock: Arc<dyn Clock>, store: Arc<dyn Store>) -> World {
         let hook_kit = crate::hooks::HookKit::for_config_or_random(&config);
-        World::assemble(config, clock, store, hook_kit)
+        World::assemble(config, clock, store, hook_kit, None)
+    }
+
+    /// [`with_store`](Self::with_store), with the world's log entries going to `logs` as
+    /// well: a store shared by the world's processes (the PostgreSQL world's `logs` table),
+    /// so that `world.logs().query(…)` and `worlds logs` see every process's entries.
+    pub fn with_store_and_logs(
+        config: WorldConfig,
+        clock: Arc<dyn Clock>,
+        store: Arc<dyn Store>,
+        logs: Arc<dyn crate::telemetry::logs::LogStore>,
+    ) -> World {
+        let hook_kit = crate::hooks::HookKit::for_config_or_random(&config);
+        World::assemble(config, clock, store, hook_kit, Some(logs))
     }
 
     fn assemble(
@@ -120,9 +133,10 @@ impl World {
         clock: Arc<dyn Clock>,
         store: Arc<dyn Store>,
         hook_kit: crate::hooks::HookKit,
+        log_store: Option<Arc<dyn crate::telemetry::logs::LogStore>>,
     ) -> World {
         World {
-            engine: Arc::new(Engine::new(config, clock, store, hook_kit)),
+            engine: Arc::new(Engine::new(config, clock, store, hook_kit, log_store)),
             workers: WorkerPool::default(),
             lifecycle: Mutex::new(Lifecycle::default()),
         }
@@ -253,6 +267,9 @@ impl World {
     pub async fn shutdown(&self) -> Result<(), WorldError> {
         self.shutdown_inner().instrument(self.logs().span()).await;
         self.engine.logs().flush_reporting();
+        if let Some(store) = self.engine.logs().store() {
+            store.flush().await;
+        }
         Ok(())
     }
 

@@ -97,11 +97,15 @@ impl WorldLogs<'_> {
         self.world.engine.logs().flush().map(drop)
     }
 
-    /// Entries of this world's log files that match `query`, oldest first (with a limit, the
-    /// most recent ones). Reads the files, so entries still waiting to be flushed are not
-    /// included (call [`flush`](Self::flush) first to see them); a world that writes
-    /// no files has none.
+    /// Entries of this world's logs that match `query`, oldest first (with a limit, the most
+    /// recent ones): from its log store if it has one (a PostgreSQL world: every member's
+    /// entries), else from its files. Entries still waiting to be flushed are not included
+    /// (call [`flush`](Self::flush) first to see them); a world that writes no files and has
+    /// no log store has none.
     pub async fn query(&self, query: LogQuery) -> Result<Vec<LogEntry>, LogError> {
+        if let Some(store) = self.world.engine.logs().store() {
+            return store.query(&query).await;
+        }
         let Some(dir) = self.dir().map(Path::to_owned) else {
             return Ok(Vec::new());
         };

@@ -44,6 +44,9 @@
 //!   [`WorkflowContext::log`](crate::WorkflowContext::log) and its shorthands.
 //! * **Reading back**: [`read_logs`] (and `WorldLogs::query`, `worlds logs`) filters the files
 //!   by category, minimum level and time.
+//! * **A shared store**: a world opened with a [`LogStore`] (a PostgreSQL world keeps its
+//!   entries in its schema's `logs` table) hands it each batch too, and reads back from it,
+//!   so one query sees the entries of every process of the world.
 
 mod date;
 pub(crate) mod direct;
@@ -53,6 +56,7 @@ mod init;
 mod layer;
 mod query;
 mod sink;
+mod store;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -67,6 +71,7 @@ pub use entry::{LogCategory, LogEntry, LogLevel, LogQuery, UnknownName};
 pub use init::ClockTime;
 pub use layer::WorldLogLayer;
 pub use query::read_logs;
+pub use store::LogStore;
 
 use crate::clock::{duration_ms, Clock};
 use sink::LogFiles;
@@ -87,6 +92,12 @@ pub enum LogError {
         /// Why it failed.
         #[source]
         source: std::io::Error,
+    },
+    /// A log store refused a call (its own message says why).
+    #[error("the log store failed: {message}")]
+    Store {
+        /// What went wrong.
+        message: String,
     },
     /// A batch of entries could not be written and was dropped.
     #[error("{error}; {dropped} log entries were dropped")]
@@ -125,12 +136,18 @@ impl From<LogError> for crate::WorldError {
 /// Numbers worlds within the process, to tell their spans apart.
 static NEXT_WORLD: AtomicU64 = AtomicU64::new(1);
 
-/// A world's logging: its identity, its clock, and its files if it writes any.
+/// A log store and the entries waiting for its next batch.
+type StoreSide = (Arc<dyn LogStore>, Mutex<Vec<LogEntry>>);
+
+/// A world's logging: its identity, its clock, and its files and log store if it writes to
+/// any.
 pub(crate) struct Logs {
     id: u64,
     clock: Arc<dyn Clock>,
     config: LogsConfig,
     files: Option<LogFiles>,
+    /// A shared store the entries also go to, with the entries waiting for the next flush.
+    store: Option<StoreSide>,
     /// A failure of a write made outside `flush` (the queue was full), for `flush` to return.
     deferred: Mutex<Option<LogError>>,
     /// A failure was reported and no write has worked since.
@@ -146,6 +163,7 @@ impl Logs {
         config: &crate::config::WorldConfig,
         clock: Arc<dyn Clock>,
         ambient: fn() -> LogCategory,
+        store: Option<Arc<dyn LogStore>>,
     ) -> Arc<Logs> {
         let logs = &config.logs;
         let dir = logs.dir.clone().or_else(|| {
@@ -162,6 +180,9 @@ impl Logs {
             clock,
             config: logs.clone(),
             files,
+            store: store
+                .filter(|_| logs.files)
+                .map(|store| (store, Mutex::new(Vec::new()))),
             deferred: Mutex::new(None),
             failing: AtomicBool::new(false),
             ambient,
@@ -198,10 +219,15 @@ impl Logs {
         self.files.as_ref().map(LogFiles::dir)
     }
 
-    /// True if an entry at `level` would be written: the world writes files and `level` is at
-    /// or above the configured minimum.
+    /// True if an entry at `level` would be written: the world writes files or to a log
+    /// store, and `level` is at or above the configured minimum.
     pub(crate) fn takes(&self, level: LogLevel) -> bool {
-        self.files.is_some() && level >= self.config.level
+        (self.files.is_some() || self.store.is_some()) && level >= self.config.level
+    }
+
+    /// The shared store the entries go to, if any.
+    pub(crate) fn store(&self) -> Option<&Arc<dyn LogStore>> {
+        self.store.as_ref().map(|(store, _)| store)
     }
 
     /// Queues one entry, stamped now on the world's clock.
@@ -212,9 +238,9 @@ impl Logs {
         message: String,
         metadata: serde_json::Map<String, serde_json::Value>,
     ) {
-        let Some(files) = &self.files else {
+        if self.files.is_none() && self.store.is_none() {
             return;
-        };
+        }
         let entry = LogEntry {
             timestamp: self.clock.now_ms(),
             level,
@@ -222,12 +248,20 @@ impl Logs {
             message,
             metadata,
         };
-        // Strings, numbers and maps with string keys: serializing cannot fail.
-        let Ok(line) = serde_json::to_string(&entry) else {
-            return;
-        };
-        if files.push(entry.timestamp, line) {
-            if let Err(e) = files.flush() {
+        let mut full = false;
+        if let Some(files) = &self.files {
+            // Strings, numbers and maps with string keys: serializing cannot fail.
+            if let Ok(line) = serde_json::to_string(&entry) {
+                full |= files.push(entry.timestamp, line);
+            }
+        }
+        if let Some((_, waiting)) = &self.store {
+            let mut waiting = waiting.lock();
+            waiting.push(entry);
+            full |= waiting.len() >= sink::MAX_PENDING;
+        }
+        if full {
+            if let Err(e) = self.flush() {
                 // No tracing call from inside an event: the next flush reports it.
                 *self.deferred.lock() = Some(e);
             }
@@ -236,12 +270,26 @@ impl Logs {
 
     /// Writes every waiting entry; returns how many.
     pub(crate) fn flush(&self) -> Result<usize, LogError> {
-        let Some(files) = &self.files else {
-            return Ok(0);
-        };
         let deferred = self.deferred.lock().take();
-        let written = files.flush()?;
-        match deferred {
+        let mut written = 0;
+        let mut failed = None;
+        if let Some(files) = &self.files {
+            match files.flush() {
+                Ok(n) => written = n,
+                Err(e) => failed = Some(e),
+            }
+        }
+        if let Some((store, waiting)) = &self.store {
+            let batch = std::mem::take(&mut *waiting.lock());
+            let n = batch.len();
+            if n > 0 {
+                match store.append(batch) {
+                    Ok(()) => written = written.max(n),
+                    Err(e) => failed = failed.or(Some(e.dropping(n))),
+                }
+            }
+        }
+        match failed.or(deferred) {
             Some(e) => Err(e),
             None => Ok(written),
         }
@@ -264,7 +312,7 @@ impl Logs {
 
     /// Writes waiting entries every flush interval of the world's clock until `stop`.
     pub(crate) async fn flush_loop(self: Arc<Self>, stop: CancellationToken) {
-        if self.files.is_none() {
+        if self.files.is_none() && self.store.is_none() {
             return;
         }
         let every = duration_ms(self.config.flush_interval.0).max(1);
@@ -294,9 +342,12 @@ mod tests {
     #[test]
     fn the_world_span_is_what_the_layer_looks_for() {
         let clock = Arc::new(crate::clock::VirtualClock::new(0));
-        let logs = Logs::new(&crate::config::WorldConfig::memory(), clock, || {
-            LogCategory::System
-        });
+        let logs = Logs::new(
+            &crate::config::WorldConfig::memory(),
+            clock,
+            || LogCategory::System,
+            None,
+        );
         tracing::subscriber::with_default(tracing_subscriber::registry(), || {
             let span = logs.span();
             let meta = span.metadata().expect("the span is enabled");

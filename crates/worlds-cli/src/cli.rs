@@ -35,7 +35,7 @@ impl Cli {
                 | SchedulesCommand::Delete(args),
             ) => args.json,
             Command::Logs(args) => args.json,
-            Command::Doctor(_) | Command::Dev(_) => false,
+            Command::Doctor(_) | Command::Dev(_) | Command::Db(_) => false,
         }
     }
 }
@@ -93,6 +93,9 @@ pub(crate) enum Command {
     Logs(LogsArgs),
     /// Run the benchmark workloads (see the benchmark contract) and print one result per workload.
     Bench(BenchArgs),
+    /// Manage a PostgreSQL world's schema.
+    #[command(subcommand)]
+    Db(DbCommand),
 }
 
 /// Where a world on PostgreSQL lives: `--database-url` (or `WORLDS_ENGINE_DATABASE_URL`) and
@@ -208,6 +211,25 @@ pub(crate) struct ShowArgs {
     /// Print the run state with its history as one JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+}
+
+/// The subcommands of `worlds db`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum DbCommand {
+    /// Create the world's schema or bring it to this build's version, without joining the
+    /// world (for a deploy step ahead of the programs; a world also migrates when it opens).
+    ///
+    /// Safe while members run: migrations take a lock of their own, and a schema of a newer
+    /// build is refused, naming both versions.
+    Migrate(DbMigrateArgs),
+}
+
+/// Options of `worlds db migrate`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct DbMigrateArgs {
+    /// The world's database.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
 }
 
 /// The subcommands of `worlds schedules`.

@@ -21,7 +21,7 @@ use std::process::ExitCode;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
-use crate::cli::{Cli, Command, RunsCommand, SchedulesCommand};
+use crate::cli::{Cli, Command, DbCommand, RunsCommand, SchedulesCommand};
 
 // The engine allocates many small, short-lived values per step (events, ids, tasks); mimalloc
 // serves those markedly faster than the system allocator (see docs/BENCHMARKS.md).
@@ -134,5 +134,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Doctor(args) => inspect::doctor(&args, &mut std::io::stdout()),
         Command::Dev(args) => dev::run(&args),
         Command::Logs(args) => logs::logs(&args, &mut std::io::stdout()),
+        Command::Db(DbCommand::Migrate(args)) => postgres::migrate(&args, &mut std::io::stdout()),
     }
 }

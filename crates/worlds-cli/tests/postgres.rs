@@ -560,3 +560,57 @@ async fn logs_reads_every_members_entries_from_the_database() {
     assert_eq!(stdout(&out).lines().count(), 1, "{}", stdout(&out));
     assert!(stderr(&out).contains("raise --limit"), "{}", stderr(&out));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn db_migrate_creates_the_schema_then_finds_it_current_and_joins_no_world() {
+    if !database_up().await {
+        return;
+    }
+    let schema = Schema::fresh();
+    let url = url_with_password();
+    // Nothing there yet: reading commands say how to create it.
+    let out = on_db(&["runs", "list"], &url, &schema).await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("worlds db migrate"),
+        "{}",
+        stderr(&out)
+    );
+
+    let out = on_db(&["db", "migrate"], &url, &schema).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    no_secret(&out);
+    let version = worlds_postgres::SCHEMA_VERSION;
+    assert!(
+        stdout(&out).contains(&format!("created schema '{}'", schema.name()))
+            && stdout(&out).contains(&format!("version {version}")),
+        "{}",
+        stdout(&out)
+    );
+    let out = on_db(&["db", "migrate"], &url, &schema).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(
+        stdout(&out).contains(&format!("at schema version {version} already")),
+        "{}",
+        stdout(&out)
+    );
+    let out = on_db(&["runs", "list", "--json"], &url, &schema).await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_eq!(stdout(&out), "");
+
+    // It joined no world: no member row.
+    let mut conn = PgConnection::connect(&self::url()).await.unwrap();
+    let members: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT count(*) FROM \"{}\".members",
+        schema.name()
+    )))
+    .fetch_one(&mut conn)
+    .await
+    .unwrap();
+    assert_eq!(members, 0);
+
+    // Without a database it says what it needs.
+    let out = worlds(&["db", "migrate"]).await;
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("--database-url"), "{}", stderr(&out));
+}

@@ -267,6 +267,69 @@ fn plain_on_this_machine(url: &str, host: &str) -> bool {
         && matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]")
 }
 
+/// The connection options for `url` under `options` (schema on the search path, timeouts,
+/// the application name), and `host:port` for messages.
+fn connect_options(
+    url: &str,
+    options: &PostgresOptions,
+) -> Result<(PgConnectOptions, String), WorldError> {
+    let base = PgConnectOptions::from_str(url).map_err(|e| WorldError::InvalidInput {
+        field: "url".into(),
+        message: format!("'{}' is not a PostgreSQL URL: {e}", redact(url)),
+    })?;
+    let base = if plain_on_this_machine(url, base.get_host()) {
+        base.ssl_mode(PgSslMode::Disable)
+    } else {
+        base
+    };
+    let server = format!("{}:{}", base.get_host(), base.get_port());
+    // Named for the schema, so an operator (or a test) can tell one world's sessions from
+    // another's in `pg_stat_activity`.
+    let application = format!("worlds-engine {}", options.schema);
+    let connect = base.application_name(&application).options([
+        ("search_path", options.schema.clone()),
+        (
+            "statement_timeout",
+            options.statement_timeout.as_millis().to_string(),
+        ),
+        (
+            "idle_in_transaction_session_timeout",
+            options.idle_in_transaction_timeout.as_millis().to_string(),
+        ),
+    ]);
+    Ok((connect, server))
+}
+
+/// What [`migrate()`] found and did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Migrated {
+    /// The schema's version before (`None`: it held no worlds-engine tables).
+    pub from: Option<i64>,
+    /// Its version now ([`SCHEMA_VERSION`]).
+    pub to: i64,
+}
+
+/// Creates the schema `options.schema` names at `url` if needed and brings it to this build's
+/// [`SCHEMA_VERSION`], without joining the world (no member row, nothing kept open): what
+/// `worlds db migrate` runs before a deploy. [`PostgresStore::connect`] does the same on
+/// every open. A schema of a newer build is refused, naming both versions.
+///
+/// ```no_run
+/// # async fn demo() -> Result<(), worlds_engine::WorldError> {
+/// let done = worlds_postgres::migrate("postgres://app@db.internal/app", &Default::default()).await?;
+/// assert_eq!(done.to, worlds_postgres::SCHEMA_VERSION);
+/// # Ok(()) }
+/// ```
+pub async fn migrate(url: &str, options: &PostgresOptions) -> Result<Migrated, WorldError> {
+    migrate::check_schema_name(&options.schema)?;
+    let (connect, server) = connect_options(url, options)?;
+    let from = migrate::migrate(&connect, &server, options).await?;
+    Ok(Migrated {
+        from,
+        to: SCHEMA_VERSION,
+    })
+}
+
 impl PostgresStore {
     /// Connects to the database at `url` (`postgres://user@host:port/db`), creates or
     /// migrates the schema, registers this process as a member and starts its heartbeat.
@@ -282,30 +345,7 @@ impl PostgresStore {
                 message: "a pool needs at least one connection".into(),
             });
         }
-        let base = PgConnectOptions::from_str(url).map_err(|e| WorldError::InvalidInput {
-            field: "url".into(),
-            message: format!("'{}' is not a PostgreSQL URL: {e}", redact(url)),
-        })?;
-        let base = if plain_on_this_machine(url, base.get_host()) {
-            base.ssl_mode(PgSslMode::Disable)
-        } else {
-            base
-        };
-        let server = format!("{}:{}", base.get_host(), base.get_port());
-        // Named for the schema, so an operator (or a test) can tell one world's sessions from
-        // another's in `pg_stat_activity`.
-        let application = format!("worlds-engine {}", options.schema);
-        let connect = base.application_name(&application).options([
-            ("search_path", options.schema.clone()),
-            (
-                "statement_timeout",
-                options.statement_timeout.as_millis().to_string(),
-            ),
-            (
-                "idle_in_transaction_session_timeout",
-                options.idle_in_transaction_timeout.as_millis().to_string(),
-            ),
-        ]);
+        let (connect, server) = connect_options(url, &options)?;
         migrate::migrate(&connect, &server, &options).await?;
         let pool = PgPoolOptions::new()
             .max_connections(options.pool_size)

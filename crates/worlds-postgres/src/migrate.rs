@@ -68,12 +68,13 @@ fn migrator() -> Migrator {
 }
 
 /// Creates the schema if needed and applies the missing migrations, on a connection of its
-/// own (closed afterwards, so the session lock cannot leak into a pool).
+/// own (closed afterwards, so the session lock cannot leak into a pool). Returns the version
+/// the schema was at before (`None`: it had no worlds-engine tables).
 pub(crate) async fn migrate(
     connect: &PgConnectOptions,
     server: &str,
     options: &PostgresOptions,
-) -> Result<(), WorldError> {
+) -> Result<Option<i64>, WorldError> {
     let unreachable = |detail: String| {
         WorldError::Unavailable(format!(
             "cannot connect to PostgreSQL at {server}: {detail}; check that the server is running, that the URL's host and port are right, and that it accepts connections"
@@ -101,7 +102,7 @@ async fn migrate_on(
     conn: &mut PgConnection,
     server: &str,
     options: &PostgresOptions,
-) -> Result<(), WorldError> {
+) -> Result<Option<i64>, WorldError> {
     let schema = &options.schema;
     let err = |what: &str, e: sqlx::Error| crate::db::error(server, what, e);
     let lock_key = format!("worlds-engine migrate {schema}");
@@ -132,7 +133,11 @@ async fn migrate_on(
     result
 }
 
-async fn apply(conn: &mut PgConnection, server: &str, schema: &str) -> Result<(), WorldError> {
+async fn apply(
+    conn: &mut PgConnection,
+    server: &str,
+    schema: &str,
+) -> Result<Option<i64>, WorldError> {
     let err = |what: &str, e: sqlx::Error| crate::db::error(server, what, e);
     // The name is checked (a plain identifier), and quoted.
     sqlx::query(AssertSqlSafe(format!(
@@ -145,6 +150,7 @@ async fn apply(conn: &mut PgConnection, server: &str, schema: &str) -> Result<()
         .fetch_one(&mut *conn)
         .await
         .map_err(|e| err("reading the schema version", e))?;
+    let mut before = None;
     if exists.is_some() {
         let version: Option<i64> =
             sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
@@ -156,12 +162,14 @@ async fn apply(conn: &mut PgConnection, server: &str, schema: &str) -> Result<()
                 "schema '{schema}' on {server} is at version {version}, newer than version {SCHEMA_VERSION} that this build of worlds-postgres knows; run a newer build, or use another schema"
             )));
         }
+        before = version;
     }
     migrator().run(&mut *conn).await.map_err(|e| {
         WorldError::Internal(format!(
             "migrating schema '{schema}' on {server} to version {SCHEMA_VERSION} failed: {e}"
         ))
-    })
+    })?;
+    Ok(before)
 }
 
 #[cfg(test)]

@@ -259,9 +259,10 @@ pub(crate) fn check_schema_name(schema: &str) -> anyhow::Result<()> {
 pub(crate) fn unusable(db: &Database, probe: &Probe) -> Option<String> {
     match probe.version {
         _ if !probe.schema_exists => Some(format!(
-            "there is no schema '{}' in {}: no world has run there yet (check --schema; a world creates its schema when it first opens, e.g. `worlds dev --persistence postgres{}`)",
+            "there is no schema '{}' in {}: no world has run there yet (check --schema; a world creates its schema when it first opens, e.g. `worlds dev --persistence postgres{}`, and `worlds db migrate{}` creates it empty)",
             db.schema(),
             db.server(),
+            db.flags(),
             db.flags()
         )),
         None => Some(format!(
@@ -274,8 +275,9 @@ pub(crate) fn unusable(db: &Database, probe: &Probe) -> Option<String> {
             db.describe()
         )),
         Some(v) if v < SCHEMA_VERSION => Some(format!(
-            "{} is at schema version {v}, older than version {SCHEMA_VERSION} that this build of worlds knows: use the worlds command of the build the world runs, or upgrade the world's program (it migrates the schema when it opens)",
-            db.describe()
+            "{} is at schema version {v}, older than version {SCHEMA_VERSION} that this build of worlds knows: use the worlds command of the build the world runs, or migrate it (`worlds db migrate{}`; a world's program also migrates the schema when it opens)",
+            db.describe(),
+            db.flags()
         )),
         Some(_) => None,
     }
@@ -312,6 +314,46 @@ pub(crate) async fn leave(store: &PostgresStore) {
     .execute(store.pool())
     .await;
     store.pool().close().await;
+}
+
+/// `worlds db migrate`: creates the schema or brings it to this build's version.
+pub(crate) fn migrate(
+    args: &crate::cli::DbMigrateArgs,
+    out: &mut impl std::io::Write,
+) -> anyhow::Result<()> {
+    let Some(db) = target(&args.database) else {
+        bail!("worlds db migrate needs the world's database: give --database-url, or set {DATABASE_URL_ENV}");
+    };
+    check_schema_name(db.schema())?;
+    let options = PostgresOptions {
+        schema: db.schema().to_owned(),
+        connect_timeout: CONNECT_TIMEOUT,
+        ..PostgresOptions::default()
+    };
+    let done = runtime()?
+        .block_on(worlds_postgres::migrate(db.url(), &options))
+        .map_err(|e| db.error(e))?;
+    match done.from {
+        None => writeln!(
+            out,
+            "created {} at schema version {}",
+            db.describe(),
+            done.to
+        )?,
+        Some(from) if from == done.to => writeln!(
+            out,
+            "{} is at schema version {} already",
+            db.describe(),
+            done.to
+        )?,
+        Some(from) => writeln!(
+            out,
+            "migrated {} from schema version {from} to {}",
+            db.describe(),
+            done.to
+        )?,
+    }
+    Ok(())
 }
 
 /// A runtime for one command.

@@ -133,6 +133,10 @@ impl LeaseStore for PostgresStore {
         &self,
         can_run: &(dyn for<'n> Fn(&'n str) -> bool + Send + Sync),
     ) -> Result<Vec<String>, WorldError> {
+        if !self.inner.joined {
+            // A visitor has no heartbeat: a run it took would look abandoned at once.
+            return Ok(Vec::new());
+        }
         let me = &self.inner.member_id;
         let names: Vec<Vec<u8>> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
             "SELECT DISTINCT r.name FROM runs r WHERE {CLAIMABLE}"

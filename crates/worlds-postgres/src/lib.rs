@@ -216,6 +216,8 @@ struct Inner {
     changes: Arc<Notify>,
     /// Dead members are forgotten after this long.
     forget_dead_members_after: Duration,
+    /// False for a visitor ([`PostgresStore::connect_visitor`]): no member row, never claims.
+    joined: bool,
     /// Set once the leases were released (by `close`), so a drop does not do it again.
     closed: std::sync::atomic::AtomicBool,
 }
@@ -338,6 +340,20 @@ impl PostgresStore {
     /// [`PostgresOptions::connect_timeout`]; with `Unsupported` if the schema was migrated by
     /// a newer build.
     pub async fn connect(url: &str, options: PostgresOptions) -> Result<Self, WorldError> {
+        Self::open(url, options, true).await
+    }
+
+    /// Connects without joining the world: for a command that reads the world or delivers
+    /// what reaches its runs from outside (a cancellation, a hook's payload, a schedule
+    /// change) while members run it. No migration (the schema must be at this build's
+    /// [`SCHEMA_VERSION`], else `Unsupported` naming both versions), no member row, no
+    /// heartbeat, no listener: it never holds a run, so it may write only what any process
+    /// may (`EventKind::comes_from_outside`), and it leaves nothing behind.
+    pub async fn connect_visitor(url: &str, options: PostgresOptions) -> Result<Self, WorldError> {
+        Self::open(url, options, false).await
+    }
+
+    async fn open(url: &str, options: PostgresOptions, join: bool) -> Result<Self, WorldError> {
         migrate::check_schema_name(&options.schema)?;
         if options.pool_size == 0 {
             return Err(WorldError::InvalidInput {
@@ -346,7 +362,9 @@ impl PostgresStore {
             });
         }
         let (connect, server) = connect_options(url, &options)?;
-        migrate::migrate(&connect, &server, &options).await?;
+        if join {
+            migrate::migrate(&connect, &server, &options).await?;
+        }
         let pool = PgPoolOptions::new()
             .max_connections(options.pool_size)
             .acquire_timeout(options.connect_timeout)
@@ -373,10 +391,19 @@ impl PostgresStore {
             notifier,
             changes: Arc::new(Notify::new()),
             forget_dead_members_after: options.forget_dead_members_after,
-            closed: std::sync::atomic::AtomicBool::new(false),
+            joined: join,
+            closed: std::sync::atomic::AtomicBool::new(!join),
         });
         batch::spawn_writer(Arc::downgrade(&inner), appends);
         logs::spawn_log_writer(Arc::downgrade(&inner), log_batches);
+        if !join {
+            // Nothing to heartbeat, release or listen for.
+            inner.heartbeat.cancel();
+            inner.listening.cancel();
+            let store = Self { inner };
+            store.check_version().await?;
+            return Ok(store);
+        }
         notify::spawn_listener(
             Arc::downgrade(&inner),
             connect,
@@ -392,6 +419,32 @@ impl PostgresStore {
             .max(Duration::from_millis(10));
         leases::spawn_heartbeat(&store.inner, interval);
         Ok(store)
+    }
+
+    /// Refuses a schema that is not at this build's version (a visitor does not migrate it).
+    async fn check_version(&self) -> Result<(), WorldError> {
+        let version: Option<i64> =
+            sqlx::query_scalar("SELECT max(version) FROM _sqlx_migrations WHERE success")
+                .fetch_one(&self.inner.pool)
+                .await
+                .map_err(|e| match &e {
+                    sqlx::Error::Database(db) if db.code().as_deref() == Some("42P01") => {
+                        WorldError::Unsupported(format!(
+                            "schema '{}' on {} holds no worlds-engine tables; open a world there first, or run `worlds db migrate`",
+                            self.inner.schema, self.inner.server
+                        ))
+                    }
+                    _ => self.err("reading the schema version", e),
+                })?;
+        match version {
+            Some(SCHEMA_VERSION) => Ok(()),
+            other => Err(WorldError::Unsupported(format!(
+                "schema '{}' on {} is at version {}, not version {SCHEMA_VERSION} that this build knows; use the build the world runs, or migrate it (`worlds db migrate`)",
+                self.inner.schema,
+                self.inner.server,
+                other.map_or("none".to_owned(), |v| v.to_string())
+            ))),
+        }
     }
 
     /// This process's member id (`mbr_…`), the owner of the runs it leases.

@@ -266,3 +266,52 @@ async fn a_schema_from_a_newer_build_is_refused_naming_both_versions() {
     assert_eq!(err.kind(), ErrorKind::Unsupported);
     common::drop_schema(&schema).await;
 }
+
+#[tokio::test]
+async fn a_visitor_joins_no_world_and_may_only_deliver_from_outside() {
+    let Some(pair) = Pair::new(Duration::from_secs(30)).await else {
+        return;
+    };
+    // No schema there: refused, not created.
+    let missing = common::fresh_schema();
+    let err = PostgresStore::connect_visitor(&common::url(), common::options(&missing))
+        .await
+        .unwrap_err();
+    assert_eq!(err.kind(), ErrorKind::Unsupported, "{err}");
+    assert!(err.to_string().contains("worlds db migrate"), "{err}");
+
+    let run = pair.create(&pair.a).await;
+    let visitor = PostgresStore::connect_visitor(&common::url(), common::options(&pair.schema))
+        .await
+        .unwrap();
+    let members: i64 = sqlx::query_scalar("SELECT count(*) FROM members")
+        .fetch_one(visitor.pool())
+        .await
+        .unwrap();
+    assert_eq!(members, 2, "the pair's members only");
+    assert_eq!(visitor.history(&run, 0).await.unwrap().len(), 2);
+    // It drives nothing: a step's record is refused; a child's result is delivered.
+    let step = visitor.append(&run, vec![pair.schedule(&run, 0)]).await;
+    assert!(
+        matches!(step, Err(WorldError::LeaseLost { .. })),
+        "{step:?}"
+    );
+    let child = pair.event(
+        &run,
+        EventKind::ChildWorkflowCompleted {
+            position: 3,
+            child_id: "wrun_child".into(),
+            output: Payload::from(json!(1)),
+        },
+    );
+    assert_eq!(
+        visitor.append(&run, vec![child]).await.unwrap().events[0].seq,
+        2
+    );
+    // It takes over nothing, not even a run nobody holds.
+    pair.a.close().await.unwrap();
+    assert!(visitor.claim_runs(&any).await.unwrap().is_empty());
+    assert_eq!(pair.b.claim_runs(&any).await.unwrap(), vec![run.clone()]);
+    visitor.close().await.unwrap();
+    pair.finish().await;
+}

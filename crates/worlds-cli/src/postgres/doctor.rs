@@ -111,7 +111,8 @@ pub(crate) fn doctor(db: &Database, out: &mut impl Write) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// Reads the members, runs, leases and timers. The command's own member row is left out.
+/// Reads the members, runs, leases and timers (the command joined no world: it has no member
+/// row of its own).
 pub(crate) async fn findings(store: &PostgresStore) -> anyhow::Result<Findings> {
     let pool = store.pool();
     let rows = sqlx::query(
@@ -119,9 +120,8 @@ pub(crate) async fn findings(store: &PostgresStore) -> anyhow::Result<Findings> 
                 (extract(epoch FROM now() - m.heartbeat_at) * 1000)::bigint AS silent_ms,
                 (SELECT count(*) FROM runs r WHERE r.owner = m.member_id AND NOT r.finished)
                     AS holds
-         FROM members m WHERE m.member_id <> $1 ORDER BY m.heartbeat_at DESC",
+         FROM members m ORDER BY m.heartbeat_at DESC",
     )
-    .bind(store.member_id())
     .fetch_all(pool)
     .await?;
     let members = rows

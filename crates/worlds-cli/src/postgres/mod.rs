@@ -283,8 +283,9 @@ pub(crate) fn unusable(db: &Database, probe: &Probe) -> Option<String> {
     }
 }
 
-/// Connects a store on the world's schema, after checking the schema is there at this build's
-/// version (so the command never creates nor migrates it).
+/// Connects a store on the world's schema without joining the world (no member row, no
+/// heartbeat), after checking the schema is there at this build's version (so the command
+/// never creates nor migrates it).
 pub(crate) async fn connect(db: &Database) -> anyhow::Result<PostgresStore> {
     check_schema_name(db.schema())?;
     let probe = probe(db).await?;
@@ -297,22 +298,14 @@ pub(crate) async fn connect(db: &Database) -> anyhow::Result<PostgresStore> {
         connect_timeout: CONNECT_TIMEOUT,
         ..PostgresOptions::default()
     };
-    PostgresStore::connect(db.url(), options)
+    PostgresStore::connect_visitor(db.url(), options)
         .await
         .map_err(|e| db.error(e))
 }
 
-/// Takes the command's member row out of the world again: the store registered one when it
-/// connected, and the command holds no run. Best effort.
+/// Closes the command's store: it joined no world (see `PostgresStore::connect_visitor`), so
+/// there is nothing to hand over.
 pub(crate) async fn leave(store: &PostgresStore) {
-    store.stop_heartbeat();
-    let _ = sqlx::query(
-        "DELETE FROM members m WHERE m.member_id = $1
-         AND NOT EXISTS (SELECT 1 FROM runs r WHERE r.owner = $1 AND NOT r.finished)",
-    )
-    .bind(store.member_id())
-    .execute(store.pool())
-    .await;
     store.pool().close().await;
 }
 

@@ -1,11 +1,13 @@
-//! Wake-ups between two stores on one schema (LISTEN/NOTIFY), a graceful close handing runs
-//! over at once, and dead members forgotten.
+//! Wake-ups between two stores on one schema (LISTEN/NOTIFY) — also after the server ended a
+//! store's listening session — a graceful close handing runs over at once, and dead members
+//! forgotten.
 
 mod common;
 
 use std::time::Duration;
 
 use bytes::Bytes;
+use sqlx::Connection;
 use worlds_engine::store::{EventStore, LeaseStore, NewChunk, StreamStore};
 use worlds_engine::EventKind;
 use worlds_postgres::PostgresOptions;
@@ -135,4 +137,59 @@ async fn members_long_dead_are_forgotten() {
     dead.pool().close().await;
     alive.pool().close().await;
     common::drop_schema(&schema).await;
+}
+
+#[tokio::test]
+async fn a_store_whose_listener_session_was_terminated_listens_again() {
+    let Some(pair) = Pair::new(Duration::from_secs(30)).await else {
+        return;
+    };
+    let changes = pair.b.changes().expect("the store raises a change signal");
+    let _ = tokio::time::timeout(HINT, changes.notified()).await;
+
+    // The server ends B's listening session (B's other sessions stay).
+    let mut admin = sqlx::PgConnection::connect(&common::url()).await.unwrap();
+    let ended: i64 = sqlx::query_scalar(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity
+         WHERE application_name = $1 AND query LIKE 'LISTEN%' AND pid <> pg_backend_pid()",
+    )
+    .bind(format!("worlds-engine {}", pair.schema))
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(ended, 2, "one listening session per store");
+
+    // Each store listens again (and raises the signal, for whatever it missed meanwhile).
+    tokio::time::timeout(Duration::from_secs(10), changes.notified())
+        .await
+        .expect("B raises the signal when it listens again");
+    let app = format!("worlds-engine {}", pair.schema);
+    let listening_again = async {
+        loop {
+            let n: i64 = sqlx::query_scalar(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1 AND query LIKE 'LISTEN%'",
+            )
+            .bind(&app)
+            .fetch_one(&mut admin)
+            .await
+            .unwrap();
+            if n == 2 {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(10), listening_again)
+        .await
+        .expect("both stores listen again");
+
+    // And hears the next notification: A's new run wakes B (a signal left over from the
+    // reconnect is taken first, so only the notification can answer the wait).
+    let _ = tokio::time::timeout(Duration::from_millis(300), changes.notified()).await;
+    pair.create(&pair.a).await;
+    tokio::time::timeout(HINT, changes.notified())
+        .await
+        .expect("B woken by A's new run after listening again");
+    admin.close().await.unwrap();
+    pair.finish().await;
 }

@@ -394,6 +394,19 @@ pub(crate) struct BenchArgs {
     /// W3's durable sleep in milliseconds (the contract says 2000; smaller values are for tests).
     #[arg(long, hide = true)]
     pub(crate) sleep_ms: Option<u64>,
+
+    /// W1 on the postgres backend over this many member processes sharing one schema, each
+    /// starting its share of the workflows at the same moment.
+    #[arg(long, default_value_t = 1, value_parser = at_least_one)]
+    pub(crate) members: usize,
+
+    /// Run as one member of a `--members` run, on this schema (started by the first member).
+    #[arg(long, hide = true, requires = "start_at")]
+    pub(crate) member_of: Option<String>,
+
+    /// When a `--members` run starts its workflows (ms since the Unix epoch).
+    #[arg(long, hide = true)]
+    pub(crate) start_at: Option<i64>,
 }
 
 /// The database `worlds bench --backend postgres` uses unless told otherwise: the local server.

@@ -614,3 +614,55 @@ async fn db_migrate_creates_the_schema_then_finds_it_current_and_joins_no_world(
     assert!(!out.status.success());
     assert!(stderr(&out).contains("--database-url"), "{}", stderr(&out));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bench_w1_runs_over_several_member_processes() {
+    if !database_up().await {
+        return;
+    }
+    let out = worlds(&[
+        "bench",
+        "--workload",
+        "w1",
+        "--backend",
+        "postgres",
+        "--members",
+        "2",
+        "--n",
+        "21",
+        "--k",
+        "2",
+        "--json",
+        "--database-url",
+        &url(),
+    ])
+    .await;
+    assert!(out.status.success(), "{}", stderr(&out));
+    let report: serde_json::Value = serde_json::from_str(stdout(&out).trim()).unwrap();
+    assert_eq!(report["workload"], "W1");
+    assert_eq!(report["n"], 21);
+    assert!(report["steps_per_s"].as_f64().unwrap() > 0.0, "{report}");
+    let notes = report["notes"].as_str().unwrap();
+    assert!(
+        notes.contains("2 member processes") && notes.contains("11 here, 10 in each other"),
+        "{notes}"
+    );
+
+    // Anywhere else it is refused with what it is for.
+    let out = worlds(&[
+        "bench",
+        "--workload",
+        "w2",
+        "--backend",
+        "postgres",
+        "--members",
+        "2",
+    ])
+    .await;
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("--members runs W1"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -4,6 +4,7 @@
 //! returns a [`Report`]. A "step" is an activity whose function does no work: it returns its
 //! input + 1.
 
+mod members;
 mod report;
 mod w1;
 mod w2;
@@ -60,6 +61,8 @@ pub(crate) struct Settings {
     pub(crate) database_url: String,
     /// The schema of the workload being run on the postgres backend: a fresh one per workload.
     pub(crate) schema: Option<String>,
+    /// Member processes of W1 on the postgres backend (`--members`).
+    pub(crate) members: usize,
 }
 
 /// Runs `worlds bench`.
@@ -75,12 +78,22 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         }),
         sleep: args.sleep_ms.map(Duration::from_millis).unwrap_or(W3_SLEEP),
         database_url: args.database_url.clone(),
-        schema: None,
+        schema: args.member_of.clone(),
+        members: args.members,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .context("could not start the tokio runtime")?;
+    if let (Some(_), Some(start_ms)) = (&args.member_of, args.start_at) {
+        // A member process started by `--members`: it prints when its share ended.
+        return runtime.block_on(members::member(&settings, start_ms));
+    }
+    if settings.members > 1
+        && (settings.backend != Backend::Postgres || args.workload != WorkloadArg::W1)
+    {
+        bail!("--members runs W1 on the postgres backend (--workload w1 --backend postgres)");
+    }
     if let (WorkloadArg::W5, Some(dir)) = (args.workload, w5::child_dir()) {
         // The process W5 starts and kills: it prints no result.
         return runtime.block_on(w5::child(&settings, &dir));
@@ -148,6 +161,7 @@ pub(crate) async fn run_workload(
 /// Runs one workload on the world `settings` describe.
 async fn run_one(workload: WorkloadArg, settings: &Settings) -> anyhow::Result<Report> {
     match workload {
+        WorkloadArg::W1 if settings.members > 1 => members::run(settings, settings.members).await,
         WorkloadArg::W1 => w1::run(settings).await,
         WorkloadArg::W2 => w2::run(settings).await,
         WorkloadArg::W3 => w3::run(settings).await,
@@ -298,6 +312,7 @@ mod tests {
             sleep: Duration::from_millis(20),
             database_url: String::new(),
             schema: None,
+            members: 1,
         }
     }
 

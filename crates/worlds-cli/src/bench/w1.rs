@@ -8,9 +8,9 @@ use worlds_engine::prelude::*;
 use super::{chain, check, progress, start_world, step, Report, Settings};
 
 /// Default number of workflows.
-const N: usize = 1000;
+pub(crate) const N: usize = 1000;
 /// Default steps per workflow.
-const K: usize = 10;
+pub(crate) const K: usize = 10;
 
 /// Runs W1.
 pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {

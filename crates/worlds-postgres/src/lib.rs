@@ -145,6 +145,11 @@ pub struct PostgresOptions {
     /// A member whose heartbeat stopped this long ago is deleted from the `members` table (its
     /// runs were claimable since its lease expired). Default 1 hour.
     pub forget_dead_members_after: Duration,
+    /// Days of log entries kept in the `logs` table, today (UTC, by the entries' clock)
+    /// included: older ones are deleted as new ones arrive, like the files'
+    /// [`LogsConfig::max_files`](worlds_engine::LogsConfig::max_files), which
+    /// [`open`](crate::open) passes here. Default: all are kept.
+    pub log_days: Option<usize>,
 }
 
 impl Default for PostgresOptions {
@@ -159,6 +164,7 @@ impl Default for PostgresOptions {
             heartbeat_interval: None,
             migration_lock_timeout: Duration::from_secs(60),
             forget_dead_members_after: Duration::from_secs(3600),
+            log_days: None,
         }
     }
 }
@@ -395,7 +401,7 @@ impl PostgresStore {
             closed: std::sync::atomic::AtomicBool::new(!join),
         });
         batch::spawn_writer(Arc::downgrade(&inner), appends);
-        logs::spawn_log_writer(Arc::downgrade(&inner), log_batches);
+        logs::spawn_log_writer(Arc::downgrade(&inner), log_batches, options.log_days);
         if !join {
             // Nothing to heartbeat, release or listen for.
             inner.heartbeat.cancel();

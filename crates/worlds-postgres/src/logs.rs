@@ -41,9 +41,15 @@ fn level_number(level: LogLevel) -> i16 {
 }
 
 /// Starts the task that inserts a store's log batches.
-pub(crate) fn spawn_log_writer(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<LogItem>) {
+pub(crate) fn spawn_log_writer(
+    inner: Weak<Inner>,
+    mut rx: mpsc::UnboundedReceiver<LogItem>,
+    keep_days: Option<usize>,
+) {
     tokio::spawn(async move {
         let failing = AtomicBool::new(false);
+        // The oldest day kept as of the last pruning: prune again when a newer day begins.
+        let mut kept_from: Option<i64> = None;
         let mut items = Vec::with_capacity(MAX_BATCHES);
         while rx.recv_many(&mut items, MAX_BATCHES).await > 0 {
             let mut entries = Vec::new();
@@ -58,8 +64,19 @@ pub(crate) fn spawn_log_writer(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiv
                 return;
             };
             let store = PostgresStore { inner };
+            let newest = entries.iter().map(|e| e.timestamp).max();
             match store.insert_logs(&entries).await {
-                Ok(()) => failing.store(false, Ordering::Relaxed),
+                Ok(()) => {
+                    failing.store(false, Ordering::Relaxed);
+                    if let (Some(days), Some(newest)) = (keep_days, newest) {
+                        let from = first_day_kept(newest, days);
+                        if kept_from.is_none_or(|kept| from > kept)
+                            && store.prune_logs(from).await.is_ok()
+                        {
+                            kept_from = Some(from);
+                        }
+                    }
+                }
                 Err(e) => {
                     if !failing.swap(true, Ordering::Relaxed) {
                         tracing::warn!(
@@ -77,7 +94,28 @@ pub(crate) fn spawn_log_writer(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiv
     });
 }
 
+/// A day in milliseconds.
+const DAY_MS: i64 = 86_400_000;
+
+/// The start (ms, UTC) of the oldest day kept when `days` days are kept and the newest entry
+/// is at `newest`: its own day and the `days - 1` before.
+fn first_day_kept(newest: i64, days: usize) -> i64 {
+    let today = newest.div_euclid(DAY_MS) * DAY_MS;
+    let back = i64::try_from(days.saturating_sub(1)).unwrap_or(i64::MAX / DAY_MS);
+    today.saturating_sub(back.saturating_mul(DAY_MS))
+}
+
 impl PostgresStore {
+    /// Deletes the entries from before `from` (ms).
+    async fn prune_logs(&self, from: i64) -> Result<(), worlds_engine::WorldError> {
+        sqlx::query("DELETE FROM logs WHERE at < $1")
+            .bind(from)
+            .execute(&self.inner.pool)
+            .await
+            .map_err(|e| self.err("deleting old log entries", e))?;
+        Ok(())
+    }
+
     async fn insert_logs(&self, entries: &[LogEntry]) -> Result<(), worlds_engine::WorldError> {
         if entries.is_empty() {
             return Ok(());
@@ -162,5 +200,25 @@ impl LogStore for PostgresStore {
         if self.inner.logs.send(LogItem::Flushed(reply)).is_ok() {
             let _ = done.await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_days_kept_end_with_the_newest_entrys_day() {
+        let day = |d: i64| d * DAY_MS;
+        // One day kept: from the start of the newest entry's day.
+        assert_eq!(first_day_kept(day(20) + 5, 1), day(20));
+        assert_eq!(first_day_kept(day(20), 1), day(20));
+        assert_eq!(first_day_kept(day(21) - 1, 1), day(20));
+        // Three days: that day and the two before.
+        assert_eq!(first_day_kept(day(20) + 5, 3), day(18));
+        // Zero behaves as one (no day is kept by none).
+        assert_eq!(first_day_kept(day(20) + 5, 0), day(20));
+        // Huge counts keep everything instead of overflowing.
+        assert!(first_day_kept(day(20), usize::MAX) < 0);
     }
 }

@@ -59,6 +59,7 @@ pub async fn open_with_clock(
     let options = PostgresOptions {
         pool_size: config.database.pool_size,
         schema: config.database.schema.clone(),
+        log_days: config.logs.max_files,
         ..PostgresOptions::default()
     };
     let store = PostgresStore::connect(&url, options).await?;

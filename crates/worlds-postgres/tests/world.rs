@@ -197,3 +197,53 @@ async fn every_members_log_entries_are_kept_in_the_database_and_read_from_any() 
     drop((a, b));
     common::drop_schema(&schema).await;
 }
+
+#[tokio::test]
+async fn log_entries_older_than_the_days_kept_are_deleted() {
+    if !common::database_up().await {
+        return;
+    }
+    use worlds_engine::telemetry::logs::{LogCategory, LogEntry, LogLevel, LogQuery, LogStore};
+    let schema = common::fresh_schema();
+    let store = worlds_postgres::PostgresStore::connect(
+        &common::url(),
+        worlds_postgres::PostgresOptions {
+            log_days: Some(2),
+            ..common::options(&schema)
+        },
+    )
+    .await
+    .unwrap();
+    const DAY: i64 = 86_400_000;
+    let entry = |at: i64, message: &str| LogEntry {
+        timestamp: at,
+        level: LogLevel::Info,
+        category: LogCategory::System,
+        message: message.to_owned(),
+        metadata: serde_json::Map::new(),
+    };
+    let day0 = 20_000 * DAY;
+    store
+        .append(vec![
+            entry(day0 + 1, "day 0"),
+            entry(day0 + DAY + 1, "day 1"),
+        ])
+        .unwrap();
+    store.flush().await;
+    assert_eq!(store.query(&LogQuery::new()).await.unwrap().len(), 2);
+    // Day 2 begins: with two days kept, day 0 goes.
+    store
+        .append(vec![entry(day0 + 2 * DAY + 1, "day 2")])
+        .unwrap();
+    store.flush().await;
+    let left: Vec<String> = store
+        .query(&LogQuery::new())
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.message)
+        .collect();
+    assert_eq!(left, ["day 1", "day 2"]);
+    store.close().await.unwrap();
+    common::drop_schema(&schema).await;
+}

@@ -147,8 +147,8 @@ pub struct PostgresOptions {
     pub forget_dead_members_after: Duration,
     /// Days of log entries kept in the `logs` table, today (UTC, by the entries' clock)
     /// included: older ones are deleted as new ones arrive, like the files'
-    /// [`LogsConfig::max_files`](worlds_engine::LogsConfig::max_files), which
-    /// [`open`](crate::open) passes here. Default: all are kept.
+    /// [`LogsConfig::max_files`](worlds_engine::telemetry::logs::LogsConfig::max_files), which
+    /// [`open`] passes here. Default: all are kept.
     pub log_days: Option<usize>,
 }
 

@@ -380,7 +380,7 @@ pub(crate) struct BenchArgs {
 
     /// Workers of the benchmarked world (its `min_workers`). Default: 4 on memory; 1024 on file
     /// and hybrid, where a worker waits for its writes to be on disk and more of them in flight
-    /// let one fsync cover more writes; 32 on postgres (a pool of workers + 8 connections, at
+    /// let one fsync cover more writes; 128 on postgres (a pool of workers + 8 connections, at
     /// most 64).
     #[arg(long, value_parser = at_least_one)]
     pub(crate) workers: Option<usize>,

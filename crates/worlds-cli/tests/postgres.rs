@@ -68,6 +68,18 @@ async fn on_db(args: &[&str], url: &str, schema: &Schema) -> Output {
     worlds(&all).await
 }
 
+/// Rows in the schema's `members` table.
+async fn member_rows(schema: &Schema) -> i64 {
+    let mut conn = PgConnection::connect(&self::url()).await.unwrap();
+    sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT count(*) FROM \"{}\".members",
+        schema.name()
+    )))
+    .fetch_one(&mut conn)
+    .await
+    .unwrap()
+}
+
 fn stdout(output: &Output) -> String {
     String::from_utf8_lossy(&output.stdout).into_owned()
 }
@@ -193,14 +205,7 @@ async fn runs_list_and_show_read_a_postgres_world() {
     );
 
     // The command leaves no member of its own behind.
-    let mut conn = PgConnection::connect(&self::url()).await.unwrap();
-    let members: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
-        "SELECT count(*) FROM \"{}\".members",
-        schema.name()
-    )))
-    .fetch_one(&mut conn)
-    .await
-    .unwrap();
+    let members = member_rows(&schema).await;
     assert_eq!(members, 1, "only the world's member");
 }
 
@@ -599,14 +604,7 @@ async fn db_migrate_creates_the_schema_then_finds_it_current_and_joins_no_world(
     assert_eq!(stdout(&out), "");
 
     // It joined no world: no member row.
-    let mut conn = PgConnection::connect(&self::url()).await.unwrap();
-    let members: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
-        "SELECT count(*) FROM \"{}\".members",
-        schema.name()
-    )))
-    .fetch_one(&mut conn)
-    .await
-    .unwrap();
+    let members = member_rows(&schema).await;
     assert_eq!(members, 0);
 
     // Without a database it says what it needs.

@@ -535,24 +535,26 @@ impl PostgresStore {
             }
         }
         let first = next_seq - appended.len() as i64;
-        let mut tail = match cache.remove(run_id) {
-            // Contiguous with what was cached: the tail grows.
-            Some(c) if c.next_seq == first => c.tail,
-            _ => VecDeque::new(),
-        };
-        tail.extend(appended.iter().cloned());
-        while tail.len() > TAIL_LIMIT {
-            tail.pop_front();
-        }
-        cache.insert(
-            run_id.to_owned(),
-            Cached {
-                next_seq,
+        let cached = match cache.get_mut(run_id) {
+            Some(cached) => cached,
+            None => cache.entry(run_id.to_owned()).or_insert(Cached {
+                next_seq: first,
                 state_seq,
-                state: Some(state),
-                tail,
-            },
-        );
+                state: None,
+                tail: VecDeque::new(),
+            }),
+        };
+        // Contiguous with what was cached: the tail grows; otherwise it starts over.
+        if cached.next_seq != first {
+            cached.tail.clear();
+        }
+        cached.tail.extend(appended.iter().cloned());
+        while cached.tail.len() > TAIL_LIMIT {
+            cached.tail.pop_front();
+        }
+        cached.next_seq = next_seq;
+        cached.state_seq = state_seq;
+        cached.state = Some(state);
     }
 
     fn cache_get(&self, run_id: &str, next_seq: i64) -> Option<Arc<WorkflowState>> {

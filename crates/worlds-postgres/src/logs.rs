@@ -6,7 +6,6 @@
 //! A batch the database refuses is dropped with one warning per streak of failures (the
 //! warning is itself a log entry: reporting every failure would feed the loop).
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Weak;
 
 use async_trait::async_trait;
@@ -47,7 +46,8 @@ pub(crate) fn spawn_log_writer(
     keep_days: Option<usize>,
 ) {
     tokio::spawn(async move {
-        let failing = AtomicBool::new(false);
+        // A failure was reported and no write has worked since.
+        let mut failing = false;
         // The oldest day kept as of the last pruning: prune again when a newer day begins.
         let mut kept_from: Option<i64> = None;
         let mut items = Vec::with_capacity(MAX_BATCHES);
@@ -67,7 +67,7 @@ pub(crate) fn spawn_log_writer(
             let newest = entries.iter().map(|e| e.timestamp).max();
             match store.insert_logs(&entries).await {
                 Ok(()) => {
-                    failing.store(false, Ordering::Relaxed);
+                    failing = false;
                     if let (Some(days), Some(newest)) = (keep_days, newest) {
                         let from = first_day_kept(newest, days);
                         if kept_from.is_none_or(|kept| from > kept)
@@ -78,7 +78,7 @@ pub(crate) fn spawn_log_writer(
                     }
                 }
                 Err(e) => {
-                    if !failing.swap(true, Ordering::Relaxed) {
+                    if !std::mem::replace(&mut failing, true) {
                         tracing::warn!(
                             error = %e,
                             dropped = entries.len(),

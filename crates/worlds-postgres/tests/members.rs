@@ -78,17 +78,7 @@ fn definitions(log: Option<PathBuf>) -> (Activity<u64, u64>, Workflow<u64, u64>)
             Ok::<_, StepError>(n + 1)
         }
     });
-    let step = add.clone();
-    let chain = workflow("chain", move |ctx: WorkflowContext, n: u64| {
-        let step = step.clone();
-        async move {
-            let mut acc = n;
-            for _ in 0..STEPS {
-                acc = ctx.run(&step, acc).await?;
-            }
-            Ok::<_, WorkflowError>(acc)
-        }
-    });
+    let chain = common::chain(&add, STEPS);
     (add, chain)
 }
 

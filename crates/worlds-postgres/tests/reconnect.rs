@@ -23,17 +23,7 @@ async fn a_world_survives_every_connection_being_terminated() {
         tokio::time::sleep(Duration::from_millis(2)).await;
         Ok::<_, StepError>(n + 1)
     });
-    let step = add.clone();
-    let chain = workflow("chain", move |ctx: WorkflowContext, n: u64| {
-        let step = step.clone();
-        async move {
-            let mut acc = n;
-            for _ in 0..5 {
-                acc = ctx.run(&step, acc).await?;
-            }
-            Ok::<_, WorkflowError>(acc)
-        }
-    });
+    let chain = common::chain(&add, 5);
     world.register(&add).unwrap();
     world.register(&chain).unwrap();
     world.start().await.unwrap();

@@ -85,23 +85,11 @@ impl PostgresStore {
             // Nothing was written: the transaction takes them all.
             Err(_) => return results,
         };
-        let mut held = self.inner.held.lock();
-        for run_id in &written {
-            let Some(w) = runs.get(run_id) else { continue };
-            if w.state.status.is_terminal() {
-                held.remove(run_id);
-            } else if let Some(h) = held.get_mut(run_id) {
-                if h.seen_seq == w.base_seq {
-                    h.seen_seq = w.next_seq;
-                }
-            }
-        }
-        drop(held);
         for run_id in written {
             let (Some(w), Some(answers)) = (runs.remove(&run_id), accepted.remove(&run_id)) else {
                 continue;
             };
-            self.cache_put(&run_id, w.stored_seqs(), w.state.clone(), &w.events);
+            self.committed(&me, &run_id, w);
             for (i, appended) in answers {
                 results[i] = Some(Ok(appended));
             }

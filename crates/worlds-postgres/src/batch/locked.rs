@@ -12,7 +12,6 @@ use worlds_engine::{Event, EventKind, HookStatus, WorkflowState, WorldError};
 
 use super::{hook_position, Working};
 use crate::db::{from_json, unsigned};
-use crate::notify::Change;
 use crate::PostgresStore;
 
 impl PostgresStore {
@@ -52,32 +51,9 @@ impl PostgresStore {
                 .map_err(|e| self.err("ending an append that wrote nothing", e))?;
         }
 
-        let mut held = self.inner.held.lock();
-        for (run_id, w) in &runs {
-            if w.events.is_empty() {
-                continue;
-            }
-            let finished = w.state.status.is_terminal();
-            if finished {
-                held.remove(run_id);
-            } else if let Some(h) = held.get_mut(run_id) {
-                // Another process's write in between stays unseen: external_changes reports it.
-                if h.seen_seq == w.base_seq {
-                    h.seen_seq = w.next_seq;
-                }
-            }
-        }
-        drop(held);
         for (run_id, w) in runs {
             if !w.events.is_empty() {
-                // Its holder, if another process, reads the write back (a cancellation, a
-                // child's result, a hook's payload).
-                match w.owner.as_deref() {
-                    Some(owner) if owner == me => {}
-                    Some(_) => self.announce(Change::Written, &run_id),
-                    None => self.announce(Change::Claimable, &run_id),
-                }
-                self.cache_put(&run_id, w.stored_seqs(), w.state, &w.events);
+                self.committed(&me, &run_id, w);
             }
         }
         Ok(results)

@@ -34,6 +34,7 @@ use tokio::sync::{mpsc, oneshot};
 use worlds_engine::store::Appended;
 use worlds_engine::{Event, EventKind, RunStatus, WorkflowState, WorldError};
 
+use crate::notify::Change;
 use crate::{Inner, PostgresStore};
 
 mod fast;
@@ -103,14 +104,6 @@ pub(crate) fn spawn_writer(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<P
             PostgresStore { inner }.commit_batch(&mut conn, items).await;
         }
     });
-}
-
-/// A copy of an error for each caller of a batch that failed as a whole.
-fn clone_error(e: &WorldError) -> WorldError {
-    match e {
-        WorldError::Unavailable(message) => WorldError::Unavailable(message.clone()),
-        other => WorldError::Unavailable(other.to_string()),
-    }
 }
 
 fn closed() -> WorldError {
@@ -221,9 +214,12 @@ impl PostgresStore {
             None => match self.inner.pool.acquire().await {
                 Ok(conn) => held.insert(conn),
                 Err(e) => {
-                    let e = self.err("connecting for an append", e);
+                    let message = match self.err("connecting for an append", e) {
+                        WorldError::Unavailable(message) => message,
+                        other => other.to_string(),
+                    };
                     for item in items {
-                        self.answer(item, Err(clone_error(&e)));
+                        self.answer(item, Err(WorldError::Unavailable(message.clone())));
                     }
                     return;
                 }
@@ -259,13 +255,7 @@ impl PostgresStore {
         }
         if rest.is_empty() || broken {
             for item in rest {
-                self.answer(
-                    item,
-                    Err(WorldError::Unavailable(format!(
-                        "the connection to PostgreSQL on {} failed during an append",
-                        self.inner.server
-                    ))),
-                );
+                self.answer(item, Err(self.connection_failed()));
             }
             return broken;
         }
@@ -299,10 +289,7 @@ impl PostgresStore {
                 );
                 for (item, one) in items.into_iter().zip(work) {
                     let result = if broken {
-                        Err(WorldError::Unavailable(format!(
-                            "the connection to PostgreSQL on {} failed during an append",
-                            self.inner.server
-                        )))
+                        Err(self.connection_failed())
                     } else {
                         match self.try_batch(conn, std::slice::from_ref(&one)).await {
                             Ok(mut results) => results.pop().unwrap_or_else(|| Err(closed())),
@@ -315,6 +302,38 @@ impl PostgresStore {
             }
         }
         broken
+    }
+
+    /// What a committed write to a run leaves this store knowing: the lease it holds (gone
+    /// with a finished run), how far it has seen the run (not past another process's write in
+    /// between: `external_changes` reports that one), the run's cached state and tail; and,
+    /// when another process holds the run or nobody does, a wake-up for them (a cancellation,
+    /// a child's result, a hook's payload to read back, or a run to claim).
+    fn committed(&self, me: &str, run_id: &str, w: Working) {
+        {
+            let mut held = self.inner.held.lock();
+            if w.state.status.is_terminal() {
+                held.remove(run_id);
+            } else if let Some(h) = held.get_mut(run_id) {
+                if h.seen_seq == w.base_seq {
+                    h.seen_seq = w.next_seq;
+                }
+            }
+        }
+        match w.owner.as_deref() {
+            Some(owner) if owner == me => {}
+            Some(_) => self.announce(Change::Written, run_id),
+            None => self.announce(Change::Claimable, run_id),
+        }
+        self.cache_put(run_id, w.stored_seqs(), w.state, &w.events);
+    }
+
+    /// The answer to appends left when the writer's connection failed during their batch.
+    fn connection_failed(&self) -> WorldError {
+        WorldError::Unavailable(format!(
+            "the connection to PostgreSQL on {} failed during an append",
+            self.inner.server
+        ))
     }
 
     /// Answers an append's caller. After a connection failure the append may or may not have

@@ -13,6 +13,25 @@ use worlds_postgres::{PostgresOptions, PostgresStore};
 
 pub use worlds_postgres::testing::{database_up, drop_schema, test_url as url};
 
+/// A workflow `chain` that runs `step` `steps` times in sequence, each on the last result.
+pub fn chain(
+    step: &worlds_engine::Activity<u64, u64>,
+    steps: u64,
+) -> worlds_engine::Workflow<u64, u64> {
+    use worlds_engine::prelude::*;
+    let step = step.clone();
+    workflow("chain", move |ctx: WorkflowContext, n: u64| {
+        let step = step.clone();
+        async move {
+            let mut acc = n;
+            for _ in 0..steps {
+                acc = ctx.run(&step, acc).await?;
+            }
+            Ok::<_, WorkflowError>(acc)
+        }
+    })
+}
+
 /// A schema name no other test uses.
 pub fn fresh_schema() -> String {
     worlds_postgres::testing::fresh_schema_name()

@@ -91,6 +91,7 @@
 
 mod batch;
 mod db;
+mod ended;
 mod events;
 mod leases;
 mod logs;
@@ -208,6 +209,8 @@ struct Inner {
     lease_duration: Duration,
     held: Mutex<FxHashMap<String, Held>>,
     cache: Mutex<FxHashMap<String, Cached>>,
+    /// Runs whose end (timers deleted, streams closed) this store committed.
+    ended: Mutex<ended::RecentlyEnded>,
     signals: Mutex<FxHashMap<String, watch::Sender<u64>>>,
     heartbeat: CancellationToken,
     /// Ends the listener task.
@@ -389,6 +392,7 @@ impl PostgresStore {
             lease_duration: options.lease_duration,
             held: Mutex::default(),
             cache: Mutex::default(),
+            ended: Mutex::default(),
             signals: Mutex::default(),
             heartbeat: CancellationToken::new(),
             listening: CancellationToken::new(),

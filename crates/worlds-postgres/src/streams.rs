@@ -117,6 +117,10 @@ impl StreamStore for PostgresStore {
     }
 
     async fn close_run_streams(&self, run_id: &str) -> Result<(), WorldError> {
+        if self.inner.ended.lock().contains(run_id) {
+            // Closed by the statement that ended the run.
+            return Ok(());
+        }
         let closed = sqlx::query("UPDATE streams SET done = true WHERE run_id = $1 AND NOT done")
             .bind(run_id)
             .execute(&self.inner.pool)

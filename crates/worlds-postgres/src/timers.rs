@@ -110,6 +110,10 @@ impl TimerStore for PostgresStore {
     }
 
     async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
+        if self.inner.ended.lock().contains(run_id) {
+            // Deleted by the statement that ended the run.
+            return Ok(());
+        }
         sqlx::query("DELETE FROM timers WHERE run_id = $1")
             .bind(run_id)
             .execute(&self.inner.pool)

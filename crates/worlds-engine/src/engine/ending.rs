@@ -301,11 +301,15 @@ impl Engine {
             _ => None,
         });
         match self.journal.append(run_id, kinds).await {
-            Ok(_) => {
-                let state = self
-                    .store
-                    .get_run(run_id, crate::model::ResolveData::All)
-                    .await?;
+            Ok(appended) => {
+                let state = match appended.ended {
+                    Some(state) => state,
+                    None => Arc::new(
+                        self.store
+                            .get_run(run_id, crate::model::ResolveData::All)
+                            .await?,
+                    ),
+                };
                 if let Some(error) = failed {
                     world_log!(
                         self.logs,

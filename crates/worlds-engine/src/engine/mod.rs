@@ -314,7 +314,8 @@ impl Engine {
 
     /// Resolves when the run reaches a terminal status, or at once if it has.
     pub(crate) async fn wait_terminal(&self, id: &str) -> Result<WorkflowState, WorldError> {
-        // Statuses are checked on the light view; the full state is read once, at the end.
+        // Statuses are checked on the light view; the full state is read once, at the end,
+        // unless this process recorded the end and hands it over.
         let mut run_id = id.to_owned();
         loop {
             let state = self.store.get_run(&run_id, ResolveData::None).await?;
@@ -328,22 +329,25 @@ impl Engine {
                 return self.store.get_run(&state.id, ResolveData::All).await;
             }
             run_id = state.id;
-            if self.store.is_shared() {
+            let ended = if self.store.is_shared() {
                 // Another process may drive the run: its finish is seen by reading the store.
                 let poll = self.clock.sleep(self.config.shared_poll_interval.0);
                 tokio::select! {
-                    _ = rx => {}
-                    _ = poll => {}
+                    ended = rx => ended.ok().flatten(),
+                    _ = poll => None,
                 }
             } else {
-                let _ = rx.await;
+                rx.await.ok().flatten()
+            };
+            if let Some(ended) = ended {
+                return Ok(Arc::unwrap_or_clone(ended));
             }
         }
     }
 
     /// Everything that follows a run reaching a terminal status: this process lets go of it,
     /// and its parent hears of the result.
-    pub(crate) async fn on_terminal(&self, state: &WorkflowState) {
+    pub(crate) async fn on_terminal(&self, state: &Arc<WorkflowState>) {
         self.let_go(state).await;
         self.streams.close_run(&state.id).await;
         self.hooks.dispose(state).await;
@@ -352,12 +356,17 @@ impl Engine {
 
     /// Drops everything this process holds for a finished run (timers, queued tasks, running
     /// steps, the cached machine) and wakes whoever waits on it.
-    pub(crate) async fn let_go(&self, state: &WorkflowState) {
+    pub(crate) async fn let_go(&self, state: &Arc<WorkflowState>) {
         let run_id = state.id.as_str();
         self.local_steps.forget_run(run_id);
+        // Waiters first: the result is recorded, and the store's clean-up is not theirs to
+        // wait for.
+        self.runs.let_go(
+            run_id,
+            state.status == RunStatus::Cancelled,
+            Some(state.clone()),
+        );
         self.timers.forget_run(run_id).await;
-        self.runs
-            .let_go(run_id, state.status == RunStatus::Cancelled);
     }
 
     /// Records a finished child's result in its parent's history and wakes the parent.
@@ -412,8 +421,8 @@ impl Engine {
             .journal
             .append(&state.id, vec![EventKind::WorkflowCancelled { reason }])
             .await;
-        match appended {
-            Ok(_) => {}
+        let ended = match appended {
+            Ok(appended) => appended.ended,
             // It finished in the meantime: report what it is now.
             Err(WorldError::InvalidTransition { .. }) => {
                 let now = self.store.get_run(&state.id, ResolveData::None).await?;
@@ -426,8 +435,11 @@ impl Engine {
                 )));
             }
             Err(e) => return Err(e),
-        }
-        let state = self.store.get_run(&state.id, ResolveData::All).await?;
+        };
+        let state = match ended {
+            Some(state) => state,
+            None => Arc::new(self.store.get_run(&state.id, ResolveData::All).await?),
+        };
         self.on_terminal(&state).await;
         for child in &state.children {
             let child_state = self.store.get_run(child, ResolveData::None).await?;

@@ -86,7 +86,7 @@ impl Engine {
     /// Lets go of the run in memory and resumes it from its history.
     async fn resync(&self, run_id: &str) {
         self.local_steps.forget_run(run_id);
-        self.runs.let_go(run_id, false);
+        self.runs.let_go(run_id, false, None);
         match self.recover_runs(vec![run_id.to_owned()]).await {
             Ok(_) => {}
             Err(e) if is_passing(&e) => self.resyncs.push(run_id),

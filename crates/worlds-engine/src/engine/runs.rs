@@ -24,6 +24,10 @@ use crate::queue::{QueueEntry, TaskQueue};
 
 use super::executor::LiveRun;
 use super::machine::RunCore;
+use crate::model::WorkflowState;
+
+/// A finished run's final state, as told to those waiting for it (`None`: read it back).
+pub(crate) type Ended = Option<Arc<WorkflowState>>;
 use super::{ActivityTask, Progress, Task};
 
 /// How a run's tasks are queued.
@@ -98,8 +102,9 @@ pub(crate) struct Runs {
     cached: AtomicUsize,
     /// A counter that orders cache uses.
     use_clock: AtomicU64,
-    /// Who waits for a run to reach a terminal status.
-    waiters: Mutex<FxHashMap<String, Vec<oneshot::Sender<()>>>>,
+    /// Who waits for a run to reach a terminal status; told its final state when this process
+    /// recorded it.
+    waiters: Mutex<FxHashMap<String, Vec<oneshot::Sender<Ended>>>>,
     /// The cancellation token shared by each run's running steps.
     cancels: Mutex<FxHashMap<String, CancellationToken>>,
 }
@@ -370,8 +375,10 @@ impl Runs {
     }
 
     /// Lets go of a run that reached a terminal status: its queued tasks, its running steps,
-    /// its cached machine and its slot (unless a worker holds it), and wakes its waiters.
-    pub(crate) fn let_go(&self, run_id: &str, cancelled: bool) {
+    /// its cached machine and its slot (unless a worker holds it), and wakes its waiters,
+    /// handing them the run's final state if the caller has it (`None` when this process lets
+    /// go for another reason: the run was taken over, or is read back from its history).
+    pub(crate) fn let_go(&self, run_id: &str, cancelled: bool, ended: Ended) {
         self.drop_queued(run_id);
         if let Some(token) = self.cancels.lock().remove(run_id) {
             token.cancel();
@@ -394,14 +401,14 @@ impl Runs {
         }
         if let Some(waiters) = self.waiters.lock().remove(run_id) {
             for tx in waiters {
-                let _ = tx.send(());
+                let _ = tx.send(ended.clone());
             }
         }
         self.progress.changed.notify_waiters();
     }
 
     /// Resolves (or is dropped) when this process lets go of the run.
-    pub(crate) fn wait_let_go(&self, run_id: &str) -> oneshot::Receiver<()> {
+    pub(crate) fn wait_let_go(&self, run_id: &str) -> oneshot::Receiver<Ended> {
         let (tx, rx) = oneshot::channel();
         self.waiters
             .lock()

@@ -65,7 +65,7 @@ impl Engine {
     async fn drop_lost(&self, run_id: &str) {
         // Its timers stay in the store: they are the other process's now.
         self.local_steps.forget_run(run_id);
-        self.runs.let_go(run_id, false);
+        self.runs.let_go(run_id, false, None);
     }
 
     /// Another process wrote to a run this one drives.
@@ -73,7 +73,7 @@ impl Engine {
         match self.store.get_run(run_id, ResolveData::All).await {
             // Finished elsewhere (cancelled from another process): the writer of the final
             // event told the parent; here only this process's hold on the run goes.
-            Ok(state) if state.status.is_terminal() => self.let_go(&state).await,
+            Ok(state) if state.status.is_terminal() => self.let_go(&Arc::new(state)).await,
             Ok(_) => {
                 self.progress.epoch.fetch_add(1, Ordering::Relaxed);
                 self.runs.schedule(run_id);

@@ -73,6 +73,13 @@ pub struct Appended {
     pub events: Vec<Arc<Event>>,
     /// The run's status after the append.
     pub status: RunStatus,
+    /// The run's whole state after the append when that status is terminal (what
+    /// [`RunStore::get_run`] with [`ResolveData::All`] would answer), so whoever ended a run
+    /// needs no read to report it. `None` while the run is unfinished, and from a store that
+    /// does not have the state at hand.
+    ///
+    /// [`ResolveData::All`]: crate::model::ResolveData::All
+    pub ended: Option<Arc<WorkflowState>>,
 }
 
 /// Run records: creating runs and reading their materialized state.

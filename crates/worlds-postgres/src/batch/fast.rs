@@ -85,11 +85,11 @@ impl PostgresStore {
             // Nothing was written: the transaction takes them all.
             Err(_) => return results,
         };
-        for run_id in written {
+        for (run_id, closed_streams) in written {
             let (Some(w), Some(answers)) = (runs.remove(&run_id), accepted.remove(&run_id)) else {
                 continue;
             };
-            self.committed(&me, &run_id, w);
+            self.committed(&me, &run_id, w, closed_streams);
             for (i, appended) in answers {
                 results[i] = Some(Ok(appended));
             }
@@ -99,14 +99,15 @@ impl PostgresStore {
 
     /// Writes the fast path's runs with one statement (so one commit): each run only if its
     /// row still has the `next_seq` and lease the append was checked against; its events and
-    /// steps, and for a finished run the freeing of its hook tokens and timers, only with it.
-    /// Returns the runs written.
+    /// steps, and for a finished run the freeing of its hook tokens and timers and the closing
+    /// of its streams, only with it. Returns the runs written, each with whether a stream of
+    /// it was closed.
     async fn write_fast(
         &self,
         conn: &mut PgConnection,
         me: &str,
         runs: &BTreeMap<String, Working>,
-    ) -> Result<Vec<String>, WorldError> {
+    ) -> Result<Vec<(String, bool)>, WorldError> {
         let rows = Rows::of(runs)?;
         let written = rows
             .bind_writes(
@@ -139,8 +140,12 @@ impl PostgresStore {
                  WHERE run_id IN (SELECT run_id FROM upd WHERE f)
              ), ft AS (
                  DELETE FROM timers WHERE run_id IN (SELECT run_id FROM upd WHERE f)
+             ), fs AS (
+                 UPDATE streams SET done = true
+                 WHERE run_id IN (SELECT run_id FROM upd WHERE f) AND NOT done
+                 RETURNING run_id
              )
-             SELECT run_id FROM upd",
+             SELECT run_id, run_id IN (SELECT run_id FROM fs) FROM upd",
                 ),
                 me,
             )
@@ -149,6 +154,6 @@ impl PostgresStore {
             .fetch_all(&mut *conn)
             .await
             .map_err(|e| self.err("appending events", e))?;
-        Ok(written.iter().map(|row| row.get(0)).collect())
+        Ok(written.iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 }

@@ -37,10 +37,14 @@ impl PostgresStore {
             }
         };
         let (runs, results) = checked;
+        let mut closed_streams = Vec::new();
         if runs.values().any(|w| !w.events.is_empty()) {
-            if let Err(e) = self.write_runs(&mut tx, &me, &runs).await {
-                let _ = tx.rollback().await;
-                return Err(e);
+            match self.write_runs(&mut tx, &me, &runs).await {
+                Ok(closed) => closed_streams = closed,
+                Err(e) => {
+                    let _ = tx.rollback().await;
+                    return Err(e);
+                }
             }
             tx.commit()
                 .await
@@ -53,7 +57,8 @@ impl PostgresStore {
 
         for (run_id, w) in runs {
             if !w.events.is_empty() {
-                self.committed(&me, &run_id, w);
+                let closed = closed_streams.binary_search(&run_id).is_ok();
+                self.committed(&me, &run_id, w, closed);
             }
         }
         Ok(results)
@@ -163,6 +168,7 @@ impl PostgresStore {
             return Ok(Appended {
                 events: Vec::new(),
                 status: w.state.status,
+                ended: ended(&w.state),
             });
         }
         if unsigned(w.next_seq) + events.len() as u64 > u64::from(u32::MAX) {
@@ -197,6 +203,7 @@ impl PostgresStore {
             return Ok(Appended {
                 status: w.state.status,
                 events: vec![event],
+                ended: ended(&w.state),
             });
         }
         let mut state = WorkflowState::clone(&w.state);
@@ -236,6 +243,7 @@ impl PostgresStore {
         Ok(Appended {
             status: w.state.status,
             events,
+            ended: ended(&w.state),
         })
     }
 
@@ -345,4 +353,9 @@ fn conflict(run_id: &str, position: u32) -> WorldError {
             "hook token is held by the waiting hook #{position} of run {run_id}; a waiting hook's token must be unique"
         ),
     }
+}
+
+/// The state to hand back with an append that leaves the run finished.
+fn ended(state: &Arc<WorkflowState>) -> Option<Arc<WorkflowState>> {
+    state.status.is_terminal().then(|| state.clone())
 }

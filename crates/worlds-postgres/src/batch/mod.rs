@@ -308,8 +308,16 @@ impl PostgresStore {
     /// with a finished run), how far it has seen the run (not past another process's write in
     /// between: `external_changes` reports that one), the run's cached state and tail; and,
     /// when another process holds the run or nobody does, a wake-up for them (a cancellation,
-    /// a child's result, a hook's payload to read back, or a run to claim).
-    fn committed(&self, me: &str, run_id: &str, w: Working) {
+    /// a child's result, a hook's payload to read back, or a run to claim). A run this write
+    /// ended is noted with its timers and streams gone, and readers of the streams it closed
+    /// (`closed_streams`) are woken.
+    fn committed(&self, me: &str, run_id: &str, w: Working, closed_streams: bool) {
+        if w.state.status.is_terminal() && !w.base_status.is_terminal() {
+            self.inner.ended.lock().note(run_id);
+        }
+        if closed_streams {
+            self.stream_changed(run_id);
+        }
         {
             let mut held = self.inner.held.lock();
             if w.state.status.is_terminal() {

@@ -14,13 +14,14 @@ use crate::PostgresStore;
 
 impl PostgresStore {
     /// Writes the accepted events of the batch: events, steps and runs in one statement, then
-    /// hooks, then what a finished run frees.
+    /// hooks, then what a finished run frees (its hook tokens and timers; its streams are
+    /// closed). Returns the finished runs that had a stream left open.
     pub(super) async fn write_runs(
         &self,
         conn: &mut PgConnection,
         me: &str,
         runs: &BTreeMap<String, Working>,
-    ) -> Result<(), WorldError> {
+    ) -> Result<Vec<String>, WorldError> {
         let rows = Rows::of(runs)?;
         rows.bind_writes(sqlx::query(
             "WITH ins AS (
@@ -63,19 +64,25 @@ impl PostgresStore {
                 None => self.err("recording hooks", e),
             })?;
         }
-        if !rows.finished_runs.is_empty() {
-            sqlx::query("UPDATE hooks SET live = false, run_over = true WHERE run_id = ANY($1)")
-                .bind(&rows.finished_runs)
-                .execute(&mut *conn)
-                .await
-                .map_err(|e| self.err("freeing finished runs' hook tokens", e))?;
-            sqlx::query("DELETE FROM timers WHERE run_id = ANY($1)")
-                .bind(&rows.finished_runs)
-                .execute(&mut *conn)
-                .await
-                .map_err(|e| self.err("removing finished runs' timers", e))?;
+        if rows.finished_runs.is_empty() {
+            return Ok(Vec::new());
         }
-        Ok(())
+        let mut closed: Vec<String> = sqlx::query_scalar(
+            "WITH fh AS (
+                 UPDATE hooks SET live = false, run_over = true WHERE run_id = ANY($1)
+             ), ft AS (
+                 DELETE FROM timers WHERE run_id = ANY($1)
+             )
+             UPDATE streams SET done = true WHERE run_id = ANY($1) AND NOT done
+             RETURNING run_id",
+        )
+        .bind(&rows.finished_runs)
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(|e| self.err("freeing what finished runs held", e))?;
+        closed.sort_unstable();
+        closed.dedup();
+        Ok(closed)
     }
 }
 

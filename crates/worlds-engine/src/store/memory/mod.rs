@@ -257,7 +257,7 @@ impl MemoryStore {
         let (id, shared) = self
             .entry_with_id(run_id)
             .ok_or_else(|| WorldError::not_found("run", run_id))?;
-        let (status, events) = {
+        let (status, events, ended) = {
             let mut entry = shared.lock();
             // Held from the check to the update, so two runs cannot both take one token.
             let mut hooks = touches_hooks(&events).then(|| self.hooks.lock());
@@ -293,13 +293,25 @@ impl MemoryStore {
             self.record_owners(&id, &events);
             let events: Vec<Arc<Event>> = events.into_iter().map(Arc::new).collect();
             entry.history.extend(events.iter().cloned());
-            (entry.state.status, events)
+            let ended = entry
+                .state
+                .status
+                .is_terminal()
+                .then(|| Arc::new(entry.state.clone()));
+            (entry.state.status, events, ended)
         };
         let run = RunHandle {
             run_id: id,
             entry: shared,
         };
-        Ok((Appended { events, status }, run))
+        Ok((
+            Appended {
+                events,
+                status,
+                ended,
+            },
+            run,
+        ))
     }
 
     /// Makes the run's first `upto` events visible to readers (no-op for those already are),

@@ -141,6 +141,27 @@ pub async fn append_after_terminal_is_a_conflict(store: Arc<dyn Store>) {
     assert_eq!(state.output, Some(p(json!("done"))));
 }
 
+/// The append that ends a run hands back the run's final state, as a read would return it;
+/// an append that leaves the run unfinished hands back none.
+pub async fn an_ending_append_hands_back_the_final_state(store: Arc<dyn Store>) {
+    let m = Maker::new();
+    let id = m.create(&*store, "w").await;
+    let going = m
+        .append(&*store, &id, vec![started(), scheduled(0, "a")])
+        .await
+        .unwrap();
+    assert_eq!(going.ended, None);
+    m.tick(10);
+    let done = m.append(&*store, &id, vec![completed()]).await.unwrap();
+    let ended = done
+        .ended
+        .expect("the ending append hands back the final state");
+    let read = store.get_run(&id, ResolveData::All).await.unwrap();
+    assert_eq!(*ended, read);
+    assert_eq!(ended.status, RunStatus::Completed);
+    assert_eq!(ended.output, Some(p(json!("done"))));
+}
+
 /// A step's result is recorded once; a second completion (a duplicate delivery) is refused
 /// and the first result stands.
 pub async fn duplicate_activity_completion_is_a_conflict(store: Arc<dyn Store>) {

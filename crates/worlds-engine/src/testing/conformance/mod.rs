@@ -163,6 +163,7 @@ macro_rules! store_conformance {
             append_assigns_dense_seq_and_history_slices,
             append_checks_a_batch_in_order_and_stores_all_or_nothing,
             append_after_terminal_is_a_conflict,
+            an_ending_append_hands_back_the_final_state,
             duplicate_activity_completion_is_a_conflict,
             invalid_status_transitions_are_refused,
             append_nowait_is_checked_ordered_and_readable_once_durable,

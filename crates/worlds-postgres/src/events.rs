@@ -79,7 +79,29 @@ impl PostgresStore {
 #[async_trait]
 impl EventStore for PostgresStore {
     async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
-        self.append_events(run_id, events).await
+        self.append_events(run_id, events, true).await
+    }
+
+    /// Returns at once where the append is accepted at call time (this store holds the run and
+    /// its current state); otherwise once committed.
+    async fn append_nowait(
+        &self,
+        run_id: &str,
+        events: Vec<Event>,
+    ) -> Result<Appended, WorldError> {
+        self.append_events(run_id, events, false).await
+    }
+
+    async fn append_written(
+        &self,
+        run_id: &str,
+        events: Vec<Event>,
+    ) -> Result<Appended, WorldError> {
+        self.append_events(run_id, events, true).await
+    }
+
+    async fn wait_durable(&self, run_id: &str) -> Result<(), WorldError> {
+        self.flush_writes(Some(run_id)).await
     }
 
     async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
@@ -99,17 +121,27 @@ impl EventStore for PostgresStore {
                 id: run_id.to_owned(),
             });
         }
+        if from_seq == 0 {
+            // Read back whole: appends are checked against this again.
+            self.inner.accepted.lock().read_back(run_id);
+        }
         Ok(events.into_iter().map(Arc::new).collect())
     }
 
     /// The engine's own recent records come from memory when this store holds the run and
     /// nobody else wrote to it since this store last looked; anything else is read from the
-    /// database.
+    /// database. A run an accepted append of which did not land answers with the error that
+    /// poisoned it, until it is read back whole.
     async fn history_tip(
         &self,
         run_id: &str,
         from_seq: u64,
     ) -> Result<Vec<Arc<Event>>, WorldError> {
+        if let Some(error) = self.inner.accepted.lock().poison(run_id) {
+            // What the engine acts on did not all land: it reads the run back (the error says
+            // so), rather than going on from a history that lacks its own records.
+            return Err(error);
+        }
         match self.cached_tail(run_id, from_seq) {
             Some(events) => Ok(events),
             None => self.history(run_id, from_seq).await,

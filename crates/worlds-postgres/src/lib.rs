@@ -211,6 +211,9 @@ struct Inner {
     cache: Mutex<FxHashMap<String, Cached>>,
     /// Runs whose end (timers deleted, streams closed) this store committed.
     ended: Mutex<ended::RecentlyEnded>,
+    /// Appends accepted at call time that the writer has not written, and runs one of them
+    /// poisoned.
+    accepted: Mutex<batch::accept::AcceptedRuns>,
     signals: Mutex<FxHashMap<String, watch::Sender<u64>>>,
     heartbeat: CancellationToken,
     /// Ends the listener task.
@@ -393,6 +396,7 @@ impl PostgresStore {
             held: Mutex::default(),
             cache: Mutex::default(),
             ended: Mutex::default(),
+            accepted: Mutex::default(),
             signals: Mutex::default(),
             heartbeat: CancellationToken::new(),
             listening: CancellationToken::new(),
@@ -491,6 +495,12 @@ impl PostgresStore {
             .swap(true, std::sync::atomic::Ordering::AcqRel);
         self.inner.heartbeat.cancel();
         self.inner.listening.cancel();
+        if first {
+            // Accepted appends are written while the leases they were accepted under hold.
+            if let Err(e) = self.flush_writes(None).await {
+                tracing::warn!(error = %e, "appends were still being written when the store closed");
+            }
+        }
         let released = if first {
             leases::release(
                 &self.inner.pool,
@@ -532,9 +542,17 @@ impl PostgresStore {
             return;
         }
         if cache.len() >= CACHE_LIMIT && !cache.contains_key(run_id) {
-            // Forget an arbitrary half: a forgotten state is rebuilt from its events.
-            let drop: Vec<String> = cache.keys().step_by(2).cloned().collect();
-            for key in drop {
+            // Forget an arbitrary half: a forgotten state is rebuilt from its events. Not a
+            // run with accepted appends in flight: its state is ahead of the database.
+            let accepted = self.inner.accepted.lock();
+            let forget: Vec<String> = cache
+                .keys()
+                .step_by(2)
+                .filter(|key| !accepted.in_flight(key))
+                .cloned()
+                .collect();
+            drop(accepted);
+            for key in forget {
                 cache.remove(&key);
             }
         }
@@ -563,6 +581,10 @@ impl PostgresStore {
 
     fn cache_get(&self, run_id: &str, next_seq: i64) -> Option<Arc<WorkflowState>> {
         let cache = self.inner.cache.lock();
+        if self.inner.accepted.lock().in_flight(run_id) {
+            // Ahead of the database: not what a reader of `next_seq` events may see.
+            return None;
+        }
         cache
             .get(run_id)
             .filter(|c| c.next_seq == next_seq)
@@ -576,6 +598,10 @@ impl PostgresStore {
     fn take_cached_held(&self, run_id: &str) -> Option<(i64, i64, i64, Arc<WorkflowState>)> {
         let held = self.inner.held.lock().get(run_id).copied()?;
         let mut cache = self.inner.cache.lock();
+        if self.inner.accepted.lock().in_flight(run_id) {
+            // Ahead of the database until the writer writes what was accepted.
+            return None;
+        }
         let c = cache.get_mut(run_id)?;
         let state = c.state.take()?;
         Some((c.next_seq, c.state_seq, held.epoch, state))

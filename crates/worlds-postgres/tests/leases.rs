@@ -315,3 +315,59 @@ async fn a_visitor_joins_no_world_and_may_only_deliver_from_outside() {
     visitor.close().await.unwrap();
     pair.finish().await;
 }
+
+/// An append the holder accepted at call time that cannot land where it was accepted (another
+/// process wrote to the run first) poisons the run: the holder's reads of its own records and
+/// its later appends answer `Unavailable` — the engine's cue to read the run back — until the
+/// run's whole history is read back; then appends are checked against the database again.
+#[tokio::test]
+async fn an_accepted_append_that_cannot_land_poisons_the_run_until_it_is_read_back() {
+    let Some(pair) = Pair::new(Duration::from_secs(30)).await else {
+        return;
+    };
+    let run = pair.create(&pair.a).await;
+    // Another process delivers a cancellation; the holder has not looked for changes yet.
+    pair.b
+        .append(
+            &run,
+            vec![pair.event(
+                &run,
+                EventKind::WorkflowCancelled {
+                    reason: Some("from another process".into()),
+                },
+            )],
+        )
+        .await
+        .unwrap();
+    let accepted = pair
+        .a
+        .append_nowait(&run, vec![pair.schedule(&run, 0)])
+        .await
+        .expect("accepted against the state in memory");
+    assert_eq!(accepted.events[0].seq, 2);
+
+    let flushed = pair.a.wait_durable(&run).await;
+    assert!(
+        matches!(flushed, Err(WorldError::Unavailable(_))),
+        "{flushed:?}"
+    );
+    let tip = pair.a.history_tip(&run, 0).await;
+    assert!(matches!(tip, Err(WorldError::Unavailable(_))), "{tip:?}");
+    let later = pair.a.append(&run, vec![pair.schedule(&run, 1)]).await;
+    assert!(
+        matches!(later, Err(WorldError::Unavailable(_))),
+        "{later:?}"
+    );
+
+    // Read back whole: what landed is the other process's cancellation, not the lost append.
+    let history = pair.a.history(&run, 0).await.unwrap();
+    let kinds: Vec<&str> = history.iter().map(|e| e.kind.type_name()).collect();
+    assert_eq!(
+        kinds,
+        ["workflow_queued", "workflow_started", "workflow_cancelled"]
+    );
+    // Checked against the database again: the run is cancelled.
+    let after = pair.a.append(&run, vec![pair.schedule(&run, 1)]).await;
+    assert_eq!(after.map(|_| ()).unwrap_err().kind(), ErrorKind::Conflict);
+    pair.finish().await;
+}

@@ -393,8 +393,13 @@ impl Engine {
                         }),
                 },
             };
-            if self.journal.append(parent, vec![kind]).await.is_ok() {
-                self.runs.schedule(parent);
+            match self.journal.append(parent, vec![kind]).await {
+                Ok(_) => self.runs.schedule(parent),
+                // The store could not take it: the parent is read back from its history, where
+                // its own recovery finds the finished child.
+                Err(e) => {
+                    self.resync_if_passing(parent, &e);
+                }
             }
         }
     }

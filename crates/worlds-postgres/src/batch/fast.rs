@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use rustc_hash::FxHashMap;
-use sqlx::{PgConnection, Row};
+use sqlx::PgConnection;
 use worlds_engine::store::Appended;
 use worlds_engine::{Event, WorldError};
 
@@ -71,7 +71,11 @@ impl PostgresStore {
             // Nothing to write (or nothing the fast path may write): all to the transaction.
             return results;
         }
-        let written = match self.write_fast(conn, &me, &runs).await {
+        let written = match Rows::of(&runs) {
+            Ok(rows) => self.write_held(conn, &me, &rows).await,
+            Err(e) => Err(e),
+        };
+        let written = match written {
             Ok(written) => written,
             Err(WorldError::Unavailable(message)) => {
                 // The statement may have committed: every caller reads its run back.
@@ -95,65 +99,5 @@ impl PostgresStore {
             }
         }
         results
-    }
-
-    /// Writes the fast path's runs with one statement (so one commit): each run only if its
-    /// row still has the `next_seq` and lease the append was checked against; its events and
-    /// steps, and for a finished run the freeing of its hook tokens and timers and the closing
-    /// of its streams, only with it. Returns the runs written, each with whether a stream of
-    /// it was closed.
-    async fn write_fast(
-        &self,
-        conn: &mut PgConnection,
-        me: &str,
-        runs: &BTreeMap<String, Working>,
-    ) -> Result<Vec<(String, bool)>, WorldError> {
-        let rows = Rows::of(runs)?;
-        let written = rows
-            .bind_writes(
-                sqlx::query(
-                    "WITH u AS (
-                 SELECT * FROM UNNEST($8::text[], $9::bigint[], $10::text[], $11::bool[],
-                     $12::bool[], $13::text[], $15::bigint[], $16::bigint[])
-                     AS u(r, n, s, f, q, j, b, e)
-             ), upd AS (
-                 UPDATE runs SET next_seq = u.n, status = u.s, finished = u.f, quarantined = u.q,
-                     state = COALESCE(u.j, runs.state),
-                     state_seq = CASE WHEN u.j IS NULL THEN runs.state_seq ELSE u.n END,
-                     last_writer = $14
-                 FROM u
-                 WHERE runs.run_id = u.r AND runs.next_seq = u.b
-                     AND runs.owner = $14 AND runs.epoch = u.e
-                 RETURNING runs.run_id, u.f
-             ), ins AS (
-                 INSERT INTO events (run_id, seq, correlation_id, body)
-                 SELECT x.* FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[])
-                     AS x(r, s, c, b)
-                 WHERE x.r IN (SELECT run_id FROM upd)
-             ), st AS (
-                 INSERT INTO steps (step_id, run_id, position)
-                 SELECT x.* FROM UNNEST($5::text[], $6::text[], $7::bigint[]) AS x(i, r, p)
-                 WHERE x.r IN (SELECT run_id FROM upd)
-                 ON CONFLICT (step_id) DO NOTHING
-             ), fh AS (
-                 UPDATE hooks SET live = false, run_over = true
-                 WHERE run_id IN (SELECT run_id FROM upd WHERE f)
-             ), ft AS (
-                 DELETE FROM timers WHERE run_id IN (SELECT run_id FROM upd WHERE f)
-             ), fs AS (
-                 UPDATE streams SET done = true
-                 WHERE run_id IN (SELECT run_id FROM upd WHERE f) AND NOT done
-                 RETURNING run_id
-             )
-             SELECT run_id, run_id IN (SELECT run_id FROM fs) FROM upd",
-                ),
-                me,
-            )
-            .bind(&rows.r_base)
-            .bind(&rows.r_epoch)
-            .fetch_all(&mut *conn)
-            .await
-            .map_err(|e| self.err("appending events", e))?;
-        Ok(written.iter().map(|row| (row.get(0), row.get(1))).collect())
     }
 }

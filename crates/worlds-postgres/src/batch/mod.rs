@@ -37,6 +37,7 @@ use worlds_engine::{Event, EventKind, RunStatus, WorkflowState, WorldError};
 use crate::notify::Change;
 use crate::{Inner, PostgresStore};
 
+pub(crate) mod accept;
 mod fast;
 mod locked;
 mod rows;
@@ -58,8 +59,22 @@ const SNAPSHOT_EVERY: i64 = 64;
 /// reads holds.
 const SNAPSHOT_FRACTION: i64 = 16;
 
-/// An append waiting for the writer.
-pub(crate) struct Pending {
+/// What the writer is asked to do.
+pub(crate) enum Pending {
+    /// An append to check and write.
+    Check(Check),
+    /// An append accepted at call time, to write as it is ([`accept`]).
+    Accepted(accept::Accepted),
+    /// Answered once everything queued before it was dealt with: `Err` if that poisoned the
+    /// run named (see [`accept`]).
+    Flush {
+        run_id: Option<String>,
+        reply: oneshot::Sender<Result<(), WorldError>>,
+    },
+}
+
+/// An append waiting for the writer to check it.
+pub(crate) struct Check {
     run_id: String,
     events: Vec<Event>,
     reply: oneshot::Sender<Result<Appended, WorldError>>,
@@ -94,7 +109,19 @@ pub(crate) fn spawn_writer(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<P
             let items = std::mem::take(&mut batch);
             let Some(inner) = inner.upgrade() else {
                 for item in items {
-                    let _ = item.reply.send(Err(closed()));
+                    match item {
+                        Pending::Check(check) => {
+                            let _ = check.reply.send(Err(closed()));
+                        }
+                        Pending::Accepted(accepted) => {
+                            if let Some(reply) = accepted.reply {
+                                let _ = reply.send(Err(closed()));
+                            }
+                        }
+                        Pending::Flush { reply, .. } => {
+                            let _ = reply.send(Err(closed()));
+                        }
+                    }
                 }
                 return;
             };
@@ -187,60 +214,145 @@ fn hook_position(kind: &EventKind) -> Option<u32> {
 }
 
 impl PostgresStore {
-    /// Hands an append to the writer and waits until it is committed (or refused).
+    /// Appends events: accepted at once where this store holds the run's current state
+    /// ([`accept`]), otherwise checked by the writer. `wait` is false for an append whose
+    /// caller need not wait for the commit ([`EventStore::append_nowait`]); the writer still
+    /// writes it before any later append to the run.
+    ///
+    /// [`EventStore::append_nowait`]: worlds_engine::store::EventStore::append_nowait
     pub(crate) async fn append_events(
         &self,
         run_id: &str,
         events: Vec<Event>,
+        wait: bool,
     ) -> Result<Appended, WorldError> {
+        let events = match self.accept(run_id, events, wait) {
+            accept::Acceptance::Queued(appended, None) => return Ok(appended),
+            accept::Acceptance::Queued(_, Some(answer)) => {
+                return answer.await.map_err(|_| closed())?;
+            }
+            accept::Acceptance::Refused(error) => return Err(error),
+            accept::Acceptance::Declined(events) => events,
+        };
         let (reply, answer) = oneshot::channel();
         self.inner
             .writer
-            .send(Pending {
+            .send(Pending::Check(Check {
                 run_id: run_id.to_owned(),
                 events,
+                reply,
+            }))
+            .map_err(|_| closed())?;
+        answer.await.map_err(|_| closed())?
+    }
+
+    /// Waits until everything appended so far (to `run_id`, or to any run) was written; `Err`
+    /// if an accepted append to the run did not land.
+    pub(crate) async fn flush_writes(&self, run_id: Option<&str>) -> Result<(), WorldError> {
+        let (reply, answer) = oneshot::channel();
+        self.inner
+            .writer
+            .send(Pending::Flush {
+                run_id: run_id.map(str::to_owned),
                 reply,
             })
             .map_err(|_| closed())?;
         answer.await.map_err(|_| closed())?
     }
 
-    /// Commits a batch and answers its callers: the appends the fast path settles first (see
-    /// [`try_fast`](Self::try_fast)), the rest in one locked transaction; on a failure of that
-    /// whole transaction, each append alone.
+    /// Commits a batch and answers its callers: first the appends accepted at call time
+    /// ([`write_accepted`](Self::write_accepted)), then of the rest those the fast path
+    /// settles (see [`try_fast`](Self::try_fast)), the others in one locked transaction; on a
+    /// failure of that whole transaction, each append alone. Flushes are answered last.
     async fn commit_batch(&self, held: &mut Option<PoolConnection<Postgres>>, items: Vec<Pending>) {
-        let conn = match held {
-            Some(conn) => conn,
-            None => match self.inner.pool.acquire().await {
-                Ok(conn) => held.insert(conn),
-                Err(e) => {
-                    let message = match self.err("connecting for an append", e) {
-                        WorldError::Unavailable(message) => message,
-                        other => other.to_string(),
-                    };
-                    for item in items {
-                        self.answer(item, Err(WorldError::Unavailable(message.clone())));
+        let mut accepted = Vec::new();
+        let mut checks = Vec::new();
+        let mut flushes = Vec::new();
+        for item in items {
+            match item {
+                Pending::Accepted(a) => accepted.push(a),
+                Pending::Check(c) => checks.push(c),
+                Pending::Flush { run_id, reply } => flushes.push((run_id, reply)),
+            }
+        }
+        if !accepted.is_empty() || !checks.is_empty() {
+            let conn = match held {
+                Some(conn) => Some(conn),
+                None => match self.inner.pool.acquire().await {
+                    Ok(conn) => Some(held.insert(conn)),
+                    Err(e) => {
+                        let error = match self.err("connecting for an append", e) {
+                            e @ WorldError::Unavailable(_) => e,
+                            other => WorldError::Unavailable(other.to_string()),
+                        };
+                        self.fail_unwritten(accepted, checks, &error);
+                        accepted = Vec::new();
+                        checks = Vec::new();
+                        None
                     }
-                    return;
+                },
+            };
+            if let Some(conn) = conn {
+                let mut broken = false;
+                if !accepted.is_empty() {
+                    broken = self.write_accepted(conn, accepted).await;
                 }
-            },
-        };
-        let broken = self.commit_on(conn, items).await;
-        if broken {
-            // Closed by the pool when it comes back (its check fails); the next batch takes
-            // a fresh connection.
-            *held = None;
+                if broken {
+                    self.fail_unwritten(Vec::new(), checks, &self.connection_failed());
+                } else if !checks.is_empty() {
+                    broken = self.commit_on(conn, checks).await;
+                }
+                if broken {
+                    // Closed by the pool when it comes back (its check fails); the next batch
+                    // takes a fresh connection.
+                    *held = None;
+                }
+            }
+        }
+        for (run_id, reply) in flushes {
+            let poison = run_id.and_then(|r| self.inner.accepted.lock().poison(&r));
+            let _ = reply.send(poison.map_or(Ok(()), Err));
         }
     }
 
-    /// Commits a batch on `conn`; true if the connection failed.
-    async fn commit_on(&self, conn: &mut PgConnection, mut items: Vec<Pending>) -> bool {
+    /// Answers appends of a batch that could not be written (no connection): accepted ones
+    /// poison their runs.
+    fn fail_unwritten(
+        &self,
+        accepted: Vec<accept::Accepted>,
+        checks: Vec<Check>,
+        error: &WorldError,
+    ) {
+        for item in accepted {
+            self.refuse_accepted(item, accept::again(error));
+        }
+        for check in checks {
+            self.answer(check, Err(accept::again(error)));
+        }
+    }
+
+    /// Commits a batch of appends to check on `conn`; true if the connection failed.
+    async fn commit_on(&self, conn: &mut PgConnection, mut items: Vec<Check>) -> bool {
+        // A poisoned run refuses every append until it is read back.
+        items.retain_mut(
+            |item| match self.inner.accepted.lock().poison(&item.run_id) {
+                Some(error) => {
+                    let (reply, _) = oneshot::channel();
+                    let _ = std::mem::replace(&mut item.reply, reply).send(Err(error));
+                    false
+                }
+                None => true,
+            },
+        );
+        if items.is_empty() {
+            return false;
+        }
         let work: Vec<(String, Vec<Event>)> = items
             .iter_mut()
             .map(|p| (p.run_id.clone(), std::mem::take(&mut p.events)))
             .collect();
         let mut broken = false;
-        let mut rest = Vec::with_capacity(items.len());
+        let mut rest: Vec<Check> = Vec::with_capacity(items.len());
         let mut rest_work = Vec::with_capacity(items.len());
         let fast = self.try_fast(conn, &work).await;
         for ((item, result), one) in items.into_iter().zip(fast).zip(work) {
@@ -347,7 +459,7 @@ impl PostgresStore {
     /// Answers an append's caller. After a connection failure the append may or may not have
     /// landed, so what this store remembers of the run is forgotten: the next read and the
     /// next append go to the database.
-    fn answer(&self, item: Pending, result: Result<Appended, WorldError>) {
+    fn answer(&self, item: Check, result: Result<Appended, WorldError>) {
         if let Err(WorldError::Unavailable(_)) = &result {
             self.inner.cache.lock().remove(&item.run_id);
         }

@@ -2,11 +2,12 @@
 //! path that write them.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 use sqlx::{PgConnection, Postgres};
-use worlds_engine::{EventKind, HookStatus, WorldError};
+use worlds_engine::{Event, EventKind, HookStatus, WorldError};
 
 use super::Working;
 use crate::db::{big, to_json};
@@ -86,6 +87,71 @@ impl PostgresStore {
     }
 }
 
+impl PostgresStore {
+    /// Writes runs this store holds with one statement (so one commit): each run only if its
+    /// row still has the `next_seq` (`r_base`) and lease (`r_epoch`) the rows were made for;
+    /// its events and steps, and for a finished run the freeing of its hook tokens and timers
+    /// and the closing of its streams, only with it. Returns the runs written, each with
+    /// whether a stream of it was closed.
+    pub(super) async fn write_held(
+        &self,
+        conn: &mut PgConnection,
+        me: &str,
+        rows: &Rows<'_>,
+    ) -> Result<Vec<(String, bool)>, WorldError> {
+        let written = rows
+            .bind_writes(
+                sqlx::query(
+                    "WITH u AS (
+                 SELECT * FROM UNNEST($8::text[], $9::bigint[], $10::text[], $11::bool[],
+                     $12::bool[], $13::text[], $15::bigint[], $16::bigint[], $17::bigint[])
+                     AS u(r, n, s, f, q, j, b, e, ss)
+             ), upd AS (
+                 UPDATE runs SET next_seq = u.n, status = u.s, finished = u.f, quarantined = u.q,
+                     state = COALESCE(u.j, runs.state),
+                     state_seq = CASE WHEN u.j IS NULL THEN runs.state_seq ELSE u.ss END,
+                     last_writer = $14
+                 FROM u
+                 WHERE runs.run_id = u.r AND runs.next_seq = u.b
+                     AND runs.owner = $14 AND runs.epoch = u.e
+                 RETURNING runs.run_id, u.f
+             ), ins AS (
+                 INSERT INTO events (run_id, seq, correlation_id, body)
+                 SELECT x.* FROM UNNEST($1::text[], $2::bigint[], $3::text[], $4::text[])
+                     AS x(r, s, c, b)
+                 WHERE x.r IN (SELECT run_id FROM upd)
+             ), st AS (
+                 INSERT INTO steps (step_id, run_id, position)
+                 SELECT x.* FROM UNNEST($5::text[], $6::text[], $7::bigint[]) AS x(i, r, p)
+                 WHERE x.r IN (SELECT run_id FROM upd)
+                 ON CONFLICT (step_id) DO NOTHING
+             ), fh AS (
+                 UPDATE hooks SET live = false, run_over = true
+                 WHERE run_id IN (SELECT run_id FROM upd WHERE f)
+             ), ft AS (
+                 DELETE FROM timers WHERE run_id IN (SELECT run_id FROM upd WHERE f)
+             ), fs AS (
+                 UPDATE streams SET done = true
+                 WHERE run_id IN (SELECT run_id FROM upd WHERE f) AND NOT done
+                 RETURNING run_id
+             )
+             SELECT run_id, run_id IN (SELECT run_id FROM fs) FROM upd",
+                ),
+                me,
+            )
+            .bind(&rows.r_base)
+            .bind(&rows.r_epoch)
+            .bind(&rows.r_state_seq)
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(|e| self.err("appending events", e))?;
+        Ok(written
+            .iter()
+            .map(|row| (sqlx::Row::get(row, 0), sqlx::Row::get(row, 1)))
+            .collect())
+    }
+}
+
 /// The rows a batch writes, as one array per column (bound through `UNNEST`).
 #[derive(Default)]
 pub(super) struct Rows<'a> {
@@ -102,6 +168,8 @@ pub(super) struct Rows<'a> {
     pub(super) r_finished: Vec<bool>,
     pub(super) r_quarantined: Vec<bool>,
     pub(super) r_state: Vec<Option<String>>,
+    /// `state_seq` of the snapshot in `r_state`, where there is one.
+    pub(super) r_state_seq: Vec<i64>,
     /// The `next_seq` each run's row must still have (the fast path's check).
     pub(super) r_base: Vec<i64>,
     /// The lease epoch each run's row must still have (the fast path's check).
@@ -139,26 +207,37 @@ impl<'a> Rows<'a> {
             .bind(me)
     }
 
+    /// Adds a run's events (and the steps they schedule).
+    pub(super) fn push_events(
+        &mut self,
+        run_id: &'a str,
+        events: &'a [Arc<Event>],
+        correlation: &'a [Option<String>],
+    ) -> Result<(), WorldError> {
+        for (event, corr) in events.iter().zip(correlation) {
+            self.ev_run.push(run_id);
+            self.ev_seq.push(big(event.seq));
+            self.ev_corr.push(corr.as_deref());
+            self.ev_body.push(to_json("event", &**event)?);
+            if let EventKind::ActivityScheduled {
+                activity_id,
+                position,
+                ..
+            } = &event.kind
+            {
+                self.st_id.push(activity_id.as_str());
+                self.st_run.push(run_id);
+                self.st_pos.push(i64::from(*position));
+            }
+        }
+        Ok(())
+    }
+
     /// The rows of the runs with accepted events.
     pub(super) fn of(runs: &'a BTreeMap<String, Working>) -> Result<Self, WorldError> {
         let mut rows = Rows::default();
         for (run_id, w) in runs.iter().filter(|(_, w)| !w.events.is_empty()) {
-            for (event, corr) in w.events.iter().zip(&w.correlation) {
-                rows.ev_run.push(run_id.as_str());
-                rows.ev_seq.push(big(event.seq));
-                rows.ev_corr.push(corr.as_deref());
-                rows.ev_body.push(to_json("event", &**event)?);
-                if let EventKind::ActivityScheduled {
-                    activity_id,
-                    position,
-                    ..
-                } = &event.kind
-                {
-                    rows.st_id.push(activity_id.as_str());
-                    rows.st_run.push(run_id.as_str());
-                    rows.st_pos.push(i64::from(*position));
-                }
-            }
+            rows.push_events(run_id, &w.events, &w.correlation)?;
             let finished = w.state.status.is_terminal();
             rows.r_id.push(run_id.as_str());
             rows.r_next.push(w.next_seq);
@@ -170,6 +249,7 @@ impl<'a> Rows<'a> {
             } else {
                 None
             });
+            rows.r_state_seq.push(w.next_seq);
             rows.r_base.push(w.base_seq);
             rows.r_epoch.push(w.epoch);
             for &position in &w.hooks {

@@ -16,16 +16,6 @@ fn any(_: &str) -> bool {
     true
 }
 
-/// A cancellation delivered by a process that does not hold the run.
-fn cancellation(pair: &Pair, run: &str) -> worlds_engine::Event {
-    pair.event(
-        run,
-        EventKind::WorkflowCancelled {
-            reason: Some("from another process".into()),
-        },
-    )
-}
-
 #[tokio::test]
 async fn only_one_store_claims_an_unowned_run_and_the_creator_holds_its_runs() {
     let Some(pair) = Pair::new(Duration::from_secs(30)).await else {
@@ -126,7 +116,7 @@ async fn a_lapsed_holder_is_taken_over_and_its_append_is_refused_with_lease_lost
     );
     assert!(pair.b.external_changes().await.unwrap().is_empty());
     pair.a
-        .append(&run, vec![cancellation(&pair, &run)])
+        .append(&run, vec![pair.cancellation(&run)])
         .await
         .unwrap();
     assert_eq!(pair.b.external_changes().await.unwrap(), vec![run.clone()]);
@@ -330,7 +320,7 @@ async fn an_accepted_append_that_cannot_land_poisons_the_run_until_it_is_read_ba
     let run = pair.create(&pair.a).await;
     // Another process delivers a cancellation; the holder has not looked for changes yet.
     pair.b
-        .append(&run, vec![cancellation(&pair, &run)])
+        .append(&run, vec![pair.cancellation(&run)])
         .await
         .unwrap();
     let accepted = pair

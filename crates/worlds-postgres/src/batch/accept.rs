@@ -14,10 +14,11 @@
 //! they were accepted on. If it has moved (another process wrote to the run meanwhile, or took
 //! it over) or the write's fate is unknown (the connection failed), the accepted appends that
 //! did not land cannot be placed elsewhere: the engine was told their `seq`. The run is then
-//! *poisoned*: what this store cached of it is forgotten, and every later append to it is
-//! refused with the error that says what happened (`Unavailable`: read the run back;
-//! `LeaseLost`: let go of it), until the run's whole history is read back from the database —
-//! which is what the engine does on either answer.
+//! *poisoned*: what this store cached of it is forgotten, and its reads of its own records
+//! (`history_tip`) and every later append answer `Unavailable` until the run's whole history
+//! is read back from the database — which is what the engine does on that answer. A run taken
+//! over is not poisoned: its appends answer `LeaseLost` and the store forgets the lease, so
+//! what follows is checked as a non-holder's.
 //!
 //! [`EventStore::append_nowait`]: worlds_engine::store::EventStore::append_nowait
 
@@ -30,8 +31,8 @@ use tokio::sync::oneshot;
 use worlds_engine::store::Appended;
 use worlds_engine::{Event, RunStatus, WorkflowState, WorldError};
 
-use super::rows::Rows;
-use super::{hook_position, Pending, SNAPSHOT_EVERY, SNAPSHOT_FRACTION};
+use super::rows::{Rows, RunRow};
+use super::{hook_position, snapshot_due, Pending};
 use crate::db::{to_json, unsigned};
 use crate::{PostgresStore, TAIL_LIMIT};
 
@@ -49,15 +50,27 @@ pub(crate) struct Accepted {
     quarantined: bool,
     /// The run's state after it, serialized, when a snapshot was due.
     snapshot: Option<String>,
-    /// The answer given (or to give) to the caller.
-    pub(super) appended: Appended,
     /// The caller waiting for the commit, if it waits.
-    pub(super) reply: Option<oneshot::Sender<Result<Appended, WorldError>>>,
+    waiter: Option<Waiter>,
+}
+
+/// A caller waiting for its accepted append to be committed, and the answer it gets then.
+struct Waiter {
+    reply: oneshot::Sender<Result<Appended, WorldError>>,
+    appended: Appended,
 }
 
 impl Accepted {
     fn next_seq(&self) -> i64 {
         self.base_seq + self.events.len() as i64
+    }
+
+    /// Answers the waiting caller, if any, with `error`, without counting the append as
+    /// settled (for a writer that is gone).
+    pub(super) fn refuse(self, error: WorldError) {
+        if let Some(waiter) = self.waiter {
+            let _ = waiter.reply.send(Err(error));
+        }
     }
 }
 
@@ -93,7 +106,6 @@ impl PostgresStore {
             return Acceptance::Declined(events);
         };
         if cached.next_seq < held.seen_seq
-            || cached.state.is_none()
             || unsigned(cached.next_seq) + events.len() as u64 > u64::from(u32::MAX)
         {
             return Acceptance::Declined(events);
@@ -135,12 +147,9 @@ impl PostgresStore {
             stored.push(Arc::new(event));
         }
         let next_seq = base_seq + stored.len() as i64;
-        let snapshot_due = state.status.is_terminal()
-            || state.status != base_status
-            || next_seq - cached.state_seq >= SNAPSHOT_EVERY.max(next_seq / SNAPSHOT_FRACTION);
         // A snapshot that cannot be serialized is skipped: readers apply the events since the
         // last one.
-        let snapshot = snapshot_due
+        let snapshot = snapshot_due(base_status, state, next_seq, cached.state_seq)
             .then(|| to_json("run state", &*state).ok())
             .flatten();
         let status = state.status;
@@ -163,9 +172,13 @@ impl PostgresStore {
             status,
             ended,
         };
-        let (reply, answer) = if wait {
-            let (tx, rx) = oneshot::channel();
-            (Some(tx), Some(rx))
+        let (waiter, answer) = if wait {
+            let (reply, answer) = oneshot::channel();
+            let waiter = Waiter {
+                reply,
+                appended: appended.clone(),
+            };
+            (Some(waiter), Some(answer))
         } else {
             (None, None)
         };
@@ -178,8 +191,7 @@ impl PostgresStore {
             status,
             quarantined,
             snapshot,
-            appended: appended.clone(),
-            reply,
+            waiter,
         };
         // Queued under the cache lock, so the writer receives accepted appends in the order
         // their `seq` numbers were given.
@@ -257,19 +269,19 @@ impl PostgresStore {
         for item in items {
             let poison = self.inner.accepted.lock().poison(&item.run_id);
             match poison {
-                Some(error) => self.settle(item, Err(error)),
+                Some(error) => self.settle(item, Some(error)),
                 None => runs.entry(item.run_id.clone()).or_default().push(item),
             }
         }
         for (run_id, group) in &mut runs {
             let contiguous = group.windows(2).all(|w| w[0].next_seq() == w[1].base_seq);
             if !contiguous {
-                let error = WorldError::Internal(format!(
-                    "appends accepted for run {run_id} do not follow one another; the run is read back"
+                let error = WorldError::Unavailable(format!(
+                    "appends accepted for run {run_id} do not follow one another (its cached state was replaced meanwhile); it is read back from the database"
                 ));
                 self.poison(run_id, again(&error));
                 for item in std::mem::take(group) {
-                    self.settle(item, Err(again(&error)));
+                    self.settle(item, Some(again(&error)));
                 }
             }
         }
@@ -296,7 +308,7 @@ impl PostgresStore {
                 for (run_id, group) in runs {
                     self.poison(&run_id, again(&error));
                     for item in group {
-                        self.settle(item, Err(again(&error)));
+                        self.settle(item, Some(again(&error)));
                     }
                 }
                 return broken;
@@ -339,8 +351,7 @@ impl PostgresStore {
             self.stream_changed(run_id);
         }
         for item in group {
-            let answer = Ok(item.appended.clone());
-            self.settle(item, answer);
+            self.settle(item, None);
         }
         if finished && !self.inner.accepted.lock().in_flight(run_id) {
             self.inner.cache.lock().remove(run_id);
@@ -387,7 +398,7 @@ impl PostgresStore {
                 error
             };
             for item in group {
-                self.settle(item, Err(again(&error)));
+                self.settle(item, Some(again(&error)));
             }
         }
     }
@@ -395,7 +406,7 @@ impl PostgresStore {
     /// An accepted append that could not be written: its run is poisoned.
     pub(super) fn refuse_accepted(&self, item: Accepted, error: WorldError) {
         self.poison(&item.run_id, again(&error));
-        self.settle(item, Err(error));
+        self.settle(item, Some(error));
     }
 
     /// Poisons a run: later appends get `error` until its history is read back whole.
@@ -405,11 +416,15 @@ impl PostgresStore {
         self.inner.accepted.lock().set_poison(run_id, error);
     }
 
-    /// One accepted append dealt with: counted, and its caller answered if it waits.
-    fn settle(&self, item: Accepted, answer: Result<Appended, WorldError>) {
+    /// One accepted append dealt with, written or (`failed`) not: counted, and its caller
+    /// answered if it waits.
+    fn settle(&self, item: Accepted, failed: Option<WorldError>) {
         self.inner.accepted.lock().settled(&item.run_id, 1);
-        if let Some(reply) = item.reply {
-            let _ = reply.send(answer);
+        if let Some(waiter) = item.waiter {
+            let _ = waiter.reply.send(match failed {
+                Some(error) => Err(error),
+                None => Ok(waiter.appended),
+            });
         }
     }
 }
@@ -432,27 +447,15 @@ impl<'a> Rows<'a> {
                 .iter()
                 .rev()
                 .find_map(|a| a.snapshot.as_ref().map(|j| (j.clone(), a.next_seq())));
-            let finished = last.status.is_terminal();
-            rows.r_id.push(run_id.as_str());
-            rows.r_next.push(last.next_seq());
-            rows.r_status.push(last.status.as_str());
-            rows.r_finished.push(finished);
-            rows.r_quarantined.push(last.quarantined);
-            match snapshot {
-                Some((json, at)) => {
-                    rows.r_state.push(Some(json));
-                    rows.r_state_seq.push(at);
-                }
-                None => {
-                    rows.r_state.push(None);
-                    rows.r_state_seq.push(0);
-                }
-            }
-            rows.r_base.push(first.base_seq);
-            rows.r_epoch.push(first.epoch);
-            if finished {
-                rows.finished_runs.push(run_id.as_str());
-            }
+            rows.push_run(RunRow {
+                run_id,
+                next_seq: last.next_seq(),
+                status: last.status,
+                quarantined: last.quarantined,
+                snapshot,
+                base_seq: first.base_seq,
+                epoch: first.epoch,
+            });
         }
         Ok(rows)
     }
@@ -466,7 +469,6 @@ pub(crate) fn again(error: &WorldError) -> WorldError {
         WorldError::LeaseLost { run_id } => WorldError::LeaseLost {
             run_id: run_id.clone(),
         },
-        WorldError::Internal(message) => WorldError::Internal(message.clone()),
         other => WorldError::Unavailable(other.to_string()),
     }
 }

@@ -73,6 +73,21 @@ pub(crate) enum Pending {
     },
 }
 
+impl Pending {
+    /// Answers whoever waits on this item with `error`, without writing anything.
+    fn refuse(self, error: WorldError) {
+        match self {
+            Pending::Check(check) => {
+                let _ = check.reply.send(Err(error));
+            }
+            Pending::Accepted(accepted) => accepted.refuse(error),
+            Pending::Flush { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    }
+}
+
 /// An append waiting for the writer to check it.
 pub(crate) struct Check {
     run_id: String,
@@ -109,19 +124,7 @@ pub(crate) fn spawn_writer(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<P
             let items = std::mem::take(&mut batch);
             let Some(inner) = inner.upgrade() else {
                 for item in items {
-                    match item {
-                        Pending::Check(check) => {
-                            let _ = check.reply.send(Err(closed()));
-                        }
-                        Pending::Accepted(accepted) => {
-                            if let Some(reply) = accepted.reply {
-                                let _ = reply.send(Err(closed()));
-                            }
-                        }
-                        Pending::Flush { reply, .. } => {
-                            let _ = reply.send(Err(closed()));
-                        }
-                    }
+                    item.refuse(closed());
                 }
                 return;
             };
@@ -184,10 +187,7 @@ impl Working {
     /// stored one is [`SNAPSHOT_EVERY`] events (or a [`SNAPSHOT_FRACTION`] of the run's)
     /// behind, and when the run finished.
     fn writes_snapshot(&self) -> bool {
-        self.state.status.is_terminal()
-            || self.state.status != self.base_status
-            || self.next_seq - self.state_seq
-                >= SNAPSHOT_EVERY.max(self.next_seq / SNAPSHOT_FRACTION)
+        snapshot_due(self.base_status, &self.state, self.next_seq, self.state_seq)
     }
 
     /// `(next_seq, state_seq)` of the run's row once the append is written.
@@ -199,6 +199,21 @@ impl Working {
         };
         (self.next_seq, state_seq)
     }
+}
+
+/// True if a run whose status was `base_status` and whose stored snapshot is as of
+/// `state_seq` gets its state written again once it is `state` at `next_seq`: on a status
+/// change (a finished run's included), and when the stored one is [`SNAPSHOT_EVERY`] events
+/// (or a [`SNAPSHOT_FRACTION`] of the run's) behind.
+fn snapshot_due(
+    base_status: RunStatus,
+    state: &WorkflowState,
+    next_seq: i64,
+    state_seq: i64,
+) -> bool {
+    state.status.is_terminal()
+        || state.status != base_status
+        || next_seq - state_seq >= SNAPSHOT_EVERY.max(next_seq / SNAPSHOT_FRACTION)
 }
 
 /// The hook positions an event changes in the `hooks` table.
@@ -276,42 +291,46 @@ impl PostgresStore {
             }
         }
         if !accepted.is_empty() || !checks.is_empty() {
-            let conn = match held {
-                Some(conn) => Some(conn),
-                None => match self.inner.pool.acquire().await {
-                    Ok(conn) => Some(held.insert(conn)),
-                    Err(e) => {
-                        let error = match self.err("connecting for an append", e) {
-                            e @ WorldError::Unavailable(_) => e,
-                            other => WorldError::Unavailable(other.to_string()),
-                        };
-                        self.fail_unwritten(accepted, checks, &error);
-                        accepted = Vec::new();
-                        checks = Vec::new();
-                        None
-                    }
-                },
-            };
-            if let Some(conn) = conn {
-                let mut broken = false;
-                if !accepted.is_empty() {
-                    broken = self.write_accepted(conn, accepted).await;
-                }
-                if broken {
-                    self.fail_unwritten(Vec::new(), checks, &self.connection_failed());
-                } else if !checks.is_empty() {
-                    broken = self.commit_on(conn, checks).await;
-                }
-                if broken {
-                    // Closed by the pool when it comes back (its check fails); the next batch
-                    // takes a fresh connection.
-                    *held = None;
-                }
-            }
+            self.write_batch(held, accepted, checks).await;
         }
         for (run_id, reply) in flushes {
             let poison = run_id.and_then(|r| self.inner.accepted.lock().poison(&r));
             let _ = reply.send(poison.map_or(Ok(()), Err));
+        }
+    }
+
+    /// Writes a batch's appends on the writer's connection (taking one if it has none):
+    /// the accepted ones, then the ones to check.
+    async fn write_batch(
+        &self,
+        held: &mut Option<PoolConnection<Postgres>>,
+        accepted: Vec<accept::Accepted>,
+        checks: Vec<Check>,
+    ) {
+        let conn = match held {
+            Some(conn) => conn,
+            None => match self.inner.pool.acquire().await {
+                Ok(conn) => held.insert(conn),
+                Err(e) => {
+                    let error = match self.err("connecting for an append", e) {
+                        e @ WorldError::Unavailable(_) => e,
+                        other => WorldError::Unavailable(other.to_string()),
+                    };
+                    self.fail_unwritten(accepted, checks, &error);
+                    return;
+                }
+            },
+        };
+        let mut broken = !accepted.is_empty() && self.write_accepted(conn, accepted).await;
+        if broken {
+            self.fail_unwritten(Vec::new(), checks, &self.connection_failed());
+        } else if !checks.is_empty() {
+            broken = self.commit_on(conn, checks).await;
+        }
+        if broken {
+            // Closed by the pool when it comes back (its check fails); the next batch takes
+            // a fresh connection.
+            *held = None;
         }
     }
 
@@ -332,18 +351,16 @@ impl PostgresStore {
     }
 
     /// Commits a batch of appends to check on `conn`; true if the connection failed.
-    async fn commit_on(&self, conn: &mut PgConnection, mut items: Vec<Check>) -> bool {
+    async fn commit_on(&self, conn: &mut PgConnection, checks: Vec<Check>) -> bool {
         // A poisoned run refuses every append until it is read back.
-        items.retain_mut(
-            |item| match self.inner.accepted.lock().poison(&item.run_id) {
-                Some(error) => {
-                    let (reply, _) = oneshot::channel();
-                    let _ = std::mem::replace(&mut item.reply, reply).send(Err(error));
-                    false
-                }
-                None => true,
-            },
-        );
+        let mut items = Vec::with_capacity(checks.len());
+        for check in checks {
+            let poison = self.inner.accepted.lock().poison(&check.run_id);
+            match poison {
+                Some(error) => self.answer(check, Err(error)),
+                None => items.push(check),
+            }
+        }
         if items.is_empty() {
             return false;
         }

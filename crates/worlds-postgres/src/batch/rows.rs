@@ -7,7 +7,7 @@ use std::sync::Arc;
 use sqlx::postgres::PgArguments;
 use sqlx::query::Query;
 use sqlx::{PgConnection, Postgres};
-use worlds_engine::{Event, EventKind, HookStatus, WorldError};
+use worlds_engine::{Event, EventKind, HookStatus, RunStatus, WorldError};
 
 use super::Working;
 use crate::db::{big, to_json};
@@ -152,6 +152,21 @@ impl PostgresStore {
     }
 }
 
+/// What a batch writes to one run's row.
+pub(super) struct RunRow<'a> {
+    pub(super) run_id: &'a str,
+    /// `next_seq` after the write.
+    pub(super) next_seq: i64,
+    pub(super) status: RunStatus,
+    pub(super) quarantined: bool,
+    /// The run's state, serialized, and the `next_seq` it is as of, when it is written.
+    pub(super) snapshot: Option<(String, i64)>,
+    /// `next_seq` the row must have (the holder's write checks it).
+    pub(super) base_seq: i64,
+    /// The lease epoch the row must have (likewise).
+    pub(super) epoch: i64,
+}
+
 /// The rows a batch writes, as one array per column (bound through `UNNEST`).
 #[derive(Default)]
 pub(super) struct Rows<'a> {
@@ -207,6 +222,31 @@ impl<'a> Rows<'a> {
             .bind(me)
     }
 
+    /// Adds a run's row.
+    pub(super) fn push_run(&mut self, run: RunRow<'a>) {
+        let finished = run.status.is_terminal();
+        self.r_id.push(run.run_id);
+        self.r_next.push(run.next_seq);
+        self.r_status.push(run.status.as_str());
+        self.r_finished.push(finished);
+        self.r_quarantined.push(run.quarantined);
+        match run.snapshot {
+            Some((json, at)) => {
+                self.r_state.push(Some(json));
+                self.r_state_seq.push(at);
+            }
+            None => {
+                self.r_state.push(None);
+                self.r_state_seq.push(0);
+            }
+        }
+        self.r_base.push(run.base_seq);
+        self.r_epoch.push(run.epoch);
+        if finished {
+            self.finished_runs.push(run.run_id);
+        }
+    }
+
     /// Adds a run's events (and the steps they schedule).
     pub(super) fn push_events(
         &mut self,
@@ -239,19 +279,20 @@ impl<'a> Rows<'a> {
         for (run_id, w) in runs.iter().filter(|(_, w)| !w.events.is_empty()) {
             rows.push_events(run_id, &w.events, &w.correlation)?;
             let finished = w.state.status.is_terminal();
-            rows.r_id.push(run_id.as_str());
-            rows.r_next.push(w.next_seq);
-            rows.r_status.push(w.state.status.as_str());
-            rows.r_finished.push(finished);
-            rows.r_quarantined.push(w.state.quarantine.is_some());
-            rows.r_state.push(if w.writes_snapshot() {
-                Some(to_json("run state", &*w.state)?)
+            let snapshot = if w.writes_snapshot() {
+                Some((to_json("run state", &*w.state)?, w.next_seq))
             } else {
                 None
+            };
+            rows.push_run(RunRow {
+                run_id,
+                next_seq: w.next_seq,
+                status: w.state.status,
+                quarantined: w.state.quarantine.is_some(),
+                snapshot,
+                base_seq: w.base_seq,
+                epoch: w.epoch,
             });
-            rows.r_state_seq.push(w.next_seq);
-            rows.r_base.push(w.base_seq);
-            rows.r_epoch.push(w.epoch);
             for &position in &w.hooks {
                 if let Some(hook) = w.state.hook(position) {
                     rows.h_id.push(hook.id.as_str());
@@ -261,9 +302,6 @@ impl<'a> Rows<'a> {
                     rows.h_live
                         .push(hook.status == HookStatus::Waiting && !finished);
                 }
-            }
-            if finished {
-                rows.finished_runs.push(run_id.as_str());
             }
         }
         Ok(rows)

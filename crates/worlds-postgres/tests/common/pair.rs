@@ -86,6 +86,16 @@ impl Pair {
         )
     }
 
+    /// A cancellation, as a process that does not hold the run delivers it.
+    pub fn cancellation(&self, run_id: &str) -> Event {
+        self.event(
+            run_id,
+            EventKind::WorkflowCancelled {
+                reason: Some("from another process".into()),
+            },
+        )
+    }
+
     pub async fn finish(self) {
         self.a.stop_heartbeat();
         self.b.stop_heartbeat();

@@ -314,21 +314,28 @@ impl Engine {
 
     /// Resolves when the run reaches a terminal status, or at once if it has.
     pub(crate) async fn wait_terminal(&self, id: &str) -> Result<WorkflowState, WorldError> {
-        // Statuses are checked on the light view; the full state is read once, at the end,
-        // unless this process recorded the end and hands it over.
+        // A run this process drives is not read at all: its end is handed over when it is
+        // recorded here. Otherwise statuses are checked on the light view, and the full state
+        // is read once, at the end.
         let mut run_id = id.to_owned();
         loop {
-            let state = self.store.get_run(&run_id, ResolveData::None).await?;
-            if state.status.is_terminal() {
-                return self.store.get_run(&state.id, ResolveData::All).await;
-            }
-            let rx = self.runs.wait_let_go(&state.id);
-            // Re-check after registering, so a finish in between is not missed.
-            let state = self.store.get_run(&state.id, ResolveData::None).await?;
-            if state.status.is_terminal() {
-                return self.store.get_run(&state.id, ResolveData::All).await;
-            }
-            run_id = state.id;
+            let rx = match self.runs.wait_if_driven(&run_id) {
+                Some(rx) => rx,
+                None => {
+                    let state = self.store.get_run(&run_id, ResolveData::None).await?;
+                    if state.status.is_terminal() {
+                        return self.store.get_run(&state.id, ResolveData::All).await;
+                    }
+                    let rx = self.runs.wait_let_go(&state.id);
+                    // Re-check after registering, so a finish in between is not missed.
+                    let state = self.store.get_run(&state.id, ResolveData::None).await?;
+                    if state.status.is_terminal() {
+                        return self.store.get_run(&state.id, ResolveData::All).await;
+                    }
+                    run_id = state.id;
+                    rx
+                }
+            };
             let ended = if self.store.is_shared() {
                 // Another process may drive the run: its finish is seen by reading the store.
                 let poll = self.clock.sleep(self.config.shared_poll_interval.0);
@@ -341,6 +348,11 @@ impl Engine {
             };
             if let Some(ended) = ended {
                 return Ok(Arc::unwrap_or_clone(ended));
+            }
+            // Let go without a final state (taken over, read back), or polling: read.
+            let state = self.store.get_run(&run_id, ResolveData::None).await?;
+            if state.status.is_terminal() {
+                return self.store.get_run(&state.id, ResolveData::All).await;
             }
         }
     }

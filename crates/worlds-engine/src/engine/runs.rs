@@ -60,6 +60,9 @@ struct RunSlot {
     core: Option<Arc<RunCore>>,
     /// When the run was last cached, on `Runs::use_clock`: eviction takes the oldest first.
     last_used: u64,
+    /// The run was let go while a worker held it: the slot lives until the worker is done,
+    /// but nobody may wait on it any more.
+    let_go: bool,
 }
 
 impl RunSlot {
@@ -383,7 +386,7 @@ impl Runs {
         if let Some(token) = self.cancels.lock().remove(run_id) {
             token.cancel();
         }
-        {
+        let waiters = {
             let mut slots = self.slots.lock();
             if let Some(slot) = slots.get_mut(run_id) {
                 if let Some(core) = &slot.core {
@@ -394,17 +397,37 @@ impl Runs {
                 if slot.cached.take().is_some() {
                     self.cached.fetch_sub(1, Ordering::Relaxed);
                 }
-                if !slot.executing {
+                if slot.executing {
+                    slot.let_go = true;
+                } else {
                     slots.remove(run_id);
                 }
             }
-        }
-        if let Some(waiters) = self.waiters.lock().remove(run_id) {
-            for tx in waiters {
-                let _ = tx.send(ended.clone());
-            }
+            // Taken under the slots' lock, as `wait_if_driven` registers: a waiter is either
+            // taken here or sees the slot gone.
+            self.waiters.lock().remove(run_id)
+        };
+        for tx in waiters.into_iter().flatten() {
+            let _ = tx.send(ended.clone());
         }
         self.progress.changed.notify_waiters();
+    }
+
+    /// Waits for the end of a run this process drives: resolves (or is dropped) when this
+    /// process lets go of it. `None` if the run has no slot here (finished, never driven here,
+    /// or `run_id` is not a run id), when the caller has to read the store instead.
+    pub(crate) fn wait_if_driven(&self, run_id: &str) -> Option<oneshot::Receiver<Ended>> {
+        let slots = self.slots.lock();
+        if slots.get(run_id).is_none_or(|slot| slot.let_go) {
+            return None;
+        }
+        let (tx, rx) = oneshot::channel();
+        self.waiters
+            .lock()
+            .entry(run_id.to_owned())
+            .or_default()
+            .push(tx);
+        Some(rx)
     }
 
     /// Resolves (or is dropped) when this process lets go of the run.
@@ -416,5 +439,74 @@ impl Runs {
             .or_default()
             .push(tx);
         rx
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::VirtualClock;
+
+    fn runs() -> Runs {
+        Runs::new(
+            Arc::new(VirtualClock::new(0)),
+            Arc::new(TaskQueue::new()),
+            Arc::new(Progress::default()),
+            CachePolicy {
+                max_cached: 10,
+                evict_after_every_task: false,
+            },
+        )
+    }
+
+    fn route() -> Route {
+        Route {
+            workflow_id: "wf".into(),
+            ..Route::default()
+        }
+    }
+
+    fn final_state() -> Arc<WorkflowState> {
+        let first =
+            crate::model::Event {
+                id: "evnt_0".into(),
+                run_id: "run".into(),
+                seq: 0,
+                timestamp: 0,
+                version: crate::model::EVENT_FORMAT_VERSION,
+                kind: crate::model::EventKind::WorkflowQueued(Box::new(
+                    crate::model::QueuedRun::new("w", "wf", crate::Payload::null()),
+                )),
+            };
+        Arc::new(WorkflowState::from_first_event(&first).unwrap())
+    }
+
+    #[test]
+    fn a_driven_run_hands_its_end_to_waiters_without_a_read() {
+        let runs = runs();
+        assert!(runs.wait_if_driven("run").is_none(), "not driven here yet");
+        runs.adopt("run", &route());
+        let mut rx = runs.wait_if_driven("run").expect("driven here");
+        assert!(rx.try_recv().is_err(), "not ended yet");
+        runs.let_go("run", false, Some(final_state()));
+        let ended = rx
+            .try_recv()
+            .expect("told at let go")
+            .expect("with its state");
+        assert_eq!(ended.id, "run");
+        assert!(runs.wait_if_driven("run").is_none(), "slot gone");
+    }
+
+    #[test]
+    fn a_run_let_go_while_a_worker_holds_it_takes_no_more_waiters() {
+        let runs = runs();
+        runs.admit([(Arc::from("run"), &route())]);
+        assert!(runs.begin_task("run").is_some());
+        runs.let_go("run", false, Some(final_state()));
+        // The slot lives until the worker is done, but a waiter registered now would never
+        // be told: the caller must read the store instead.
+        assert!(runs.wait_if_driven("run").is_none());
+        runs.end_task("run", TaskEnd::Done);
+        assert!(runs.wait_if_driven("run").is_none());
     }
 }

@@ -9,6 +9,7 @@ use worlds_engine::model::{ListQuery, Page, SortOrder};
 use worlds_engine::store::{Appended, EventStore};
 use worlds_engine::{Event, ResolveData, WorldError};
 
+use crate::batch::Level;
 use crate::db::{big, from_json};
 use crate::PostgresStore;
 
@@ -79,7 +80,7 @@ impl PostgresStore {
 #[async_trait]
 impl EventStore for PostgresStore {
     async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
-        self.append_events(run_id, events, true).await
+        self.append_events(run_id, events, Level::Synced).await
     }
 
     /// Returns at once where the append is accepted at call time (this store holds the run and
@@ -89,15 +90,17 @@ impl EventStore for PostgresStore {
         run_id: &str,
         events: Vec<Event>,
     ) -> Result<Appended, WorldError> {
-        self.append_events(run_id, events, false).await
+        self.append_events(run_id, events, Level::Queued).await
     }
 
+    /// Returns once committed, without waiting for the server to flush the commit to disk
+    /// (`synchronous_commit = off` for that commit) when nothing else in its batch needs it.
     async fn append_written(
         &self,
         run_id: &str,
         events: Vec<Event>,
     ) -> Result<Appended, WorldError> {
-        self.append_events(run_id, events, true).await
+        self.append_events(run_id, events, Level::Written).await
     }
 
     async fn wait_durable(&self, run_id: &str) -> Result<(), WorldError> {

@@ -5,6 +5,7 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use rustc_hash::FxHashMap;
 use sqlx::Row;
 use worlds_engine::store::LeaseStore;
 use worlds_engine::WorldError;
@@ -188,10 +189,18 @@ impl LeaseStore for PostgresStore {
     }
 
     async fn external_changes(&self) -> Result<Vec<String>, WorldError> {
-        let ids: Vec<String> = self.inner.held.lock().keys().cloned().collect();
+        let (ids, seen_before): (Vec<String>, Vec<i64>) = self
+            .inner
+            .held
+            .lock()
+            .iter()
+            .map(|(id, h)| (id.clone(), h.seen_seq))
+            .unzip();
         if ids.is_empty() {
             return Ok(Vec::new());
         }
+        let seen_before: FxHashMap<&str, i64> =
+            ids.iter().map(String::as_str).zip(seen_before).collect();
         let rows = sqlx::query(
             "SELECT run_id, next_seq, owner, epoch, finished FROM runs WHERE run_id = ANY($1)",
         )
@@ -201,6 +210,7 @@ impl LeaseStore for PostgresStore {
         .map_err(|e| self.err("looking for changes by other processes", e))?;
         let me = self.inner.member_id.as_str();
         let mut changed = Vec::new();
+        let mut lost = Vec::new();
         let mut held = self.inner.held.lock();
         for row in rows {
             let run_id: String = row.get(0);
@@ -215,6 +225,17 @@ impl LeaseStore for PostgresStore {
                 // Taken over: the next append finds out (LeaseLost).
                 continue;
             }
+            if seen_before.get(run_id.as_str()) != Some(&h.seen_seq) {
+                // This store wrote to the run while the rows were read: they may predate it.
+                // The next look compares again.
+                continue;
+            }
+            if next_seq < h.seen_seq {
+                // Behind what this store committed before the read: commits the server
+                // answered were lost (it restarted before flushing them). The run is read
+                // back from what the database holds.
+                lost.push(run_id.clone());
+            }
             if next_seq != h.seen_seq {
                 h.seen_seq = next_seq;
                 changed.push(run_id.clone());
@@ -222,6 +243,16 @@ impl LeaseStore for PostgresStore {
             if finished {
                 held.remove(&run_id);
             }
+        }
+        drop(held);
+        for run_id in lost {
+            self.poison(
+                &run_id,
+                WorldError::Unavailable(format!(
+                    "run {run_id} lost appends committed to PostgreSQL on {} (the server restarted before flushing them); it is read back from the database",
+                    self.inner.server
+                )),
+            );
         }
         changed.sort();
         Ok(changed)

@@ -44,11 +44,19 @@
 //! reads of its own recent records (`history_tip`) need no round trip; a read from further
 //! back, or after another process wrote to the run, goes to the database.
 //!
-//! The three append levels of `EventStore` are the same here: `append`, `append_nowait` and
-//! `append_written` all return after `COMMIT`, and `wait_durable` has nothing left to wait
-//! for. (Nothing cheaper is safe: a commit is the first moment readers in other processes may
-//! see the events.) Stream chunks, timers, schedules and run creations are one transaction
-//! each. Reads go to the database.
+//! The three append levels of `EventStore` map to the server's commit levels. `append` waits
+//! for a commit the server flushed (as its `synchronous_commit` says, `on` by default).
+//! `append_written` waits for a commit the server answered without flushing it
+//! (`synchronous_commit = off` for that commit alone, when nothing else in its batch needs
+//! more): it survives this process's crash, not the server's. `append_nowait` returns at once
+//! where the append is accepted at call time (see `batch/accept.rs`), and is written the same
+//! way. `wait_durable` flushes whatever the writer committed without a flush. A commit is the
+//! first moment readers in other processes may see the events, so nothing returns before one
+//! except an accepted `append_nowait`. Should the server restart and lose commits it had not
+//! flushed, the store reads the runs they touched back before appending to them again: those
+//! whose writer connection failed before a flush, and any held run whose row went back behind
+//! what this store committed (found by `external_changes`). Stream chunks, timers, schedules
+//! and run creations are one flushed transaction each. Reads go to the database.
 //!
 //! # Leases and fencing
 //!
@@ -112,7 +120,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use parking_lot::Mutex;
-use rustc_hash::FxHashMap;
+use rustc_hash::{FxHashMap, FxHashSet};
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions, PgSslMode};
 use sqlx::PgPool;
 use tokio::sync::{mpsc, watch, Notify};
@@ -214,6 +222,11 @@ struct Inner {
     /// Appends accepted at call time that the writer has not written, and runs one of them
     /// poisoned.
     accepted: Mutex<batch::accept::AcceptedRuns>,
+    /// Runs the writer wrote with commits the server may not have flushed to disk yet
+    /// (`append_written`, `append_nowait`): if the writer's connection fails before a later
+    /// commit flushes them, the server may have restarted and lost them, so they are read
+    /// back.
+    unflushed: Mutex<FxHashSet<String>>,
     signals: Mutex<FxHashMap<String, watch::Sender<u64>>>,
     heartbeat: CancellationToken,
     /// Ends the listener task.
@@ -397,6 +410,7 @@ impl PostgresStore {
             cache: Mutex::default(),
             ended: Mutex::default(),
             accepted: Mutex::default(),
+            unflushed: Mutex::default(),
             signals: Mutex::default(),
             heartbeat: CancellationToken::new(),
             listening: CancellationToken::new(),

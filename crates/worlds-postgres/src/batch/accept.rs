@@ -32,7 +32,7 @@ use worlds_engine::store::Appended;
 use worlds_engine::{Event, RunStatus, WorkflowState, WorldError};
 
 use super::rows::{Rows, RunRow};
-use super::{hook_position, snapshot_due, Pending};
+use super::{hook_position, snapshot_due, Level, Pending};
 use crate::db::{to_json, unsigned};
 use crate::{PostgresStore, TAIL_LIMIT};
 
@@ -52,6 +52,8 @@ pub(crate) struct Accepted {
     snapshot: Option<String>,
     /// The caller waiting for the commit, if it waits.
     waiter: Option<Waiter>,
+    /// The caller needs the commit flushed.
+    pub(super) synced: bool,
 }
 
 /// A caller waiting for its accepted append to be committed, and the answer it gets then.
@@ -90,8 +92,9 @@ pub(crate) enum Acceptance {
 
 impl PostgresStore {
     /// Accepts an append at call time if this store holds the run and has its current state
-    /// (see the module documentation); `wait` asks for an answer once it is committed.
-    pub(crate) fn accept(&self, run_id: &str, mut events: Vec<Event>, wait: bool) -> Acceptance {
+    /// (see the module documentation); a `level` other than `Queued` asks for an answer
+    /// once it is committed (and flushed, for `Synced`).
+    pub(crate) fn accept(&self, run_id: &str, mut events: Vec<Event>, level: Level) -> Acceptance {
         if let Some(error) = self.inner.accepted.lock().poison(run_id) {
             return Acceptance::Refused(error);
         }
@@ -172,7 +175,7 @@ impl PostgresStore {
             status,
             ended,
         };
-        let (waiter, answer) = if wait {
+        let (waiter, answer) = if level != Level::Queued {
             let (reply, answer) = oneshot::channel();
             let waiter = Waiter {
                 reply,
@@ -192,6 +195,7 @@ impl PostgresStore {
             quarantined,
             snapshot,
             waiter,
+            synced: level == Level::Synced,
         };
         // Queued under the cache lock, so the writer receives accepted appends in the order
         // their `seq` numbers were given.
@@ -262,6 +266,7 @@ impl PostgresStore {
         &self,
         conn: &mut PgConnection,
         items: Vec<Accepted>,
+        flush: bool,
     ) -> bool {
         let me = self.inner.member_id.clone();
         // Per run, in order; a poisoned run's appends fail at once.
@@ -290,7 +295,7 @@ impl PostgresStore {
             return false;
         }
         let written = match Rows::of_accepted(&runs) {
-            Ok(rows) => self.write_held(conn, &me, &rows).await,
+            Ok(rows) => self.write_held(conn, &me, &rows, flush).await,
             Err(e) => Err(e),
         };
         let broken = matches!(written, Err(WorldError::Unavailable(_)));
@@ -410,7 +415,7 @@ impl PostgresStore {
     }
 
     /// Poisons a run: later appends get `error` until its history is read back whole.
-    fn poison(&self, run_id: &str, error: WorldError) {
+    pub(crate) fn poison(&self, run_id: &str, error: WorldError) {
         tracing::debug!(run_id, error = %error, "an accepted append did not land");
         self.inner.cache.lock().remove(run_id);
         self.inner.accepted.lock().set_poison(run_id, error);

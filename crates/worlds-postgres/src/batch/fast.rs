@@ -23,11 +23,13 @@ impl PostgresStore {
     /// as do appends that change hooks (their tokens are checked there) and any the cached
     /// state refuses (the row may have moved on).
     ///
-    /// Returns, per append, its answer if the fast path settled it.
+    /// `flush` as for [`write_held`](Self::write_held). Returns, per append, its answer if the
+    /// fast path settled it.
     pub(super) async fn try_fast(
         &self,
         conn: &mut PgConnection,
         work: &[(String, Vec<Event>)],
+        flush: bool,
     ) -> Vec<Option<Result<Appended, WorldError>>> {
         let me = self.inner.member_id.clone();
         let mut results: Vec<Option<Result<Appended, WorldError>>> =
@@ -72,7 +74,7 @@ impl PostgresStore {
             return results;
         }
         let written = match Rows::of(&runs) {
-            Ok(rows) => self.write_held(conn, &me, &rows).await,
+            Ok(rows) => self.write_held(conn, &me, &rows, flush).await,
             Err(e) => Err(e),
         };
         let written = match written {

@@ -49,6 +49,8 @@ impl PostgresStore {
             tx.commit()
                 .await
                 .map_err(|e| self.err("committing an append", e))?;
+            // Committed at the session's level: flushed, with everything before it.
+            self.inner.unflushed.lock().clear();
         } else {
             tx.rollback()
                 .await

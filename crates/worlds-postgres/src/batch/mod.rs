@@ -59,6 +59,17 @@ const SNAPSHOT_EVERY: i64 = 64;
 /// reads holds.
 const SNAPSHOT_FRACTION: i64 = 16;
 
+/// What an append's caller is told it waits for (the levels of `EventStore`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Level {
+    /// Nothing: the caller goes on at once where the append is accepted at call time.
+    Queued,
+    /// The commit, which the server need not have flushed to disk yet.
+    Written,
+    /// The commit, flushed as the server's `synchronous_commit` says.
+    Synced,
+}
+
 /// What the writer is asked to do.
 pub(crate) enum Pending {
     /// An append to check and write.
@@ -92,6 +103,8 @@ impl Pending {
 pub(crate) struct Check {
     run_id: String,
     events: Vec<Event>,
+    /// The caller needs the commit flushed.
+    synced: bool,
     reply: oneshot::Sender<Result<Appended, WorldError>>,
 }
 
@@ -111,6 +124,11 @@ pub(crate) fn spawn_writer(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<P
                 tokio::select! {
                     n = rx.recv_many(&mut batch, MAX_BATCH) => n,
                     () = tokio::time::sleep(KEEP_CONNECTION_IDLE) => {
+                        // Flushed before the connection goes: its failure later would not
+                        // be seen here.
+                        if let Some(inner) = inner.upgrade() {
+                            PostgresStore { inner }.flush_unflushed(&mut conn).await;
+                        }
                         conn = None;
                         continue;
                     }
@@ -230,18 +248,18 @@ fn hook_position(kind: &EventKind) -> Option<u32> {
 
 impl PostgresStore {
     /// Appends events: accepted at once where this store holds the run's current state
-    /// ([`accept`]), otherwise checked by the writer. `wait` is false for an append whose
-    /// caller need not wait for the commit ([`EventStore::append_nowait`]); the writer still
-    /// writes it before any later append to the run.
+    /// ([`accept`]), otherwise checked by the writer. `level` says what the caller waits
+    /// for: nothing ([`EventStore::append_nowait`]; the writer still writes it before any
+    /// later append to the run), the commit, or the commit flushed.
     ///
     /// [`EventStore::append_nowait`]: worlds_engine::store::EventStore::append_nowait
     pub(crate) async fn append_events(
         &self,
         run_id: &str,
         events: Vec<Event>,
-        wait: bool,
+        level: Level,
     ) -> Result<Appended, WorldError> {
-        let events = match self.accept(run_id, events, wait) {
+        let events = match self.accept(run_id, events, level) {
             accept::Acceptance::Queued(appended, None) => return Ok(appended),
             accept::Acceptance::Queued(_, Some(answer)) => {
                 return answer.await.map_err(|_| closed())?;
@@ -255,6 +273,7 @@ impl PostgresStore {
             .send(Pending::Check(Check {
                 run_id: run_id.to_owned(),
                 events,
+                synced: level == Level::Synced,
                 reply,
             }))
             .map_err(|_| closed())?;
@@ -290,8 +309,16 @@ impl PostgresStore {
                 Pending::Flush { run_id, reply } => flushes.push((run_id, reply)),
             }
         }
+        // The batch's commits are flushed if anyone in it waits for that; a flush waits for
+        // everything before it.
+        let flush = !flushes.is_empty()
+            || accepted.iter().any(|a| a.synced)
+            || checks.iter().any(|c| c.synced);
         if !accepted.is_empty() || !checks.is_empty() {
-            self.write_batch(held, accepted, checks).await;
+            self.write_batch(held, accepted, checks, flush).await;
+        }
+        if !flushes.is_empty() {
+            self.flush_unflushed(held).await;
         }
         for (run_id, reply) in flushes {
             let poison = run_id.and_then(|r| self.inner.accepted.lock().poison(&r));
@@ -306,6 +333,7 @@ impl PostgresStore {
         held: &mut Option<PoolConnection<Postgres>>,
         accepted: Vec<accept::Accepted>,
         checks: Vec<Check>,
+        flush: bool,
     ) {
         let conn = match held {
             Some(conn) => conn,
@@ -321,16 +349,58 @@ impl PostgresStore {
                 }
             },
         };
-        let mut broken = !accepted.is_empty() && self.write_accepted(conn, accepted).await;
+        let mut broken = !accepted.is_empty() && self.write_accepted(conn, accepted, flush).await;
         if broken {
             self.fail_unwritten(Vec::new(), checks, &self.connection_failed());
         } else if !checks.is_empty() {
-            broken = self.commit_on(conn, checks).await;
+            broken = self.commit_on(conn, checks, flush).await;
         }
         if broken {
             // Closed by the pool when it comes back (its check fails); the next batch takes
             // a fresh connection.
             *held = None;
+            self.lose_unflushed();
+        }
+    }
+
+    /// Makes sure every commit of the writer so far is flushed: if some were not (see
+    /// [`Inner::unflushed`](crate::Inner::unflushed)), commits a transaction that has an id,
+    /// which the server flushes with all the WAL before it.
+    pub(super) async fn flush_unflushed(&self, held: &mut Option<PoolConnection<Postgres>>) {
+        if self.inner.unflushed.lock().is_empty() {
+            return;
+        }
+        let Some(conn) = held.as_mut() else {
+            // The connection went away since (and with it the chance to know).
+            self.lose_unflushed();
+            return;
+        };
+        match sqlx::query("SELECT txid_current()")
+            .execute(&mut **conn)
+            .await
+        {
+            Ok(_) => self.inner.unflushed.lock().clear(),
+            Err(e) => {
+                tracing::debug!(error = %e, "flushing the writer's commits failed");
+                *held = None;
+                self.lose_unflushed();
+            }
+        }
+    }
+
+    /// The writer's connection failed while some of its commits may not have been flushed:
+    /// if the server restarted, they are gone, so their runs are read back before anything
+    /// more is appended to them.
+    fn lose_unflushed(&self) {
+        let runs = std::mem::take(&mut *self.inner.unflushed.lock());
+        for run_id in runs {
+            self.poison(
+                &run_id,
+                WorldError::Unavailable(format!(
+                    "the connection to PostgreSQL on {} failed before the last appends to run {run_id} were flushed; it is read back from the database",
+                    self.inner.server
+                )),
+            );
         }
     }
 
@@ -351,7 +421,7 @@ impl PostgresStore {
     }
 
     /// Commits a batch of appends to check on `conn`; true if the connection failed.
-    async fn commit_on(&self, conn: &mut PgConnection, checks: Vec<Check>) -> bool {
+    async fn commit_on(&self, conn: &mut PgConnection, checks: Vec<Check>, flush: bool) -> bool {
         // A poisoned run refuses every append until it is read back.
         let mut items = Vec::with_capacity(checks.len());
         for check in checks {
@@ -371,7 +441,7 @@ impl PostgresStore {
         let mut broken = false;
         let mut rest: Vec<Check> = Vec::with_capacity(items.len());
         let mut rest_work = Vec::with_capacity(items.len());
-        let fast = self.try_fast(conn, &work).await;
+        let fast = self.try_fast(conn, &work, flush).await;
         for ((item, result), one) in items.into_iter().zip(fast).zip(work) {
             broken |= matches!(result, Some(Err(WorldError::Unavailable(_))));
             match result {

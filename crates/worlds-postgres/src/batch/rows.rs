@@ -93,19 +93,28 @@ impl PostgresStore {
     /// its events and steps, and for a finished run the freeing of its hook tokens and timers
     /// and the closing of its streams, only with it. Returns the runs written, each with
     /// whether a stream of it was closed.
+    ///
+    /// Without `flush` the statement commits with `synchronous_commit = off` (set for its own
+    /// transaction): the server answers before its WAL reaches the disk, and the runs written
+    /// are noted as [unflushed](crate::Inner::unflushed) until a later commit flushes them.
     pub(super) async fn write_held(
         &self,
         conn: &mut PgConnection,
         me: &str,
         rows: &Rows<'_>,
+        flush: bool,
     ) -> Result<Vec<(String, bool)>, WorldError> {
+        // The setting is made in `u`, which is never inlined (it calls a volatile function),
+        // so it is made before anything is written, once per row, and only when asked for:
+        // a server whose default is stronger than `on` (a synchronous standby) keeps it.
         let written = rows
             .bind_writes(
                 sqlx::query(
                     "WITH u AS (
-                 SELECT * FROM UNNEST($8::text[], $9::bigint[], $10::text[], $11::bool[],
+                 SELECT x.*, CASE WHEN $18 THEN set_config('synchronous_commit', 'off', true) END AS relaxed
+                 FROM UNNEST($8::text[], $9::bigint[], $10::text[], $11::bool[],
                      $12::bool[], $13::text[], $15::bigint[], $16::bigint[], $17::bigint[])
-                     AS u(r, n, s, f, q, j, b, e, ss)
+                     AS x(r, n, s, f, q, j, b, e, ss)
              ), upd AS (
                  UPDATE runs SET next_seq = u.n, status = u.s, finished = u.f, quarantined = u.q,
                      state = COALESCE(u.j, runs.state),
@@ -142,13 +151,23 @@ impl PostgresStore {
             .bind(&rows.r_base)
             .bind(&rows.r_epoch)
             .bind(&rows.r_state_seq)
+            .bind(!flush)
             .fetch_all(&mut *conn)
             .await
             .map_err(|e| self.err("appending events", e))?;
-        Ok(written
+        let written: Vec<(String, bool)> = written
             .iter()
             .map(|row| (sqlx::Row::get(row, 0), sqlx::Row::get(row, 1)))
-            .collect())
+            .collect();
+        let mut unflushed = self.inner.unflushed.lock();
+        if flush {
+            // This commit's flush carried every earlier commit's WAL to disk.
+            unflushed.clear();
+        } else {
+            unflushed.extend(written.iter().map(|(run_id, _)| run_id.clone()));
+        }
+        drop(unflushed);
+        Ok(written)
     }
 }
 

@@ -122,6 +122,10 @@ impl PostgresStore {
 
 #[async_trait]
 impl LeaseStore for PostgresStore {
+    fn reports_takeovers(&self) -> bool {
+        true
+    }
+
     fn is_shared(&self) -> bool {
         true
     }
@@ -189,17 +193,17 @@ impl LeaseStore for PostgresStore {
     }
 
     async fn external_changes(&self) -> Result<Vec<String>, WorldError> {
-        let (ids, seen_before): (Vec<String>, Vec<i64>) = self
+        let (ids, seen_before): (Vec<String>, Vec<(i64, i64)>) = self
             .inner
             .held
             .lock()
             .iter()
-            .map(|(id, h)| (id.clone(), h.seen_seq))
+            .map(|(id, h)| (id.clone(), (h.seen_seq, h.epoch)))
             .unzip();
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let seen_before: FxHashMap<&str, i64> =
+        let seen_before: FxHashMap<&str, (i64, i64)> =
             ids.iter().map(String::as_str).zip(seen_before).collect();
         let rows = sqlx::query(
             "SELECT run_id, next_seq, owner, epoch, finished FROM runs WHERE run_id = ANY($1)",
@@ -211,6 +215,7 @@ impl LeaseStore for PostgresStore {
         let me = self.inner.member_id.as_str();
         let mut changed = Vec::new();
         let mut lost = Vec::new();
+        let mut taken = Vec::new();
         let mut held = self.inner.held.lock();
         for row in rows {
             let run_id: String = row.get(0);
@@ -221,13 +226,17 @@ impl LeaseStore for PostgresStore {
             let Some(h) = held.get_mut(&run_id) else {
                 continue;
             };
-            if owner.as_deref() != Some(me) || epoch != h.epoch {
-                // Taken over: the next append finds out (LeaseLost).
+            if seen_before.get(run_id.as_str()) != Some(&(h.seen_seq, h.epoch)) {
+                // This store wrote to or claimed the run while the rows were read: they may
+                // predate that. The next look compares again.
                 continue;
             }
-            if seen_before.get(run_id.as_str()) != Some(&h.seen_seq) {
-                // This store wrote to the run while the rows were read: they may predate it.
-                // The next look compares again.
+            if owner.as_deref() != Some(me) || epoch != h.epoch {
+                // Taken over: forgotten here, and reported, so the engine lets go of the run
+                // (its next append would fail with `LeaseLost`) instead of waiting on it.
+                held.remove(&run_id);
+                taken.push(run_id.clone());
+                changed.push(run_id);
                 continue;
             }
             if next_seq < h.seen_seq {
@@ -245,6 +254,11 @@ impl LeaseStore for PostgresStore {
             }
         }
         drop(held);
+        let mut cache = self.inner.cache.lock();
+        for run_id in &taken {
+            cache.remove(run_id);
+        }
+        drop(cache);
         for run_id in lost {
             self.poison(
                 &run_id,

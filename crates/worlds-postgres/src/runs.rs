@@ -12,7 +12,7 @@ use worlds_engine::{Event, ResolveData, WorkflowState, WorldError};
 
 use crate::db::to_json;
 use crate::reads::StoredState;
-use crate::{Held, PostgresStore};
+use crate::PostgresStore;
 
 /// Default page size of `list_runs` when the filter sets no limit.
 const DEFAULT_RUN_PAGE: usize = 100;
@@ -56,44 +56,9 @@ impl PostgresStore {
         // the caller's transaction): say which, read on the same connection.
         let inserted = inserted.map_err(|e| self.err("creating a run", e))?;
         if inserted.rows_affected() == 0 {
-            let holder: Option<(String, bool)> = sqlx::query_as(
-                "SELECT run_id, run_id = $1 FROM runs WHERE run_id = $1 OR workflow_id = $2
-                 ORDER BY (run_id = $1) DESC LIMIT 1",
-            )
-            .bind(&state.id)
-            .bind(state.workflow_id.as_bytes())
-            .fetch_optional(&mut *conn)
-            .await
-            .map_err(|e| self.err("creating a run", e))?;
-            return Err(match holder {
-                Some((_, true)) => WorldError::Conflict {
-                    message: format!("a run with id {} already exists", state.id),
-                },
-                Some((holder, false)) => WorldError::Conflict {
-                    message: format!(
-                        "workflow id '{}' is already used by run {holder}; workflow ids must be unique",
-                        state.workflow_id
-                    ),
-                },
-                // Taken and gone again between the two statements: still not created.
-                None => WorldError::Conflict {
-                    message: format!(
-                        "run {} or its workflow id '{}' was taken while it was being created",
-                        state.id, state.workflow_id
-                    ),
-                },
-            });
+            return Err(self.why_not_created(conn, &state).await);
         }
-        self.inner.held.lock().insert(
-            state.id.clone(),
-            Held {
-                epoch: 1,
-                seen_seq: 1,
-            },
-        );
-        let run_id = state.id.clone();
-        self.cache_put(&run_id, (1, 1), Arc::new(state), &[Arc::new(first)]);
-        self.announce(crate::notify::Change::Claimable, &run_id);
+        self.created(state, Arc::new(first));
         Ok(())
     }
 
@@ -117,21 +82,24 @@ impl PostgresStore {
 
 #[async_trait]
 impl RunStore for PostgresStore {
+    /// Group-committed with other creations and appends by the writer.
     async fn create_run(&self, first: Event) -> Result<(), WorldError> {
-        let mut conn = self
-            .inner
-            .pool
-            .acquire()
-            .await
-            .map_err(|e| self.err("creating a run", e))?;
-        self.insert_run(&mut conn, first).await
+        self.create_through_writer(first).await
     }
 
-    /// One after the other, in order: of two runs sharing a workflow id, the later is refused.
+    /// Queued together, so the writer inserts them in as few statements as it can, in order:
+    /// of two runs sharing a workflow id, the later is refused.
     async fn create_runs(&self, firsts: Vec<Event>) -> Vec<Result<(), WorldError>> {
-        let mut results = Vec::with_capacity(firsts.len());
-        for first in firsts {
-            results.push(self.create_run(first).await);
+        let answers: Vec<_> = firsts
+            .into_iter()
+            .map(|first| self.queue_creation(first))
+            .collect();
+        let mut results = Vec::with_capacity(answers.len());
+        for answer in answers {
+            results.push(match answer {
+                Ok(answer) => answer.await.unwrap_or_else(|_| Err(crate::batch::closed())),
+                Err(e) => Err(e),
+            });
         }
         results
     }

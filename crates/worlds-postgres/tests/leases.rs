@@ -79,6 +79,10 @@ async fn a_lapsed_holder_is_taken_over_and_its_append_is_refused_with_lease_lost
     let epoch_a = pair.a.held_epoch(&run).unwrap();
     let epoch_b = pair.b.held_epoch(&run).unwrap();
     assert!(epoch_b > epoch_a, "{epoch_b} > {epoch_a}");
+    // The old holder hears of the takeover when it looks for changes, and forgets the run (so
+    // the engine lets go of it, and a wait for its result ends).
+    assert_eq!(pair.a.external_changes().await.unwrap(), vec![run.clone()]);
+    assert_eq!(pair.a.held_epoch(&run), None);
 
     let before = pair.b.history(&run, 0).await.unwrap().len();
     let refused = pair.a.append(&run, vec![pair.schedule(&run, 1)]).await;

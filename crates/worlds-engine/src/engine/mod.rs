@@ -315,12 +315,14 @@ impl Engine {
     /// Resolves when the run reaches a terminal status, or at once if it has.
     pub(crate) async fn wait_terminal(&self, id: &str) -> Result<WorkflowState, WorldError> {
         // A run this process drives is not read at all: its end is handed over when it is
-        // recorded here. Otherwise statuses are checked on the light view, and the full state
-        // is read once, at the end.
+        // recorded here, and if another process takes the run over, this one lets go of it,
+        // which wakes the wait (told by the store's `external_changes` where it reports
+        // takeovers; otherwise the wait polls). Other runs' statuses are checked on the light
+        // view, and the full state is read once, at the end.
         let mut run_id = id.to_owned();
         loop {
-            let rx = match self.runs.wait_if_driven(&run_id) {
-                Some(rx) => rx,
+            let (rx, driven) = match self.runs.wait_if_driven(&run_id) {
+                Some(rx) => (rx, true),
                 None => {
                     let state = self.store.get_run(&run_id, ResolveData::None).await?;
                     if state.status.is_terminal() {
@@ -333,10 +335,11 @@ impl Engine {
                         return self.store.get_run(&state.id, ResolveData::All).await;
                     }
                     run_id = state.id;
-                    rx
+                    (rx, false)
                 }
             };
-            let ended = if self.store.is_shared() {
+            let polled = self.store.is_shared() && !(driven && self.store.reports_takeovers());
+            let ended = if polled {
                 // Another process may drive the run: its finish is seen by reading the store.
                 let poll = self.clock.sleep(self.config.shared_poll_interval.0);
                 tokio::select! {

@@ -291,6 +291,14 @@ pub trait LeaseStore: RunStore {
         false
     }
 
+    /// True if [`external_changes`](Self::external_changes) also reports the runs another
+    /// process took over from this one. A wait for the result of a run this process drives
+    /// then needs no polling: if the run moves to another process, this one lets go of it,
+    /// which ends the wait. False by default: the engine polls such waits on a shared store.
+    fn reports_takeovers(&self) -> bool {
+        false
+    }
+
     /// The unfinished runs this process should start driving, now leased to it: on a shared
     /// store, those no live process drives and whose workflow `can_run` (given its name) says
     /// this process can run; each is returned once, when its lease is taken. A store of one
@@ -304,8 +312,9 @@ pub trait LeaseStore: RunStore {
     }
 
     /// Runs leased to this process that another process wrote to since the last call (a
-    /// cancellation, a child's result), already read back from disk. Always empty for a store of
-    /// one process.
+    /// cancellation, a child's result), already read back from disk, and runs another process
+    /// took over (this process's lease expired): the engine reads each, and lets go of one it
+    /// no longer holds. Always empty for a store of one process.
     async fn external_changes(&self) -> Result<Vec<String>, WorldError> {
         Ok(Vec::new())
     }

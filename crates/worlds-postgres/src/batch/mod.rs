@@ -38,6 +38,7 @@ use crate::notify::Change;
 use crate::{Inner, PostgresStore};
 
 pub(crate) mod accept;
+mod create;
 mod fast;
 mod locked;
 mod rows;
@@ -72,6 +73,8 @@ pub(crate) enum Level {
 
 /// What the writer is asked to do.
 pub(crate) enum Pending {
+    /// A run to create ([`create`]).
+    Create(create::Create),
     /// An append to check and write.
     Check(Check),
     /// An append accepted at call time, to write as it is ([`accept`]).
@@ -88,6 +91,7 @@ impl Pending {
     /// Answers whoever waits on this item with `error`, without writing anything.
     fn refuse(self, error: WorldError) {
         match self {
+            Pending::Create(create) => create.refuse(error),
             Pending::Check(check) => {
                 let _ = check.reply.send(Err(error));
             }
@@ -154,7 +158,7 @@ pub(crate) fn spawn_writer(inner: Weak<Inner>, mut rx: mpsc::UnboundedReceiver<P
     });
 }
 
-fn closed() -> WorldError {
+pub(crate) fn closed() -> WorldError {
     WorldError::Unavailable("the PostgreSQL store was closed; connect it again".into())
 }
 
@@ -299,11 +303,13 @@ impl PostgresStore {
     /// settles (see [`try_fast`](Self::try_fast)), the others in one locked transaction; on a
     /// failure of that whole transaction, each append alone. Flushes are answered last.
     async fn commit_batch(&self, held: &mut Option<PoolConnection<Postgres>>, items: Vec<Pending>) {
+        let mut creates = Vec::new();
         let mut accepted = Vec::new();
         let mut checks = Vec::new();
         let mut flushes = Vec::new();
         for item in items {
             match item {
+                Pending::Create(c) => creates.push(c),
                 Pending::Accepted(a) => accepted.push(a),
                 Pending::Check(c) => checks.push(c),
                 Pending::Flush { run_id, reply } => flushes.push((run_id, reply)),
@@ -314,6 +320,11 @@ impl PostgresStore {
         let flush = !flushes.is_empty()
             || accepted.iter().any(|a| a.synced)
             || checks.iter().any(|c| c.synced);
+        if !creates.is_empty() {
+            // First: nothing in the batch can be an append to a run it creates (a run is
+            // appended to once its creation was answered).
+            self.write_creations(held, creates).await;
+        }
         if !accepted.is_empty() || !checks.is_empty() {
             self.write_batch(held, accepted, checks, flush).await;
         }
@@ -401,6 +412,47 @@ impl PostgresStore {
                     self.inner.server
                 )),
             );
+        }
+    }
+
+    /// Inserts the batch's new runs on the writer's connection (taking one if it has none). If
+    /// that connection fails (a server restart ends every session, and the writer's may have
+    /// been idle since), the runs are tried once more on a fresh one.
+    async fn write_creations(
+        &self,
+        held: &mut Option<PoolConnection<Postgres>>,
+        creates: Vec<create::Create>,
+    ) {
+        let mut runs = self.prepare_runs(creates);
+        for again in [false, true] {
+            let conn = match held {
+                Some(conn) => conn,
+                None => match self.inner.pool.acquire().await {
+                    Ok(conn) => held.insert(conn),
+                    Err(e) => {
+                        let error = self.err("connecting to create runs", e);
+                        for run in runs {
+                            run.refuse(accept::again(&error));
+                        }
+                        return;
+                    }
+                },
+            };
+            match self.insert_runs(conn, runs, again).await {
+                Ok(()) => return,
+                Err(unknown) => {
+                    *held = None;
+                    self.lose_unflushed();
+                    runs = unknown;
+                }
+            }
+        }
+        let error = WorldError::Unavailable(format!(
+            "the connection to PostgreSQL on {} failed twice while creating runs; whether they were created is unknown: look them up",
+            self.inner.server
+        ));
+        for run in runs {
+            run.refuse(accept::again(&error));
         }
     }
 

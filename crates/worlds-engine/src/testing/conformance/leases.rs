@@ -7,7 +7,7 @@ use super::*;
 /// shared store hands out each unfinished run at most once (when its lease is taken; the runs
 /// this process created are leased to it already). Nobody else writes, so there are no
 /// external changes. A store of one process has no change signal (nobody else changes
-/// anything); a shared store may have one.
+/// anything) and reports no takeovers; a shared store may have both.
 pub async fn claims_hand_out_unfinished_runs_once_and_nothing_changes_externally(
     store: Arc<dyn Store>,
 ) {
@@ -38,5 +38,7 @@ pub async fn claims_hand_out_unfinished_runs_once_and_nothing_changes_externally
     );
     if !store.is_shared() {
         assert!(store.changes().is_none());
+        // Nobody can take a run over from a store of one process.
+        assert!(!store.reports_takeovers());
     }
 }

@@ -38,8 +38,8 @@ pub async fn create_run_then_get_by_run_id_and_workflow_id(store: Arc<dyn Store>
 }
 
 /// `create_runs` creates each run as `create_run` would and answers for each: a run whose run id
-/// or workflow id is taken (by a stored run or an earlier one of the batch) is refused, the
-/// others are created.
+/// or workflow id is taken (by a stored run or an earlier one of the batch, the same run id
+/// included) is refused, the others are created.
 pub async fn create_runs_creates_each_and_refuses_taken_ids(store: Arc<dyn Store>) {
     let m = Maker::new();
     let taken = m.create(&*store, "batch").await;
@@ -60,12 +60,14 @@ pub async fn create_runs_creates_each_and_refuses_taken_ids(store: Arc<dyn Store
             with_id(&b, "shared"),
             with_id(&c, "shared"),
             m.queued(&taken, Queued::named("batch")),
+            m.queued(&a, Queued::named("batch")),
         ])
         .await;
-    assert_eq!(results.len(), 4);
+    assert_eq!(results.len(), 5);
     assert!(results[0].is_ok() && results[1].is_ok(), "{results:?}");
     assert!(is_conflict(&results[2]), "{:?}", results[2]);
     assert!(is_conflict(&results[3]), "{:?}", results[3]);
+    assert!(is_conflict(&results[4]), "a run id twice: {:?}", results[4]);
 
     assert_eq!(store.get_run(&a, ResolveData::All).await.unwrap().id, a);
     assert_eq!(

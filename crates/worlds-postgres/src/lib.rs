@@ -55,8 +55,9 @@
 //! except an accepted `append_nowait`. Should the server restart and lose commits it had not
 //! flushed, the store reads the runs they touched back before appending to them again: those
 //! whose writer connection failed before a flush, and any held run whose row went back behind
-//! what this store committed (found by `external_changes`). Stream chunks, timers, schedules
-//! and run creations are one flushed transaction each. Reads go to the database.
+//! what this store committed (found by `external_changes`). Run creations are group-committed
+//! by the writer too (one statement for a batch's new runs, flushed); stream chunks, timers and
+//! schedules are one flushed transaction each. Reads go to the database.
 //!
 //! # Leases and fencing
 //!

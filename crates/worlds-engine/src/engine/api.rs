@@ -14,7 +14,8 @@ use crate::config::WorldConfig;
 use crate::error::WorldError;
 use crate::hooks::HookResumed;
 use crate::model::{
-    ActivityState, Event, Page, ResolveData, WorkflowOptions, WorkflowQueryFilter, WorkflowState,
+    ActivityState, Event, ListQuery, Page, ResolveData, WorkflowOptions, WorkflowQueryFilter,
+    WorkflowState,
 };
 use crate::payload::Payload;
 use crate::queue::{QueueEntry, QueueFilter};
@@ -189,6 +190,24 @@ impl Engine {
     /// A run's whole history.
     pub(crate) async fn history(&self, run_id: &str) -> Result<Vec<Arc<Event>>, WorldError> {
         self.store.history(run_id, 0).await
+    }
+
+    /// One page of a run's events, by `seq`.
+    pub(crate) async fn list_events(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<Arc<Event>>, WorldError> {
+        self.store.list_events(run_id, query).await
+    }
+
+    /// One page of a run's steps, by position.
+    pub(crate) async fn list_steps(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<ActivityState>, WorldError> {
+        self.store.list_steps(run_id, query).await
     }
 
     /// One page of runs matching the filter.

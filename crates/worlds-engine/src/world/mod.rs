@@ -21,7 +21,10 @@ use crate::clock::{Clock, SystemClock};
 use crate::engine::definitions::{Definition, Workflow};
 use crate::engine::Engine;
 use crate::error::WorldError;
-use crate::model::{Page, ResolveData, WorkflowOptions, WorkflowQueryFilter, WorkflowState};
+use crate::model::{
+    ActivityState, Event, ListQuery, Page, ResolveData, WorkflowOptions, WorkflowQueryFilter,
+    WorkflowState,
+};
 use crate::payload::Payload;
 use crate::store::{FileStore, HybridStore, MemoryStore, Store};
 use crate::telemetry::logs::world_log;
@@ -388,6 +391,16 @@ impl World {
         query_with_history(&self.engine, id).await
     }
 
+    /// The state of a run (by run id or workflow id) without its history; with
+    /// `ResolveData::None`, without its payloads either (the cheaper read for a status).
+    pub async fn get_run(
+        &self,
+        id: &str,
+        resolve: ResolveData,
+    ) -> Result<WorkflowState, WorldError> {
+        self.engine.get_run(id, resolve).await
+    }
+
     /// Runs matching the filter, newest first, without their histories.
     pub async fn query_workflows(
         &self,
@@ -406,6 +419,25 @@ impl World {
         filter: WorkflowQueryFilter,
     ) -> Result<Page<WorkflowState>, WorldError> {
         self.engine.list_runs(&filter).await
+    }
+
+    /// One page of a run's history (by run id), oldest first unless `query.order` says
+    /// otherwise; pass the returned cursor back for the next page.
+    pub async fn events(
+        &self,
+        run_id: &str,
+        query: ListQuery,
+    ) -> Result<Page<Arc<Event>>, WorldError> {
+        self.engine.list_events(run_id, &query).await
+    }
+
+    /// One page of a run's steps (by run id), by position.
+    pub async fn steps(
+        &self,
+        run_id: &str,
+        query: ListQuery,
+    ) -> Result<Page<ActivityState>, WorldError> {
+        self.engine.list_steps(run_id, &query).await
     }
 
     /// Quarantined runs, newest first, each with its `quarantine` reason: failed runs set aside

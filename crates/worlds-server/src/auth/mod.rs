@@ -1,0 +1,197 @@
+//! Who may call the API: every route but health checks asks an [`AuthProvider`] who the
+//! caller is, and refuses a caller whose [`Scope`] does not cover the route.
+//!
+//! The built-in provider is a [`KeyRing`] of API keys sent as `Authorization: Bearer wek_…`. A
+//! program plugs its own check (OIDC tokens, an mTLS identity set by its proxy) by implementing
+//! [`AuthProvider`].
+
+mod keys;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use axum::extract::{Request, State};
+use axum::http::request::Parts;
+use axum::http::{header, HeaderValue};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use serde::{Deserialize, Serialize};
+use worlds_engine::clock::Clock;
+
+pub use keys::{ApiKeyRecord, KeyRing, NewApiKey, KEY_PREFIX};
+
+use crate::error::ApiError;
+
+/// What a caller may do. Each scope includes the ones before it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Scope {
+    /// Look: every `GET`.
+    Read,
+    /// Act on runs: start, cancel, resume hooks, write streams.
+    Write,
+    /// Manage the world: keys, schedules, bulk operations.
+    Admin,
+}
+
+impl Scope {
+    /// True if a caller with this scope may use a route that needs `needed`.
+    pub fn allows(self, needed: Scope) -> bool {
+        self >= needed
+    }
+
+    /// The scope's name, as in `--scope read|write|admin`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Write => "write",
+            Scope::Admin => "admin",
+        }
+    }
+}
+
+impl std::str::FromStr for Scope {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s {
+            "read" => Ok(Scope::Read),
+            "write" => Ok(Scope::Write),
+            "admin" => Ok(Scope::Admin),
+            other => Err(format!("unknown scope '{other}': use read, write or admin")),
+        }
+    }
+}
+
+/// A caller the provider recognized.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Principal {
+    /// Who it is, for logs (`key:<id>` for an API key).
+    pub subject: String,
+    /// What it may do.
+    pub scope: Scope,
+}
+
+/// Why a caller was not recognized (all answered 401, with the reason in the body).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AuthError {
+    /// No credentials were sent.
+    #[error("this route needs an API key: send `Authorization: Bearer wek_…`")]
+    Missing,
+    /// The credentials are not of the expected shape (or fail their check characters).
+    #[error("the API key is malformed (mistyped or cut short?)")]
+    Malformed,
+    /// No such key, or the secret does not match it.
+    #[error("the API key is not known to this server")]
+    UnknownKey,
+    /// The key was revoked.
+    #[error("the API key was revoked")]
+    Revoked,
+    /// The key expired.
+    #[error("the API key has expired")]
+    Expired,
+    /// A provider's own refusal.
+    #[error("{0}")]
+    Refused(String),
+}
+
+/// Recognizes callers. Implement it to authenticate with something other than the server's
+/// API keys; it sees the request's method, URI and headers (not its body).
+///
+/// ```
+/// use async_trait::async_trait;
+/// use axum::http::request::Parts;
+/// use worlds_server::auth::{AuthError, AuthProvider, Principal, Scope};
+///
+/// /// Trusts the identity a TLS-terminating proxy puts in `x-client-cert-subject`.
+/// struct ProxyIdentity;
+///
+/// #[async_trait]
+/// impl AuthProvider for ProxyIdentity {
+///     async fn authenticate(&self, request: &Parts) -> Result<Principal, AuthError> {
+///         let subject = request
+///             .headers
+///             .get("x-client-cert-subject")
+///             .and_then(|v| v.to_str().ok())
+///             .ok_or(AuthError::Missing)?;
+///         Ok(Principal { subject: subject.to_owned(), scope: Scope::Write })
+///     }
+/// }
+/// ```
+#[async_trait]
+pub trait AuthProvider: Send + Sync + 'static {
+    /// The caller of `request`, or why it is refused.
+    async fn authenticate(&self, request: &Parts) -> Result<Principal, AuthError>;
+}
+
+/// API keys checked against the world's clock.
+pub(crate) struct KeyAuth {
+    pub(crate) keys: Arc<KeyRing>,
+    pub(crate) clock: Arc<dyn Clock>,
+}
+
+#[async_trait]
+impl AuthProvider for KeyAuth {
+    async fn authenticate(&self, request: &Parts) -> Result<Principal, AuthError> {
+        let header = request
+            .headers
+            .get(header::AUTHORIZATION)
+            .ok_or(AuthError::Missing)?;
+        let key = header
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .ok_or(AuthError::Malformed)?;
+        self.keys.verify(key.trim(), self.clock.now_ms())
+    }
+}
+
+/// What a guarded group of routes needs: the provider and the scope.
+#[derive(Clone)]
+pub(crate) struct Guard {
+    pub(crate) provider: Arc<dyn AuthProvider>,
+    pub(crate) needs: Scope,
+}
+
+/// Middleware: refuses a caller the provider does not recognize (401) or whose scope does not
+/// cover the route (403); otherwise passes the request on with its [`Principal`] attached.
+pub(crate) async fn require(State(guard): State<Guard>, request: Request, next: Next) -> Response {
+    let (mut parts, body) = request.into_parts();
+    match guard.provider.authenticate(&parts).await {
+        Ok(principal) if principal.scope.allows(guard.needs) => {
+            parts.extensions.insert(principal);
+            next.run(Request::from_parts(parts, body)).await
+        }
+        Ok(principal) => ApiError::forbidden(format!(
+            "this route needs the {} scope; the key used has {}",
+            guard.needs.as_str(),
+            principal.scope.as_str()
+        ))
+        .into_response(),
+        Err(e) => {
+            let mut response = ApiError::unauthenticated(e.to_string()).into_response();
+            response.headers_mut().insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"worlds\""),
+            );
+            response
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_include_the_ones_before_them() {
+        assert!(Scope::Admin.allows(Scope::Write) && Scope::Admin.allows(Scope::Read));
+        assert!(Scope::Write.allows(Scope::Read) && !Scope::Write.allows(Scope::Admin));
+        assert!(!Scope::Read.allows(Scope::Write));
+        assert_eq!("write".parse::<Scope>(), Ok(Scope::Write));
+        assert!("root"
+            .parse::<Scope>()
+            .unwrap_err()
+            .contains("read, write or admin"));
+    }
+}

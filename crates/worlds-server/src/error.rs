@@ -1,0 +1,165 @@
+//! Every refusal of the API has one shape: the HTTP status of the engine's error kind and a
+//! JSON body `{"code", "message", "details"}`, where `code` is stable for programs to match on
+//! and `message` says what was wrong and what to do.
+
+use axum::extract::rejection::{JsonRejection, QueryRejection};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use worlds_engine::{ErrorKind, WorldError};
+
+/// The body of an error answer.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// A stable code: `NOT_FOUND`, `CONFLICT`, `INVALID_INPUT`, `PAYLOAD_TOO_LARGE`,
+    /// `UNAUTHENTICATED`, `FORBIDDEN`, `GONE`, `UNAVAILABLE`, …
+    pub code: String,
+    /// What was wrong, for people.
+    pub message: String,
+    /// More about it, for programs (the field at fault, the id not found…); `null` if nothing.
+    #[serde(default)]
+    pub details: Value,
+}
+
+/// An error answered by the API.
+#[derive(Debug)]
+pub struct ApiError {
+    status: StatusCode,
+    body: ErrorBody,
+}
+
+impl ApiError {
+    fn new(status: StatusCode, code: &str, message: impl Into<String>, details: Value) -> Self {
+        ApiError {
+            status,
+            body: ErrorBody {
+                code: code.to_owned(),
+                message: message.into(),
+                details,
+            },
+        }
+    }
+
+    /// 401: the caller is not recognized.
+    pub fn unauthenticated(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UNAUTHORIZED,
+            "UNAUTHENTICATED",
+            message,
+            Value::Null,
+        )
+    }
+
+    /// 403: the caller may not do this.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, "FORBIDDEN", message, Value::Null)
+    }
+
+    /// 400: the request is malformed; `field` names the part at fault.
+    pub fn invalid(field: &str, message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::BAD_REQUEST,
+            "INVALID_INPUT",
+            message,
+            serde_json::json!({ "field": field }),
+        )
+    }
+
+    /// The HTTP status.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The body.
+    pub fn body(&self) -> &ErrorBody {
+        &self.body
+    }
+}
+
+/// The stable code of an engine error kind.
+pub fn code_of(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::NotFound => "NOT_FOUND",
+        ErrorKind::Conflict => "CONFLICT",
+        ErrorKind::InvalidInput => "INVALID_INPUT",
+        ErrorKind::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+        ErrorKind::RunFailed => "RUN_FAILED",
+        ErrorKind::RunCancelled => "RUN_CANCELLED",
+        ErrorKind::Timeout => "TIMEOUT",
+        ErrorKind::Unavailable => "UNAVAILABLE",
+        ErrorKind::Unsupported => "UNSUPPORTED",
+        ErrorKind::Gone => "GONE",
+        ErrorKind::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+        ErrorKind::RequestTimeout => "REQUEST_TIMEOUT",
+        _ => "INTERNAL",
+    }
+}
+
+impl From<WorldError> for ApiError {
+    fn from(error: WorldError) -> Self {
+        let kind = error.kind();
+        let status =
+            StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+        let details = match &error {
+            WorldError::NotFound { what, id } => serde_json::json!({ "what": what, "id": id }),
+            WorldError::InvalidInput { field, .. } => serde_json::json!({ "field": field }),
+            WorldError::UnknownWorkflow { name } => serde_json::json!({ "workflow": name }),
+            WorldError::PayloadTooLarge { size, limit, .. } => {
+                serde_json::json!({ "size": size, "limit": limit })
+            }
+            _ => Value::Null,
+        };
+        if kind == ErrorKind::Internal {
+            tracing::error!(error = %error, "an API call failed inside the engine");
+        }
+        Self::new(status, code_of(kind), error.to_string(), details)
+    }
+}
+
+impl From<JsonRejection> for ApiError {
+    fn from(rejection: JsonRejection) -> Self {
+        let status = rejection.status();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            return Self::new(
+                status,
+                "PAYLOAD_TOO_LARGE",
+                rejection.body_text(),
+                Value::Null,
+            );
+        }
+        Self::invalid("body", rejection.body_text())
+    }
+}
+
+impl From<QueryRejection> for ApiError {
+    fn from(rejection: QueryRejection) -> Self {
+        Self::invalid("query", rejection.body_text())
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.status, Json(self.body)).into_response()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn engine_errors_keep_their_status_and_get_a_code() {
+        let e = ApiError::from(WorldError::NotFound {
+            what: "run",
+            id: "wrun_x".into(),
+        });
+        assert_eq!(e.status(), StatusCode::NOT_FOUND);
+        assert_eq!(e.body().code, "NOT_FOUND");
+        assert_eq!(e.body().details["id"], "wrun_x");
+        let e = ApiError::from(WorldError::Gone("expired".into()));
+        assert_eq!((e.status().as_u16(), e.body().code.as_str()), (410, "GONE"));
+        assert_eq!(ApiError::forbidden("no").status(), StatusCode::FORBIDDEN);
+    }
+}

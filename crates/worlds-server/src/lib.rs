@@ -1,0 +1,223 @@
+//! The HTTP API of a worlds-engine world: start runs by name, read and list them, wait for
+//! results, page through histories and steps, cancel runs and resume hooks, from any process
+//! that can reach the server — with every route but the health checks behind authentication.
+//!
+//! Mount [`router`] in your own axum application, or let [`serve`] run a server:
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use worlds_engine::prelude::*;
+//! use worlds_server::auth::{KeyRing, Scope};
+//! use worlds_server::{serve, ApiOptions};
+//!
+//! let world = Arc::new(World::new(WorldConfig::default())?);
+//! world.start().await?;
+//! let keys = Arc::new(KeyRing::new());
+//! let key = keys.create("ops", Scope::Write, world.clock().now_ms(), None);
+//! println!("API key (shown once): {}", key.key);
+//! let server = serve(world.clone(), "127.0.0.1:8080", ApiOptions::with_keys(keys)).await?;
+//! // curl -H "Authorization: Bearer wek_…" http://127.0.0.1:8080/v1/runs
+//! server.shutdown().await;
+//! # Ok(()) }
+//! ```
+//!
+//! # Routes
+//!
+//! | route | scope | what |
+//! |---|---|---|
+//! | `GET /healthz`, `GET /readyz` | none | the process answers; its storage answers too |
+//! | `POST /v1/runs` | write | start a run: `{"workflow", "input", "options"}` → 201 `{run_id, workflow_id}` |
+//! | `GET /v1/runs` | read | runs, newest first: `status` (comma-separated), `workflow`, `parent`, `started_after`, `started_before`, `quarantined`, `cursor`, `limit`, `resolve=none\|all` |
+//! | `GET /v1/runs/{id}` | read | one run (by run id or workflow id), `resolve=none\|all` |
+//! | `GET /v1/runs/{id}/result` | read | waits up to `wait_ms` (default 30 s): 200 with the outcome once finished, 202 while it goes on |
+//! | `GET /v1/runs/{id}/events` | read | its history, paged: `cursor`, `limit`, `order=ascending\|descending`, `resolve` |
+//! | `GET /v1/runs/{id}/steps` | read | its steps, paged likewise |
+//! | `POST /v1/runs/{id}/cancel` | write | cancel it (and its unfinished children), `{"reason"}` optional |
+//! | `POST /v1/hooks/resume` | write | `{"token", "payload"}`: resume the hook waiting with that token |
+//!
+//! Errors are `{"code", "message", "details"}` with the engine's statuses (see
+//! [`error::ErrorBody`]); a caller without a recognized key gets 401, one whose key's scope
+//! does not cover the route 403. Request bodies are capped at the world's payload limit plus
+//! room for the envelope (413 beyond). No CORS headers are sent.
+
+#![forbid(unsafe_code)]
+
+pub mod auth;
+pub mod error;
+mod routes;
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+use worlds_engine::{World, WorldError};
+
+use auth::{AuthProvider, Guard, KeyAuth, KeyRing, Scope};
+use routes::{health, hooks, runs, Api};
+
+/// Room for a request's envelope (workflow name, options, token) on top of the world's payload
+/// limit.
+const ENVELOPE_BYTES: usize = 64 * 1024;
+
+/// How callers are recognized.
+#[derive(Clone)]
+pub enum Auth {
+    /// API keys from this ring (`Authorization: Bearer wek_…`), checked on the world's clock.
+    Keys(Arc<KeyRing>),
+    /// A program's own check.
+    Provider(Arc<dyn AuthProvider>),
+}
+
+impl std::fmt::Debug for Auth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Auth::Keys(keys) => write!(f, "Auth::Keys({} keys)", keys.list().len()),
+            Auth::Provider(_) => f.write_str("Auth::Provider(..)"),
+        }
+    }
+}
+
+/// How the API is served. There is no way to serve it unauthenticated.
+#[derive(Debug, Clone)]
+pub struct ApiOptions {
+    /// How callers are recognized.
+    pub auth: Auth,
+    /// Largest request body accepted (413 beyond). Default: the world's
+    /// `max_payload_bytes` plus 64 KiB.
+    pub max_body_bytes: Option<usize>,
+}
+
+impl ApiOptions {
+    /// Callers are recognized by the API keys of `keys`.
+    pub fn with_keys(keys: Arc<KeyRing>) -> Self {
+        ApiOptions {
+            auth: Auth::Keys(keys),
+            max_body_bytes: None,
+        }
+    }
+
+    /// Callers are recognized by `provider`.
+    pub fn with_provider(provider: impl AuthProvider) -> Self {
+        ApiOptions {
+            auth: Auth::Provider(Arc::new(provider)),
+            max_body_bytes: None,
+        }
+    }
+}
+
+/// The API over `world`, to serve or to mount in a larger application (under `/`: its paths
+/// start with `/v1`, `/healthz` and `/readyz`).
+pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
+    let provider: Arc<dyn AuthProvider> = match options.auth {
+        Auth::Keys(keys) => Arc::new(KeyAuth {
+            keys,
+            clock: world.clock(),
+        }),
+        Auth::Provider(provider) => provider,
+    };
+    let limit = options.max_body_bytes.unwrap_or(
+        world
+            .config()
+            .max_payload_bytes
+            .saturating_add(ENVELOPE_BYTES),
+    );
+    let guarded = |needs: Scope, routes: Router<Api>| {
+        routes.route_layer(axum::middleware::from_fn_with_state(
+            Guard {
+                provider: provider.clone(),
+                needs,
+            },
+            auth::require,
+        ))
+    };
+    let read = Router::new()
+        .route("/v1/runs", get(runs::list))
+        .route("/v1/runs/{id}", get(runs::get))
+        .route("/v1/runs/{id}/result", get(runs::result))
+        .route("/v1/runs/{id}/events", get(runs::events))
+        .route("/v1/runs/{id}/steps", get(runs::steps));
+    let write = Router::new()
+        .route("/v1/runs", post(runs::start))
+        .route("/v1/runs/{id}/cancel", post(runs::cancel))
+        .route("/v1/hooks/resume", post(hooks::resume));
+    let open = Router::new()
+        .route("/healthz", get(health::healthz))
+        .route("/readyz", get(health::readyz));
+    guarded(Scope::Read, read)
+        .merge(guarded(Scope::Write, write))
+        .merge(open)
+        .fallback(|| async {
+            error::ApiError::from(WorldError::NotFound {
+                what: "route",
+                id: "this path".into(),
+            })
+        })
+        .layer(axum::extract::DefaultBodyLimit::max(limit))
+        .with_state(Api { world })
+}
+
+/// A running API server (see [`serve`]). It stops when [`shutdown`](Self::shutdown) is called
+/// or when it is dropped.
+#[derive(Debug)]
+pub struct ApiServer {
+    addr: SocketAddr,
+    stop: CancellationToken,
+    task: Option<JoinHandle<()>>,
+}
+
+impl ApiServer {
+    /// The address it listens on (with the port the system chose for port 0).
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Stops accepting connections and waits for the requests in flight to be answered.
+    pub async fn shutdown(mut self) {
+        self.stop.cancel();
+        if let Some(task) = self.task.take() {
+            let _ = task.await;
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        self.stop.cancel();
+    }
+}
+
+/// Serves the API over `world` on `addr` until the returned server is shut down.
+///
+/// Fails with `Unavailable` if the address cannot be bound.
+pub async fn serve(
+    world: Arc<World>,
+    addr: impl tokio::net::ToSocketAddrs,
+    options: ApiOptions,
+) -> Result<ApiServer, WorldError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|e| WorldError::Unavailable(format!("could not listen for the API: {e}")))?;
+    let addr = listener
+        .local_addr()
+        .map_err(|e| WorldError::Unavailable(format!("could not listen for the API: {e}")))?;
+    let app = router(world, options);
+    let stop = CancellationToken::new();
+    let stopped = stop.clone();
+    let task = tokio::spawn(async move {
+        let served = axum::serve(listener, app)
+            .with_graceful_shutdown(async move { stopped.cancelled().await })
+            .await;
+        if let Err(e) = served {
+            tracing::error!(error = %e, "the API server stopped");
+        }
+    });
+    Ok(ApiServer {
+        addr,
+        stop,
+        task: Some(task),
+    })
+}

@@ -1,0 +1,29 @@
+//! `/healthz` (the process answers) and `/readyz` (its storage answers too). Neither needs a
+//! key: load balancers and orchestrators call them.
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use worlds_engine::WorkflowQueryFilter;
+
+use super::Api;
+
+pub(crate) async fn healthz() -> Json<serde_json::Value> {
+    Json(serde_json::json!({ "status": "ok" }))
+}
+
+pub(crate) async fn readyz(State(api): State<Api>) -> Response {
+    match api
+        .world
+        .list_runs(WorkflowQueryFilter::new().limit(1))
+        .await
+    {
+        Ok(_) => Json(serde_json::json!({ "status": "ready" })).into_response(),
+        Err(e) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({ "status": "unavailable", "message": e.to_string() })),
+        )
+            .into_response(),
+    }
+}

@@ -1,0 +1,15 @@
+//! The routes, grouped by the scope they need (see [`router`](crate::router)).
+
+pub(crate) mod health;
+pub(crate) mod hooks;
+pub(crate) mod runs;
+
+use std::sync::Arc;
+
+use worlds_engine::World;
+
+/// What every handler gets: the world it serves.
+#[derive(Clone)]
+pub(crate) struct Api {
+    pub(crate) world: Arc<World>,
+}

@@ -1,0 +1,461 @@
+//! The API over real loopback HTTP: authentication on every guarded route, runs started,
+//! read, listed, paged, waited for and cancelled, hooks resumed, and malformed or oversized
+//! requests refused with nothing recorded.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use parking_lot::Mutex;
+use reqwest::{Client, StatusCode};
+use serde_json::{json, Value};
+use worlds_engine::prelude::*;
+use worlds_engine::WorkflowQueryFilter;
+use worlds_server::auth::{KeyRing, Scope};
+use worlds_server::{serve, ApiOptions, ApiServer};
+
+/// A served world with a key of each kind.
+struct Served {
+    world: Arc<World>,
+    server: ApiServer,
+    http: Client,
+    base: String,
+    read: String,
+    write: String,
+    expired: String,
+    revoked: String,
+    tokens: Arc<Mutex<Vec<String>>>,
+}
+
+impl Served {
+    async fn new() -> Self {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let mut config = WorldConfig::memory();
+        config.max_payload_bytes = 64 * 1024;
+        let world = Arc::new(World::new(config).unwrap());
+        let greet = activity("greet", |_ctx: ActivityContext, name: String| async move {
+            Ok::<_, StepError>(format!("hello {name}"))
+        });
+        let hello = {
+            let greet = greet.clone();
+            workflow("hello", move |ctx: WorkflowContext, name: String| {
+                let greet = greet.clone();
+                async move { Ok::<_, WorkflowError>(ctx.run(&greet, name).await?) }
+            })
+        };
+        let tokens = Arc::new(Mutex::new(Vec::new()));
+        let note = {
+            let tokens = tokens.clone();
+            activity("note", move |_ctx: ActivityContext, token: String| {
+                let tokens = tokens.clone();
+                async move {
+                    tokens.lock().push(token);
+                    Ok::<_, StepError>(())
+                }
+            })
+        };
+        let approval = {
+            let note = note.clone();
+            workflow("approval", move |ctx: WorkflowContext, _: ()| {
+                let note = note.clone();
+                async move {
+                    let hook = ctx.create_hook::<bool>();
+                    ctx.run(&note, hook.token().to_owned()).await?;
+                    Ok::<_, WorkflowError>(hook.wait().await?)
+                }
+            })
+        };
+        let nap = workflow("nap", |ctx: WorkflowContext, _: ()| async move {
+            ctx.sleep("1h").await?;
+            Ok::<_, WorkflowError>(())
+        });
+        world
+            .register(&greet)
+            .unwrap()
+            .register(&hello)
+            .unwrap()
+            .register(&note)
+            .unwrap()
+            .register(&approval)
+            .unwrap()
+            .register(&nap)
+            .unwrap();
+        world.start().await.unwrap();
+
+        let now = world.clock().now_ms();
+        let keys = Arc::new(KeyRing::new());
+        let read = keys.create("dashboard", Scope::Read, now, None).key;
+        let write = keys.create("service", Scope::Write, now, None).key;
+        let expired = keys
+            .create("old", Scope::Admin, now - 10, Some(now - 1))
+            .key;
+        let gone = keys.create("leaked", Scope::Admin, now, None);
+        keys.revoke(&gone.record.id, now);
+        let server = serve(world.clone(), "127.0.0.1:0", ApiOptions::with_keys(keys))
+            .await
+            .unwrap();
+        let base = format!("http://{}", server.local_addr());
+        Served {
+            world,
+            server,
+            http: Client::new(),
+            base,
+            read,
+            write,
+            expired,
+            revoked: gone.key,
+            tokens,
+        }
+    }
+
+    fn url(&self, path: &str) -> String {
+        format!("{}{path}", self.base)
+    }
+
+    async fn get(&self, key: &str, path: &str) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .get(self.url(path))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn post(&self, key: &str, path: &str, body: Value) -> (StatusCode, Value) {
+        let response = self
+            .http
+            .post(self.url(path))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn start(&self, workflow: &str, input: Value) -> String {
+        let (status, body) = self
+            .post(
+                &self.write,
+                "/v1/runs",
+                json!({ "workflow": workflow, "input": input }),
+            )
+            .await;
+        assert_eq!(status, StatusCode::CREATED, "{body}");
+        body["run_id"].as_str().unwrap().to_owned()
+    }
+
+    async fn run_count(&self) -> usize {
+        self.world
+            .query_workflows(WorkflowQueryFilter::new())
+            .await
+            .unwrap()
+            .len()
+    }
+
+    async fn stop(self) {
+        self.server.shutdown().await;
+        self.world.shutdown().await.unwrap();
+    }
+}
+
+fn code(body: &Value) -> &str {
+    body["code"].as_str().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn every_guarded_route_refuses_callers_without_a_valid_key_of_the_right_scope() {
+    let s = Served::new().await;
+    // Health checks are open.
+    let health = s.http.get(s.url("/healthz")).send().await.unwrap();
+    assert_eq!(health.status(), StatusCode::OK);
+    let ready = s.http.get(s.url("/readyz")).send().await.unwrap();
+    assert_eq!(ready.status(), StatusCode::OK);
+
+    let routes = [
+        ("GET", "/v1/runs"),
+        ("GET", "/v1/runs/wrun_x"),
+        ("GET", "/v1/runs/wrun_x/result"),
+        ("GET", "/v1/runs/wrun_x/events"),
+        ("GET", "/v1/runs/wrun_x/steps"),
+        ("POST", "/v1/runs"),
+        ("POST", "/v1/runs/wrun_x/cancel"),
+        ("POST", "/v1/hooks/resume"),
+    ];
+    let malformed = "wek_short";
+    let unknown = KeyRing::new().create("x", Scope::Admin, 0, None).key;
+    for (method, path) in routes {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let bare = s
+            .http
+            .request(method.clone(), s.url(path))
+            .json(&json!({ "workflow": "hello", "input": "x" }))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(
+            bare.status(),
+            StatusCode::UNAUTHORIZED,
+            "{path} without a key"
+        );
+        assert!(bare.headers().contains_key("www-authenticate"));
+        assert_eq!(code(&bare.json().await.unwrap()), "UNAUTHENTICATED");
+        for (key, why) in [
+            (malformed, "malformed"),
+            (unknown.as_str(), "not known"),
+            (s.expired.as_str(), "expired"),
+            (s.revoked.as_str(), "revoked"),
+        ] {
+            let refused = s
+                .http
+                .request(method.clone(), s.url(path))
+                .bearer_auth(key)
+                .json(&json!({ "workflow": "hello", "input": "x" }))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(refused.status(), StatusCode::UNAUTHORIZED, "{path}: {why}");
+            let body: Value = refused.json().await.unwrap();
+            assert!(
+                body["message"].as_str().unwrap().contains(why),
+                "{path}: {body}"
+            );
+        }
+        if method == reqwest::Method::POST {
+            let (status, body) = s
+                .post(&s.read, path, json!({ "workflow": "hello", "input": "x" }))
+                .await;
+            assert_eq!(status, StatusCode::FORBIDDEN, "{path} with a read key");
+            assert_eq!(code(&body), "FORBIDDEN");
+        }
+    }
+    assert_eq!(s.run_count().await, 0, "nothing was started");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_run_is_started_read_listed_paged_and_waited_for() {
+    let s = Served::new().await;
+    let id = s.start("hello", json!("ada")).await;
+
+    let (status, outcome) = s
+        .get(&s.read, &format!("/v1/runs/{id}/result?wait_ms=10000"))
+        .await;
+    assert_eq!(status, StatusCode::OK, "{outcome}");
+    assert_eq!(outcome["done"], true);
+    assert_eq!(outcome["status"], "completed");
+    assert_eq!(outcome["output"], "hello ada");
+
+    let (status, run) = s.get(&s.read, &format!("/v1/runs/{id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["input"], "ada");
+    let (_, light) = s.get(&s.read, &format!("/v1/runs/{id}?resolve=none")).await;
+    assert!(light.get("input").is_none_or(Value::is_null), "{light}");
+
+    let (status, page) = s.get(&s.read, "/v1/runs?status=completed,failed").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(page["data"][0]["id"], id.as_str());
+    let (_, none) = s.get(&s.read, "/v1/runs?status=failed").await;
+    assert_eq!(none["data"], json!([]));
+
+    // The history, two events a page, oldest first, then back from the newest.
+    let mut seqs = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let path = match &cursor {
+            Some(c) => format!("/v1/runs/{id}/events?limit=2&cursor={c}"),
+            None => format!("/v1/runs/{id}/events?limit=2"),
+        };
+        let (status, page) = s.get(&s.read, &path).await;
+        assert_eq!(status, StatusCode::OK, "{page}");
+        for event in page["data"].as_array().unwrap() {
+            seqs.push(event["seq"].as_u64().unwrap());
+        }
+        if page["has_more"] != true {
+            break;
+        }
+        cursor = Some(page["cursor"].as_str().unwrap().to_owned());
+    }
+    let expected: Vec<u64> = (0..seqs.len() as u64).collect();
+    assert_eq!(seqs, expected, "every event once, in order");
+    assert!(seqs.len() >= 5, "{seqs:?}");
+    let (_, newest) = s
+        .get(
+            &s.read,
+            &format!("/v1/runs/{id}/events?limit=1&order=descending"),
+        )
+        .await;
+    assert_eq!(newest["data"][0]["type"], "workflow_completed");
+
+    let (status, steps) = s.get(&s.read, &format!("/v1/runs/{id}/steps")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(steps["data"][0]["name"], "greet");
+    assert_eq!(steps["data"][0]["output"], "hello ada");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_waiting_hook_is_resumed_and_a_sleeping_run_cancelled() {
+    let s = Served::new().await;
+    let id = s.start("approval", Value::Null).await;
+    let (status, waiting) = s
+        .get(&s.read, &format!("/v1/runs/{id}/result?wait_ms=200"))
+        .await;
+    assert_eq!(status, StatusCode::ACCEPTED, "still waiting: {waiting}");
+    assert_eq!(waiting["done"], false);
+    let token = loop {
+        if let Some(token) = s.tokens.lock().last().cloned() {
+            break token;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    };
+
+    // A payload of the wrong type is refused, and the hook still waits.
+    let (status, body) = s
+        .post(
+            &s.write,
+            "/v1/hooks/resume",
+            json!({ "token": token, "payload": "yes" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = s
+        .post(
+            &s.write,
+            "/v1/hooks/resume",
+            json!({ "token": token, "payload": true }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["run_id"], id.as_str());
+    let (status, outcome) = s
+        .get(&s.read, &format!("/v1/runs/{id}/result?wait_ms=10000"))
+        .await;
+    assert_eq!((status, &outcome["output"]), (StatusCode::OK, &json!(true)));
+    let (status, again) = s
+        .post(
+            &s.write,
+            "/v1/hooks/resume",
+            json!({ "token": token, "payload": true }),
+        )
+        .await;
+    assert!(
+        status == StatusCode::CONFLICT || status == StatusCode::NOT_FOUND,
+        "{status} {again}"
+    );
+
+    let nap = s.start("nap", Value::Null).await;
+    let (status, cancelled) = s
+        .post(
+            &s.write,
+            &format!("/v1/runs/{nap}/cancel"),
+            json!({ "reason": "not needed" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::OK, "{cancelled}");
+    assert_eq!(cancelled["status"], "cancelled");
+    let (status, outcome) = s.get(&s.read, &format!("/v1/runs/{nap}/result")).await;
+    assert_eq!(
+        (status, &outcome["status"]),
+        (StatusCode::OK, &json!("cancelled"))
+    );
+    let (status, body) = s
+        .post(&s.write, &format!("/v1/runs/{id}/cancel"), json!({}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "a finished run: {body}");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn bad_requests_are_refused_with_a_code_and_nothing_recorded() {
+    let s = Served::new().await;
+    let cases: Vec<(reqwest::RequestBuilder, StatusCode, &str)> = vec![
+        (
+            s.http
+                .post(s.url("/v1/runs"))
+                .bearer_auth(&s.write)
+                .header("content-type", "application/json")
+                .body("{\"workflow\": \"hello\", "),
+            StatusCode::BAD_REQUEST,
+            "INVALID_INPUT",
+        ),
+        (
+            s.http
+                .post(s.url("/v1/runs"))
+                .bearer_auth(&s.write)
+                .json(&json!({ "workflow": "hello", "input": "x", "surprise": 1 })),
+            StatusCode::BAD_REQUEST,
+            "INVALID_INPUT",
+        ),
+        (
+            s.http
+                .post(s.url("/v1/runs"))
+                .bearer_auth(&s.write)
+                .json(&json!({ "workflow": "hello", "input": "x".repeat(200 * 1024) })),
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "PAYLOAD_TOO_LARGE",
+        ),
+        (
+            s.http
+                .post(s.url("/v1/runs"))
+                .bearer_auth(&s.write)
+                .json(&json!({ "workflow": "nobody", "input": 1 })),
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+        ),
+        (
+            s.http
+                .get(s.url("/v1/runs?status=sleepy"))
+                .bearer_auth(&s.read),
+            StatusCode::BAD_REQUEST,
+            "INVALID_INPUT",
+        ),
+        (
+            s.http.get(s.url("/v1/runs?limit=0")).bearer_auth(&s.read),
+            StatusCode::BAD_REQUEST,
+            "INVALID_INPUT",
+        ),
+        (
+            s.http.get(s.url("/v1/runs/wrun_none")).bearer_auth(&s.read),
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+        ),
+        (
+            s.http
+                .get(s.url("/v1/runs/wrun_none/events"))
+                .bearer_auth(&s.read),
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+        ),
+        (
+            s.http
+                .post(s.url("/v1/hooks/resume"))
+                .bearer_auth(&s.write)
+                .json(&json!({ "token": "f00d", "payload": 1 })),
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+        ),
+        (
+            s.http.get(s.url("/v2/nothing")).bearer_auth(&s.read),
+            StatusCode::NOT_FOUND,
+            "NOT_FOUND",
+        ),
+    ];
+    for (request, status, expected) in cases {
+        let response = request.send().await.unwrap();
+        let got = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        assert_eq!(got, status, "{body}");
+        assert_eq!(code(&body), expected, "{body}");
+        assert!(
+            body["message"].as_str().is_some_and(|m| !m.is_empty()),
+            "{body}"
+        );
+    }
+    assert_eq!(s.run_count().await, 0, "nothing was started");
+    s.stop().await;
+}

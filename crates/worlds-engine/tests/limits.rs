@@ -11,13 +11,14 @@ use async_trait::async_trait;
 use common::{event_types, test_world_with, Counter, Mode};
 use worlds_engine::clock::{Millis, VirtualClock};
 use worlds_engine::error::codes;
+use worlds_engine::model::keys::ApiKeyRecord;
 use worlds_engine::model::{ActivityState, ListQuery, Page};
 use worlds_engine::prelude::*;
 use worlds_engine::schedule::ScheduleConfig;
 use worlds_engine::store::{
-    Appended, EventStore, HookRecord, HookStore, IdempotencyStore, LeaseStore, MemoryStore,
-    NewChunk, RunStore, ScheduleStore, ScheduleUpdate, StepRecord, StepStore, StreamSignal,
-    StreamStore, Timer, TimerStore,
+    Appended, EventStore, HookRecord, HookStore, IdempotencyStore, KeyStore, LeaseStore,
+    MemoryStore, NewChunk, RunStore, ScheduleStore, ScheduleUpdate, StepRecord, StepStore,
+    StreamSignal, StreamStore, Timer, TimerStore,
 };
 use worlds_engine::streams::{StreamChunk, StreamInfo};
 use worlds_engine::testing::DEFAULT_START;
@@ -382,6 +383,16 @@ impl ScheduleStore for CountingStore {
         change: &mut ScheduleUpdate<'_>,
     ) -> Result<Option<ScheduleConfig>, WorldError> {
         self.inner.update_schedule(id, change).await
+    }
+}
+
+#[async_trait]
+impl KeyStore for CountingStore {
+    async fn list_keys(&self) -> Result<Vec<ApiKeyRecord>, WorldError> {
+        self.inner.list_keys().await
+    }
+    async fn save_key(&self, record: &ApiKeyRecord) -> Result<(), WorldError> {
+        self.inner.save_key(record).await
     }
 }
 

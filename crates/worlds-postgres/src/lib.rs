@@ -17,6 +17,7 @@
 //! | `streams`, `chunks` | streams with dense chunk indexes and write keys |
 //! | `schedules` | schedule records, changed under a per-id lock so one firing starts one run |
 //! | `members` | one row per process using the store, with a heartbeat |
+//! | `api_keys` | the records of the world's API keys (digests of their secrets, never the keys) |
 //! | `logs` | the world's log entries from every member ([`LogStore`](worlds_engine::telemetry::logs::LogStore)), by time |
 //!
 //! # What is synced when
@@ -102,6 +103,7 @@ mod batch;
 mod db;
 mod ended;
 mod events;
+mod keys;
 mod leases;
 mod logs;
 mod migrate;

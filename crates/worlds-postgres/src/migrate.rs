@@ -24,10 +24,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         include_str!("../migrations/0003_state_snapshots.sql"),
     ),
     (4, "logs", include_str!("../migrations/0004_logs.sql")),
+    (
+        5,
+        "api keys",
+        include_str!("../migrations/0005_api_keys.sql"),
+    ),
 ];
 
 /// The schema version this build creates and knows: the newest embedded migration.
-pub const SCHEMA_VERSION: i64 = 4;
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// Refuses a schema name that is not a plain lower-case identifier (what
 /// [`PostgresOptions::schema`] accepts), so a caller can check one before connecting.

@@ -100,6 +100,13 @@ impl ApiOptions {
         }
     }
 
+    /// Callers are recognized by the API keys kept in the world's store (see [`ApiKeys`]).
+    ///
+    /// [`ApiKeys`]: auth::ApiKeys
+    pub fn with_world_keys(keys: Arc<auth::ApiKeys>) -> Self {
+        Self::with_provider(keys)
+    }
+
     /// Callers are recognized by `provider`.
     pub fn with_provider(provider: impl AuthProvider) -> Self {
         ApiOptions {

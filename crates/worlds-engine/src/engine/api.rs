@@ -192,6 +192,21 @@ impl Engine {
         self.store.history(run_id, 0).await
     }
 
+    /// Every API key record.
+    pub(crate) async fn list_keys(
+        &self,
+    ) -> Result<Vec<crate::model::keys::ApiKeyRecord>, WorldError> {
+        self.store.list_keys().await
+    }
+
+    /// Saves an API key record.
+    pub(crate) async fn save_key(
+        &self,
+        record: &crate::model::keys::ApiKeyRecord,
+    ) -> Result<(), WorldError> {
+        self.store.save_key(record).await
+    }
+
     /// One page of a run's events, by `seq`.
     pub(crate) async fn list_events(
         &self,

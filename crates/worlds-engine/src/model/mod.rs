@@ -7,6 +7,7 @@
 mod event;
 mod event_json;
 mod hook;
+pub mod keys;
 mod options;
 mod query;
 pub(crate) mod schedule;

@@ -25,6 +25,7 @@
 mod file;
 mod hook_index;
 mod hybrid;
+mod keys;
 mod memory;
 mod schedules;
 mod streams;
@@ -44,6 +45,7 @@ use crate::model::{
 pub use file::{FileStore, WalSummary};
 pub use hook_index::HookRef;
 pub use hybrid::HybridStore;
+pub use keys::KeyStore;
 pub use memory::MemoryStore;
 pub use schedules::{ScheduleChange, ScheduleStore, ScheduleUpdate};
 pub use streams::{NewChunk, StreamSignal, StreamStore};
@@ -397,6 +399,7 @@ pub trait Store:
     + TimerStore
     + StreamStore
     + ScheduleStore
+    + KeyStore
 {
 }
 
@@ -410,5 +413,6 @@ impl<T> Store for T where
         + TimerStore
         + StreamStore
         + ScheduleStore
+        + KeyStore
 {
 }

@@ -3,6 +3,7 @@
 mod batch;
 mod handle;
 mod hooks;
+mod keys;
 mod schedules;
 mod streams;
 mod telemetry;
@@ -32,6 +33,7 @@ use crate::worker::WorkerPool;
 
 use crate::config::WorldConfig;
 pub use handle::WorkflowHandle;
+pub use keys::WorldKeys;
 pub use schedules::WorldSchedules;
 pub use streams::WorldStreams;
 pub use telemetry::WorldLogs;

@@ -4,15 +4,17 @@
 //! method added to a duty without a conformance check fails here, naming it.
 
 /// The storage sources that declare duty traits.
-const TRAITS: [&str; 3] = [
+const TRAITS: [&str; 4] = [
     include_str!("../../src/store/mod.rs"),
+    include_str!("../../src/store/keys/mod.rs"),
     include_str!("../../src/store/streams/mod.rs"),
     include_str!("../../src/store/schedules/mod.rs"),
 ];
 
 /// The suite (`worlds_engine::testing::conformance`): its main file and one file per duty.
-const CHECKS: [&str; 10] = [
+const CHECKS: [&str; 11] = [
     include_str!("../../src/testing/conformance/mod.rs"),
+    include_str!("../../src/testing/conformance/api_keys.rs"),
     include_str!("../../src/testing/conformance/events.rs"),
     include_str!("../../src/testing/conformance/hooks.rs"),
     include_str!("../../src/testing/conformance/keys.rs"),
@@ -62,6 +64,7 @@ fn every_duty_method_is_called_by_a_check() {
         "TimerStore",
         "StreamStore",
         "ScheduleStore",
+        "KeyStore",
     ] {
         assert!(
             traits.contains(duty),

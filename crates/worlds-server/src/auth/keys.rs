@@ -17,12 +17,11 @@
 use std::collections::BTreeMap;
 
 use parking_lot::RwLock;
-use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 use worlds_engine::clock::Millis;
 
-use super::{AuthError, Principal, Scope};
+use super::{ApiKeyRecord, AuthError, Principal, Scope};
 
 /// The prefix of every key.
 pub const KEY_PREFIX: &str = "wek_";
@@ -31,27 +30,6 @@ const ID_LEN: usize = 8;
 const SECRET_LEN: usize = 43;
 const CHECK_LEN: usize = 6;
 const BASE62: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
-
-/// What is kept of a key: never the key itself.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ApiKeyRecord {
-    /// The key's public id (the part after `wek_`).
-    pub id: String,
-    /// A name for people: what the key is for.
-    pub name: String,
-    /// What the key may do.
-    pub scope: Scope,
-    /// `sha256` of the secret part, in lower-case hex.
-    pub digest: String,
-    /// When it was created (ms since the epoch, on the world's clock).
-    pub created_at: Millis,
-    /// After this moment the key is refused.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expires_at: Option<Millis>,
-    /// When it was revoked, if it was.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub revoked_at: Option<Millis>,
-}
 
 /// A key just created: the key itself, to show once, and what is kept of it.
 #[derive(Debug)]
@@ -92,9 +70,22 @@ impl KeyRing {
         ring
     }
 
-    /// Creates a key with `scope`, created at `now`, refused after `expires_at` if given.
+    /// Creates a key with `scope`, created at `now`, refused from `expires_at` on if given,
+    /// and keeps it in this ring.
     pub fn create(
         &self,
+        name: &str,
+        scope: Scope,
+        now: Millis,
+        expires_at: Option<Millis>,
+    ) -> NewApiKey {
+        let new = Self::generate(name, scope, now, expires_at);
+        self.insert(new.record.clone());
+        new
+    }
+
+    /// Makes a new key without keeping it anywhere.
+    pub fn generate(
         name: &str,
         scope: Scope,
         now: Millis,
@@ -112,7 +103,6 @@ impl KeyRing {
             expires_at,
             revoked_at: None,
         };
-        self.insert(record.clone());
         NewApiKey { key, record }
     }
 
@@ -135,6 +125,21 @@ impl KeyRing {
     /// Every key kept, by id.
     pub fn list(&self) -> Vec<ApiKeyRecord> {
         self.keys.read().values().cloned().collect()
+    }
+
+    /// The kept key with this id.
+    pub fn get(&self, id: &str) -> Option<ApiKeyRecord> {
+        self.keys.read().get(id).cloned()
+    }
+
+    /// Replaces every kept key with `records`.
+    pub fn replace_all(&self, records: impl IntoIterator<Item = ApiKeyRecord>) {
+        *self.keys.write() = records.into_iter().map(|r| (r.id.clone(), r)).collect();
+    }
+
+    /// The id of a well-formed key (`None` for a malformed one).
+    pub fn id_of(key: &str) -> Option<&str> {
+        parse(key).map(|(id, _)| id)
     }
 
     /// True if no key is kept.

@@ -6,6 +6,7 @@
 //! [`AuthProvider`].
 
 mod keys;
+mod world_keys;
 
 use std::sync::Arc;
 
@@ -15,53 +16,13 @@ use axum::http::request::Parts;
 use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use serde::{Deserialize, Serialize};
 use worlds_engine::clock::Clock;
 
-pub use keys::{ApiKeyRecord, KeyRing, NewApiKey, KEY_PREFIX};
+pub use keys::{KeyRing, NewApiKey, KEY_PREFIX};
+pub use world_keys::ApiKeys;
+pub use worlds_engine::model::keys::{ApiKeyRecord, Scope};
 
 use crate::error::ApiError;
-
-/// What a caller may do. Each scope includes the ones before it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Scope {
-    /// Look: every `GET`.
-    Read,
-    /// Act on runs: start, cancel, resume hooks, write streams.
-    Write,
-    /// Manage the world: keys, schedules, bulk operations.
-    Admin,
-}
-
-impl Scope {
-    /// True if a caller with this scope may use a route that needs `needed`.
-    pub fn allows(self, needed: Scope) -> bool {
-        self >= needed
-    }
-
-    /// The scope's name, as in `--scope read|write|admin`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Scope::Read => "read",
-            Scope::Write => "write",
-            Scope::Admin => "admin",
-        }
-    }
-}
-
-impl std::str::FromStr for Scope {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s {
-            "read" => Ok(Scope::Read),
-            "write" => Ok(Scope::Write),
-            "admin" => Ok(Scope::Admin),
-            other => Err(format!("unknown scope '{other}': use read, write or admin")),
-        }
-    }
-}
 
 /// A caller the provider recognized.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,17 +94,22 @@ pub(crate) struct KeyAuth {
 #[async_trait]
 impl AuthProvider for KeyAuth {
     async fn authenticate(&self, request: &Parts) -> Result<Principal, AuthError> {
-        let header = request
-            .headers
-            .get(header::AUTHORIZATION)
-            .ok_or(AuthError::Missing)?;
-        let key = header
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .ok_or(AuthError::Malformed)?;
-        self.keys.verify(key.trim(), self.clock.now_ms())
+        self.keys.verify(bearer_key(request)?, self.clock.now_ms())
     }
+}
+
+/// The key of `Authorization: Bearer <key>`.
+pub(crate) fn bearer_key(request: &Parts) -> Result<&str, AuthError> {
+    let header = request
+        .headers
+        .get(header::AUTHORIZATION)
+        .ok_or(AuthError::Missing)?;
+    header
+        .to_str()
+        .ok()
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .ok_or(AuthError::Malformed)
 }
 
 /// What a guarded group of routes needs: the provider and the scope.
@@ -176,22 +142,5 @@ pub(crate) async fn require(State(guard): State<Guard>, request: Request, next: 
             );
             response
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn scopes_include_the_ones_before_them() {
-        assert!(Scope::Admin.allows(Scope::Write) && Scope::Admin.allows(Scope::Read));
-        assert!(Scope::Write.allows(Scope::Read) && !Scope::Write.allows(Scope::Admin));
-        assert!(!Scope::Read.allows(Scope::Write));
-        assert_eq!("write".parse::<Scope>(), Ok(Scope::Write));
-        assert!("root"
-            .parse::<Scope>()
-            .unwrap_err()
-            .contains("read, write or admin"));
     }
 }

@@ -136,6 +136,7 @@ pub struct FileStore {
     pub(in crate::store) streams: super::streams::FileStreams,
     /// The schedules, under `schedules/` (see `store/schedules/files.rs`).
     pub(in crate::store) schedules: super::schedules::FileSchedules,
+    pub(in crate::store) keys: super::keys::FileKeys,
 }
 
 impl std::fmt::Debug for FileStore {
@@ -187,6 +188,7 @@ impl FileStore {
         let store = FileStore {
             streams: super::streams::FileStreams::new(&root, true, false),
             schedules: super::schedules::FileSchedules::new(&root, false),
+            keys: super::keys::FileKeys::new(&root, false),
             root,
             workflows,
             memory: MemoryStore::new(),
@@ -238,6 +240,7 @@ impl FileStore {
         let mut store = FileStore {
             streams: super::streams::FileStreams::new(&root, true, true),
             schedules: super::schedules::FileSchedules::new(&root, true),
+            keys: super::keys::FileKeys::new(&root, true),
             root,
             workflows,
             memory: MemoryStore::new(),

@@ -186,6 +186,7 @@ pub struct MemoryStore {
     pub(in crate::store) streams: super::streams::MemoryStreams,
     /// The schedules (see `store/schedules/memory.rs`).
     pub(in crate::store) schedules: super::schedules::MemorySchedules,
+    pub(in crate::store) keys: super::keys::MemoryKeys,
 }
 
 impl MemoryStore {

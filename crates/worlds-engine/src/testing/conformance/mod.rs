@@ -1,8 +1,8 @@
 //! The storage conformance suite: what every [`Store`] backend must do, written once as
 //! `pub async fn` checks over `Arc<dyn Store>`, so any crate can run them against its backend.
 //!
-//! The checks are grouped by duty trait (runs, keys, events, steps, hooks, leases, timers,
-//! streams, schedules). [`store_conformance!`](crate::store_conformance) turns them into one
+//! The checks are grouped by duty trait (runs, idempotency keys, events, steps, hooks, leases,
+//! timers, streams, schedules, API keys). [`store_conformance!`](crate::store_conformance) turns them into one
 //! test per check:
 //!
 //! ```ignore
@@ -21,6 +21,7 @@
 // The checks assert: a failed one panics, as a test does.
 #![allow(clippy::unwrap_used, clippy::missing_panics_doc)]
 
+mod api_keys;
 mod events;
 mod hooks;
 mod keys;
@@ -31,6 +32,7 @@ mod steps;
 mod streams;
 mod timers;
 
+pub use api_keys::*;
 pub use events::*;
 pub use hooks::*;
 pub use keys::*;
@@ -188,6 +190,8 @@ macro_rules! store_conformance {
             schedules_round_trip_and_list_by_id,
             schedule_updates_read_the_current_record_and_keep_or_delete,
             a_failed_schedule_update_changes_nothing,
+            // api_keys.rs
+            api_keys_round_trip_list_by_id_and_are_replaced,
         );
     };
     (@checks $backend:ident, $factory:expr, $($check:ident),+ $(,)?) => {

@@ -35,6 +35,9 @@ impl Cli {
                 | SchedulesCommand::Delete(args),
             ) => args.json,
             Command::Logs(args) => args.json,
+            Command::Keys(KeysCommand::Create(args)) => args.json,
+            Command::Keys(KeysCommand::List(args)) => args.json,
+            Command::Keys(KeysCommand::Revoke(args)) => args.json,
             Command::Doctor(_) | Command::Dev(_) | Command::Db(_) => false,
         }
     }
@@ -96,6 +99,88 @@ pub(crate) enum Command {
     /// Manage a PostgreSQL world's schema.
     #[command(subcommand)]
     Db(DbCommand),
+    /// Create, list or revoke the API keys of a world's HTTP API (kept in its directory or
+    /// database as digests; a key is shown once, when it is created).
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+/// `worlds keys …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum KeysCommand {
+    /// Create a key and print it once: it is not kept anywhere, only its digest is.
+    ///
+    /// Works while a world (and its API server) runs on the directory or database, in any
+    /// mode: servers see a new key at once.
+    Create(KeysCreateArgs),
+    /// List the keys: id, name, scope, when created, when they expire, whether revoked.
+    List(KeysListArgs),
+    /// Revoke a key by its id: servers refuse it within a second.
+    Revoke(KeyIdArgs),
+}
+
+/// Options of `worlds keys create`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct KeysCreateArgs {
+    /// What the key may do: read (GET routes), write (also start, cancel, resume), admin
+    /// (also keys, schedules).
+    #[arg(long, value_name = "SCOPE")]
+    pub(crate) scope: worlds_server::auth::Scope,
+
+    /// A name for people: what the key is for.
+    #[arg(long, default_value = "")]
+    pub(crate) name: String,
+
+    /// Refuse the key after this long (e.g. 90d, 12h). Without it the key lasts until revoked.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    pub(crate) expires_in: Option<std::time::Duration>,
+
+    /// The world's data directory.
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
+
+    /// A world on PostgreSQL instead of a directory.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+
+    /// Print one JSON object (the key and its record) instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Options of `worlds keys list`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct KeysListArgs {
+    /// The world's data directory.
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
+
+    /// A world on PostgreSQL instead of a directory.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+
+    /// Print one JSON object per line (the kept record) instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Options of `worlds keys revoke`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct KeyIdArgs {
+    /// The key's id (the 8 characters after `wek_`, as `worlds keys list` shows).
+    pub(crate) id: String,
+
+    /// The world's data directory.
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
+
+    /// A world on PostgreSQL instead of a directory.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+
+    /// Print the revoked record as one JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// Where a world on PostgreSQL lives: `--database-url` (or `WORLDS_ENGINE_DATABASE_URL`) and

@@ -10,6 +10,7 @@ mod cli;
 mod dev;
 mod escape;
 mod inspect;
+mod keys;
 mod logs;
 mod postgres;
 mod schedules;
@@ -21,7 +22,7 @@ use std::process::ExitCode;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
-use crate::cli::{Cli, Command, DbCommand, RunsCommand, SchedulesCommand};
+use crate::cli::{Cli, Command, DbCommand, KeysCommand, RunsCommand, SchedulesCommand};
 
 // The engine allocates many small, short-lived values per step (events, ids, tasks); mimalloc
 // serves those markedly faster than the system allocator (see docs/BENCHMARKS.md).
@@ -135,5 +136,8 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dev(args) => dev::run(&args),
         Command::Logs(args) => logs::logs(&args, &mut std::io::stdout()),
         Command::Db(DbCommand::Migrate(args)) => postgres::migrate(&args, &mut std::io::stdout()),
+        Command::Keys(KeysCommand::Create(args)) => keys::create(&args, &mut std::io::stdout()),
+        Command::Keys(KeysCommand::List(args)) => keys::list(&args, &mut std::io::stdout()),
+        Command::Keys(KeysCommand::Revoke(args)) => keys::revoke(&args, &mut std::io::stdout()),
     }
 }

@@ -45,7 +45,7 @@ use crate::model::{
 pub use file::{FileStore, WalSummary};
 pub use hook_index::HookRef;
 pub use hybrid::HybridStore;
-pub use keys::KeyStore;
+pub use keys::{KeyFiles, KeyStore};
 pub use memory::MemoryStore;
 pub use schedules::{ScheduleChange, ScheduleStore, ScheduleUpdate};
 pub use streams::{NewChunk, StreamSignal, StreamStore};

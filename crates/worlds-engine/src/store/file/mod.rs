@@ -136,7 +136,7 @@ pub struct FileStore {
     pub(in crate::store) streams: super::streams::FileStreams,
     /// The schedules, under `schedules/` (see `store/schedules/files.rs`).
     pub(in crate::store) schedules: super::schedules::FileSchedules,
-    pub(in crate::store) keys: super::keys::FileKeys,
+    pub(in crate::store) keys: super::keys::KeyFiles,
 }
 
 impl std::fmt::Debug for FileStore {
@@ -188,7 +188,7 @@ impl FileStore {
         let store = FileStore {
             streams: super::streams::FileStreams::new(&root, true, false),
             schedules: super::schedules::FileSchedules::new(&root, false),
-            keys: super::keys::FileKeys::new(&root, false),
+            keys: super::keys::KeyFiles::new(&root, false),
             root,
             workflows,
             memory: MemoryStore::new(),
@@ -240,7 +240,7 @@ impl FileStore {
         let mut store = FileStore {
             streams: super::streams::FileStreams::new(&root, true, true),
             schedules: super::schedules::FileSchedules::new(&root, true),
-            keys: super::keys::FileKeys::new(&root, true),
+            keys: super::keys::KeyFiles::new(&root, true),
             root,
             workflows,
             memory: MemoryStore::new(),

@@ -101,7 +101,7 @@ pub struct HybridStore {
     pub(in crate::store) streams: super::streams::FileStreams,
     /// The schedules, under `schedules/` (see `store/schedules/files.rs`).
     pub(in crate::store) schedules: super::schedules::FileSchedules,
-    pub(in crate::store) keys: super::keys::FileKeys,
+    pub(in crate::store) keys: super::keys::KeyFiles,
     compactor: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The WAL's writer and syncer threads.
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
@@ -200,7 +200,7 @@ impl HybridStore {
         Ok(HybridStore {
             streams: super::streams::FileStreams::new(&inner.root, false, false),
             schedules: super::schedules::FileSchedules::new(&inner.root, false),
-            keys: super::keys::FileKeys::new(&inner.root, false),
+            keys: super::keys::KeyFiles::new(&inner.root, false),
             inner,
             compactor: Mutex::new(compactor),
             threads: Mutex::new(threads),

@@ -35,16 +35,25 @@ struct Loaded {
     key: ApiKeyRecord,
 }
 
-/// The `keys/` directory of a store.
+/// The `keys/` directory of a world's data directory: the key records of its file or hybrid
+/// store. It can be written while a world holds the directory (even in hybrid mode): each
+/// record is its own file, replaced atomically, outside the write-ahead log, and servers read
+/// the records again within a second. This is how the `worlds keys` command changes keys.
 #[derive(Debug)]
-pub(crate) struct FileKeys {
+pub struct KeyFiles {
     dir: PathBuf,
     read_only: bool,
     /// Serializes this process's saves.
     local: Mutex<()>,
 }
 
-impl FileKeys {
+impl KeyFiles {
+    /// The key records of the data directory `root` (under `root/keys`, created at the first
+    /// save).
+    pub fn open(root: &Path) -> Self {
+        Self::new(root, false)
+    }
+
     /// The key records under `root/keys` (created at the first save, unless `read_only`).
     pub(crate) fn new(root: &Path, read_only: bool) -> Self {
         Self {
@@ -148,3 +157,14 @@ macro_rules! file_key_store {
 }
 
 file_key_store!(FileStore, HybridStore);
+
+#[async_trait]
+impl KeyStore for KeyFiles {
+    async fn list_keys(&self) -> Result<Vec<ApiKeyRecord>, WorldError> {
+        self.list()
+    }
+
+    async fn save_key(&self, record: &ApiKeyRecord) -> Result<(), WorldError> {
+        self.save(record)
+    }
+}

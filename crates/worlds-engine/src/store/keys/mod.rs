@@ -13,7 +13,7 @@ use async_trait::async_trait;
 use crate::error::WorldError;
 use crate::model::keys::ApiKeyRecord;
 
-pub(crate) use files::FileKeys;
+pub use files::KeyFiles;
 pub(crate) use memory::MemoryKeys;
 
 /// API key records, by id.

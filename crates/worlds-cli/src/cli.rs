@@ -38,7 +38,7 @@ impl Cli {
             Command::Keys(KeysCommand::Create(args)) => args.json,
             Command::Keys(KeysCommand::List(args)) => args.json,
             Command::Keys(KeysCommand::Revoke(args)) => args.json,
-            Command::Doctor(_) | Command::Dev(_) | Command::Db(_) => false,
+            Command::Doctor(_) | Command::Dev(_) | Command::Db(_) | Command::Serve(_) => false,
         }
     }
 }
@@ -99,10 +99,39 @@ pub(crate) enum Command {
     /// Manage a PostgreSQL world's schema.
     #[command(subcommand)]
     Db(DbCommand),
+    /// Serve a world's HTTP API (with the demo workflows registered), authenticated by its API
+    /// keys.
+    ///
+    /// Opens the world like `worlds dev` does (hybrid storage in --dir by default; file,
+    /// memory or PostgreSQL with --persistence) and serves the routes of `worlds-server` on
+    /// --addr until Ctrl-C. It never serves without a key: when the world has no usable key it
+    /// creates an admin key and prints it once. Binding to an address other than this machine's
+    /// prints a warning: the server speaks plain HTTP, so put a TLS proxy in front of it.
+    Serve(ServeArgs),
     /// Create, list or revoke the API keys of a world's HTTP API (kept in its directory or
     /// database as digests; a key is shown once, when it is created).
     #[command(subcommand)]
     Keys(KeysCommand),
+}
+
+/// Options of `worlds serve`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ServeArgs {
+    /// Where to listen (host:port; port 0 lets the system choose, and the address is printed).
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    pub(crate) addr: String,
+
+    /// The world's data directory (file and hybrid storage).
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
+
+    /// Where the world keeps its state.
+    #[arg(long, value_enum, default_value_t = PersistenceArg::Hybrid)]
+    pub(crate) persistence: PersistenceArg,
+
+    /// The database of `--persistence postgres`.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
 }
 
 /// `worlds keys …`.

@@ -14,6 +14,7 @@ mod keys;
 mod logs;
 mod postgres;
 mod schedules;
+mod serve;
 mod show;
 mod writer;
 
@@ -136,6 +137,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Dev(args) => dev::run(&args),
         Command::Logs(args) => logs::logs(&args, &mut std::io::stdout()),
         Command::Db(DbCommand::Migrate(args)) => postgres::migrate(&args, &mut std::io::stdout()),
+        Command::Serve(args) => serve::run(&args),
         Command::Keys(KeysCommand::Create(args)) => keys::create(&args, &mut std::io::stdout()),
         Command::Keys(KeysCommand::List(args)) => keys::list(&args, &mut std::io::stdout()),
         Command::Keys(KeysCommand::Revoke(args)) => keys::revoke(&args, &mut std::io::stdout()),

@@ -82,7 +82,15 @@ async fn session(args: &DevArgs) -> anyhow::Result<()> {
 
     let persistence = Persistence::from(args.persistence);
     let demo = Demo::new(&demo_options(args.speed));
-    let world = Arc::new(open_world(args).await?);
+    let world = Arc::new(
+        open_world(
+            args.persistence,
+            &args.dir,
+            &args.database,
+            world_config(args),
+        )
+        .await?,
+    );
     // Log files for `worlds logs`; the console belongs to the live display.
     world.logs().init();
     demo.register(&world)?;
@@ -186,19 +194,26 @@ fn world_config(args: &DevArgs) -> WorldConfig {
     config
 }
 
-/// Opens the session's world: on the directory, or on the PostgreSQL database.
-async fn open_world(args: &DevArgs) -> anyhow::Result<World> {
-    if args.persistence != PersistenceArg::Postgres {
-        return World::new(world_config(args))
-            .with_context(|| format!("could not open a world in {}", args.dir.display()));
+/// Opens a world with `config` on the directory, or on the PostgreSQL database for
+/// `--persistence postgres` (`worlds dev`, `worlds serve`).
+pub(crate) async fn open_world(
+    persistence: PersistenceArg,
+    dir: &std::path::Path,
+    database: &crate::cli::DatabaseArgs,
+    mut config: WorldConfig,
+) -> anyhow::Result<World> {
+    config.persistence = persistence.into();
+    config.persistence_path = dir.to_path_buf();
+    if persistence != PersistenceArg::Postgres {
+        return World::new(config)
+            .with_context(|| format!("could not open a world in {}", dir.display()));
     }
-    let Some(db) = crate::postgres::target(&args.database) else {
+    let Some(db) = crate::postgres::target(database) else {
         bail!(
             "--persistence postgres needs a database: pass --database-url postgres://user@host:5432/db or set {DATABASE_URL_ENV}"
         );
     };
     crate::postgres::check_schema_name(db.schema())?;
-    let mut config = world_config(args);
     config.database.url = Some(db.url().to_owned());
     config.database.schema = db.schema().to_owned();
     worlds_postgres::open(config)

@@ -1,0 +1,84 @@
+//! `worlds serve`: a world's HTTP API (`worlds-server`) with the demo workflows registered,
+//! authenticated by the world's API keys, until Ctrl-C.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use anyhow::Context;
+use worlds_demo::{Demo, DemoOptions};
+use worlds_engine::model::keys::Scope;
+use worlds_engine::WorldConfig;
+use worlds_server::auth::ApiKeys;
+use worlds_server::ApiOptions;
+
+use crate::cli::{PersistenceArg, ServeArgs};
+
+/// `worlds serve`.
+pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("could not start the tokio runtime")?;
+    let result = runtime.block_on(serve(args));
+    drop(runtime);
+    result
+}
+
+async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
+    let interrupt = tokio::signal::ctrl_c();
+    let mut config = WorldConfig::default();
+    config.logs.console = false;
+    let world = Arc::new(
+        crate::dev::open_world(args.persistence, &args.dir, &args.database, config).await?,
+    );
+    Demo::new(&DemoOptions::new()).register(&world)?;
+    world.start().await?;
+
+    let keys = ApiKeys::open(world.clone()).await?;
+    let now = world.clock().now_ms();
+    let usable = keys
+        .list()
+        .await?
+        .iter()
+        .filter(|k| k.revoked_at.is_none() && k.expires_at.is_none_or(|at| at > now))
+        .count();
+    if usable == 0 {
+        let new = keys.create("worlds serve", Scope::Admin, None).await?;
+        println!(
+            "no API key was set up: created admin key {} (shown once, only its digest is kept):",
+            new.record.id
+        );
+        println!("{}", new.key);
+    } else {
+        println!("{usable} API key(s) can call this server (see `worlds keys list`)");
+    }
+
+    let addr: SocketAddr = args.addr.parse().with_context(|| {
+        format!(
+            "--addr {}: not an address (host:port, e.g. 127.0.0.1:8080)",
+            args.addr
+        )
+    })?;
+    if !addr.ip().is_loopback() {
+        eprintln!(
+            "warning: serving on {addr}, reachable from other machines over plain HTTP: keys and payloads travel unencrypted; put a TLS proxy in front, or listen on 127.0.0.1"
+        );
+    }
+    let server =
+        worlds_server::serve(world.clone(), addr, ApiOptions::with_world_keys(keys)).await?;
+    let place = match args.persistence {
+        PersistenceArg::Postgres => "the PostgreSQL world".to_owned(),
+        PersistenceArg::Memory => "a world in memory".to_owned(),
+        _ => args.dir.display().to_string(),
+    };
+    println!(
+        "serving the API of {place} on http://{} (workflows: {}); Ctrl-C stops",
+        server.local_addr(),
+        world.workflow_names().join(", ")
+    );
+    interrupt.await.context("could not listen for Ctrl-C")?;
+    println!("stopping: answering the requests in flight");
+    server.shutdown().await;
+    world.shutdown().await?;
+    Ok(())
+}

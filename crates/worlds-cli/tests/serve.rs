@@ -1,0 +1,144 @@
+//! `worlds serve`: a real process serving a directory's world over loopback HTTP, with the key
+//! it made on first start printed once, kept (as a digest) across a restart, and required.
+
+mod common;
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Stdio};
+
+use reqwest::StatusCode;
+
+/// A `worlds serve` process and what it printed until it served.
+struct Serving {
+    child: Child,
+    /// Kept open: the process prints more when it stops.
+    out: BufReader<ChildStdout>,
+    lines: Vec<String>,
+    base: String,
+}
+
+fn start(dir: &Path) -> Serving {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_worlds"))
+        .args([
+            "serve",
+            "--persistence",
+            "file",
+            "--addr",
+            "127.0.0.1:0",
+            "--dir",
+        ])
+        .arg(dir)
+        .env_remove("WORLDS_ENGINE_DATABASE_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut out: BufReader<ChildStdout> = BufReader::new(child.stdout.take().unwrap());
+    let mut lines = Vec::new();
+    loop {
+        let mut line = String::new();
+        assert!(
+            out.read_line(&mut line).unwrap() > 0,
+            "exited early: {lines:?}"
+        );
+        let line = line.trim_end().to_owned();
+        let served = line.starts_with("serving the API");
+        lines.push(line);
+        if served {
+            break;
+        }
+    }
+    let last = lines.last().unwrap();
+    let url = last
+        .split_whitespace()
+        .find(|w| w.starts_with("http://"))
+        .unwrap()
+        .to_owned();
+    Serving {
+        child,
+        out,
+        lines,
+        base: url,
+    }
+}
+
+impl Serving {
+    /// The key printed on this start, if one was made.
+    fn new_key(&self) -> Option<String> {
+        self.lines.iter().find(|l| l.starts_with("wek_")).cloned()
+    }
+
+    async fn status(&self, key: Option<&str>) -> StatusCode {
+        let mut request = reqwest::Client::new().get(format!("{}/v1/runs", self.base));
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        request.send().await.unwrap().status()
+    }
+
+    /// Ctrl-C, and the process's exit status.
+    fn interrupt(mut self) -> bool {
+        let pid = self.child.id().to_string();
+        assert!(Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success());
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut self.out, &mut rest);
+        assert!(rest.contains("stopping"), "{rest}");
+        self.child.wait().unwrap().success()
+    }
+}
+
+#[tokio::test]
+async fn serve_makes_a_key_once_requires_it_and_keeps_it_across_a_restart() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let world_dir = dir.path().join("world");
+
+    let first = start(&world_dir);
+    let key = first.new_key().expect("a key is made when there is none");
+    assert!(
+        first.lines.iter().any(|l| l.contains("shown once")),
+        "{:?}",
+        first.lines
+    );
+    assert_eq!(first.status(None).await, StatusCode::UNAUTHORIZED);
+    assert_eq!(
+        first.status(Some("wek_nope")).await,
+        StatusCode::UNAUTHORIZED
+    );
+    assert_eq!(first.status(Some(&key)).await, StatusCode::OK);
+    let health = reqwest::get(format!("{}/healthz", first.base))
+        .await
+        .unwrap();
+    assert_eq!(health.status(), StatusCode::OK);
+    assert!(first.interrupt(), "Ctrl-C stops it cleanly");
+
+    let second = start(&world_dir);
+    assert_eq!(
+        second.new_key(),
+        None,
+        "the kept key is used: {:?}",
+        second.lines
+    );
+    assert_eq!(second.status(Some(&key)).await, StatusCode::OK);
+    assert!(second.interrupt());
+
+    // Nothing in the directory holds the key's secret.
+    let mut stack = vec![world_dir.clone()];
+    while let Some(path) = stack.pop() {
+        if path.is_dir() {
+            stack.extend(std::fs::read_dir(&path).unwrap().map(|e| e.unwrap().path()));
+        } else {
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(
+                !bytes.windows(40).any(|w| w == &key.as_bytes()[13..53]),
+                "{} holds the key",
+                path.display()
+            );
+        }
+    }
+}

@@ -35,6 +35,12 @@
 //! | `GET /v1/runs/{id}/steps` | read | its steps, paged likewise |
 //! | `POST /v1/runs/{id}/cancel` | write | cancel it (and its unfinished children), `{"reason"}` optional |
 //! | `POST /v1/hooks/resume` | write | `{"token", "payload"}`: resume the hook waiting with that token |
+//! | `GET /v1/hooks` | read | the hooks waiting now, paged |
+//! | `GET /v1/hooks/{id}`, `GET /v1/runs/{id}/hooks` | read | a hook by id; a run's hooks, paged |
+//! | `GET /v1/schedules`, `GET /v1/schedules/{id}` | read | schedules |
+//! | `POST /v1/schedules` | admin | `{"id", "workflow", "cron", "input"}`: create or update a cron schedule (UTC) |
+//! | `POST /v1/schedules/{id}/pause`, `…/resume`, `DELETE /v1/schedules/{id}` | admin | change one |
+//! | `GET /v1/metrics`, `GET /metrics` | read | the world's metrics as JSON; in the Prometheus text format |
 //!
 //! Errors are `{"code", "message", "details"}` with the engine's statuses (see
 //! [`error::ErrorBody`]); a caller without a recognized key gets 401, one whose key's scope
@@ -57,7 +63,7 @@ use tokio_util::sync::CancellationToken;
 use worlds_engine::{World, WorldError};
 
 use auth::{AuthProvider, Guard, KeyAuth, KeyRing, Scope};
-use routes::{health, hooks, runs, Api};
+use routes::{health, hooks, metrics, runs, schedules, Api};
 
 /// Room for a request's envelope (workflow name, options, token) on top of the world's payload
 /// limit.
@@ -146,16 +152,32 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
         .route("/v1/runs/{id}", get(runs::get))
         .route("/v1/runs/{id}/result", get(runs::result))
         .route("/v1/runs/{id}/events", get(runs::events))
-        .route("/v1/runs/{id}/steps", get(runs::steps));
+        .route("/v1/runs/{id}/steps", get(runs::steps))
+        .route("/v1/runs/{id}/hooks", get(hooks::of_run))
+        .route("/v1/hooks", get(hooks::waiting))
+        .route("/v1/hooks/{id}", get(hooks::get))
+        .route("/v1/schedules", get(schedules::list))
+        .route("/v1/schedules/{id}", get(schedules::get))
+        .route("/v1/metrics", get(metrics::json))
+        .route("/metrics", get(metrics::prometheus));
     let write = Router::new()
         .route("/v1/runs", post(runs::start))
         .route("/v1/runs/{id}/cancel", post(runs::cancel))
         .route("/v1/hooks/resume", post(hooks::resume));
+    let admin = Router::new()
+        .route("/v1/schedules", post(schedules::create))
+        .route(
+            "/v1/schedules/{id}",
+            axum::routing::delete(schedules::delete),
+        )
+        .route("/v1/schedules/{id}/pause", post(schedules::pause))
+        .route("/v1/schedules/{id}/resume", post(schedules::resume));
     let open = Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz));
     guarded(Scope::Read, read)
         .merge(guarded(Scope::Write, write))
+        .merge(guarded(Scope::Admin, admin))
         .merge(open)
         .fallback(|| async {
             error::ApiError::from(WorldError::NotFound {

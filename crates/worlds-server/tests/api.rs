@@ -21,6 +21,7 @@ struct Served {
     base: String,
     read: String,
     write: String,
+    admin: String,
     expired: String,
     revoked: String,
     tokens: Arc<Mutex<Vec<String>>>,
@@ -85,6 +86,7 @@ impl Served {
         let keys = Arc::new(KeyRing::new());
         let read = keys.create("dashboard", Scope::Read, now, None).key;
         let write = keys.create("service", Scope::Write, now, None).key;
+        let admin = keys.create("operator", Scope::Admin, now, None).key;
         let expired = keys
             .create("old", Scope::Admin, now - 10, Some(now - 1))
             .key;
@@ -101,6 +103,7 @@ impl Served {
             base,
             read,
             write,
+            admin,
             expired,
             revoked: gone.key,
             tokens,
@@ -184,6 +187,23 @@ async fn every_guarded_route_refuses_callers_without_a_valid_key_of_the_right_sc
         ("POST", "/v1/runs"),
         ("POST", "/v1/runs/wrun_x/cancel"),
         ("POST", "/v1/hooks/resume"),
+        ("GET", "/v1/hooks"),
+        ("GET", "/v1/hooks/hook_x"),
+        ("GET", "/v1/runs/wrun_x/hooks"),
+        ("GET", "/v1/schedules"),
+        ("GET", "/v1/schedules/nightly"),
+        ("GET", "/v1/metrics"),
+        ("GET", "/metrics"),
+        ("POST", "/v1/schedules"),
+        ("POST", "/v1/schedules/nightly/pause"),
+        ("POST", "/v1/schedules/nightly/resume"),
+        ("DELETE", "/v1/schedules/nightly"),
+    ];
+    let admin_only = [
+        "/v1/schedules",
+        "/v1/schedules/nightly/pause",
+        "/v1/schedules/nightly/resume",
+        "/v1/schedules/nightly",
     ];
     let malformed = "wek_short";
     let unknown = KeyRing::new().create("x", Scope::Admin, 0, None).key;
@@ -224,12 +244,23 @@ async fn every_guarded_route_refuses_callers_without_a_valid_key_of_the_right_sc
                 "{path}: {body}"
             );
         }
-        if method == reqwest::Method::POST {
-            let (status, body) = s
-                .post(&s.read, path, json!({ "workflow": "hello", "input": "x" }))
-                .await;
-            assert_eq!(status, StatusCode::FORBIDDEN, "{path} with a read key");
-            assert_eq!(code(&body), "FORBIDDEN");
+        if method != reqwest::Method::GET {
+            let mut too_weak = vec![s.read.as_str()];
+            if admin_only.contains(&path) {
+                too_weak.push(&s.write);
+            }
+            for key in too_weak {
+                let refused = s
+                    .http
+                    .request(method.clone(), s.url(path))
+                    .bearer_auth(key)
+                    .json(&json!({ "workflow": "hello", "input": "x" }))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(refused.status(), StatusCode::FORBIDDEN, "{path}");
+                assert_eq!(code(&refused.json().await.unwrap()), "FORBIDDEN");
+            }
         }
     }
     assert_eq!(s.run_count().await, 0, "nothing was started");
@@ -313,6 +344,20 @@ async fn a_waiting_hook_is_resumed_and_a_sleeping_run_cancelled() {
         }
         tokio::time::sleep(Duration::from_millis(5)).await;
     };
+    // The waiting hook is listed, by itself and with its run; its token is not shown.
+    let (status, waiting_hooks) = s.get(&s.read, "/v1/hooks").await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(waiting_hooks["data"][0]["run_id"], id.as_str());
+    let hook_id = waiting_hooks["data"][0]["hook"]["id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let (status, hook) = s.get(&s.read, &format!("/v1/hooks/{hook_id}")).await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(hook["hook"]["status"], "waiting");
+    assert!(!hook.to_string().contains(&token), "{hook}");
+    let (_, of_run) = s.get(&s.read, &format!("/v1/runs/{id}/hooks")).await;
+    assert_eq!(of_run["data"][0]["hook"]["id"], hook_id.as_str());
 
     // A payload of the wrong type is refused, and the hook still waits.
     let (status, body) = s
@@ -457,5 +502,77 @@ async fn bad_requests_are_refused_with_a_code_and_nothing_recorded() {
         );
     }
     assert_eq!(s.run_count().await, 0, "nothing was started");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn schedules_are_managed_with_an_admin_key_and_metrics_are_served() {
+    let s = Served::new().await;
+    let (status, made) = s
+        .post(
+            &s.admin,
+            "/v1/schedules",
+            json!({ "id": "nightly", "workflow": "hello", "cron": "0 2 * * *", "input": "night" }),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CREATED, "{made}");
+    assert_eq!(made["paused"], false);
+    let (status, listed) = s.get(&s.read, "/v1/schedules").await;
+    assert_eq!(
+        (status, listed[0]["id"].as_str()),
+        (StatusCode::OK, Some("nightly"))
+    );
+    let (status, paused) = s
+        .post(&s.admin, "/v1/schedules/nightly/pause", json!({}))
+        .await;
+    assert_eq!((status, &paused["paused"]), (StatusCode::OK, &json!(true)));
+    let (_, got) = s.get(&s.read, "/v1/schedules/nightly").await;
+    assert_eq!(got["paused"], true);
+    let (status, _) = s
+        .post(&s.admin, "/v1/schedules/nightly/resume", json!({}))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, body) = s
+        .post(
+            &s.admin,
+            "/v1/schedules",
+            json!({ "id": "bad", "workflow": "hello", "cron": "99 * * * *" }),
+        )
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::BAD_REQUEST, "INVALID_INPUT")
+    );
+    let deleted = s
+        .http
+        .delete(s.url("/v1/schedules/nightly"))
+        .bearer_auth(&s.admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(deleted.status(), StatusCode::NO_CONTENT);
+    let (status, _) = s.get(&s.read, "/v1/schedules/nightly").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
+
+    let id = s.start("hello", json!("m")).await;
+    let (status, _) = s
+        .get(&s.read, &format!("/v1/runs/{id}/result?wait_ms=10000"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    let (status, metrics) = s.get(&s.read, "/v1/metrics").await;
+    assert_eq!(status, StatusCode::OK);
+    assert!(metrics.get("throughput").is_some(), "{metrics}");
+    let text = s
+        .http
+        .get(s.url("/metrics"))
+        .bearer_auth(&s.read)
+        .send()
+        .await
+        .unwrap();
+    assert!(text.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/plain"));
+    assert!(text.text().await.unwrap().contains("worlds_"));
     s.stop().await;
 }

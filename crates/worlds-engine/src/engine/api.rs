@@ -207,6 +207,31 @@ impl Engine {
         self.store.save_key(record).await
     }
 
+    /// A hook by its id.
+    pub(crate) async fn get_hook(
+        &self,
+        hook_id: &str,
+    ) -> Result<crate::store::HookRecord, WorldError> {
+        self.store.get_hook(hook_id).await
+    }
+
+    /// One page of a run's hooks, by position.
+    pub(crate) async fn list_run_hooks(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<crate::store::HookRecord>, WorldError> {
+        self.store.list_run_hooks(run_id, query).await
+    }
+
+    /// One page of the hooks waiting now, in every run.
+    pub(crate) async fn list_waiting_hooks(
+        &self,
+        query: &ListQuery,
+    ) -> Result<Page<crate::store::HookRecord>, WorldError> {
+        self.store.list_waiting_hooks(query).await
+    }
+
     /// One page of a run's events, by `seq`.
     pub(crate) async fn list_events(
         &self,

@@ -60,7 +60,7 @@ pub struct StepRecord {
 }
 
 /// A hook with its run.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct HookRecord {
     /// The run that created it.
     pub run_id: String,

@@ -6,6 +6,8 @@ use serde::Serialize;
 
 use crate::error::WorldError;
 use crate::hooks::{HookDefinition, HookResumed};
+use crate::model::{ListQuery, Page};
+use crate::store::HookRecord;
 
 use super::World;
 
@@ -18,5 +20,27 @@ impl<T: Serialize + DeserializeOwned + 'static> HookDefinition<T> {
         payload: &T,
     ) -> Result<HookResumed, WorldError> {
         world.resume_hook(token, payload).await
+    }
+}
+
+impl World {
+    /// A hook (by hook id) with the run that created it. Its token is not kept: only its
+    /// digest is.
+    pub async fn get_hook(&self, hook_id: &str) -> Result<HookRecord, WorldError> {
+        self.engine.get_hook(hook_id).await
+    }
+
+    /// One page of a run's hooks (by run id), by position.
+    pub async fn run_hooks(
+        &self,
+        run_id: &str,
+        query: ListQuery,
+    ) -> Result<Page<HookRecord>, WorldError> {
+        self.engine.list_run_hooks(run_id, &query).await
+    }
+
+    /// One page of the hooks waiting for a payload now, in every run, by run and position.
+    pub async fn waiting_hooks(&self, query: ListQuery) -> Result<Page<HookRecord>, WorldError> {
+        self.engine.list_waiting_hooks(&query).await
     }
 }

@@ -2,7 +2,9 @@
 
 pub(crate) mod health;
 pub(crate) mod hooks;
+pub(crate) mod metrics;
 pub(crate) mod runs;
+pub(crate) mod schedules;
 
 use std::sync::Arc;
 

@@ -228,7 +228,7 @@ pub(crate) struct PageParams {
 }
 
 impl PageParams {
-    fn query(self) -> Result<ListQuery, ApiError> {
+    pub(crate) fn query(self) -> Result<ListQuery, ApiError> {
         let mut query = ListQuery::new().limit(page_size(self.limit)?);
         query.cursor = self.cursor;
         query.order = self.order.unwrap_or_default();
@@ -238,7 +238,7 @@ impl PageParams {
 }
 
 /// The run id of `id` (a run id or a workflow id).
-async fn run_id_of(world: &World, id: &str) -> Result<String, ApiError> {
+pub(crate) async fn run_id_of(world: &World, id: &str) -> Result<String, ApiError> {
     Ok(world.get_run(id, ResolveData::None).await?.id)
 }
 

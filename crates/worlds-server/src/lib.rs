@@ -41,6 +41,7 @@
 //! | `POST /v1/schedules` | admin | `{"id", "workflow", "cron", "input"}`: create or update a cron schedule (UTC) |
 //! | `POST /v1/schedules/{id}/pause`, `…/resume`, `DELETE /v1/schedules/{id}` | admin | change one |
 //! | `GET /v1/metrics`, `GET /metrics` | read | the world's metrics as JSON; in the Prometheus text format |
+//! | `GET /v1/keys`, `POST /v1/keys`, `POST /v1/keys/{id}/revoke` | admin | the world's API keys (with [`ApiOptions::with_world_keys`]): list, create (`{"scope", "name", "expires_in_ms"}`, the key in the answer only), revoke |
 //!
 //! Errors are `{"code", "message", "details"}` with the engine's statuses (see
 //! [`error::ErrorBody`]); a caller without a recognized key gets 401, one whose key's scope
@@ -63,7 +64,7 @@ use tokio_util::sync::CancellationToken;
 use worlds_engine::{World, WorldError};
 
 use auth::{AuthProvider, Guard, KeyAuth, KeyRing, Scope};
-use routes::{health, hooks, metrics, runs, schedules, Api};
+use routes::{health, hooks, keys, metrics, runs, schedules, Api};
 
 /// Room for a request's envelope (workflow name, options, token) on top of the world's payload
 /// limit.
@@ -74,6 +75,9 @@ const ENVELOPE_BYTES: usize = 64 * 1024;
 pub enum Auth {
     /// API keys from this ring (`Authorization: Bearer wek_…`), checked on the world's clock.
     Keys(Arc<KeyRing>),
+    /// API keys kept by the world's store ([`ApiKeys`](auth::ApiKeys)), also managed over
+    /// the API (`/v1/keys`, admin scope).
+    WorldKeys(Arc<auth::ApiKeys>),
     /// A program's own check.
     Provider(Arc<dyn AuthProvider>),
 }
@@ -82,6 +86,7 @@ impl std::fmt::Debug for Auth {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Auth::Keys(keys) => write!(f, "Auth::Keys({} keys)", keys.list().len()),
+            Auth::WorldKeys(_) => f.write_str("Auth::WorldKeys(..)"),
             Auth::Provider(_) => f.write_str("Auth::Provider(..)"),
         }
     }
@@ -110,7 +115,10 @@ impl ApiOptions {
     ///
     /// [`ApiKeys`]: auth::ApiKeys
     pub fn with_world_keys(keys: Arc<auth::ApiKeys>) -> Self {
-        Self::with_provider(keys)
+        ApiOptions {
+            auth: Auth::WorldKeys(keys),
+            max_body_bytes: None,
+        }
     }
 
     /// Callers are recognized by `provider`.
@@ -125,11 +133,16 @@ impl ApiOptions {
 /// The API over `world`, to serve or to mount in a larger application (under `/`: its paths
 /// start with `/v1`, `/healthz` and `/readyz`).
 pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
+    let mut world_keys = None;
     let provider: Arc<dyn AuthProvider> = match options.auth {
         Auth::Keys(keys) => Arc::new(KeyAuth {
             keys,
             clock: world.clock(),
         }),
+        Auth::WorldKeys(keys) => {
+            world_keys = Some(keys.clone());
+            Arc::new(keys)
+        }
         Auth::Provider(provider) => provider,
     };
     let limit = options.max_body_bytes.unwrap_or(
@@ -171,7 +184,9 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
             axum::routing::delete(schedules::delete),
         )
         .route("/v1/schedules/{id}/pause", post(schedules::pause))
-        .route("/v1/schedules/{id}/resume", post(schedules::resume));
+        .route("/v1/schedules/{id}/resume", post(schedules::resume))
+        .route("/v1/keys", get(keys::list).post(keys::create))
+        .route("/v1/keys/{id}/revoke", post(keys::revoke));
     let open = Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz));
@@ -186,7 +201,10 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
             })
         })
         .layer(axum::extract::DefaultBodyLimit::max(limit))
-        .with_state(Api { world })
+        .with_state(Api {
+            world,
+            keys: world_keys,
+        })
 }
 
 /// A running API server (see [`serve`]). It stops when [`shutdown`](Self::shutdown) is called

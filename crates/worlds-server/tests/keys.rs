@@ -172,3 +172,92 @@ async fn no_table_of_a_postgres_world_holds_a_raw_key() {
     conn.close().await.unwrap();
     world.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn keys_are_managed_over_the_api_with_an_admin_key() {
+    use serde_json::{json, Value};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let world = Arc::new(World::new(WorldConfig::memory()).unwrap());
+    world.start().await.unwrap();
+    let keys = ApiKeys::open(world.clone()).await.unwrap();
+    let admin = keys.create("root", Scope::Admin, None).await.unwrap().key;
+    let write = keys.create("svc", Scope::Write, None).await.unwrap().key;
+    let server = serve(
+        world.clone(),
+        "127.0.0.1:0",
+        ApiOptions::with_world_keys(keys),
+    )
+    .await
+    .unwrap();
+    let base = format!("http://{}", server.local_addr());
+    let http = reqwest::Client::new();
+
+    let refused = http
+        .get(format!("{base}/v1/keys"))
+        .bearer_auth(&write)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refused.status(), StatusCode::FORBIDDEN);
+
+    let made = http
+        .post(format!("{base}/v1/keys"))
+        .bearer_auth(&admin)
+        .json(&json!({ "scope": "read", "name": "dashboard", "expires_in_ms": 86_400_000 }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), StatusCode::CREATED);
+    let made: Value = made.json().await.unwrap();
+    let key = made["key"].as_str().unwrap().to_owned();
+    let id = made["record"]["id"].as_str().unwrap().to_owned();
+    assert!(made["record"]["expires_at"].is_i64());
+    assert_eq!(status(&base, &key).await, StatusCode::OK);
+
+    let listed: Value = http
+        .get(format!("{base}/v1/keys"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed.as_array().unwrap().len(), 3);
+    assert!(!listed.to_string().contains(&key[13..]), "records only");
+
+    let revoked = http
+        .post(format!("{base}/v1/keys/{id}/revoke"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), StatusCode::OK);
+    assert_eq!(status(&base, &key).await, StatusCode::UNAUTHORIZED);
+    let missing = http
+        .post(format!("{base}/v1/keys/nOsUchId/revoke"))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
+    server.shutdown().await;
+
+    // A server whose keys the program holds has no key routes.
+    let ring = Arc::new(worlds_server::auth::KeyRing::new());
+    let root = ring
+        .create("root", Scope::Admin, world.clock().now_ms(), None)
+        .key;
+    let server = serve(world.clone(), "127.0.0.1:0", ApiOptions::with_keys(ring))
+        .await
+        .unwrap();
+    let answer = http
+        .get(format!("http://{}/v1/keys", server.local_addr()))
+        .bearer_auth(&root)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), StatusCode::NOT_IMPLEMENTED);
+    server.shutdown().await;
+    world.shutdown().await.unwrap();
+}

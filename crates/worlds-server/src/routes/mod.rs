@@ -2,6 +2,7 @@
 
 pub(crate) mod health;
 pub(crate) mod hooks;
+pub(crate) mod keys;
 pub(crate) mod metrics;
 pub(crate) mod runs;
 pub(crate) mod schedules;
@@ -14,4 +15,6 @@ use worlds_engine::World;
 #[derive(Clone)]
 pub(crate) struct Api {
     pub(crate) world: Arc<World>,
+    /// The world's keys, when the server checks those (the `/v1/keys` routes manage them).
+    pub(crate) keys: Option<Arc<crate::auth::ApiKeys>>,
 }

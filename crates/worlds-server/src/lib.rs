@@ -34,6 +34,9 @@
 //! | `GET /v1/runs/{id}/events` | read | its history, paged: `cursor`, `limit`, `order=ascending\|descending`, `resolve` |
 //! | `GET /v1/runs/{id}/steps` | read | its steps, paged likewise |
 //! | `POST /v1/runs/{id}/cancel` | write | cancel it (and its unfinished children), `{"reason"}` optional |
+//! | `GET /v1/runs/{id}/streams` | read | the names of the run's streams |
+//! | `GET /v1/runs/{id}/streams/{name}` | read | its chunks, paged: `cursor`, `limit` (text, or `base64` for binary data) |
+//! | `GET /v1/runs/{id}/streams/{name}/live` | read | Server-Sent Events: chunks from `from` (or after `Last-Event-ID`), then new ones, then `end` |
 //! | `POST /v1/hooks/resume` | write | `{"token", "payload"}`: resume the hook waiting with that token |
 //! | `GET /v1/hooks` | read | the hooks waiting now, paged |
 //! | `GET /v1/hooks/{id}`, `GET /v1/runs/{id}/hooks` | read | a hook by id; a run's hooks, paged |
@@ -64,7 +67,7 @@ use tokio_util::sync::CancellationToken;
 use worlds_engine::{World, WorldError};
 
 use auth::{AuthProvider, Guard, KeyAuth, KeyRing, Scope};
-use routes::{health, hooks, keys, metrics, runs, schedules, Api};
+use routes::{health, hooks, keys, metrics, runs, schedules, streams, Api};
 
 /// Room for a request's envelope (workflow name, options, token) on top of the world's payload
 /// limit.
@@ -167,6 +170,9 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
         .route("/v1/runs/{id}/events", get(runs::events))
         .route("/v1/runs/{id}/steps", get(runs::steps))
         .route("/v1/runs/{id}/hooks", get(hooks::of_run))
+        .route("/v1/runs/{id}/streams", get(streams::names))
+        .route("/v1/runs/{id}/streams/{name}", get(streams::chunks))
+        .route("/v1/runs/{id}/streams/{name}/live", get(streams::live))
         .route("/v1/hooks", get(hooks::waiting))
         .route("/v1/hooks/{id}", get(hooks::get))
         .route("/v1/schedules", get(schedules::list))

@@ -198,17 +198,27 @@ async fn every_guarded_route_refuses_callers_without_a_valid_key_of_the_right_sc
         ("POST", "/v1/schedules/nightly/pause"),
         ("POST", "/v1/schedules/nightly/resume"),
         ("DELETE", "/v1/schedules/nightly"),
+        ("GET", "/v1/runs/wrun_x/streams"),
+        ("GET", "/v1/runs/wrun_x/streams/log"),
+        ("GET", "/v1/runs/wrun_x/streams/log/live"),
+        ("GET", "/v1/keys"),
+        ("POST", "/v1/keys"),
+        ("POST", "/v1/keys/AAAAAAAA/revoke"),
     ];
     let admin_only = [
-        "/v1/schedules",
-        "/v1/schedules/nightly/pause",
-        "/v1/schedules/nightly/resume",
-        "/v1/schedules/nightly",
+        ("GET", "/v1/keys"),
+        ("POST", "/v1/keys"),
+        ("POST", "/v1/keys/AAAAAAAA/revoke"),
+        ("POST", "/v1/schedules"),
+        ("POST", "/v1/schedules/nightly/pause"),
+        ("POST", "/v1/schedules/nightly/resume"),
+        ("DELETE", "/v1/schedules/nightly"),
     ];
     let malformed = "wek_short";
     let unknown = KeyRing::new().create("x", Scope::Admin, 0, None).key;
-    for (method, path) in routes {
-        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    for (name, path) in routes {
+        let admin = admin_only.contains(&(name, path));
+        let method = reqwest::Method::from_bytes(name.as_bytes()).unwrap();
         let bare = s
             .http
             .request(method.clone(), s.url(path))
@@ -244,9 +254,9 @@ async fn every_guarded_route_refuses_callers_without_a_valid_key_of_the_right_sc
                 "{path}: {body}"
             );
         }
-        if method != reqwest::Method::GET {
+        if method != reqwest::Method::GET || admin {
             let mut too_weak = vec![s.read.as_str()];
-            if admin_only.contains(&path) {
+            if admin {
                 too_weak.push(&s.write);
             }
             for key in too_weak {
@@ -574,5 +584,132 @@ async fn schedules_are_managed_with_an_admin_key_and_metrics_are_served() {
         .unwrap()
         .starts_with("text/plain"));
     assert!(text.text().await.unwrap().contains("worlds_"));
+    s.stop().await;
+}
+
+/// Reads Server-Sent Events from `response` until `end` (or `error`), as `(event, id, data)`.
+async fn read_events(
+    mut response: reqwest::Response,
+    mut on_event: impl FnMut(&(String, String, String)),
+) -> Vec<(String, String, String)> {
+    let mut buffer = String::new();
+    let mut events = Vec::new();
+    while let Some(bytes) = response.chunk().await.unwrap() {
+        buffer.push_str(std::str::from_utf8(&bytes).unwrap());
+        while let Some(at) = buffer.find("\n\n") {
+            let block: String = buffer.drain(..at + 2).collect();
+            let (mut event, mut id, mut data) = (String::new(), String::new(), String::new());
+            for line in block.lines() {
+                if let Some(v) = line.strip_prefix("event:") {
+                    event = v.trim().to_owned();
+                } else if let Some(v) = line.strip_prefix("id:") {
+                    id = v.trim().to_owned();
+                } else if let Some(v) = line.strip_prefix("data:") {
+                    data = v.trim().to_owned();
+                }
+            }
+            if event.is_empty() {
+                continue; // a keep-alive comment
+            }
+            let done = event == "end" || event == "error";
+            let item = (event, id, data);
+            on_event(&item);
+            events.push(item);
+            if done {
+                return events;
+            }
+        }
+    }
+    events
+}
+
+#[tokio::test]
+async fn a_stream_is_read_live_and_resumed_after_the_last_event_id() {
+    let s = Served::new().await;
+    let id = s.start("nap", Value::Null).await;
+    let streams = s.world.streams();
+    streams.write(&id, "log", "one").await.unwrap();
+    streams
+        .write(&id, "log", vec![0xff_u8, 0x00])
+        .await
+        .unwrap();
+
+    let (status, names) = s.get(&s.read, &format!("/v1/runs/{id}/streams")).await;
+    assert_eq!((status, names), (StatusCode::OK, json!(["log"])));
+    let (status, page) = s
+        .get(&s.read, &format!("/v1/runs/{id}/streams/log?limit=1"))
+        .await;
+    assert_eq!(status, StatusCode::OK);
+    assert_eq!(page["data"][0]["text"], "one");
+    let cursor = page["cursor"].as_str().unwrap().to_owned();
+    let (_, next) = s
+        .get(
+            &s.read,
+            &format!("/v1/runs/{id}/streams/log?cursor={cursor}"),
+        )
+        .await;
+    assert_eq!(next["data"][0]["base64"], "/wA=");
+
+    // Live: the stored chunks, then one written while connected, then the end.
+    let response = s
+        .http
+        .get(s.url(&format!("/v1/runs/{id}/streams/log/live")))
+        .bearer_auth(&s.read)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), StatusCode::OK);
+    assert!(response.headers()["content-type"]
+        .to_str()
+        .unwrap()
+        .starts_with("text/event-stream"));
+    let world = s.world.clone();
+    let run = id.clone();
+    let events = read_events(response, move |(_, index, _)| {
+        if index == "1" {
+            let world = world.clone();
+            let run = run.clone();
+            tokio::spawn(async move {
+                world.streams().write(&run, "log", "three").await.unwrap();
+                world.streams().close(&run, "log").await.unwrap();
+            });
+        }
+    })
+    .await;
+    let ids: Vec<&str> = events.iter().map(|(_, id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["0", "1", "2", ""], "{events:?}");
+    assert_eq!(events[3].0, "end");
+    assert!(events[2].2.contains("three"), "{events:?}");
+
+    // A client that got index 0 reconnects: it continues at 1, nothing twice.
+    let response = s
+        .http
+        .get(s.url(&format!("/v1/runs/{id}/streams/log/live")))
+        .bearer_auth(&s.read)
+        .header("last-event-id", "0")
+        .send()
+        .await
+        .unwrap();
+    let events = read_events(response, |_| {}).await;
+    let ids: Vec<&str> = events.iter().map(|(_, id, _)| id.as_str()).collect();
+    assert_eq!(ids, ["1", "2", ""], "{events:?}");
+
+    let bad = s
+        .http
+        .get(s.url(&format!("/v1/runs/{id}/streams/log/live")))
+        .bearer_auth(&s.read)
+        .header("last-event-id", "yesterday")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), StatusCode::BAD_REQUEST);
+    let missing = s
+        .http
+        .get(s.url("/v1/runs/wrun_none/streams/log/live"))
+        .bearer_auth(&s.read)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     s.stop().await;
 }

@@ -6,6 +6,7 @@ pub(crate) mod keys;
 pub(crate) mod metrics;
 pub(crate) mod runs;
 pub(crate) mod schedules;
+pub(crate) mod streams;
 
 use std::sync::Arc;
 

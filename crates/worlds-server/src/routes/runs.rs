@@ -113,6 +113,17 @@ pub(crate) struct PageBody<T> {
     has_more: bool,
 }
 
+impl<T> PageBody<T> {
+    /// The same page with each item changed by `f`.
+    pub(crate) fn map<U>(self, f: impl FnMut(T) -> U) -> PageBody<U> {
+        PageBody {
+            data: self.data.into_iter().map(f).collect(),
+            cursor: self.cursor,
+            has_more: self.has_more,
+        }
+    }
+}
+
 impl<T> From<worlds_engine::model::Page<T>> for PageBody<T> {
     fn from(page: worlds_engine::model::Page<T>) -> Self {
         PageBody {

@@ -1,0 +1,150 @@
+//! A run's streams: their names, their chunks in pages, and one stream read live as
+//! Server-Sent Events.
+//!
+//! Live reading sends every stored chunk from the asked index, then each new one as it is
+//! written, as an event `chunk` whose id is the chunk's index, and ends with an event `end`
+//! once the stream is done (closed, or its run finished). A client that loses the connection
+//! and reconnects with `Last-Event-ID` (what browsers' `EventSource` does by itself) continues
+//! after the last index it got: no chunk is missed or sent twice.
+
+use std::convert::Infallible;
+
+use axum::extract::{Path, Query, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use base64::Engine as _;
+use futures::{Stream, StreamExt};
+use serde::{Deserialize, Serialize};
+use worlds_engine::streams::StreamChunk;
+
+use super::runs::PageBody;
+use super::Api;
+use crate::error::ApiError;
+
+/// A chunk as the API shows it: text when it is UTF-8, base64 otherwise.
+#[derive(Debug, Serialize)]
+pub(crate) struct ChunkBody {
+    index: u64,
+    created_at: i64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    text: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    base64: Option<String>,
+}
+
+impl From<&StreamChunk> for ChunkBody {
+    fn from(chunk: &StreamChunk) -> Self {
+        let text = chunk.text().map(str::to_owned);
+        let base64 = text
+            .is_none()
+            .then(|| base64::engine::general_purpose::STANDARD.encode(&chunk.data));
+        ChunkBody {
+            index: chunk.index,
+            created_at: chunk.created_at,
+            text,
+            base64,
+        }
+    }
+}
+
+pub(crate) async fn names(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<String>>, ApiError> {
+    Ok(Json(api.world.streams().list(&id).await?))
+}
+
+/// `?cursor=&limit=` of a page of chunks.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ChunkPage {
+    cursor: Option<String>,
+    limit: Option<usize>,
+}
+
+pub(crate) async fn chunks(
+    State(api): State<Api>,
+    Path((id, name)): Path<(String, String)>,
+    query: Result<Query<ChunkPage>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<PageBody<ChunkBody>>, ApiError> {
+    let Query(q) = query?;
+    let page = api
+        .world
+        .streams()
+        .chunks(
+            &id,
+            &name,
+            q.cursor.as_deref(),
+            q.limit.unwrap_or(0).min(1_000),
+        )
+        .await?;
+    Ok(Json(PageBody::from(page).map(|c| ChunkBody::from(&c))))
+}
+
+/// `?from=` of a live read: the first index (negative counts back from the last chunk).
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Live {
+    from: Option<i64>,
+}
+
+pub(crate) async fn live(
+    State(api): State<Api>,
+    Path((id, name)): Path<(String, String)>,
+    headers: HeaderMap,
+    query: Result<Query<Live>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(q) = query?;
+    let resumed = match headers.get("last-event-id") {
+        Some(value) => Some(
+            value
+                .to_str()
+                .ok()
+                .and_then(|v| v.trim().parse::<u64>().ok())
+                .ok_or_else(|| {
+                    ApiError::invalid("Last-Event-ID", "not the index of a chunk this sent")
+                })?,
+        ),
+        None => None,
+    };
+    let start = match resumed {
+        Some(last) => i64::try_from(last).unwrap_or(i64::MAX).saturating_add(1),
+        None => q.from.unwrap_or(0),
+    };
+    let chunks = api.world.streams().read(&id, &name, start).await?;
+    Ok(Sse::new(events(chunks))
+        .keep_alive(KeepAlive::default())
+        .into_response())
+}
+
+/// The chunks as events, then `end`; a failure mid-read ends the events with `error` instead.
+fn events(
+    chunks: impl Stream<Item = Result<StreamChunk, worlds_engine::WorldError>> + Send + 'static,
+) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
+    futures::stream::unfold((chunks.boxed(), false), |(mut chunks, over)| async move {
+        if over {
+            return None;
+        }
+        let (event, over) = match chunks.next().await {
+            Some(Ok(chunk)) => (
+                Event::default()
+                    .id(chunk.index.to_string())
+                    .event("chunk")
+                    .json_data(ChunkBody::from(&chunk))
+                    .unwrap_or_else(|_| Event::default().event("error")),
+                false,
+            ),
+            Some(Err(e)) => (
+                Event::default()
+                    .event("error")
+                    .json_data(ApiError::from(e).body())
+                    .unwrap_or_else(|_| Event::default().event("error")),
+                true,
+            ),
+            None => (Event::default().event("end").data(""), true),
+        };
+        Some((Ok(event), (chunks, over)))
+    })
+}

@@ -43,6 +43,48 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
+    /// Every kind.
+    pub const ALL: [ErrorKind; 13] = [
+        ErrorKind::NotFound,
+        ErrorKind::Conflict,
+        ErrorKind::InvalidInput,
+        ErrorKind::PayloadTooLarge,
+        ErrorKind::RunFailed,
+        ErrorKind::RunCancelled,
+        ErrorKind::Timeout,
+        ErrorKind::Unavailable,
+        ErrorKind::Unsupported,
+        ErrorKind::Gone,
+        ErrorKind::MethodNotAllowed,
+        ErrorKind::RequestTimeout,
+        ErrorKind::Internal,
+    ];
+
+    /// The stable code of this kind in API answers ([`ErrorBody::code`]): `NOT_FOUND`,
+    /// `CONFLICT`, `INVALID_INPUT`, …
+    pub fn code(self) -> &'static str {
+        match self {
+            ErrorKind::NotFound => "NOT_FOUND",
+            ErrorKind::Conflict => "CONFLICT",
+            ErrorKind::InvalidInput => "INVALID_INPUT",
+            ErrorKind::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
+            ErrorKind::RunFailed => "RUN_FAILED",
+            ErrorKind::RunCancelled => "RUN_CANCELLED",
+            ErrorKind::Timeout => "TIMEOUT",
+            ErrorKind::Unavailable => "UNAVAILABLE",
+            ErrorKind::Unsupported => "UNSUPPORTED",
+            ErrorKind::Gone => "GONE",
+            ErrorKind::MethodNotAllowed => "METHOD_NOT_ALLOWED",
+            ErrorKind::RequestTimeout => "REQUEST_TIMEOUT",
+            ErrorKind::Internal => "INTERNAL",
+        }
+    }
+
+    /// The kind of a [`code`](Self::code), if it is one.
+    pub fn from_code(code: &str) -> Option<ErrorKind> {
+        Self::ALL.into_iter().find(|kind| kind.code() == code)
+    }
+
     /// The HTTP status code that answers an error of this kind.
     pub fn http_status(self) -> u16 {
         match self {
@@ -59,6 +101,21 @@ impl ErrorKind {
             ErrorKind::RunFailed | ErrorKind::Internal => 500,
         }
     }
+}
+
+/// How the HTTP API answers an error: `{"code", "message", "details"}`. `code` is an
+/// [`ErrorKind::code`], or one of the API's own (`UNAUTHENTICATED`, `FORBIDDEN`,
+/// `RATE_LIMITED`); `message` says what was wrong and what to do; `details` carries what a
+/// program may use (the field at fault, the id not found), `null` if nothing.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ErrorBody {
+    /// A stable code to match on.
+    pub code: String,
+    /// What was wrong, for people.
+    pub message: String,
+    /// More about it, for programs.
+    #[serde(default)]
+    pub details: serde_json::Value,
 }
 
 /// The error returned by world operations.
@@ -442,5 +499,21 @@ mod tests {
         struct Outer(#[source] std::io::Error);
         let e = Outer(std::io::Error::other("inner"));
         assert_eq!(StructuredError::from_error(&e).message, "outer: inner");
+    }
+}
+
+#[cfg(test)]
+mod code_tests {
+    use super::*;
+
+    #[test]
+    fn every_kind_has_its_own_code_and_is_found_by_it() {
+        let codes: std::collections::BTreeSet<&str> =
+            ErrorKind::ALL.iter().map(|k| k.code()).collect();
+        assert_eq!(codes.len(), ErrorKind::ALL.len());
+        for kind in ErrorKind::ALL {
+            assert_eq!(ErrorKind::from_code(kind.code()), Some(kind));
+        }
+        assert_eq!(ErrorKind::from_code("FORBIDDEN"), None);
     }
 }

@@ -1,27 +1,15 @@
 //! Every refusal of the API has one shape: the HTTP status of the engine's error kind and a
-//! JSON body `{"code", "message", "details"}`, where `code` is stable for programs to match on
-//! and `message` says what was wrong and what to do.
+//! JSON [`ErrorBody`] `{"code", "message", "details"}`, where `code` is the kind's
+//! [`ErrorKind::code`] (or `UNAUTHENTICATED`, `FORBIDDEN`) for programs to match on and
+//! `message` says what was wrong and what to do.
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
+pub use worlds_engine::ErrorBody;
 use worlds_engine::{ErrorKind, WorldError};
-
-/// The body of an error answer.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorBody {
-    /// A stable code: `NOT_FOUND`, `CONFLICT`, `INVALID_INPUT`, `PAYLOAD_TOO_LARGE`,
-    /// `UNAUTHENTICATED`, `FORBIDDEN`, `GONE`, `UNAVAILABLE`, …
-    pub code: String,
-    /// What was wrong, for people.
-    pub message: String,
-    /// More about it, for programs (the field at fault, the id not found…); `null` if nothing.
-    #[serde(default)]
-    pub details: Value,
-}
 
 /// An error answered by the API.
 #[derive(Debug)]
@@ -78,25 +66,6 @@ impl ApiError {
     }
 }
 
-/// The stable code of an engine error kind.
-pub fn code_of(kind: ErrorKind) -> &'static str {
-    match kind {
-        ErrorKind::NotFound => "NOT_FOUND",
-        ErrorKind::Conflict => "CONFLICT",
-        ErrorKind::InvalidInput => "INVALID_INPUT",
-        ErrorKind::PayloadTooLarge => "PAYLOAD_TOO_LARGE",
-        ErrorKind::RunFailed => "RUN_FAILED",
-        ErrorKind::RunCancelled => "RUN_CANCELLED",
-        ErrorKind::Timeout => "TIMEOUT",
-        ErrorKind::Unavailable => "UNAVAILABLE",
-        ErrorKind::Unsupported => "UNSUPPORTED",
-        ErrorKind::Gone => "GONE",
-        ErrorKind::MethodNotAllowed => "METHOD_NOT_ALLOWED",
-        ErrorKind::RequestTimeout => "REQUEST_TIMEOUT",
-        _ => "INTERNAL",
-    }
-}
-
 impl From<WorldError> for ApiError {
     fn from(error: WorldError) -> Self {
         let kind = error.kind();
@@ -114,7 +83,7 @@ impl From<WorldError> for ApiError {
         if kind == ErrorKind::Internal {
             tracing::error!(error = %error, "an API call failed inside the engine");
         }
-        Self::new(status, code_of(kind), error.to_string(), details)
+        Self::new(status, kind.code(), error.to_string(), details)
     }
 }
 

@@ -1,0 +1,335 @@
+//! A client for the HTTP API of a worlds-engine world (`worlds-server`, `worlds serve`): start
+//! runs by workflow name, read and list them, wait for results, cancel them, resume hooks,
+//! manage schedules — from any program that can reach the server.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), worlds_client::ClientError> {
+//! use worlds_client::{Client, RunFilter};
+//! let client = Client::new("http://127.0.0.1:8080", std::env::var("WORLDS_API_KEY").unwrap())?;
+//! let run = client.start("checkout", &serde_json::json!({ "order": "A-1" }), Default::default()).await?;
+//! let outcome = client.result(&run.run_id, std::time::Duration::from_secs(30)).await?;
+//! println!("{:?}: {:?}", outcome.status, outcome.output);
+//! let failed = client.list_runs(&RunFilter { status: Some("failed".into()), ..Default::default() }).await?;
+//! # Ok(()) }
+//! ```
+//!
+//! Errors come back as [`ClientError::Api`] with the server's [`ErrorBody`] (its stable
+//! `code`, a message saying what to do) and status; [`ClientError::kind`] maps the code to the
+//! engine's [`ErrorKind`], so a program handles a remote error as it would a local one.
+
+#![forbid(unsafe_code)]
+
+use std::time::Duration;
+
+use reqwest::{Method, RequestBuilder, StatusCode};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use worlds_engine::hooks::HookResumed;
+use worlds_engine::model::{Page, ResolveData};
+use worlds_engine::schedule::ScheduleConfig;
+use worlds_engine::{
+    ErrorBody, ErrorKind, Event, RunStatus, StructuredError, WorkflowOptions, WorkflowState,
+};
+
+/// What went wrong with a call.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// The server answered with an error.
+    #[error("{} ({}): {}", .body.code, .status, .body.message)]
+    Api {
+        /// The HTTP status.
+        status: u16,
+        /// The server's answer.
+        body: ErrorBody,
+    },
+    /// The server could not be reached, or the connection failed.
+    #[error("could not reach the worlds-engine server: {0}")]
+    Transport(#[from] reqwest::Error),
+    /// The server's answer was not what this client expected (a different server, or version).
+    #[error("the server's answer could not be read: {0}")]
+    Unexpected(String),
+    /// The client was given something it cannot use (a malformed URL).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+impl ClientError {
+    /// The engine's kind of error, for an error answer whose code is one (`NOT_FOUND`,
+    /// `CONFLICT`, …); `Unavailable` when the server could not be reached.
+    pub fn kind(&self) -> Option<ErrorKind> {
+        match self {
+            ClientError::Api { body, .. } => ErrorKind::from_code(&body.code),
+            ClientError::Transport(_) => Some(ErrorKind::Unavailable),
+            _ => None,
+        }
+    }
+
+    /// The code of an error answer (`UNAUTHENTICATED`, `FORBIDDEN`, `NOT_FOUND`, …).
+    pub fn code(&self) -> Option<&str> {
+        match self {
+            ClientError::Api { body, .. } => Some(&body.code),
+            _ => None,
+        }
+    }
+}
+
+/// A run just started.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct Started {
+    /// Its run id.
+    pub run_id: String,
+    /// Its workflow id.
+    pub workflow_id: String,
+}
+
+/// A run's outcome, from [`Client::result`].
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct Outcome {
+    /// The run id.
+    pub run_id: String,
+    /// The workflow id.
+    pub workflow_id: String,
+    /// Its status when the answer was made.
+    pub status: RunStatus,
+    /// True once it finished; false if the wait ended first.
+    pub done: bool,
+    /// A completed run's output.
+    #[serde(default)]
+    pub output: Option<Value>,
+    /// A failed run's error.
+    #[serde(default)]
+    pub error: Option<StructuredError>,
+}
+
+/// Filters of [`Client::list_runs`]; all optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct RunFilter {
+    /// Comma-separated statuses (`failed,cancelled`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// The workflow's name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub workflow: Option<String>,
+    /// The cursor of the previous page.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
+    /// Runs per page (at most 1 000).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<usize>,
+    /// `None` leaves inputs and outputs out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub resolve: Option<ResolveData>,
+}
+
+/// A client of one server, with one API key. Cheap to clone (clones share connections).
+#[derive(Debug, Clone)]
+pub struct Client {
+    http: reqwest::Client,
+    base: String,
+    key: String,
+}
+
+impl Client {
+    /// A client of the server at `base_url` (`http://host:port`, or `https://…`) calling with
+    /// `api_key`.
+    pub fn new(base_url: &str, api_key: impl Into<String>) -> Result<Self, ClientError> {
+        let base = base_url.trim_end_matches('/').to_owned();
+        if !(base.starts_with("http://") || base.starts_with("https://")) {
+            return Err(ClientError::Invalid(format!(
+                "'{base_url}' is not a server URL: give http://host:port or https://host"
+            )));
+        }
+        // The TLS provider of this build; a program that installed one keeps its own.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let http = reqwest::Client::builder()
+            .build()
+            .map_err(ClientError::Transport)?;
+        Ok(Client {
+            http,
+            base,
+            key: api_key.into(),
+        })
+    }
+
+    fn request(&self, method: Method, path: &str) -> RequestBuilder {
+        self.http
+            .request(method, format!("{}{path}", self.base))
+            .bearer_auth(&self.key)
+    }
+
+    async fn call<T: DeserializeOwned>(&self, request: RequestBuilder) -> Result<T, ClientError> {
+        let response = request.send().await?;
+        let status = response.status();
+        let bytes = response.bytes().await?;
+        if status.is_success() {
+            return serde_json::from_slice(&bytes)
+                .map_err(|e| ClientError::Unexpected(e.to_string()));
+        }
+        let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
+            code: "UNEXPECTED".into(),
+            message: String::from_utf8_lossy(&bytes).into_owned(),
+            details: Value::Null,
+        });
+        Err(ClientError::Api {
+            status: status.as_u16(),
+            body,
+        })
+    }
+
+    /// Starts a run of the workflow registered as `workflow`.
+    pub async fn start(
+        &self,
+        workflow: &str,
+        input: &impl Serialize,
+        options: WorkflowOptions,
+    ) -> Result<Started, ClientError> {
+        let body = serde_json::json!({ "workflow": workflow, "input": input, "options": options });
+        self.call(self.request(Method::POST, "/v1/runs").json(&body))
+            .await
+    }
+
+    /// A run (by run id or workflow id).
+    pub async fn get_run(
+        &self,
+        id: &str,
+        resolve: ResolveData,
+    ) -> Result<WorkflowState, ClientError> {
+        let resolve = if resolve == ResolveData::None {
+            "none"
+        } else {
+            "all"
+        };
+        self.call(
+            self.request(Method::GET, &format!("/v1/runs/{}", segment(id)))
+                .query(&[("resolve", resolve)]),
+        )
+        .await
+    }
+
+    /// One page of runs, newest first.
+    pub async fn list_runs(&self, filter: &RunFilter) -> Result<Page<WorkflowState>, ClientError> {
+        self.call(self.request(Method::GET, "/v1/runs").query(filter))
+            .await
+    }
+
+    /// Waits up to `wait` (at most 5 minutes per call) for the run to finish.
+    pub async fn result(&self, id: &str, wait: Duration) -> Result<Outcome, ClientError> {
+        let request = self
+            .request(Method::GET, &format!("/v1/runs/{}/result", segment(id)))
+            .query(&[("wait_ms", wait.as_millis().to_string())]);
+        let response = request.send().await?;
+        let status = response.status();
+        if status == StatusCode::OK || status == StatusCode::ACCEPTED {
+            return response
+                .json()
+                .await
+                .map_err(|e| ClientError::Unexpected(e.to_string()));
+        }
+        let body = response
+            .json::<ErrorBody>()
+            .await
+            .map_err(|e| ClientError::Unexpected(e.to_string()))?;
+        Err(ClientError::Api {
+            status: status.as_u16(),
+            body,
+        })
+    }
+
+    /// Cancels a run (and its unfinished children); returns it as it is then.
+    pub async fn cancel(
+        &self,
+        id: &str,
+        reason: Option<&str>,
+    ) -> Result<WorkflowState, ClientError> {
+        self.call(
+            self.request(Method::POST, &format!("/v1/runs/{}/cancel", segment(id)))
+                .json(&serde_json::json!({ "reason": reason })),
+        )
+        .await
+    }
+
+    /// One page of a run's history, oldest first, from `cursor`.
+    pub async fn events(
+        &self,
+        id: &str,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Page<Event>, ClientError> {
+        let mut query = vec![("limit", limit.to_string())];
+        if let Some(cursor) = cursor {
+            query.push(("cursor", cursor.to_owned()));
+        }
+        self.call(
+            self.request(Method::GET, &format!("/v1/runs/{}/events", segment(id)))
+                .query(&query),
+        )
+        .await
+    }
+
+    /// Resumes the hook waiting with `token`.
+    pub async fn resume_hook(
+        &self,
+        token: &str,
+        payload: &impl Serialize,
+    ) -> Result<HookResumed, ClientError> {
+        self.call(
+            self.request(Method::POST, "/v1/hooks/resume")
+                .json(&serde_json::json!({ "token": token, "payload": payload })),
+        )
+        .await
+    }
+
+    /// Every schedule.
+    pub async fn schedules(&self) -> Result<Vec<ScheduleConfig>, ClientError> {
+        self.call(self.request(Method::GET, "/v1/schedules")).await
+    }
+
+    /// Pauses (`true`) or resumes a schedule; needs an admin key.
+    pub async fn pause_schedule(
+        &self,
+        id: &str,
+        pause: bool,
+    ) -> Result<ScheduleConfig, ClientError> {
+        let action = if pause { "pause" } else { "resume" };
+        self.call(self.request(
+            Method::POST,
+            &format!("/v1/schedules/{}/{action}", segment(id)),
+        ))
+        .await
+    }
+}
+
+/// `id` as one path segment: characters that would end or escape it are percent-encoded.
+fn segment(id: &str) -> String {
+    let mut out = String::with_capacity(id.len());
+    for b in id.bytes() {
+        if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ids_stay_one_path_segment() {
+        assert_eq!(segment("wrun_01ABC"), "wrun_01ABC");
+        assert_eq!(segment("order/7?x#y"), "order%2F7%3Fx%23y");
+        assert_eq!(segment("ü"), "%C3%BC");
+    }
+
+    #[test]
+    fn a_url_must_name_a_server() {
+        assert!(matches!(
+            Client::new("localhost:8080", "k"),
+            Err(ClientError::Invalid(_))
+        ));
+        assert!(Client::new("http://127.0.0.1:8080/", "k").is_ok());
+    }
+}

@@ -23,7 +23,11 @@ use crate::writer::with_world;
 
 /// Runs `worlds runs cancel`.
 pub(crate) fn cancel(args: &CancelArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let instead = "cancel the run from that program (World::cancel or handle.cancel()), or stop it and run this command again.";
+    let instead = "cancel the run through its API (`worlds runs cancel ID --server URL --api-key KEY` when it serves one), or from that program (World::cancel or handle.cancel()), or stop it and run this command again.";
+    if let Some(client) = crate::remote::client(&args.remote)? {
+        let state = crate::remote::cancel(&client, args)?;
+        return report(args, &state, out);
+    }
     let place = Place::of(&args.dir, &args.database);
     let cancel = async |world: &World| {
         let reason = args
@@ -47,6 +51,15 @@ pub(crate) fn cancel(args: &CancelArgs, out: &mut dyn Write) -> anyhow::Result<(
         Place::Dir(dir) => with_world(dir, instead, cancel)?,
         Place::Database(db) => crate::postgres::with_world(db, cancel)?,
     };
+    report(args, &state, out)
+}
+
+/// What `worlds runs cancel` says of the cancelled run.
+fn report(
+    args: &CancelArgs,
+    state: &worlds_engine::WorkflowState,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
     if args.json {
         let summary = serde_json::json!({
             "run_id": state.id,
@@ -95,6 +108,7 @@ mod tests {
             dir: dir.to_path_buf(),
             database: crate::cli::DatabaseArgs::default(),
             reason: None,
+            remote: crate::cli::ServerArgs::default(),
             json,
         }
     }

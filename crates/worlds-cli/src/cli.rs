@@ -35,6 +35,7 @@ impl Cli {
                 | SchedulesCommand::Delete(args),
             ) => args.json,
             Command::Logs(args) => args.json,
+            Command::Hooks(HooksCommand::Resume(args)) => args.json,
             Command::Keys(KeysCommand::Create(args)) => args.json,
             Command::Keys(KeysCommand::List(args)) => args.json,
             Command::Keys(KeysCommand::Revoke(args)) => args.json,
@@ -108,6 +109,9 @@ pub(crate) enum Command {
     /// creates an admin key and prints it once. Binding to an address other than this machine's
     /// prints a warning: the server speaks plain HTTP, so put a TLS proxy in front of it.
     Serve(ServeArgs),
+    /// Resume a waiting hook with a payload.
+    #[command(subcommand)]
+    Hooks(HooksCommand),
     /// Create, list or revoke the API keys of a world's HTTP API (kept in its directory or
     /// database as digests; a key is shown once, when it is created).
     #[command(subcommand)]
@@ -132,6 +136,41 @@ pub(crate) struct ServeArgs {
     /// The database of `--persistence postgres`.
     #[command(flatten)]
     pub(crate) database: DatabaseArgs,
+}
+
+/// `worlds hooks …`.
+#[derive(Debug, Subcommand)]
+pub(crate) enum HooksCommand {
+    /// Deliver a payload to the hook waiting with TOKEN; its run goes on. A payload that does
+    /// not have the hook's type is refused and the hook keeps waiting.
+    Resume(HookResumeArgs),
+}
+
+/// Options of `worlds hooks resume`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct HookResumeArgs {
+    /// The hook's token (what the workflow handed out).
+    pub(crate) token: String,
+
+    /// The payload, as JSON (default `null`).
+    #[arg(long, value_name = "JSON", default_value = "null")]
+    pub(crate) data: String,
+
+    /// The world's data directory.
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
+
+    /// A world on PostgreSQL instead of a directory.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+
+    /// A running world's API instead of the directory or database.
+    #[command(flatten)]
+    pub(crate) remote: ServerArgs,
+
+    /// Print the outcome as one JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// `worlds keys …`.
@@ -212,6 +251,25 @@ pub(crate) struct KeyIdArgs {
     pub(crate) json: bool,
 }
 
+/// A running world's HTTP API (`worlds serve`, or a program serving `worlds-server`): with
+/// `--server` the command calls it instead of opening the directory or the database, so it
+/// works while a hybrid world owns its directory.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct ServerArgs {
+    /// Call the world's API at this URL (http://host:port) instead of opening --dir.
+    #[arg(long, env = "WORLDS_SERVER_URL", value_name = "URL")]
+    pub(crate) server: Option<String>,
+
+    /// The API key for --server.
+    #[arg(
+        long,
+        env = "WORLDS_API_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    pub(crate) api_key: Option<String>,
+}
+
 /// Where a world on PostgreSQL lives: `--database-url` (or `WORLDS_ENGINE_DATABASE_URL`) and
 /// `--schema`. With a URL the command works on that database instead of `--dir`.
 #[derive(Debug, Clone, Default, Args)]
@@ -275,6 +333,10 @@ pub(crate) struct CancelArgs {
     #[arg(long)]
     pub(crate) reason: Option<String>,
 
+    /// A running world's API instead of the directory or database.
+    #[command(flatten)]
+    pub(crate) remote: ServerArgs,
+
     /// Print the outcome as one JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
@@ -302,6 +364,10 @@ pub(crate) struct ListArgs {
     /// At most this many runs.
     #[arg(long, default_value_t = 100, value_parser = at_least_one)]
     pub(crate) limit: usize,
+
+    /// A running world's API instead of the directory or database.
+    #[command(flatten)]
+    pub(crate) remote: ServerArgs,
 
     /// Print one JSON object per line (the run state, without history) instead of a table.
     #[arg(long)]

@@ -166,6 +166,10 @@ pub(crate) async fn collect_runs(
 
 /// `worlds runs list`.
 pub(crate) fn list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    if let Some(client) = crate::remote::client(&args.remote)? {
+        let (runs, more) = crate::remote::list_runs(&client, args)?;
+        return print_runs(&runs, more, args.json, out);
+    }
     let place = Place::of(&args.dir, &args.database);
     let mut filter = WorkflowQueryFilter::new().resolve_data(if args.json {
         ResolveData::All
@@ -205,10 +209,20 @@ pub(crate) fn list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> 
         }
         return Ok(());
     }
-    if args.json {
-        out.write_all(format_runs_json(&runs)?.as_bytes())?;
+    print_runs(&runs, more, args.json, out)
+}
+
+/// Prints the runs of `worlds runs list` as a table or JSON lines.
+fn print_runs(
+    runs: &[WorkflowState],
+    more: bool,
+    json: bool,
+    out: &mut impl Write,
+) -> anyhow::Result<()> {
+    if json {
+        out.write_all(format_runs_json(runs)?.as_bytes())?;
     } else {
-        writeln!(out, "{}", format_runs_table(&runs))?;
+        writeln!(out, "{}", format_runs_table(runs))?;
     }
     if more {
         eprintln!(
@@ -544,6 +558,7 @@ mod tests {
             statuses: Vec::new(),
             name: None,
             limit: 100,
+            remote: crate::cli::ServerArgs::default(),
             json: true,
         }
     }

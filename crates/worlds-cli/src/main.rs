@@ -13,6 +13,7 @@ mod inspect;
 mod keys;
 mod logs;
 mod postgres;
+mod remote;
 mod schedules;
 mod serve;
 mod show;
@@ -23,7 +24,9 @@ use std::process::ExitCode;
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 
-use crate::cli::{Cli, Command, DbCommand, KeysCommand, RunsCommand, SchedulesCommand};
+use crate::cli::{
+    Cli, Command, DbCommand, HooksCommand, KeysCommand, RunsCommand, SchedulesCommand,
+};
 
 // The engine allocates many small, short-lived values per step (events, ids, tasks); mimalloc
 // serves those markedly faster than the system allocator (see docs/BENCHMARKS.md).
@@ -138,6 +141,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Logs(args) => logs::logs(&args, &mut std::io::stdout()),
         Command::Db(DbCommand::Migrate(args)) => postgres::migrate(&args, &mut std::io::stdout()),
         Command::Serve(args) => serve::run(&args),
+        Command::Hooks(HooksCommand::Resume(args)) => {
+            remote::resume_hook(&args, &mut std::io::stdout())
+        }
         Command::Keys(KeysCommand::Create(args)) => keys::create(&args, &mut std::io::stdout()),
         Command::Keys(KeysCommand::List(args)) => keys::list(&args, &mut std::io::stdout()),
         Command::Keys(KeysCommand::Revoke(args)) => keys::revoke(&args, &mut std::io::stdout()),

@@ -19,11 +19,15 @@ struct Serving {
 }
 
 fn start(dir: &Path) -> Serving {
+    start_with(dir, "file")
+}
+
+fn start_with(dir: &Path, persistence: &str) -> Serving {
     let mut child = Command::new(env!("CARGO_BIN_EXE_worlds"))
         .args([
             "serve",
             "--persistence",
-            "file",
+            persistence,
             "--addr",
             "127.0.0.1:0",
             "--dir",
@@ -141,4 +145,120 @@ async fn serve_makes_a_key_once_requires_it_and_keeps_it_across_a_restart() {
             );
         }
     }
+}
+
+/// `worlds ARGS` with no server, key or database from the environment.
+fn worlds(args: &[&str]) -> std::process::Output {
+    Command::new(env!("CARGO_BIN_EXE_worlds"))
+        .args(args)
+        .env_remove("WORLDS_SERVER_URL")
+        .env_remove("WORLDS_API_KEY")
+        .env_remove("WORLDS_ENGINE_DATABASE_URL")
+        .output()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn the_cli_operates_a_hybrid_world_through_its_server() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let world_dir = dir.path().join("world");
+    let serving = start_with(&world_dir, "hybrid");
+    let key = serving.new_key().unwrap();
+    let dir_arg = world_dir.display().to_string();
+
+    let started: serde_json::Value = reqwest::Client::new()
+        .post(format!("{}/v1/runs", serving.base))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({
+            "workflow": "checkout",
+            "input": { "id": "A-1", "cents": 1200, "sku": "SKU-1", "quantity": 1 }
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run = started["run_id"].as_str().unwrap().to_owned();
+
+    // The directory is the hybrid world's: a cancellation from outside is refused, and says
+    // how to do it through the server.
+    let refused = worlds(&["runs", "cancel", &run, "--dir", &dir_arg]);
+    assert!(!refused.status.success());
+    let why = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(why.contains("--server"), "{why}");
+
+    let listed = worlds(&[
+        "runs",
+        "list",
+        "--server",
+        &serving.base,
+        "--api-key",
+        &key,
+        "--json",
+    ]);
+    assert!(
+        listed.status.success(),
+        "{}",
+        String::from_utf8_lossy(&listed.stderr)
+    );
+    assert!(String::from_utf8_lossy(&listed.stdout).contains(&run));
+
+    let cancelled = worlds(&[
+        "runs",
+        "cancel",
+        &run,
+        "--server",
+        &serving.base,
+        "--api-key",
+        &key,
+        "--json",
+    ]);
+    let out = String::from_utf8_lossy(&cancelled.stdout).into_owned();
+    let err = String::from_utf8_lossy(&cancelled.stderr).into_owned();
+    // The checkout may have finished first: then the server says it cannot be cancelled.
+    assert!(
+        (cancelled.status.success() && out.contains("cancelled")) || err.contains("CONFLICT"),
+        "{out} {err}"
+    );
+
+    let no_key = worlds(&["runs", "list", "--server", &serving.base]);
+    assert!(!no_key.status.success());
+    assert!(String::from_utf8_lossy(&no_key.stderr).contains("--api-key"));
+    let wrong = worlds(&[
+        "runs",
+        "list",
+        "--server",
+        &serving.base,
+        "--api-key",
+        "wek_x",
+    ]);
+    assert!(String::from_utf8_lossy(&wrong.stderr).contains("UNAUTHENTICATED"));
+    let hook = worlds(&[
+        "hooks",
+        "resume",
+        "f00d",
+        "--data",
+        "true",
+        "--server",
+        &serving.base,
+        "--api-key",
+        &key,
+    ]);
+    assert!(!hook.status.success());
+    assert!(String::from_utf8_lossy(&hook.stderr).contains("NOT_FOUND"));
+    let bad = worlds(&[
+        "hooks",
+        "resume",
+        "f00d",
+        "--data",
+        "{nope",
+        "--server",
+        &serving.base,
+        "--api-key",
+        &key,
+    ]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("not JSON"));
+    assert!(serving.interrupt());
 }

@@ -1,0 +1,131 @@
+//! The commands that call a running world's HTTP API (`--server URL --api-key KEY`), through
+//! `worlds-client`, and `worlds hooks resume`, which also works on a directory or database.
+
+use std::io::Write;
+
+use anyhow::{bail, Context};
+use worlds_client::{Client, ClientError, RunFilter};
+use worlds_engine::model::ResolveData;
+use worlds_engine::{WorkflowState, World, WorldError};
+
+use crate::cli::{CancelArgs, HookResumeArgs, ListArgs, ServerArgs};
+use crate::escape::escaped;
+use crate::inspect::Place;
+
+/// Runs per page asked of the server.
+const PAGE: usize = 500;
+
+/// The client of `--server`, if one was given.
+pub(crate) fn client(args: &ServerArgs) -> anyhow::Result<Option<Client>> {
+    let Some(url) = args.server.as_deref().filter(|u| !u.trim().is_empty()) else {
+        return Ok(None);
+    };
+    let Some(key) = args.api_key.as_deref().filter(|k| !k.trim().is_empty()) else {
+        bail!("--server needs an API key: give --api-key or set WORLDS_API_KEY (`worlds keys create` makes one)");
+    };
+    Ok(Some(Client::new(url, key.trim())?))
+}
+
+fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .context("could not start the async runtime")
+}
+
+/// A server's refusal, said plainly.
+fn explained(error: ClientError) -> anyhow::Error {
+    match error.code() {
+        Some("UNAUTHENTICATED") => {
+            anyhow::anyhow!(
+                "{error}\n(check --api-key / WORLDS_API_KEY: `worlds keys list` shows the keys)"
+            )
+        }
+        Some("FORBIDDEN") => anyhow::anyhow!("{error}\n(use a key with a wider scope)"),
+        _ => anyhow::Error::new(error),
+    }
+}
+
+/// `worlds runs list --server`: up to `--limit` runs, newest first.
+pub(crate) fn list_runs(
+    client: &Client,
+    args: &ListArgs,
+) -> anyhow::Result<(Vec<WorkflowState>, bool)> {
+    let statuses: Vec<String> = args.statuses.iter().map(|s| s.to_string()).collect();
+    let mut filter = RunFilter {
+        status: (!statuses.is_empty()).then(|| statuses.join(",")),
+        workflow: args.name.clone(),
+        resolve: Some(if args.json {
+            ResolveData::All
+        } else {
+            ResolveData::None
+        }),
+        ..RunFilter::default()
+    };
+    runtime()?.block_on(async {
+        let mut runs = Vec::new();
+        loop {
+            filter.limit = Some(PAGE.min(args.limit - runs.len()));
+            let page = client.list_runs(&filter).await.map_err(explained)?;
+            runs.extend(page.data);
+            if !page.has_more {
+                return Ok((runs, false));
+            }
+            if runs.len() >= args.limit {
+                return Ok((runs, true));
+            }
+            filter.cursor = page.cursor;
+        }
+    })
+}
+
+/// `worlds runs cancel --server`.
+pub(crate) fn cancel(client: &Client, args: &CancelArgs) -> anyhow::Result<WorkflowState> {
+    let reason = args
+        .reason
+        .clone()
+        .unwrap_or_else(|| "cancelled with `worlds runs cancel`".to_owned());
+    runtime()?
+        .block_on(client.cancel(&args.id, Some(&reason)))
+        .map_err(explained)
+}
+
+/// `worlds hooks resume TOKEN --data JSON`.
+pub(crate) fn resume_hook(args: &HookResumeArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    let payload: serde_json::Value = serde_json::from_str(&args.data)
+        .with_context(|| format!("--data is not JSON: {}", args.data))?;
+    let resumed = match client(&args.remote)? {
+        Some(client) => runtime()?
+            .block_on(client.resume_hook(&args.token, &payload))
+            .map_err(explained)?,
+        None => {
+            let resume = async |world: &World| -> anyhow::Result<_> {
+                world
+                    .resume_hook(&args.token, &payload)
+                    .await
+                    .map_err(|e: WorldError| {
+                        anyhow::Error::new(e).context("could not resume the hook")
+                    })
+            };
+            match Place::of(&args.dir, &args.database) {
+                Place::Dir(dir) => crate::writer::with_world(
+                    &dir,
+                    "resume the hook through its API (`--server URL --api-key KEY`), or from that program (World::resume_hook).",
+                    resume,
+                )?,
+                Place::Database(db) => crate::postgres::with_world(&db, resume)?,
+            }
+        }
+    };
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string(&resumed)?)?;
+    } else {
+        writeln!(
+            out,
+            "resumed hook {} of run {}",
+            escaped(&resumed.hook_id),
+            escaped(&resumed.run_id)
+        )?;
+    }
+    Ok(())
+}

@@ -575,6 +575,11 @@ pub(crate) struct BenchArgs {
     #[arg(long, hide = true)]
     pub(crate) sleep_ms: Option<u64>,
 
+    /// Drive W1 and W2 through the world's HTTP API (a `worlds-server` on loopback, called
+    /// with `worlds-client`, keep-alive) instead of in process.
+    #[arg(long, value_enum, default_value_t = ViaArg::Process)]
+    pub(crate) via: ViaArg,
+
     /// W1 on the postgres backend over this many member processes sharing one schema, each
     /// starting its share of the workflows at the same moment.
     #[arg(long, default_value_t = 1, value_parser = at_least_one)]
@@ -587,6 +592,15 @@ pub(crate) struct BenchArgs {
     /// When a `--members` run starts its workflows (ms since the Unix epoch).
     #[arg(long, hide = true)]
     pub(crate) start_at: Option<i64>,
+}
+
+/// How `worlds bench` calls its world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum ViaArg {
+    /// In process: `world.execute` and `handle.result()`.
+    Process,
+    /// Over loopback HTTP: the API of `worlds-server`, through `worlds-client`.
+    Http,
 }
 
 /// The database `worlds bench --backend postgres` uses unless told otherwise: the local server.

@@ -4,6 +4,7 @@
 //! returns a [`Report`]. A "step" is an activity whose function does no work: it returns its
 //! input + 1.
 
+mod http;
 mod members;
 mod report;
 mod w1;
@@ -65,6 +66,8 @@ pub(crate) struct Settings {
     pub(crate) schema: Option<String>,
     /// Member processes of W1 on the postgres backend (`--members`).
     pub(crate) members: usize,
+    /// W1 and W2 through the HTTP API (`--via http`).
+    pub(crate) via_http: bool,
 }
 
 /// Runs `worlds bench`.
@@ -82,6 +85,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         database_url: args.database_url.clone(),
         schema: args.member_of.clone(),
         members: args.members,
+        via_http: args.via == crate::cli::ViaArg::Http,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -315,6 +319,7 @@ mod tests {
             database_url: String::new(),
             schema: None,
             members: 1,
+            via_http: false,
         }
     }
 

@@ -25,6 +25,9 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
 
     // All starts are in flight at once, as the contract's clients do: on a durable store their
     // records share group commits instead of waiting for one sync each.
+    if settings.via_http {
+        return via_http(settings, world, n, k).await;
+    }
     let started = Instant::now();
     let starts = (0..n).map(|_| world.execute(&flow, k as u64, WorkflowOptions::default()));
     let handles = futures::future::try_join_all(starts).await?;
@@ -38,6 +41,29 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
     let mut report = Report::new(settings.backend.name(), "W1", n, k, wall.as_secs_f64());
     report.notes = format!(
         "in-process: {n} concurrent world.execute calls (all started after {:.1} ms), then each handle.result(); {} workers",
+        super::ms(all_started),
+        settings.workers
+    );
+    Ok(report)
+}
+
+/// W1 through the HTTP API: every start in flight at once, then each result.
+async fn via_http(settings: &Settings, world: World, n: usize, k: usize) -> anyhow::Result<Report> {
+    let world = std::sync::Arc::new(world);
+    let remote = super::http::Remote::serve(&world).await?;
+    let started = Instant::now();
+    let starts = (0..n).map(|_| remote.start("w1", k as u64));
+    let runs = futures::future::try_join_all(starts).await?;
+    let all_started = started.elapsed();
+    for run in &runs {
+        check(remote.result(run).await?, k as u64)?;
+    }
+    let wall = started.elapsed();
+    remote.stop().await;
+    super::stop_world(super::http::unshare(world)?).await?;
+    let mut report = Report::new(settings.backend.name(), "W1", n, k, wall.as_secs_f64());
+    report.notes = format!(
+        "over loopback HTTP: {n} concurrent POST /v1/runs (all started after {:.1} ms), then each GET result; {} workers",
         super::ms(all_started),
         settings.workers
     );

@@ -25,24 +25,46 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
     let world = start_world(settings, n, vec![(&step).into(), (&flow).into()]).await?;
 
     let mut latencies = Vec::with_capacity(n);
-    let started = Instant::now();
-    for _ in 0..n {
-        let t0 = Instant::now();
-        let handle = world
-            .execute(&flow, k as u64, WorkflowOptions::default())
-            .await?;
-        check(handle.result().await?, k as u64)?;
-        latencies.push(ms(t0.elapsed()));
+    let started;
+    let wall;
+    if settings.via_http {
+        let world = std::sync::Arc::new(world);
+        let remote = super::http::Remote::serve(&world).await?;
+        started = Instant::now();
+        for _ in 0..n {
+            let t0 = Instant::now();
+            let run = remote.start("w2", k as u64).await?;
+            check(remote.result(&run).await?, k as u64)?;
+            latencies.push(ms(t0.elapsed()));
+        }
+        wall = started.elapsed();
+        remote.stop().await;
+        super::stop_world(super::http::unshare(world)?).await?;
+    } else {
+        started = Instant::now();
+        for _ in 0..n {
+            let t0 = Instant::now();
+            let handle = world
+                .execute(&flow, k as u64, WorkflowOptions::default())
+                .await?;
+            check(handle.result().await?, k as u64)?;
+            latencies.push(ms(t0.elapsed()));
+        }
+        wall = started.elapsed();
+        super::stop_world(world).await?;
     }
-    let wall = started.elapsed();
-    super::stop_world(world).await?;
 
     let mut report = Report::new(settings.backend.name(), "W2", n, k, wall.as_secs_f64());
     report.p50_ms = percentile(&latencies, 50.0).map(|v| round(v, 3));
     report.p99_ms = percentile(&latencies, 99.0).map(|v| round(v, 3));
     let max = latencies.iter().copied().fold(0.0, f64::max);
+    let how = if settings.via_http {
+        "sequential over loopback HTTP: POST /v1/runs + GET result (long poll)"
+    } else {
+        "sequential in-process world.execute + handle.result"
+    };
     report.notes = format!(
-        "sequential in-process world.execute + handle.result; max latency {max:.3} ms; {} workers",
+        "{how}; max latency {max:.3} ms; {} workers",
         settings.workers
     );
     Ok(report)

@@ -189,6 +189,44 @@ impl Client {
             .await
     }
 
+    /// Starts a run and waits up to `wait` for it to finish, in one call: the outcome, done or
+    /// not (its `run_id` names the run either way).
+    pub async fn start_and_wait(
+        &self,
+        workflow: &str,
+        input: &impl Serialize,
+        options: WorkflowOptions,
+        wait: Duration,
+    ) -> Result<Outcome, ClientError> {
+        let body = serde_json::json!({ "workflow": workflow, "input": input, "options": options });
+        let request = self
+            .request(Method::POST, "/v1/runs")
+            .query(&[("wait_ms", wait.as_millis().to_string())])
+            .json(&body);
+        self.outcome(request).await
+    }
+
+    /// The answer of a call that waits for an outcome: 200 (done) and 202 (not yet) both carry
+    /// one.
+    async fn outcome(&self, request: RequestBuilder) -> Result<Outcome, ClientError> {
+        let response = request.send().await?;
+        let status = response.status();
+        if status == StatusCode::OK || status == StatusCode::ACCEPTED {
+            return response
+                .json()
+                .await
+                .map_err(|e| ClientError::Unexpected(e.to_string()));
+        }
+        let body = response
+            .json::<ErrorBody>()
+            .await
+            .map_err(|e| ClientError::Unexpected(e.to_string()))?;
+        Err(ClientError::Api {
+            status: status.as_u16(),
+            body,
+        })
+    }
+
     /// A run (by run id or workflow id).
     pub async fn get_run(
         &self,
@@ -218,22 +256,7 @@ impl Client {
         let request = self
             .request(Method::GET, &format!("/v1/runs/{}/result", segment(id)))
             .query(&[("wait_ms", wait.as_millis().to_string())]);
-        let response = request.send().await?;
-        let status = response.status();
-        if status == StatusCode::OK || status == StatusCode::ACCEPTED {
-            return response
-                .json()
-                .await
-                .map_err(|e| ClientError::Unexpected(e.to_string()));
-        }
-        let body = response
-            .json::<ErrorBody>()
-            .await
-            .map_err(|e| ClientError::Unexpected(e.to_string()))?;
-        Err(ClientError::Api {
-            status: status.as_u16(),
-            body,
-        })
+        self.outcome(request).await
     }
 
     /// Cancels a run (and its unfinished children); returns it as it is then.

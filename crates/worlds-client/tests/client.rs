@@ -75,6 +75,30 @@ async fn the_client_starts_reads_waits_cancels_and_maps_errors() {
         .unwrap();
     assert_eq!(rest.data[0].seq, 2);
 
+    let at_once = client
+        .start_and_wait(
+            "double-it",
+            &5,
+            WorkflowOptions::default(),
+            Duration::from_secs(10),
+        )
+        .await
+        .unwrap();
+    assert!(at_once.done);
+    assert_eq!(at_once.output, Some(serde_json::json!(10)));
+    let not_yet = client
+        .start_and_wait(
+            "nap",
+            &(),
+            WorkflowOptions::default(),
+            Duration::from_millis(20),
+        )
+        .await
+        .unwrap();
+    assert!(!not_yet.done);
+    assert_eq!(not_yet.status, RunStatus::Running);
+    client.cancel(&not_yet.run_id, None).await.unwrap();
+
     let napping = client
         .start("nap", &(), WorkflowOptions::default())
         .await

@@ -27,7 +27,7 @@
 //! | route | scope | what |
 //! |---|---|---|
 //! | `GET /healthz`, `GET /readyz` | none | the process answers; its storage answers too |
-//! | `POST /v1/runs` | write | start a run: `{"workflow", "input", "options"}` → 201 `{run_id, workflow_id}` |
+//! | `POST /v1/runs` | write | start a run: `{"workflow", "input", "options"}` → 201 `{run_id, workflow_id}`; with `?wait_ms=` it also waits and answers as `…/result` does |
 //! | `GET /v1/runs` | read | runs, newest first: `status` (comma-separated), `workflow`, `parent`, `started_after`, `started_before`, `quarantined`, `cursor`, `limit`, `resolve=none\|all` |
 //! | `GET /v1/runs/{id}` | read | one run (by run id or workflow id), `resolve=none\|all` |
 //! | `GET /v1/runs/{id}/result` | read | waits up to `wait_ms` (default 30 s): 200 with the outcome once finished, 202 while it goes on |

@@ -41,15 +41,24 @@ impl Remote {
             .run_id)
     }
 
+    /// Starts a run of `workflow` on `input` and waits for its output, in one call.
+    pub(super) async fn run(&self, workflow: &str, input: u64) -> anyhow::Result<u64> {
+        let outcome = self
+            .client
+            .start_and_wait(workflow, &input, WorkflowOptions::default(), WAIT)
+            .await?;
+        if outcome.done {
+            return output_of(&outcome.run_id, outcome.output, outcome.status);
+        }
+        self.result(&outcome.run_id).await
+    }
+
     /// Waits for the run's output.
     pub(super) async fn result(&self, run_id: &str) -> anyhow::Result<u64> {
         loop {
             let outcome = self.client.result(run_id, WAIT).await?;
             if outcome.done {
-                let output = outcome.output.with_context(|| {
-                    format!("run {run_id} ended {:?} without an output", outcome.status)
-                })?;
-                return serde_json::from_value(output).context("an output that is not a number");
+                return output_of(run_id, outcome.output, outcome.status);
             }
         }
     }
@@ -63,4 +72,15 @@ impl Remote {
 /// The world back from the `Arc` it was served from, once the server let go of it.
 pub(super) fn unshare(world: Arc<World>) -> anyhow::Result<World> {
     Arc::try_unwrap(world).map_err(|_| anyhow::anyhow!("the API server still holds the world"))
+}
+
+/// A finished run's output, as a number.
+fn output_of(
+    run_id: &str,
+    output: Option<serde_json::Value>,
+    status: worlds_engine::RunStatus,
+) -> anyhow::Result<u64> {
+    let output =
+        output.with_context(|| format!("run {run_id} ended {status:?} without an output"))?;
+    serde_json::from_value(output).context("an output that is not a number")
 }

@@ -33,8 +33,7 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
         started = Instant::now();
         for _ in 0..n {
             let t0 = Instant::now();
-            let run = remote.start("w2", k as u64).await?;
-            check(remote.result(&run).await?, k as u64)?;
+            check(remote.run("w2", k as u64).await?, k as u64)?;
             latencies.push(ms(t0.elapsed()));
         }
         wall = started.elapsed();
@@ -59,7 +58,7 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
     report.p99_ms = percentile(&latencies, 99.0).map(|v| round(v, 3));
     let max = latencies.iter().copied().fold(0.0, f64::max);
     let how = if settings.via_http {
-        "sequential over loopback HTTP: POST /v1/runs + GET result (long poll)"
+        "sequential over loopback HTTP: POST /v1/runs?wait_ms (start and wait in one call)"
     } else {
         "sequential in-process world.execute + handle.result"
     };

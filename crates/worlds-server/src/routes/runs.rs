@@ -47,15 +47,29 @@ pub(crate) struct Started {
     workflow_id: String,
 }
 
+/// Starts a run; with `?wait_ms=` also waits for its outcome, as `GET …/result` does (one
+/// round trip instead of two for a caller that wants the result).
 pub(crate) async fn start(
     State(api): State<Api>,
+    query: Result<Query<Wait>, axum::extract::rejection::QueryRejection>,
     body: Result<Json<StartRun>, axum::extract::rejection::JsonRejection>,
 ) -> Result<Response, ApiError> {
+    let Query(q) = query?;
     let Json(body) = body?;
     let handle = api
         .world
         .execute_by_name::<Value, Value>(&body.workflow, body.input, body.options)
         .await?;
+    if q.wait_ms.is_some() {
+        let location = format!("/v1/runs/{}", handle.id);
+        let mut response = wait_for(&api.world, handle, wait_of(q.wait_ms)).await?;
+        if let Ok(value) = axum::http::HeaderValue::from_str(&location) {
+            response
+                .headers_mut()
+                .insert(axum::http::header::LOCATION, value);
+        }
+        return Ok(response);
+    }
     Ok((
         StatusCode::CREATED,
         [(
@@ -200,27 +214,51 @@ pub(crate) async fn result(
     query: Result<Query<Wait>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(q) = query?;
-    let wait = q
-        .wait_ms
-        .map_or(DEFAULT_WAIT, Duration::from_millis)
-        .min(MAX_WAIT);
     let handle = api.world.handle::<Value>(&id).await?;
-    let clock = api.world.clock();
-    tokio::select! {
-        _ = handle.result() => {}
-        () = clock.sleep(wait) => {}
-    }
-    let state = api.world.get_run(&handle.id, ResolveData::All).await?;
-    let done = state.status.is_terminal();
-    let outcome = Outcome {
-        run_id: state.id,
-        workflow_id: state.workflow_id,
-        status: state.status,
-        done,
-        output: state.output.and_then(|p| p.decode::<Value>().ok()),
-        error: state.error,
+    wait_for(&api.world, handle, wait_of(q.wait_ms)).await
+}
+
+/// The wait a request asked for, within bounds.
+fn wait_of(wait_ms: Option<u64>) -> Duration {
+    wait_ms
+        .map_or(DEFAULT_WAIT, Duration::from_millis)
+        .min(MAX_WAIT)
+}
+
+/// The outcome of the run of `handle` once it finished (200), or its status when `wait`
+/// passed first (202). A completed run's output comes with its end, with no read.
+async fn wait_for(
+    world: &World,
+    handle: worlds_engine::WorkflowHandle<Value>,
+    wait: Duration,
+) -> Result<Response, ApiError> {
+    let clock = world.clock();
+    let finished = tokio::select! {
+        result = handle.result() => Some(result),
+        () = clock.sleep(wait) => None,
     };
-    let status = if done {
+    let outcome = match finished {
+        Some(Ok(output)) => Outcome {
+            run_id: handle.id,
+            workflow_id: handle.workflow_id,
+            status: RunStatus::Completed,
+            done: true,
+            output: Some(output),
+            error: None,
+        },
+        _ => {
+            let state = world.get_run(&handle.id, ResolveData::All).await?;
+            Outcome {
+                done: state.status.is_terminal(),
+                run_id: state.id,
+                workflow_id: state.workflow_id,
+                status: state.status,
+                output: state.output.and_then(|p| p.decode::<Value>().ok()),
+                error: state.error,
+            }
+        }
+    };
+    let status = if outcome.done {
         StatusCode::OK
     } else {
         StatusCode::ACCEPTED

@@ -262,3 +262,55 @@ async fn the_cli_operates_a_hybrid_world_through_its_server() {
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not JSON"));
     assert!(serving.interrupt());
 }
+
+#[tokio::test]
+async fn a_run_started_over_http_survives_a_killed_server_and_its_result_is_fetched_after() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let world_dir = dir.path().join("world");
+    let mut first = start_with(&world_dir, "hybrid");
+    let key = first.new_key().unwrap();
+    let http = reqwest::Client::new();
+    let started: serde_json::Value = http
+        .post(format!("{}/v1/runs", first.base))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({
+            "workflow": "checkout",
+            "input": { "id": "A-7", "cents": 700, "sku": "SKU-7", "quantity": 2 }
+        }))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let run = started["run_id"].as_str().unwrap().to_owned();
+    // Acknowledged, then the server dies mid-run (its steps pause between them).
+    let going = http
+        .get(format!("{}/v1/runs/{run}/result?wait_ms=0", first.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(going.status(), StatusCode::ACCEPTED, "still running when killed");
+    first.child.kill().unwrap();
+    first.child.wait().unwrap();
+
+    let second = start_with(&world_dir, "hybrid");
+    assert_eq!(second.new_key(), None, "{:?}", second.lines);
+    let outcome: serde_json::Value = http
+        .get(format!(
+            "{}/v1/runs/{run}/result?wait_ms=30000",
+            second.base
+        ))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(outcome["done"], true, "{outcome}");
+    assert_eq!(outcome["status"], "completed", "{outcome}");
+    assert!(second.interrupt());
+}

@@ -13,6 +13,15 @@ use worlds_server::ApiOptions;
 
 use crate::cli::{PersistenceArg, ServeArgs};
 
+/// Prints a line on stdout; a reader that went away (the output piped into a command that
+/// exited) does not stop the server.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout(), $($arg)*);
+    }};
+}
+
 /// `worlds serve`.
 pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -44,13 +53,13 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         .count();
     if usable == 0 {
         let new = keys.create("worlds serve", Scope::Admin, None).await?;
-        println!(
+        say!(
             "no API key was set up: created admin key {} (shown once, only its digest is kept):",
             new.record.id
         );
-        println!("{}", new.key);
+        say!("{}", new.key);
     } else {
-        println!("{usable} API key(s) can call this server (see `worlds keys list`)");
+        say!("{usable} API key(s) can call this server (see `worlds keys list`)");
     }
 
     let addr: SocketAddr = args.addr.parse().with_context(|| {
@@ -71,13 +80,13 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         PersistenceArg::Memory => "a world in memory".to_owned(),
         _ => args.dir.display().to_string(),
     };
-    println!(
+    say!(
         "serving the API of {place} on http://{} (workflows: {}); Ctrl-C stops",
         server.local_addr(),
         world.workflow_names().join(", ")
     );
     interrupt.await.context("could not listen for Ctrl-C")?;
-    println!("stopping: answering the requests in flight");
+    say!("stopping: answering the requests in flight");
     server.shutdown().await;
     world.shutdown().await?;
     Ok(())

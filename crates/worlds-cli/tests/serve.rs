@@ -292,7 +292,11 @@ async fn a_run_started_over_http_survives_a_killed_server_and_its_result_is_fetc
         .send()
         .await
         .unwrap();
-    assert_eq!(going.status(), StatusCode::ACCEPTED, "still running when killed");
+    assert_eq!(
+        going.status(),
+        StatusCode::ACCEPTED,
+        "still running when killed"
+    );
     first.child.kill().unwrap();
     first.child.wait().unwrap();
 

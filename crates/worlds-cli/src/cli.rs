@@ -125,6 +125,11 @@ pub(crate) struct ServeArgs {
     #[arg(long, default_value = "127.0.0.1:8080")]
     pub(crate) addr: String,
 
+    /// Requests per second each key may make on average (bursts up to twice that); beyond,
+    /// 429 with Retry-After. Default: no limit.
+    #[arg(long, value_name = "N")]
+    pub(crate) rate_limit: Option<std::num::NonZeroU32>,
+
     /// The world's data directory (file and hybrid storage).
     #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,

@@ -73,8 +73,12 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             "warning: serving on {addr}, reachable from other machines over plain HTTP: keys and payloads travel unencrypted; put a TLS proxy in front, or listen on 127.0.0.1"
         );
     }
-    let server =
-        worlds_server::serve(world.clone(), addr, ApiOptions::with_world_keys(keys)).await?;
+    let mut options = ApiOptions::with_world_keys(keys);
+    options.rate_limit = args.rate_limit.map(|per_second| worlds_server::RateLimit {
+        per_second,
+        burst: per_second.saturating_mul(std::num::NonZeroU32::MIN.saturating_add(1)),
+    });
+    let server = worlds_server::serve(world.clone(), addr, options).await?;
     let place = match args.persistence {
         PersistenceArg::Postgres => "the PostgreSQL world".to_owned(),
         PersistenceArg::Memory => "a world in memory".to_owned(),

@@ -40,6 +40,16 @@ impl ApiError {
         )
     }
 
+    /// 429: the caller made too many requests; `Retry-After` says when to try again.
+    pub fn rate_limited(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::TOO_MANY_REQUESTS,
+            "RATE_LIMITED",
+            message,
+            Value::Null,
+        )
+    }
+
     /// 403: the caller may not do this.
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "FORBIDDEN", message, Value::Null)

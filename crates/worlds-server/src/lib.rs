@@ -48,7 +48,8 @@
 //!
 //! Errors are `{"code", "message", "details"}` with the engine's statuses (see
 //! [`error::ErrorBody`]); a caller without a recognized key gets 401, one whose key's scope
-//! does not cover the route 403. Request bodies are capped at the world's payload limit plus
+//! does not cover the route 403; with a [`RateLimit`], one over its rate 429 with `Retry-After`.
+//! Request bodies are capped at the world's payload limit plus
 //! room for the envelope (413 beyond). No CORS headers are sent.
 
 #![forbid(unsafe_code)]
@@ -95,11 +96,23 @@ impl std::fmt::Debug for Auth {
     }
 }
 
+/// Requests one caller (one API key) may make: `per_second` on average, up to `burst` at once.
+/// Beyond it the answer is 429 with `Retry-After`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimit {
+    /// Requests per second, on average.
+    pub per_second: std::num::NonZeroU32,
+    /// Requests allowed at once after a quiet spell.
+    pub burst: std::num::NonZeroU32,
+}
+
 /// How the API is served. There is no way to serve it unauthenticated.
 #[derive(Debug, Clone)]
 pub struct ApiOptions {
     /// How callers are recognized.
     pub auth: Auth,
+    /// Requests per caller; `None` (the default): no limit.
+    pub rate_limit: Option<RateLimit>,
     /// Largest request body accepted (413 beyond). Default: the world's
     /// `max_payload_bytes` plus 64 KiB.
     pub max_body_bytes: Option<usize>,
@@ -110,6 +123,7 @@ impl ApiOptions {
     pub fn with_keys(keys: Arc<KeyRing>) -> Self {
         ApiOptions {
             auth: Auth::Keys(keys),
+            rate_limit: None,
             max_body_bytes: None,
         }
     }
@@ -120,6 +134,7 @@ impl ApiOptions {
     pub fn with_world_keys(keys: Arc<auth::ApiKeys>) -> Self {
         ApiOptions {
             auth: Auth::WorldKeys(keys),
+            rate_limit: None,
             max_body_bytes: None,
         }
     }
@@ -128,6 +143,7 @@ impl ApiOptions {
     pub fn with_provider(provider: impl AuthProvider) -> Self {
         ApiOptions {
             auth: Auth::Provider(Arc::new(provider)),
+            rate_limit: None,
             max_body_bytes: None,
         }
     }
@@ -154,11 +170,17 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
             .max_payload_bytes
             .saturating_add(ENVELOPE_BYTES),
     );
+    let limiter = options.rate_limit.map(|limit| {
+        Arc::new(governor::RateLimiter::keyed(
+            governor::Quota::per_second(limit.per_second).allow_burst(limit.burst),
+        ))
+    });
     let guarded = |needs: Scope, routes: Router<Api>| {
         routes.route_layer(axum::middleware::from_fn_with_state(
             Guard {
                 provider: provider.clone(),
                 needs,
+                limiter: limiter.clone(),
             },
             auth::require,
         ))

@@ -713,3 +713,41 @@ async fn a_stream_is_read_live_and_resumed_after_the_last_event_id() {
     assert_eq!(missing.status(), StatusCode::NOT_FOUND);
     s.stop().await;
 }
+
+#[tokio::test]
+async fn a_key_over_its_rate_gets_429_with_retry_after_and_others_go_on() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let world = Arc::new(World::new(WorldConfig::memory()).unwrap());
+    world.start().await.unwrap();
+    let keys = Arc::new(KeyRing::new());
+    let now = world.clock().now_ms();
+    let busy = keys.create("busy", Scope::Read, now, None).key;
+    let calm = keys.create("calm", Scope::Read, now, None).key;
+    let mut options = ApiOptions::with_keys(keys);
+    options.rate_limit = Some(worlds_server::RateLimit {
+        per_second: std::num::NonZeroU32::new(1).unwrap(),
+        burst: std::num::NonZeroU32::new(2).unwrap(),
+    });
+    let server = serve(world.clone(), "127.0.0.1:0", options).await.unwrap();
+    let url = format!("http://{}/v1/runs", server.local_addr());
+    let http = Client::new();
+    let get = |key: &str| http.get(&url).bearer_auth(key.to_owned()).send();
+    assert_eq!(get(&busy).await.unwrap().status(), StatusCode::OK);
+    assert_eq!(get(&busy).await.unwrap().status(), StatusCode::OK);
+    let limited = get(&busy).await.unwrap();
+    assert_eq!(limited.status(), StatusCode::TOO_MANY_REQUESTS);
+    let retry: u64 = limited.headers()["retry-after"]
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!((1..=2).contains(&retry), "{retry}");
+    assert_eq!(code(&limited.json().await.unwrap()), "RATE_LIMITED");
+    assert_eq!(
+        get(&calm).await.unwrap().status(),
+        StatusCode::OK,
+        "per key"
+    );
+    server.shutdown().await;
+    world.shutdown().await.unwrap();
+}

@@ -112,11 +112,16 @@ pub(crate) fn bearer_key(request: &Parts) -> Result<&str, AuthError> {
         .ok_or(AuthError::Malformed)
 }
 
-/// What a guarded group of routes needs: the provider and the scope.
+/// Requests each caller may make, counted per [`Principal::subject`].
+pub(crate) type Limiter = governor::DefaultKeyedRateLimiter<String>;
+
+/// What a guarded group of routes needs: the provider and the scope; and the callers' rate
+/// limit, if there is one.
 #[derive(Clone)]
 pub(crate) struct Guard {
     pub(crate) provider: Arc<dyn AuthProvider>,
     pub(crate) needs: Scope,
+    pub(crate) limiter: Option<Arc<Limiter>>,
 }
 
 /// Middleware: refuses a caller the provider does not recognize (401) or whose scope does not
@@ -125,6 +130,14 @@ pub(crate) async fn require(State(guard): State<Guard>, request: Request, next: 
     let (mut parts, body) = request.into_parts();
     match guard.provider.authenticate(&parts).await {
         Ok(principal) if principal.scope.allows(guard.needs) => {
+            if let Some(limiter) = &guard.limiter {
+                if let Err(not_until) = limiter.check_key(&principal.subject) {
+                    let wait = not_until.wait_time_from(governor::clock::Clock::now(
+                        &governor::clock::DefaultClock::default(),
+                    ));
+                    return too_many(wait);
+                }
+            }
             parts.extensions.insert(principal);
             next.run(Request::from_parts(parts, body)).await
         }
@@ -143,4 +156,18 @@ pub(crate) async fn require(State(guard): State<Guard>, request: Request, next: 
             response
         }
     }
+}
+
+/// 429 with `Retry-After` (whole seconds, at least 1).
+fn too_many(wait: std::time::Duration) -> Response {
+    let seconds = wait.as_secs() + u64::from(wait.subsec_nanos() > 0);
+    let seconds = seconds.max(1);
+    let mut response = ApiError::rate_limited(format!(
+        "too many requests with this key: try again in {seconds} s"
+    ))
+    .into_response();
+    if let Ok(value) = HeaderValue::from_str(&seconds.to_string()) {
+        response.headers_mut().insert(header::RETRY_AFTER, value);
+    }
+    response
 }

@@ -50,7 +50,8 @@
 //! [`error::ErrorBody`]); a caller without a recognized key gets 401, one whose key's scope
 //! does not cover the route 403; with a [`RateLimit`], one over its rate 429 with `Retry-After`.
 //! Request bodies are capped at the world's payload limit plus
-//! room for the envelope (413 beyond). No CORS headers are sent.
+//! room for the envelope (413 beyond). CORS headers are sent only for the origins in
+//! [`ApiOptions::cors_origins`] (none by default).
 
 #![forbid(unsafe_code)]
 
@@ -113,6 +114,9 @@ pub struct ApiOptions {
     pub auth: Auth,
     /// Requests per caller; `None` (the default): no limit.
     pub rate_limit: Option<RateLimit>,
+    /// Web origins (`https://app.example.com`) whose pages may call the API from a browser.
+    /// Empty (the default): no CORS headers are sent, so browsers allow same-origin pages only.
+    pub cors_origins: Vec<String>,
     /// Largest request body accepted (413 beyond). Default: the world's
     /// `max_payload_bytes` plus 64 KiB.
     pub max_body_bytes: Option<usize>,
@@ -124,6 +128,7 @@ impl ApiOptions {
         ApiOptions {
             auth: Auth::Keys(keys),
             rate_limit: None,
+            cors_origins: Vec::new(),
             max_body_bytes: None,
         }
     }
@@ -135,6 +140,7 @@ impl ApiOptions {
         ApiOptions {
             auth: Auth::WorldKeys(keys),
             rate_limit: None,
+            cors_origins: Vec::new(),
             max_body_bytes: None,
         }
     }
@@ -144,6 +150,7 @@ impl ApiOptions {
         ApiOptions {
             auth: Auth::Provider(Arc::new(provider)),
             rate_limit: None,
+            cors_origins: Vec::new(),
             max_body_bytes: None,
         }
     }
@@ -218,7 +225,7 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
     let open = Router::new()
         .route("/healthz", get(health::healthz))
         .route("/readyz", get(health::readyz));
-    guarded(Scope::Read, read)
+    let app = guarded(Scope::Read, read)
         .merge(guarded(Scope::Write, write))
         .merge(guarded(Scope::Admin, admin))
         .merge(open)
@@ -228,11 +235,39 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
                 id: "this path".into(),
             })
         })
-        .layer(axum::extract::DefaultBodyLimit::max(limit))
-        .with_state(Api {
-            world,
-            keys: world_keys,
-        })
+        .layer(axum::extract::DefaultBodyLimit::max(limit));
+    let app = match cors(&options.cors_origins) {
+        Some(cors) => app.layer(cors),
+        None => app,
+    };
+    app.with_state(Api {
+        world,
+        keys: world_keys,
+    })
+}
+
+/// The CORS layer for `origins`, if any: those origins may call every route with a key, from
+/// a browser (preflight requests are answered before authentication).
+fn cors(origins: &[String]) -> Option<tower_http::cors::CorsLayer> {
+    use axum::http::{header, HeaderName, HeaderValue, Method};
+    let origins: Vec<HeaderValue> = origins
+        .iter()
+        .filter_map(|o| HeaderValue::from_str(o.trim_end_matches('/')).ok())
+        .collect();
+    if origins.is_empty() {
+        return None;
+    }
+    Some(
+        tower_http::cors::CorsLayer::new()
+            .allow_origin(origins)
+            .allow_methods([Method::GET, Method::POST, Method::DELETE])
+            .allow_headers([
+                header::AUTHORIZATION,
+                header::CONTENT_TYPE,
+                HeaderName::from_static("last-event-id"),
+            ])
+            .expose_headers([header::LOCATION, header::RETRY_AFTER]),
+    )
 }
 
 /// A running API server (see [`serve`]). It stops when [`shutdown`](Self::shutdown) is called

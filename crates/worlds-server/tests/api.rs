@@ -751,3 +751,75 @@ async fn a_key_over_its_rate_gets_429_with_retry_after_and_others_go_on() {
     server.shutdown().await;
     world.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn only_configured_origins_get_cors_headers() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let world = Arc::new(World::new(WorldConfig::memory()).unwrap());
+    world.start().await.unwrap();
+    let keys = Arc::new(KeyRing::new());
+    let key = keys
+        .create("web", Scope::Read, world.clock().now_ms(), None)
+        .key;
+    let http = Client::new();
+    let preflight = |url: String, origin: &'static str| {
+        http.request(reqwest::Method::OPTIONS, url)
+            .header("origin", origin)
+            .header("access-control-request-method", "GET")
+            .header("access-control-request-headers", "authorization")
+            .send()
+    };
+
+    // By default: no CORS headers at all.
+    let plain = serve(
+        world.clone(),
+        "127.0.0.1:0",
+        ApiOptions::with_keys(keys.clone()),
+    )
+    .await
+    .unwrap();
+    let url = format!("http://{}/v1/runs", plain.local_addr());
+    let answer = preflight(url.clone(), "https://app.example.com")
+        .await
+        .unwrap();
+    assert!(!answer.headers().contains_key("access-control-allow-origin"));
+    plain.shutdown().await;
+
+    let mut options = ApiOptions::with_keys(keys);
+    options.cors_origins = vec!["https://app.example.com".into()];
+    let server = serve(world.clone(), "127.0.0.1:0", options).await.unwrap();
+    let url = format!("http://{}/v1/runs", server.local_addr());
+    let allowed = preflight(url.clone(), "https://app.example.com")
+        .await
+        .unwrap();
+    assert_eq!(
+        allowed.headers()["access-control-allow-origin"],
+        "https://app.example.com"
+    );
+    let other = preflight(url.clone(), "https://evil.example")
+        .await
+        .unwrap();
+    assert!(!other.headers().contains_key("access-control-allow-origin"));
+    // The key is still needed on the request itself.
+    let call = http
+        .get(&url)
+        .header("origin", "https://app.example.com")
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(call.status(), StatusCode::OK);
+    assert_eq!(
+        call.headers()["access-control-allow-origin"],
+        "https://app.example.com"
+    );
+    let bare = http
+        .get(&url)
+        .header("origin", "https://app.example.com")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bare.status(), StatusCode::UNAUTHORIZED);
+    server.shutdown().await;
+    world.shutdown().await.unwrap();
+}

@@ -300,7 +300,9 @@ impl Drop for ApiServer {
     }
 }
 
-/// Serves the API over `world` on `addr` until the returned server is shut down.
+/// Serves the API over `world` on `addr` until the returned server is shut down. It speaks
+/// plain HTTP: on an address other machines can reach it logs a warning, since keys and
+/// payloads would travel unencrypted without a TLS proxy in front.
 ///
 /// Fails with `Unavailable` if the address cannot be bound.
 pub async fn serve(
@@ -314,6 +316,12 @@ pub async fn serve(
     let addr = listener
         .local_addr()
         .map_err(|e| WorldError::Unavailable(format!("could not listen for the API: {e}")))?;
+    if !addr.ip().is_loopback() {
+        tracing::warn!(
+            %addr,
+            "the API is served over plain HTTP on an address other machines can reach: keys and payloads travel unencrypted; put a TLS proxy in front of it, or listen on 127.0.0.1"
+        );
+    }
     let app = router(world, options);
     let stop = CancellationToken::new();
     let stopped = stop.clone();

@@ -5,7 +5,7 @@
 //! visitor. Only digests are written: a new key is printed once and kept nowhere.
 
 use std::io::Write;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use comfy_table::{presets, Table};
@@ -16,7 +16,7 @@ use worlds_server::auth::KeyRing;
 
 use crate::cli::{KeyIdArgs, KeysCreateArgs, KeysListArgs};
 use crate::escape::escaped;
-use crate::inspect::Place;
+use crate::inspect::{plain, timestamp, Place};
 
 fn now_ms() -> Millis {
     SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
@@ -153,14 +153,5 @@ fn format_table(records: &[ApiKeyRecord], now: Millis) -> String {
             state.to_owned(),
         ]);
     }
-    table
-        .lines()
-        .map(|line| line.trim_end().to_owned())
-        .collect::<Vec<_>>()
-        .join("\n")
-}
-
-fn timestamp(at: Millis) -> String {
-    let time = UNIX_EPOCH + Duration::from_millis(u64::try_from(at).unwrap_or(0));
-    humantime::format_rfc3339_seconds(time).to_string()
+    plain(&table)
 }

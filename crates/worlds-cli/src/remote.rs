@@ -11,6 +11,7 @@ use worlds_engine::{WorkflowState, World, WorldError};
 use crate::cli::{CancelArgs, HookResumeArgs, ListArgs, ServerArgs};
 use crate::escape::escaped;
 use crate::inspect::Place;
+use crate::postgres::runtime;
 
 /// Runs per page asked of the server.
 const PAGE: usize = 500;
@@ -24,13 +25,6 @@ pub(crate) fn client(args: &ServerArgs) -> anyhow::Result<Option<Client>> {
         bail!("--server needs an API key: give --api-key or set WORLDS_API_KEY (`worlds keys create` makes one)");
     };
     Ok(Some(Client::new(url, key.trim())?))
-}
-
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("could not start the async runtime")
 }
 
 /// A server's refusal, said plainly.

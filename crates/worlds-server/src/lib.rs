@@ -167,7 +167,7 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
         }),
         Auth::WorldKeys(keys) => {
             world_keys = Some(keys.clone());
-            Arc::new(keys)
+            keys
         }
         Auth::Provider(provider) => provider,
     };

@@ -350,7 +350,7 @@ pub(crate) fn migrate(
 }
 
 /// A runtime for one command.
-fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
+pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

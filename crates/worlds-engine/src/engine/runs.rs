@@ -421,13 +421,7 @@ impl Runs {
         if slots.get(run_id).is_none_or(|slot| slot.let_go) {
             return None;
         }
-        let (tx, rx) = oneshot::channel();
-        self.waiters
-            .lock()
-            .entry(run_id.to_owned())
-            .or_default()
-            .push(tx);
-        Some(rx)
+        Some(self.wait_let_go(run_id))
     }
 
     /// Resolves (or is dropped) when this process lets go of the run.

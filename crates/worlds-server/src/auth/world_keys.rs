@@ -131,10 +131,3 @@ impl AuthProvider for ApiKeys {
         self.verify(bearer_key(request)?).await
     }
 }
-
-#[async_trait]
-impl AuthProvider for Arc<ApiKeys> {
-    async fn authenticate(&self, request: &Parts) -> Result<Principal, AuthError> {
-        self.as_ref().authenticate(request).await
-    }
-}

@@ -346,19 +346,15 @@ impl PostgresStore {
         checks: Vec<Check>,
         flush: bool,
     ) {
-        let conn = match held {
-            Some(conn) => conn,
-            None => match self.inner.pool.acquire().await {
-                Ok(conn) => held.insert(conn),
-                Err(e) => {
-                    let error = match self.err("connecting for an append", e) {
-                        e @ WorldError::Unavailable(_) => e,
-                        other => WorldError::Unavailable(other.to_string()),
-                    };
-                    self.fail_unwritten(accepted, checks, &error);
-                    return;
-                }
-            },
+        let conn = match self
+            .writer_connection(held, "connecting for an append")
+            .await
+        {
+            Ok(conn) => conn,
+            Err(error) => {
+                self.fail_unwritten(accepted, checks, &error);
+                return;
+            }
         };
         let mut broken = !accepted.is_empty() && self.write_accepted(conn, accepted, flush).await;
         if broken {
@@ -415,6 +411,29 @@ impl PostgresStore {
         }
     }
 
+    /// The writer's connection, taking one from the pool if it has none; a failure to get one
+    /// is `Unavailable` (the callers' writes did not happen).
+    async fn writer_connection<'c>(
+        &self,
+        held: &'c mut Option<PoolConnection<Postgres>>,
+        what: &str,
+    ) -> Result<&'c mut PoolConnection<Postgres>, WorldError> {
+        if held.is_none() {
+            let conn = self
+                .inner
+                .pool
+                .acquire()
+                .await
+                .map_err(|e| match self.err(what, e) {
+                    e @ WorldError::Unavailable(_) => e,
+                    other => WorldError::Unavailable(other.to_string()),
+                })?;
+            *held = Some(conn);
+        }
+        held.as_mut()
+            .ok_or_else(|| WorldError::Unavailable(format!("{what}: no connection")))
+    }
+
     /// Inserts the batch's new runs on the writer's connection (taking one if it has none). If
     /// that connection fails (a server restart ends every session, and the writer's may have
     /// been idle since), the runs are tried once more on a fresh one.
@@ -425,18 +444,17 @@ impl PostgresStore {
     ) {
         let mut runs = self.prepare_runs(creates);
         for again in [false, true] {
-            let conn = match held {
-                Some(conn) => conn,
-                None => match self.inner.pool.acquire().await {
-                    Ok(conn) => held.insert(conn),
-                    Err(e) => {
-                        let error = self.err("connecting to create runs", e);
-                        for run in runs {
-                            run.refuse(accept::again(&error));
-                        }
-                        return;
+            let conn = match self
+                .writer_connection(held, "connecting to create runs")
+                .await
+            {
+                Ok(conn) => conn,
+                Err(error) => {
+                    for run in runs {
+                        run.refuse(accept::again(&error));
                     }
-                },
+                    return;
+                }
             };
             match self.insert_runs(conn, runs, again).await {
                 Ok(()) => return,

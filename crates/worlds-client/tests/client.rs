@@ -127,6 +127,7 @@ async fn the_client_starts_reads_waits_cancels_and_maps_errors() {
     let stranger = Client::new(&base, "wek_nope").unwrap();
     let refused = stranger.schedules().await.unwrap_err();
     assert_eq!(refused.code(), Some("UNAUTHENTICATED"), "{refused}");
+    assert_eq!(refused.kind(), Some(ErrorKind::Unauthenticated));
     let weak = client.pause_schedule("nightly", true).await.unwrap_err();
     assert_eq!(weak.code(), Some("FORBIDDEN"), "{weak}");
     assert!(client.schedules().await.unwrap().is_empty());

@@ -38,13 +38,16 @@ pub enum ErrorKind {
     MethodNotAllowed,
     /// A request body did not arrive in time (408).
     RequestTimeout,
+    /// The caller could not be recognized: no credentials, wrong ones, or a webhook request
+    /// whose signature does not hold (401).
+    Unauthenticated,
     /// A fault inside the engine or its storage (500).
     Internal,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 13] = [
+    pub const ALL: [ErrorKind; 14] = [
         ErrorKind::NotFound,
         ErrorKind::Conflict,
         ErrorKind::InvalidInput,
@@ -57,6 +60,7 @@ impl ErrorKind {
         ErrorKind::Gone,
         ErrorKind::MethodNotAllowed,
         ErrorKind::RequestTimeout,
+        ErrorKind::Unauthenticated,
         ErrorKind::Internal,
     ];
 
@@ -76,6 +80,7 @@ impl ErrorKind {
             ErrorKind::Gone => "GONE",
             ErrorKind::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ErrorKind::RequestTimeout => "REQUEST_TIMEOUT",
+            ErrorKind::Unauthenticated => "UNAUTHENTICATED",
             ErrorKind::Internal => "INTERNAL",
         }
     }
@@ -98,6 +103,7 @@ impl ErrorKind {
             ErrorKind::Gone => 410,
             ErrorKind::MethodNotAllowed => 405,
             ErrorKind::RequestTimeout => 408,
+            ErrorKind::Unauthenticated => 401,
             ErrorKind::RunFailed | ErrorKind::Internal => 500,
         }
     }
@@ -235,6 +241,15 @@ pub enum WorldError {
         /// The serde error.
         source: serde_json::Error,
     },
+    /// The caller could not be recognized, e.g. a webhook request whose signature does not
+    /// hold.
+    #[error("{message}")]
+    Unauthenticated {
+        /// Why, as a stable code (`signature_mismatch`, `missing_header`, …).
+        reason: &'static str,
+        /// What was wrong and what to do.
+        message: String,
+    },
     /// A fault in the engine or its storage.
     #[error("internal error: {0}")]
     Internal(String),
@@ -262,6 +277,7 @@ impl WorldError {
             WorldError::Gone(_) => ErrorKind::Gone,
             WorldError::MethodNotAllowed { .. } => ErrorKind::MethodNotAllowed,
             WorldError::RequestTimeout(_) => ErrorKind::RequestTimeout,
+            WorldError::Unauthenticated { .. } => ErrorKind::Unauthenticated,
             WorldError::Internal(_) => ErrorKind::Internal,
         }
     }

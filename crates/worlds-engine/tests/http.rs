@@ -1,5 +1,6 @@
 //! Real HTTP on loopback: the webhook endpoint answering a real client, and durable fetch
-//! against a local server (retries on 5xx and 429, 4xx returned, replay does not call again).
+//! against a local server (retries on 5xx and 429, 4xx returned, replay does not call again),
+//! and signed webhooks refusing forged, stale and unsigned requests.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -359,5 +360,184 @@ async fn a_waiting_webhook_survives_a_restart_and_is_resumed_over_http() {
         "the publishing step did not run again"
     );
     server.shutdown().await;
+    world.shutdown().await.unwrap();
+}
+
+/// Milliseconds since the Unix epoch, as the world's system clock reads them.
+fn now_ms() -> i64 {
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap();
+    i64::try_from(since_epoch.as_millis()).unwrap()
+}
+
+/// Posts `body` with `headers` to a webhook path; returns the status and the JSON answer.
+async fn post_signed(
+    addr: std::net::SocketAddr,
+    path: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> (u16, serde_json::Value) {
+    let mut request = http_client()
+        .post(format!("http://{addr}{path}"))
+        .body(body.to_vec());
+    for (name, value) in headers {
+        request = request.header(name, value);
+    }
+    let response = request.send().await.unwrap();
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap();
+    (status, serde_json::from_str(&text).unwrap())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn signed_webhooks_refuse_forged_stale_and_unsigned_requests_and_answer_retries() {
+    use worlds_engine::hooks::WebhookSignature;
+
+    let standard = WebhookSignature::standard(WebhookSignature::generate_standard_secret());
+    let github = WebhookSignature::github("the secret given to GitHub");
+    let mut config = world_config();
+    config.webhook_server.signature = Some(standard.clone());
+    config
+        .webhook_server
+        .named_signatures
+        .insert("github".into(), github.clone());
+    let flow = workflow("signed", |ctx: WorkflowContext, _: ()| async move {
+        let default = ctx.create_webhook_with(HookOptions::new().token("signed-default"));
+        let pushed = ctx.create_webhook_with(
+            HookOptions::new()
+                .token("signed-github")
+                .signature("github"),
+        );
+        let unknown =
+            ctx.create_webhook_with(HookOptions::new().token("signed-unknown").signature("nope"));
+        let first = default.wait().await?;
+        let second = pushed.wait().await?;
+        drop(unknown);
+        Ok::<_, WorkflowError>((first.body, second.body.into_bytes()))
+    });
+    let world = World::new(config).unwrap();
+    world.register(&flow).unwrap();
+    world.start().await.unwrap();
+    let run = world
+        .execute(&flow, (), WorkflowOptions::default())
+        .await
+        .unwrap();
+    while world.query(&run.id).await.unwrap().hooks.len() < 3 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let server = world.serve_webhooks("127.0.0.1:0").await.unwrap();
+    let addr = server.local_addr();
+    let path = "/webhooks/signed-default";
+    let body = br#"{"paid":true}"#;
+
+    let forger = WebhookSignature::standard(WebhookSignature::generate_standard_secret());
+    let stale = standard.sign("msg_1", body, now_ms() - 600_000);
+    let mut altered = standard.sign("msg_1", body, now_ms());
+    altered.push(("content-type".into(), "application/json".into()));
+    for (headers, sent, reason) in [
+        (Vec::new(), &body[..], "missing_header"),
+        (
+            forger.sign("msg_1", body, now_ms()),
+            &body[..],
+            "signature_mismatch",
+        ),
+        (stale, &body[..], "timestamp_out_of_tolerance"),
+        (altered, &br#"{"paid":false}"#[..], "signature_mismatch"),
+    ] {
+        let (status, answer) = post_signed(addr, path, &headers, sent).await;
+        assert_eq!(
+            (status, answer["reason"].as_str()),
+            (401, Some(reason)),
+            "{answer}"
+        );
+        assert!(
+            !answer["error"].as_str().unwrap().contains("v1,"),
+            "a refusal never shows a signature: {answer}"
+        );
+    }
+    let state = world.query(&run.id).await.unwrap();
+    assert!(state.hooks.iter().all(|h| h.is_live()), "{:?}", state.hooks);
+
+    // Signed: accepted; the same delivery again (a sender's retry) gets the same answer; a
+    // different delivery is a conflict.
+    let signed = standard.sign("msg_2", body, now_ms());
+    let (status, first) = post_signed(addr, path, &signed, body).await;
+    assert_eq!(status, 202, "{first}");
+    let (status, again) = post_signed(addr, path, &signed, body).await;
+    assert_eq!((status, &again), (202, &first));
+    let other = standard.sign("msg_3", body, now_ms());
+    let (status, answer) = post_signed(addr, path, &other, body).await;
+    assert_eq!(status, 409, "{answer}");
+
+    // A webhook naming a signature the world lacks refuses everything.
+    let (status, answer) = post_signed(
+        addr,
+        "/webhooks/signed-unknown",
+        &standard.sign("msg_4", body, now_ms()),
+        body,
+    )
+    .await;
+    assert_eq!(
+        (status, answer["reason"].as_str()),
+        (401, Some("not_configured"))
+    );
+
+    // A named signature, over the bytes as sent (not valid UTF-8, so checking the decoded
+    // text would fail).
+    let raw = b"\xff\xfebinary body";
+    let (status, answer) = post_signed(
+        addr,
+        "/webhooks/signed-github",
+        &WebhookSignature::standard(WebhookSignature::generate_standard_secret()).sign(
+            "d",
+            raw,
+            now_ms(),
+        ),
+        raw,
+    )
+    .await;
+    assert_eq!(
+        (status, answer["reason"].as_str()),
+        (401, Some("missing_header"))
+    );
+    let (status, answer) = post_signed(
+        addr,
+        "/webhooks/signed-github",
+        &github.sign("delivery-1", raw, now_ms()),
+        raw,
+    )
+    .await;
+    assert_eq!(status, 202, "{answer}");
+
+    let handle = world.handle::<(String, Vec<u8>)>(&run.id).await.unwrap();
+    let (first, second) = tokio::time::timeout(Duration::from_secs(10), handle.result())
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(first, r#"{"paid":true}"#);
+    assert_eq!(second, String::from_utf8_lossy(raw).as_bytes());
+    server.shutdown().await;
+    world.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_signature_option_on_a_plain_hook_is_refused() {
+    let flow = workflow("plain-signed", |ctx: WorkflowContext, _: ()| async move {
+        let hook = ctx.create_hook_with::<String>(HookOptions::new().signature("github"));
+        Ok::<_, WorkflowError>(hook.wait().await?)
+    });
+    let world = World::new(world_config()).unwrap();
+    world.register(&flow).unwrap();
+    world.start().await.unwrap();
+    let run = world
+        .execute(&flow, (), WorkflowOptions::default())
+        .await
+        .unwrap();
+    let err = tokio::time::timeout(Duration::from_secs(10), run.result())
+        .await
+        .unwrap()
+        .unwrap_err();
+    assert!(err.to_string().contains("webhooks only"), "{err}");
     world.shutdown().await.unwrap();
 }

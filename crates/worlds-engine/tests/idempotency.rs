@@ -52,6 +52,10 @@ async fn a_repeat_within_the_ttl_returns_the_first_run_and_a_later_one_starts_an
         repeat.id, first.id,
         "a duplicate within 5 s is the same run"
     );
+    assert!(
+        first.is_new() && !repeat.is_new(),
+        "the handles say which call started it"
+    );
     assert_eq!(run_count(&world).await, 1);
     let state = first.query().await.unwrap();
     assert_eq!(state.idempotency_key.as_deref(), Some("req-1"));
@@ -142,6 +146,8 @@ async fn a_taken_workflow_id_is_409_unless_the_caller_asks_for_the_existing_run(
         .unwrap();
     assert_eq!(existing.id, first.id);
     assert_eq!(existing.workflow_id, "order-1");
+    assert!(first.is_new() && !existing.is_new());
+    assert!(!world.handle::<u64>(&first.id).await.unwrap().is_new());
     assert_eq!(run_count(&world).await, 1);
 
     // A finished run is returned too: its result is what the caller gets.

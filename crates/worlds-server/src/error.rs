@@ -88,6 +88,7 @@ impl From<WorldError> for ApiError {
             WorldError::PayloadTooLarge { size, limit, .. } => {
                 serde_json::json!({ "size": size, "limit": limit })
             }
+            WorldError::Unauthenticated { reason, .. } => serde_json::json!({ "reason": reason }),
             _ => Value::Null,
         };
         if kind == ErrorKind::Internal {

@@ -27,7 +27,7 @@
 //! | route | scope | what |
 //! |---|---|---|
 //! | `GET /healthz`, `GET /readyz` | none | the process answers; its storage answers too |
-//! | `POST /v1/runs` | write | start a run: `{"workflow", "input", "options"}` → 201 `{run_id, workflow_id}`; with `?wait_ms=` it also waits and answers as `…/result` does |
+//! | `POST /v1/runs` | write | start a run: `{"workflow", "input", "options"}` → 201 `{run_id, workflow_id}` (200 for the run already holding its idempotency key, or its workflow id under `on_conflict: use_existing`; 409 under `fail`); with `?wait_ms=` it also waits and answers as `…/result` does |
 //! | `GET /v1/runs` | read | runs, newest first: `status` (comma-separated), `workflow`, `parent`, `started_after`, `started_before`, `quarantined`, `cursor`, `limit`, `resolve=none\|all` |
 //! | `GET /v1/runs/{id}` | read | one run (by run id or workflow id), `resolve=none\|all` |
 //! | `GET /v1/runs/{id}/result` | read | waits up to `wait_ms` (default 30 s): 200 with the outcome once finished, 202 while it goes on |
@@ -44,6 +44,7 @@
 //! | `POST /v1/schedules` | admin | `{"id", "workflow", "cron", "input"}`: create or update a cron schedule (UTC) |
 //! | `POST /v1/schedules/{id}/pause`, `…/resume`, `DELETE /v1/schedules/{id}` | admin | change one |
 //! | `GET /v1/metrics`, `GET /metrics` | read | the world's metrics as JSON; in the Prometheus text format |
+//! | `GET /v1/openapi.json` | read | the OpenAPI document of these routes (also [`openapi()`]) |
 //! | `GET /v1/keys`, `POST /v1/keys`, `POST /v1/keys/{id}/revoke` | admin | the world's API keys (with [`ApiOptions::with_world_keys`]): list, create (`{"scope", "name", "expires_in_ms"}`, the key in the answer only), revoke |
 //!
 //! Errors are `{"code", "message", "details"}` with the engine's statuses (see
@@ -57,15 +58,18 @@
 
 pub mod auth;
 pub mod error;
+mod openapi;
 mod routes;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Router;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 use worlds_engine::{World, WorldError};
 
 use auth::{AuthProvider, Guard, KeyAuth, KeyRing, Scope};
@@ -156,6 +160,72 @@ impl ApiOptions {
     }
 }
 
+/// Where the OpenAPI document is served (read scope).
+pub const OPENAPI_PATH: &str = "/v1/openapi.json";
+
+/// Every route, by the scope it needs, with its OpenAPI entry: the router and the document
+/// are built from this one list.
+struct Routes {
+    read: OpenApiRouter<Api>,
+    write: OpenApiRouter<Api>,
+    admin: OpenApiRouter<Api>,
+    open: OpenApiRouter<Api>,
+}
+
+impl Routes {
+    fn new() -> Self {
+        let read = OpenApiRouter::new()
+            .routes(routes!(runs::list))
+            .routes(routes!(runs::get))
+            .routes(routes!(runs::result))
+            .routes(routes!(runs::events))
+            .routes(routes!(runs::steps))
+            .routes(routes!(hooks::of_run))
+            .routes(routes!(streams::names))
+            .routes(routes!(streams::chunks))
+            .routes(routes!(streams::live))
+            .routes(routes!(hooks::waiting))
+            .routes(routes!(hooks::get))
+            .routes(routes!(schedules::list))
+            .routes(routes!(schedules::get))
+            .routes(routes!(metrics::json))
+            .routes(routes!(metrics::prometheus));
+        let write = OpenApiRouter::new()
+            .routes(routes!(runs::start))
+            .routes(routes!(runs::cancel))
+            .routes(routes!(hooks::resume));
+        let admin = OpenApiRouter::new()
+            .routes(routes!(schedules::create))
+            .routes(routes!(schedules::delete))
+            .routes(routes!(schedules::pause))
+            .routes(routes!(schedules::resume))
+            .routes(routes!(keys::list))
+            .routes(routes!(keys::create))
+            .routes(routes!(keys::revoke));
+        let open = OpenApiRouter::new()
+            .routes(routes!(health::healthz))
+            .routes(routes!(health::readyz));
+        Routes {
+            read,
+            write,
+            admin,
+            open,
+        }
+    }
+}
+
+/// The OpenAPI document of the API (what `GET /v1/openapi.json` answers).
+pub fn openapi() -> utoipa::openapi::OpenApi {
+    let routes = Routes::new();
+    let doc = routes
+        .read
+        .merge(routes.write)
+        .merge(routes.admin)
+        .merge(routes.open)
+        .into_openapi();
+    openapi::finish(doc)
+}
+
 /// The API over `world`, to serve or to mount in a larger application (under `/`: its paths
 /// start with `/v1`, `/healthz` and `/readyz`).
 pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
@@ -182,53 +252,36 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
             governor::Quota::per_second(limit.per_second).allow_burst(limit.burst),
         ))
     });
-    let guarded = |needs: Scope, routes: Router<Api>| {
-        routes.route_layer(axum::middleware::from_fn_with_state(
+    let guard = |needs: Scope| {
+        axum::middleware::from_fn_with_state(
             Guard {
                 provider: provider.clone(),
                 needs,
                 limiter: limiter.clone(),
             },
             auth::require,
-        ))
-    };
-    let read = Router::new()
-        .route("/v1/runs", get(runs::list))
-        .route("/v1/runs/{id}", get(runs::get))
-        .route("/v1/runs/{id}/result", get(runs::result))
-        .route("/v1/runs/{id}/events", get(runs::events))
-        .route("/v1/runs/{id}/steps", get(runs::steps))
-        .route("/v1/runs/{id}/hooks", get(hooks::of_run))
-        .route("/v1/runs/{id}/streams", get(streams::names))
-        .route("/v1/runs/{id}/streams/{name}", get(streams::chunks))
-        .route("/v1/runs/{id}/streams/{name}/live", get(streams::live))
-        .route("/v1/hooks", get(hooks::waiting))
-        .route("/v1/hooks/{id}", get(hooks::get))
-        .route("/v1/schedules", get(schedules::list))
-        .route("/v1/schedules/{id}", get(schedules::get))
-        .route("/v1/metrics", get(metrics::json))
-        .route("/metrics", get(metrics::prometheus));
-    let write = Router::new()
-        .route("/v1/runs", post(runs::start))
-        .route("/v1/runs/{id}/cancel", post(runs::cancel))
-        .route("/v1/hooks/resume", post(hooks::resume));
-    let admin = Router::new()
-        .route("/v1/schedules", post(schedules::create))
-        .route(
-            "/v1/schedules/{id}",
-            axum::routing::delete(schedules::delete),
         )
-        .route("/v1/schedules/{id}/pause", post(schedules::pause))
-        .route("/v1/schedules/{id}/resume", post(schedules::resume))
-        .route("/v1/keys", get(keys::list).post(keys::create))
-        .route("/v1/keys/{id}/revoke", post(keys::revoke));
-    let open = Router::new()
-        .route("/healthz", get(health::healthz))
-        .route("/readyz", get(health::readyz));
-    let app = guarded(Scope::Read, read)
-        .merge(guarded(Scope::Write, write))
-        .merge(guarded(Scope::Admin, admin))
-        .merge(open)
+    };
+    let routes = Routes::new();
+    let (app, doc) = routes
+        .read
+        .route_layer(guard(Scope::Read))
+        .merge(routes.write.route_layer(guard(Scope::Write)))
+        .merge(routes.admin.route_layer(guard(Scope::Admin)))
+        .merge(routes.open)
+        .split_for_parts();
+    let doc = Arc::new(openapi::finish(doc));
+    let document = Router::new()
+        .route(
+            OPENAPI_PATH,
+            get(move || {
+                let doc = doc.clone();
+                async move { axum::Json(doc) }
+            }),
+        )
+        .route_layer(guard(Scope::Read));
+    let app = app
+        .merge(document)
         .fallback(|| async {
             error::ApiError::from(WorldError::NotFound {
                 what: "route",

@@ -169,6 +169,50 @@ fn code(body: &Value) -> &str {
     body["code"].as_str().unwrap_or_default()
 }
 
+/// Every guarded route, as the OpenAPI document names it, with the scope it needs.
+const ROUTES: [(&str, &str, Scope); 26] = [
+    ("GET", "/v1/runs", Scope::Read),
+    ("GET", "/v1/runs/{id}", Scope::Read),
+    ("GET", "/v1/runs/{id}/result", Scope::Read),
+    ("GET", "/v1/runs/{id}/events", Scope::Read),
+    ("GET", "/v1/runs/{id}/steps", Scope::Read),
+    ("POST", "/v1/runs", Scope::Write),
+    ("POST", "/v1/runs/{id}/cancel", Scope::Write),
+    ("POST", "/v1/hooks/resume", Scope::Write),
+    ("GET", "/v1/hooks", Scope::Read),
+    ("GET", "/v1/hooks/{id}", Scope::Read),
+    ("GET", "/v1/runs/{id}/hooks", Scope::Read),
+    ("GET", "/v1/schedules", Scope::Read),
+    ("GET", "/v1/schedules/{id}", Scope::Read),
+    ("GET", "/v1/metrics", Scope::Read),
+    ("GET", "/metrics", Scope::Read),
+    ("GET", "/v1/openapi.json", Scope::Read),
+    ("POST", "/v1/schedules", Scope::Admin),
+    ("POST", "/v1/schedules/{id}/pause", Scope::Admin),
+    ("POST", "/v1/schedules/{id}/resume", Scope::Admin),
+    ("DELETE", "/v1/schedules/{id}", Scope::Admin),
+    ("GET", "/v1/runs/{id}/streams", Scope::Read),
+    ("GET", "/v1/runs/{id}/streams/{name}", Scope::Read),
+    ("GET", "/v1/runs/{id}/streams/{name}/live", Scope::Read),
+    ("GET", "/v1/keys", Scope::Admin),
+    ("POST", "/v1/keys", Scope::Admin),
+    ("POST", "/v1/keys/{id}/revoke", Scope::Admin),
+];
+
+/// A route's path with its parameters filled in.
+fn concrete(path: &str) -> String {
+    let id = if path.starts_with("/v1/schedules") {
+        "nightly"
+    } else if path.starts_with("/v1/keys") {
+        "AAAAAAAA"
+    } else if path.starts_with("/v1/hooks") {
+        "hook_x"
+    } else {
+        "wrun_x"
+    };
+    path.replace("{id}", id).replace("{name}", "log")
+}
+
 #[tokio::test]
 async fn every_guarded_route_refuses_callers_without_a_valid_key_of_the_right_scope() {
     let s = Served::new().await;
@@ -178,46 +222,12 @@ async fn every_guarded_route_refuses_callers_without_a_valid_key_of_the_right_sc
     let ready = s.http.get(s.url("/readyz")).send().await.unwrap();
     assert_eq!(ready.status(), StatusCode::OK);
 
-    let routes = [
-        ("GET", "/v1/runs"),
-        ("GET", "/v1/runs/wrun_x"),
-        ("GET", "/v1/runs/wrun_x/result"),
-        ("GET", "/v1/runs/wrun_x/events"),
-        ("GET", "/v1/runs/wrun_x/steps"),
-        ("POST", "/v1/runs"),
-        ("POST", "/v1/runs/wrun_x/cancel"),
-        ("POST", "/v1/hooks/resume"),
-        ("GET", "/v1/hooks"),
-        ("GET", "/v1/hooks/hook_x"),
-        ("GET", "/v1/runs/wrun_x/hooks"),
-        ("GET", "/v1/schedules"),
-        ("GET", "/v1/schedules/nightly"),
-        ("GET", "/v1/metrics"),
-        ("GET", "/metrics"),
-        ("POST", "/v1/schedules"),
-        ("POST", "/v1/schedules/nightly/pause"),
-        ("POST", "/v1/schedules/nightly/resume"),
-        ("DELETE", "/v1/schedules/nightly"),
-        ("GET", "/v1/runs/wrun_x/streams"),
-        ("GET", "/v1/runs/wrun_x/streams/log"),
-        ("GET", "/v1/runs/wrun_x/streams/log/live"),
-        ("GET", "/v1/keys"),
-        ("POST", "/v1/keys"),
-        ("POST", "/v1/keys/AAAAAAAA/revoke"),
-    ];
-    let admin_only = [
-        ("GET", "/v1/keys"),
-        ("POST", "/v1/keys"),
-        ("POST", "/v1/keys/AAAAAAAA/revoke"),
-        ("POST", "/v1/schedules"),
-        ("POST", "/v1/schedules/nightly/pause"),
-        ("POST", "/v1/schedules/nightly/resume"),
-        ("DELETE", "/v1/schedules/nightly"),
-    ];
     let malformed = "wek_short";
     let unknown = KeyRing::new().create("x", Scope::Admin, 0, None).key;
-    for (name, path) in routes {
-        let admin = admin_only.contains(&(name, path));
+    for (name, template, scope) in ROUTES {
+        let path = concrete(template);
+        let path = path.as_str();
+        let admin = scope == Scope::Admin;
         let method = reqwest::Method::from_bytes(name.as_bytes()).unwrap();
         let bare = s
             .http
@@ -254,7 +264,12 @@ async fn every_guarded_route_refuses_callers_without_a_valid_key_of_the_right_sc
                 "{path}: {body}"
             );
         }
-        if method != reqwest::Method::GET || admin {
+        assert_eq!(
+            scope != Scope::Read,
+            method != reqwest::Method::GET || admin,
+            "{name} {template}: reads need the read scope, the rest more"
+        );
+        if scope != Scope::Read {
             let mut too_weak = vec![s.read.as_str()];
             if admin {
                 too_weak.push(&s.write);
@@ -274,6 +289,112 @@ async fn every_guarded_route_refuses_callers_without_a_valid_key_of_the_right_sc
         }
     }
     assert_eq!(s.run_count().await, 0, "nothing was started");
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn the_openapi_document_lists_exactly_the_routes_served() {
+    let s = Served::new().await;
+    let bare = s.http.get(s.url("/v1/openapi.json")).send().await.unwrap();
+    assert_eq!(bare.status(), StatusCode::UNAUTHORIZED);
+    let (status, doc) = s.get(&s.read, "/v1/openapi.json").await;
+    assert_eq!(status, StatusCode::OK, "{doc}");
+    assert!(doc["openapi"].as_str().unwrap().starts_with('3'), "{doc}");
+    assert!(doc["components"]["securitySchemes"]["api_key"].is_object());
+    let mut documented = Vec::new();
+    for (path, item) in doc["paths"].as_object().unwrap() {
+        for (method, operation) in item.as_object().unwrap() {
+            let method = method.to_ascii_uppercase();
+            let guarded = operation["security"]
+                .as_array()
+                .is_some_and(|s| !s.is_empty());
+            let open = path == "/healthz" || path == "/readyz";
+            assert_eq!(guarded, !open, "{method} {path} names its security");
+            assert!(
+                operation["responses"]
+                    .as_object()
+                    .is_some_and(|r| !r.is_empty()),
+                "{method} {path} has responses"
+            );
+            documented.push((method, path.clone()));
+        }
+    }
+    // The document itself is served but not described in itself.
+    let mut served: Vec<(String, String)> = ROUTES
+        .iter()
+        .filter(|(_, path, _)| *path != "/v1/openapi.json")
+        .map(|(method, path, _)| ((*method).to_owned(), (*path).to_owned()))
+        .chain([
+            ("GET".to_owned(), "/healthz".to_owned()),
+            ("GET".to_owned(), "/readyz".to_owned()),
+        ])
+        .collect();
+    documented.sort();
+    served.sort();
+    assert_eq!(documented, served);
+    // Every route of the document exists: an admin key gets anything but the fallback's
+    // "route not found" or a wrong method.
+    for (method, path) in &documented {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let response = s
+            .http
+            .request(
+                method.clone(),
+                s.url(&format!("{}?wait_ms=1", concrete(path))),
+            )
+            .bearer_auth(&s.admin)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status();
+        let body: Value = response.json().await.unwrap_or(Value::Null);
+        assert_ne!(status, StatusCode::METHOD_NOT_ALLOWED, "{method} {path}");
+        assert!(
+            body["details"]["what"] != "route",
+            "{method} {path} is documented but not served: {body}"
+        );
+    }
+    assert_eq!(
+        serde_json::to_value(worlds_server::openapi()).unwrap()["paths"],
+        doc["paths"],
+        "the document served is the one the crate builds"
+    );
+    s.stop().await;
+}
+
+#[tokio::test]
+async fn a_repeated_start_gets_the_existing_run_with_200_or_a_conflict() {
+    let s = Served::new().await;
+    let start = |options: Value| {
+        let s = &s;
+        async move {
+            s.post(
+                &s.write,
+                "/v1/runs",
+                json!({ "workflow": "nap", "input": null, "options": options }),
+            )
+            .await
+        }
+    };
+    let (status, first) = start(json!({ "workflow_id": "order-1" })).await;
+    assert_eq!(status, StatusCode::CREATED, "{first}");
+    let (status, body) = start(json!({ "workflow_id": "order-1" })).await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::CONFLICT, "CONFLICT"),
+        "{body}"
+    );
+    let (status, body) =
+        start(json!({ "workflow_id": "order-1", "on_conflict": "use_existing" })).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert_eq!(body["run_id"], first["run_id"]);
+
+    let (status, keyed) = start(json!({ "idempotency_key": "charge-7" })).await;
+    assert_eq!(status, StatusCode::CREATED, "{keyed}");
+    let (status, again) = start(json!({ "idempotency_key": "charge-7" })).await;
+    assert_eq!(status, StatusCode::OK, "{again}");
+    assert_eq!(again["run_id"], keyed["run_id"]);
+    assert_eq!(s.run_count().await, 2);
     s.stop().await;
 }
 

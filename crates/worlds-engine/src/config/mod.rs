@@ -7,6 +7,7 @@
 mod database;
 mod logs;
 mod webhook_server;
+pub(crate) mod webhook_signature;
 
 pub use database::{redact_url, DatabaseConfig, DATABASE_URL_ENV};
 pub use logs::{LogLevel, LogsConfig, UnknownName};

@@ -1,14 +1,16 @@
 //! Limits of the webhook endpoint (read by `http::webhooks`).
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use super::webhook_signature::WebhookSignature;
 use crate::duration::Dur;
 use crate::error::WorldError;
 
-/// Limits of the webhook endpoint against slow or hostile clients
-/// ([`WorldConfig::webhook_server`](crate::WorldConfig::webhook_server)).
+/// Limits of the webhook endpoint against slow or hostile clients, and the signatures its
+/// requests must carry ([`WorldConfig::webhook_server`](crate::WorldConfig::webhook_server)).
 ///
 /// ```
 /// use worlds_engine::duration::Dur;
@@ -16,6 +18,22 @@ use crate::error::WorldError;
 /// let mut config = WorldConfig::memory();
 /// config.webhook_server.body_deadline = Dur::from_millis(10_000);
 /// config.webhook_server.max_connections = 256;
+/// assert!(config.validate().is_ok());
+/// ```
+///
+/// Signed webhooks: every request must carry a Standard Webhooks signature, and webhooks
+/// created with `HookOptions::new().signature("github")` a GitHub one instead.
+///
+/// ```
+/// use worlds_engine::hooks::WebhookSignature;
+/// use worlds_engine::WorldConfig;
+/// let mut config = WorldConfig::memory();
+/// let secret = WebhookSignature::generate_standard_secret();
+/// config.webhook_server.signature = Some(WebhookSignature::standard(secret));
+/// config
+///     .webhook_server
+///     .named_signatures
+///     .insert("github".into(), WebhookSignature::github("the secret given to GitHub"));
 /// assert!(config.validate().is_ok());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -38,6 +56,15 @@ pub struct WebhookServerOptions {
     /// closes. Default 1024.
     #[serde(alias = "maxConnections")]
     pub max_connections: usize,
+    /// The signature every webhook request must carry, unless its webhook names another
+    /// ([`HookOptions::signature`](crate::HookOptions::signature)); a request without it is
+    /// answered 401 and leaves the webhook waiting. Default none: the unguessable URL is then
+    /// the only protection.
+    pub signature: Option<WebhookSignature>,
+    /// Signatures that webhooks name with [`HookOptions::signature`](crate::HookOptions::signature),
+    /// by name: one per sender (`"github"`, `"stripe"`), each with its own secret.
+    #[serde(alias = "namedSignatures")]
+    pub named_signatures: BTreeMap<String, WebhookSignature>,
 }
 
 impl Default for WebhookServerOptions {
@@ -47,11 +74,28 @@ impl Default for WebhookServerOptions {
             body_read_timeout: Dur(Duration::from_secs(10)),
             body_deadline: Dur(Duration::from_secs(30)),
             max_connections: 1024,
+            signature: None,
+            named_signatures: BTreeMap::new(),
         }
     }
 }
 
 impl WebhookServerOptions {
+    /// The signature a webhook's requests must carry: the one it names, else the default.
+    /// `Err` names a signature this world does not configure.
+    #[cfg(feature = "http")]
+    pub(crate) fn signature_for(
+        &self,
+        named: Option<&str>,
+    ) -> Result<Option<&WebhookSignature>, super::webhook_signature::SignatureRefusal> {
+        match named {
+            None => Ok(self.signature.as_ref()),
+            Some(name) => self.named_signatures.get(name).map(Some).ok_or_else(|| {
+                super::webhook_signature::SignatureRefusal::NotConfigured(name.to_owned())
+            }),
+        }
+    }
+
     /// Checks the values, naming the first bad field.
     pub(crate) fn validate(&self) -> Result<(), WorldError> {
         for (field, value) in [
@@ -71,6 +115,12 @@ impl WebhookServerOptions {
                 "webhook_server.max_connections",
                 "must be at least 1",
             ));
+        }
+        if let Some(signature) = &self.signature {
+            signature.validate("webhook_server.signature")?;
+        }
+        for (name, signature) in &self.named_signatures {
+            signature.validate(&format!("webhook_server.named_signatures[{name:?}]"))?;
         }
         Ok(())
     }

@@ -14,8 +14,8 @@ use crate::config::WorldConfig;
 use crate::error::WorldError;
 use crate::hooks::HookResumed;
 use crate::model::{
-    ActivityState, Event, ListQuery, Page, ResolveData, WorkflowOptions, WorkflowQueryFilter,
-    WorkflowState,
+    ActivityState, Event, HookState, ListQuery, Page, ResolveData, WorkflowOptions,
+    WorkflowQueryFilter, WorkflowState,
 };
 use crate::payload::Payload;
 use crate::queue::{QueueEntry, QueueFilter};
@@ -24,6 +24,7 @@ use crate::telemetry::logs::Logs;
 use crate::telemetry::metrics::MetricsRecorder;
 
 use super::definitions::Definition;
+use super::hooks::Opened;
 use super::streams::Streams;
 use super::{Engine, Task};
 
@@ -330,7 +331,19 @@ impl Engine {
         payload: Payload,
         method: Option<&str>,
     ) -> Result<HookResumed, WorldError> {
-        let resumed = self.hooks.resume(token, payload, method).await?;
+        self.deliver(token, method, |_| Ok(Opened::payload(payload)))
+            .await
+    }
+
+    /// Delivers a request to the webhook holding `token`: `open` checks it against the hook
+    /// (its signature) and returns its payload, before anything is recorded.
+    pub(crate) async fn deliver(
+        &self,
+        token: &str,
+        method: Option<&str>,
+        open: impl FnOnce(&HookState) -> Result<Opened, WorldError>,
+    ) -> Result<HookResumed, WorldError> {
+        let resumed = self.hooks.resume(token, method, open).await?;
         self.runs.schedule(&resumed.run_id);
         Ok(resumed)
     }

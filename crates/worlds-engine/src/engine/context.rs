@@ -486,12 +486,23 @@ impl WorkflowContext {
                 }
             }),
         };
-        let invalid = match (&options.expires_in, &options.token, &methods) {
-            (Some(Err(message)), _, _) => Some(message.clone()),
-            (_, _, Err(message)) => Some(message.clone()),
-            (_, Some(token), _) => crate::hooks::check_token(token).err(),
+        let signature = match (&options.signature, webhook) {
+            (Some(_), false) => Err(
+                "HookOptions::signature applies to webhooks only; use ctx.create_webhook_with"
+                    .to_owned(),
+            ),
+            (Some(name), true) if name.trim().is_empty() => {
+                Err("HookOptions::signature needs the name of a configured signature".to_owned())
+            }
+            (signature, _) => Ok(signature.clone()),
+        };
+        let invalid = match (&options.expires_in, &options.token, &methods, &signature) {
+            (Some(Err(message)), _, _, _) => Some(message.clone()),
+            (_, _, Err(message), _) | (_, _, _, Err(message)) => Some(message.clone()),
+            (_, Some(token), _, _) => crate::hooks::check_token(token).err(),
             _ => None,
         };
+        let signature = signature.unwrap_or_default();
         let methods = methods.unwrap_or_default();
         if let Some(message) = invalid {
             let position = self.core.issue_unrecorded(CommandDesc::Hook);
@@ -531,6 +542,7 @@ impl WorkflowContext {
                 webhook,
                 methods: methods.clone(),
                 hook_type,
+                signature: signature.clone(),
                 chosen: chosen.is_some(),
             },
         );

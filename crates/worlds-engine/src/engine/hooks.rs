@@ -12,13 +12,30 @@ use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::error::WorldError;
-use crate::hooks::{token_digest, HookKit, HookResumed, NewHook};
-use crate::model::{Event, EventKind, HookStatus, ResolveData, WorkflowState};
+use crate::hooks::{token_digest, HookKit, HookResumed, NewHook, WebhookRequest};
+use crate::model::{Event, EventKind, HookState, HookStatus, ResolveData, WorkflowState};
 use crate::payload::Payload;
-use crate::store::{HookStore, RunStore, Store, Timer, TimerKind};
+use crate::store::{EventStore, HookStore, RunStore, Store, Timer, TimerKind};
 
 use super::journal::Journal;
 use super::timers::Timers;
+
+/// What a hook is resumed with: the payload and, for a signed webhook request, its delivery id
+/// header and value (see [`Verified`](crate::hooks::Verified)).
+pub(crate) struct Opened {
+    pub(crate) payload: Payload,
+    pub(crate) delivery: Option<(&'static str, String)>,
+}
+
+impl Opened {
+    /// A payload that names no delivery.
+    pub(crate) fn payload(payload: Payload) -> Self {
+        Opened {
+            payload,
+            delivery: None,
+        }
+    }
+}
 
 /// The world's hooks.
 pub(crate) struct Hooks {
@@ -28,6 +45,8 @@ pub(crate) struct Hooks {
     hooks: Arc<dyn HookStore>,
     /// The runs that wait on them.
     runs: Arc<dyn RunStore>,
+    /// Their histories, where the payload of a resumed hook is.
+    events: Arc<dyn EventStore>,
     clock: Arc<dyn Clock>,
     timers: Arc<Timers>,
     /// Payload validators of typed hooks (and the token key).
@@ -52,6 +71,7 @@ impl Hooks {
             journal,
             hooks: store.clone(),
             runs: store.clone(),
+            events: store.clone(),
             clock,
             timers,
             kit,
@@ -88,6 +108,7 @@ impl Hooks {
             webhook: hook.webhook,
             methods: hook.methods.clone(),
             hook_type: hook.hook_type.clone(),
+            signature: hook.signature.clone(),
         };
         let first = if held { conflict.clone() } else { created };
         let appended = match self.journal.append(run_id, vec![first]).await {
@@ -152,12 +173,14 @@ impl Hooks {
     }
 
     /// Delivers a payload to the hook holding `token`. With `method` (a request to a webhook),
-    /// the hook must accept that HTTP method. The caller queues the resumed run.
+    /// the hook must accept that HTTP method. `open` is handed the hook and returns the
+    /// payload (a webhook request checks its signature there, before anything is recorded).
+    /// The caller queues the resumed run.
     pub(crate) async fn resume(
         &self,
         token: &str,
-        payload: Payload,
         method: Option<&str>,
+        open: impl FnOnce(&HookState) -> Result<Opened, WorldError>,
     ) -> Result<HookResumed, WorldError> {
         self.check_resumable()?;
         let digest = token_digest(token);
@@ -177,16 +200,8 @@ impl Hooks {
             .filter(|h| h.token_digest == digest)
             .ok_or_else(unknown)?;
         let hook_id = hook.id.clone();
-        match hook.status {
-            HookStatus::Waiting => {}
-            HookStatus::Received => {
-                return Err(WorldError::conflict(format!(
-                    "hook {hook_id} of run {} has already been resumed; a hook takes one payload",
-                    state.id
-                )))
-            }
-            HookStatus::Expired => return Err(Self::expired(&hook_id, &state)),
-            HookStatus::Conflict | HookStatus::Disposed => return Err(unknown()),
+        if matches!(hook.status, HookStatus::Conflict | HookStatus::Disposed) {
+            return Err(unknown());
         }
         if let Some(method) = method {
             let allowed = hook.allowed_methods();
@@ -196,6 +211,22 @@ impl Hooks {
                     allowed: allowed.iter().map(|m| (*m).to_owned()).collect(),
                 });
             }
+        }
+        let Opened { payload, delivery } = open(hook)?;
+        let resumed = || HookResumed {
+            run_id: state.id.clone(),
+            hook_id: hook_id.clone(),
+        };
+        match hook.status {
+            HookStatus::Waiting => {}
+            HookStatus::Received => {
+                return match self.repeats(&state.id, found.position, &delivery).await? {
+                    true => Ok(resumed()),
+                    false => Err(Self::resumed_already(&hook_id, &state)),
+                };
+            }
+            HookStatus::Expired => return Err(Self::expired(&hook_id, &state)),
+            HookStatus::Conflict | HookStatus::Disposed => return Err(unknown()),
         }
         if hook.expires_at.is_some_and(|at| self.clock.now_ms() >= at) {
             return Err(Self::expired(&hook_id, &state));
@@ -218,24 +249,54 @@ impl Hooks {
             payload,
         };
         match self.journal.append(&state.id, vec![received]).await {
-            Ok(_) => Ok(HookResumed {
-                run_id: state.id,
-                hook_id,
-            }),
+            Ok(_) => Ok(resumed()),
             // Resumed, expired or finished in the meantime: say which.
             Err(WorldError::Conflict { .. } | WorldError::InvalidTransition { .. }) => {
                 let now = self.runs.get_run(&state.id, ResolveData::None).await?;
                 match now.hook(found.position).map(|h| h.status) {
                     Some(HookStatus::Expired) => Err(Self::expired(&hook_id, &now)),
-                    Some(HookStatus::Received) => Err(WorldError::conflict(format!(
-                        "hook {hook_id} of run {} has already been resumed; a hook takes one payload",
-                        now.id
-                    ))),
+                    Some(HookStatus::Received) => {
+                        match self.repeats(&state.id, found.position, &delivery).await? {
+                            true => Ok(resumed()),
+                            false => Err(Self::resumed_already(&hook_id, &now)),
+                        }
+                    }
                     _ => Err(unknown()),
                 }
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Whether the payload recorded for the hook at `position` came from `delivery` (a signed
+    /// webhook request's id header and value): a sender retrying a delivery that was
+    /// recorded gets the first answer again.
+    async fn repeats(
+        &self,
+        run_id: &str,
+        position: u32,
+        delivery: &Option<(&'static str, String)>,
+    ) -> Result<bool, WorldError> {
+        let Some((header, id)) = delivery else {
+            return Ok(false);
+        };
+        let history = self.events.history(run_id, 0).await?;
+        let recorded = history.iter().find_map(|event| match &event.kind {
+            EventKind::HookReceived {
+                position: p,
+                payload,
+                ..
+            } if *p == position => payload.decode::<WebhookRequest>().ok(),
+            _ => None,
+        });
+        Ok(recorded.is_some_and(|request| request.headers.get(*header) == Some(id)))
+    }
+
+    fn resumed_already(hook_id: &str, state: &WorkflowState) -> WorldError {
+        WorldError::conflict(format!(
+            "hook {hook_id} of run {} has already been resumed; a hook takes one payload",
+            state.id
+        ))
     }
 
     fn expired(hook_id: &str, state: &WorkflowState) -> WorldError {

@@ -30,6 +30,8 @@ pub(crate) mod errors;
 mod executor;
 pub(crate) mod hook_handles;
 mod hooks;
+#[cfg(feature = "http")]
+pub(crate) use hooks::Opened;
 mod idempotency;
 pub(crate) mod journal;
 mod lost;

@@ -71,6 +71,24 @@ impl Engine {
         self.create_prepared(new).await
     }
 
+    /// Starts a run from outside a workflow, like [`create_run`](Self::create_run), and says
+    /// whether this call created it (`false`: an existing run was returned, for its
+    /// idempotency key or by [`OnConflict::UseExisting`]).
+    pub(crate) async fn start_run(
+        &self,
+        name: &str,
+        input: Payload,
+        options: WorkflowOptions,
+    ) -> Result<(Started, bool), WorldError> {
+        self.check_accepting()?;
+        let def = self.workflow_def(name)?;
+        let new = self.prepare(&def, input, options, None, None)?;
+        let prepared = new.first.run_id.clone();
+        let started = self.create_prepared(new).await?;
+        let created = started.0 == prepared;
+        Ok((started, created))
+    }
+
     /// Accepts many runs of one workflow. The outer error is for the whole batch (the world is
     /// shutting down, the workflow is not registered); result `i` is that of `items[i]`, and a
     /// refused item does not stop the others.

@@ -39,6 +39,9 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Millis;
 use crate::duration::IntoDuration;
 
+pub use crate::config::webhook_signature::{
+    SignatureRefusal, SignatureScheme, Verified, WebhookSecret, WebhookSignature, DEFAULT_TOLERANCE,
+};
 pub use key::HOOK_SECRET_ENV;
 pub use token::token_digest;
 pub(crate) use token::HookKey;
@@ -50,6 +53,7 @@ pub struct HookOptions {
     pub(crate) token: Option<String>,
     pub(crate) expires_in: Option<Result<std::time::Duration, String>>,
     pub(crate) methods: Option<Vec<String>>,
+    pub(crate) signature: Option<String>,
 }
 
 impl HookOptions {
@@ -85,6 +89,29 @@ impl HookOptions {
         S: Into<String>,
     {
         self.methods = Some(methods.into_iter().map(Into::into).collect());
+        self
+    }
+}
+
+impl HookOptions {
+    /// Requests to this webhook must be signed as the world's named signature `name` says
+    /// ([`WebhookServerOptions::named_signatures`](crate::config::WebhookServerOptions::named_signatures)),
+    /// instead of the world's default one. Requests are refused (401) until the world
+    /// receiving them configures that name. Only for webhooks, like [`methods`](Self::methods).
+    ///
+    /// ```
+    /// use worlds_engine::prelude::*;
+    ///
+    /// let deploys = workflow("deploy-on-push", |ctx: WorkflowContext, _: ()| async move {
+    ///     let push = ctx.create_webhook_with(HookOptions::new().signature("github"));
+    ///     // Give `push.url()` to GitHub, with the secret of `named_signatures["github"]`.
+    ///     let request = push.wait().await?;
+    ///     Ok::<_, WorkflowError>(request.body.len())
+    /// });
+    /// # let _ = deploys;
+    /// ```
+    pub fn signature(mut self, name: impl Into<String>) -> Self {
+        self.signature = Some(name.into());
         self
     }
 }
@@ -216,6 +243,8 @@ pub(crate) struct NewHook {
     /// The HTTP methods of a webhook; empty for the default (`POST`).
     pub(crate) methods: Vec<String>,
     pub(crate) hook_type: Option<String>,
+    /// The named signature of a webhook.
+    pub(crate) signature: Option<String>,
     /// The caller chose the token, so it may clash with another live hook's.
     pub(crate) chosen: bool,
 }

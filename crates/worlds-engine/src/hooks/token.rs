@@ -37,20 +37,14 @@ impl HookKey {
     /// The key written as 64 hex digits (what `state/hook-key` and a key file hold); `None` if
     /// `text`, less surrounding whitespace, is anything else.
     pub(crate) fn from_hex(text: &str) -> Option<Self> {
-        let text = text.trim();
-        if text.len() != 64 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
-            return None;
-        }
         let mut key = [0u8; 32];
-        for (i, byte) in key.iter_mut().enumerate() {
-            *byte = u8::from_str_radix(&text[2 * i..2 * i + 2], 16).ok()?;
-        }
+        hex::decode_to_slice(text.trim(), &mut key).ok()?;
         Some(HookKey(key))
     }
 
     /// The key as 64 hex digits.
     pub(crate) fn to_hex(&self) -> String {
-        hex(&self.0)
+        hex::encode(self.0)
     }
 
     /// The token of the hook at `position` of run `run_id`.
@@ -61,22 +55,13 @@ impl HookKey {
         mac.update(b":");
         mac.update(position.to_string().as_bytes());
         let out = mac.finalize().into_bytes();
-        hex(&out[..TOKEN_BYTES])
+        hex::encode(&out[..TOKEN_BYTES])
     }
 }
 
 /// The hex SHA-256 digest of a token: what history and indexes keep instead of the token.
 pub fn token_digest(token: &str) -> String {
-    hex(&Sha256::digest(token.as_bytes()))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    use std::fmt::Write as _;
-    let mut out = String::with_capacity(bytes.len() * 2);
-    for b in bytes {
-        let _ = write!(out, "{b:02x}");
-    }
-    out
+    hex::encode(Sha256::digest(token.as_bytes()))
 }
 
 #[cfg(test)]

@@ -2,7 +2,9 @@
 //! webhook accepts (`POST` unless it was created with others) resumes the webhook holding
 //! `token` and is answered `202 Accepted` (`{"run_id", "hook_id"}`). Every refusal is
 //! `{"error": message}` with the error's status: 400 for a malformed URL, 404 for an unknown
-//! token or any other path, 405 (with `Allow`) for a method the webhook does not accept, 408
+//! token or any other path, 401 for a request without the signature the webhook requires
+//! (with `"reason"`: see [`SignatureRefusal::code`](crate::hooks::SignatureRefusal::code)),
+//! 405 (with `Allow`) for a method the webhook does not accept, 408
 //! for a body that does not arrive in time, 409 for a webhook already resumed, 410 for an
 //! expired one, 413 for a body over `max_payload_bytes`, 503 while the world is shut down or
 //! after it was dropped.
@@ -39,7 +41,7 @@ use tower_http::timeout::{TimeoutBody, TimeoutError};
 
 use crate::config::WebhookServerOptions;
 use crate::duration::Dur;
-use crate::engine::Engine;
+use crate::engine::{Engine, Opened};
 use crate::error::WorldError;
 use crate::hooks::{HookResumed, WebhookRequest};
 use crate::payload::Payload;
@@ -155,14 +157,44 @@ async fn resume(
             limit,
         });
     }
+    let engine = endpoint.engine()?;
+    let now = engine.now_ms();
+    let signatures = &engine.config().webhook_server;
+    engine
+        .deliver(&token, Some(method.as_str()), |hook| {
+            // Checked over the bytes as received, before anything is decoded or recorded.
+            let verified = match signatures.signature_for(hook.signature.as_deref())? {
+                Some(signature) => {
+                    let pairs: Vec<(&str, &str)> = headers
+                        .iter()
+                        .filter_map(|(name, value)| Some((name.as_str(), value.to_str().ok()?)))
+                        .collect();
+                    Some(signature.verify(&pairs, &body, now)?)
+                }
+                None => None,
+            };
+            Ok(Opened {
+                payload: request_payload(&method, &headers, query, &body)?,
+                delivery: verified.and_then(|v| v.delivery),
+            })
+        })
+        .await
+}
+
+/// The request as the payload the webhook receives.
+fn request_payload(
+    method: &Method,
+    headers: &HeaderMap,
+    query: Option<String>,
+    body: &[u8],
+) -> Result<Payload, WorldError> {
     let mut request = WebhookRequest {
         method: method.as_str().to_owned(),
         query,
-        body: String::from_utf8_lossy(&body).into_owned(),
+        body: String::from_utf8_lossy(body).into_owned(),
         ..WebhookRequest::default()
     };
-    drop(body);
-    for (name, value) in &headers {
+    for (name, value) in headers {
         let value = String::from_utf8_lossy(value.as_bytes()).into_owned();
         request
             .headers
@@ -173,12 +205,7 @@ async fn resume(
             })
             .or_insert(value);
     }
-    let payload = Payload::encode(&request).map_err(|e| WorldError::serde("webhook request", e))?;
-    drop(request);
-    endpoint
-        .engine()?
-        .resume_hook(&token, payload, Some(method.as_str()))
-        .await
+    Payload::encode(&request).map_err(|e| WorldError::serde("webhook request", e))
 }
 
 fn declared_length(headers: &HeaderMap) -> Option<u64> {
@@ -254,15 +281,18 @@ fn json_len(text: &[u8]) -> usize {
         .sum()
 }
 
-/// The one shape of every refusal: the error's status and `{"error": message}`.
+/// The one shape of every refusal: the error's status and `{"error": message}` (with
+/// `"reason"`, a stable code, for a refused signature).
 fn refusal(error: &WorldError) -> Response {
     let status =
         StatusCode::from_u16(error.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut response = (
-        status,
-        Json(serde_json::json!({ "error": error.to_string() })),
-    )
-        .into_response();
+    let body = match error {
+        WorldError::Unauthenticated { reason, message } => {
+            serde_json::json!({ "error": message, "reason": reason })
+        }
+        _ => serde_json::json!({ "error": error.to_string() }),
+    };
+    let mut response = (status, Json(body)).into_response();
     let headers = response.headers_mut();
     match error {
         WorldError::MethodNotAllowed { allowed, .. } => {

@@ -340,6 +340,9 @@ pub enum EventKind {
         /// The payload type's name, for hooks made by a registered `define_hook` factory.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         hook_type: Option<String>,
+        /// The named signature a webhook's requests must carry, if not the world's default.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        signature: Option<String>,
     },
     /// The hook was resumed with a payload; this resolves the command.
     HookReceived {

@@ -43,6 +43,11 @@ pub struct HookState {
     /// The payload type's name, for hooks of a registered `define_hook` factory.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hook_type: Option<String>,
+    /// For a webhook, the named signature its requests must carry
+    /// ([`HookOptions::signature`](crate::HookOptions::signature)); `None` means the world's
+    /// default, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signature: Option<String>,
     /// When it was created.
     pub created_at: Millis,
     /// When it stops accepting payloads, if ever.

@@ -785,6 +785,7 @@ impl WorkflowState {
                 webhook,
                 methods,
                 hook_type,
+                signature,
             } => self.hooks.push(HookState {
                 id: hook_id.clone(),
                 position: *position,
@@ -793,6 +794,7 @@ impl WorkflowState {
                 webhook: *webhook,
                 methods: methods.clone(),
                 hook_type: hook_type.clone(),
+                signature: signature.clone(),
                 created_at: at,
                 expires_at: *expires_at,
                 received_at: None,
@@ -809,6 +811,7 @@ impl WorkflowState {
                 webhook: false,
                 methods: Vec::new(),
                 hook_type: None,
+                signature: None,
                 created_at: at,
                 expires_at: None,
                 received_at: None,

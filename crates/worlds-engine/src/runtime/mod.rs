@@ -101,8 +101,8 @@ where
     let engine = engine()?;
     let input = Payload::encode(&input)
         .map_err(|e| WorldError::serde(format!("input of workflow '{name}'"), e))?;
-    let (run_id, workflow_id) = engine.create_run(name, input, options, None, None).await?;
-    Ok(WorkflowHandle::new(&engine, run_id, workflow_id))
+    let ((run_id, workflow_id), created) = engine.start_run(name, input, options).await?;
+    Ok(WorkflowHandle::new(&engine, run_id, workflow_id).created(created))
 }
 
 /// Resumes the hook holding `token` with a payload, like [`World::resume_hook`].

@@ -20,6 +20,8 @@ pub struct WorkflowHandle<O> {
     pub id: String,
     /// The workflow id.
     pub workflow_id: String,
+    /// This handle's call created the run (see [`is_new`](Self::is_new)).
+    created: bool,
     engine: Weak<Engine>,
     _output: PhantomData<fn() -> O>,
 }
@@ -29,6 +31,7 @@ impl<O> Clone for WorkflowHandle<O> {
         Self {
             id: self.id.clone(),
             workflow_id: self.workflow_id.clone(),
+            created: self.created,
             engine: self.engine.clone(),
             _output: PhantomData,
         }
@@ -49,9 +52,35 @@ impl<O: DeserializeOwned> WorkflowHandle<O> {
         Self {
             id,
             workflow_id,
+            created: false,
             engine: Arc::downgrade(engine),
             _output: PhantomData,
         }
+    }
+
+    /// Marks whether the call that made this handle created its run.
+    pub(crate) fn created(mut self, created: bool) -> Self {
+        self.created = created;
+        self
+    }
+
+    /// True if the start that returned this handle created the run; false if it returned a
+    /// run that already existed (one started earlier with the same idempotency key, or holding
+    /// the workflow id under [`OnConflict::UseExisting`](crate::OnConflict::UseExisting)), and
+    /// for handles looked up by id.
+    ///
+    /// ```
+    /// # async fn demo(world: &worlds_engine::World, flow: &worlds_engine::Workflow<(), ()>) -> Result<(), worlds_engine::WorldError> {
+    /// use worlds_engine::WorkflowOptions;
+    /// let options = WorkflowOptions::new().idempotency_key("order-42");
+    /// let first = world.execute(flow, (), options.clone()).await?;
+    /// let again = world.execute(flow, (), options).await?;
+    /// assert!(first.is_new() && !again.is_new());
+    /// assert_eq!(first.id, again.id);
+    /// # Ok(()) }
+    /// ```
+    pub fn is_new(&self) -> bool {
+        self.created
     }
 
     /// The engine of the world, while that world exists.

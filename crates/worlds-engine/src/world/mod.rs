@@ -368,11 +368,8 @@ impl World {
     {
         let input = Payload::encode(&input)
             .map_err(|e| WorldError::serde(format!("input of workflow '{name}'"), e))?;
-        let (run_id, workflow_id) = self
-            .engine
-            .create_run(name, input, options, None, None)
-            .await?;
-        Ok(WorkflowHandle::new(&self.engine, run_id, workflow_id))
+        let ((run_id, workflow_id), created) = self.engine.start_run(name, input, options).await?;
+        Ok(WorkflowHandle::new(&self.engine, run_id, workflow_id).created(created))
     }
 
     /// A handle to an existing run, by run id or workflow id.

@@ -9,10 +9,17 @@ use worlds_engine::WorkflowQueryFilter;
 
 use super::Api;
 
+/// The process answers. Needs no key.
+#[utoipa::path(get, path = "/healthz", tag = "health",
+    responses((status = 200, description = "`{\"status\": \"ok\"}`", body = serde_json::Value)))]
 pub(crate) async fn healthz() -> Json<serde_json::Value> {
     Json(serde_json::json!({ "status": "ok" }))
 }
 
+/// The process and its storage answer. Needs no key.
+#[utoipa::path(get, path = "/readyz", tag = "health",
+    responses((status = 200, description = "`{\"status\": \"ready\"}`", body = serde_json::Value),
+        (status = 503, description = "The storage does not answer", body = serde_json::Value)))]
 pub(crate) async fn readyz(State(api): State<Api>) -> Response {
     match api
         .world

@@ -8,12 +8,13 @@ use serde_json::Value;
 use worlds_engine::hooks::HookResumed;
 use worlds_engine::store::HookRecord;
 
-use super::runs::{run_id_of, PageBody, PageParams};
+use super::runs::{run_id_of, PageBody, PageParams, RunId};
 use super::Api;
 use crate::error::ApiError;
+use crate::openapi::{ErrorDoc, Hook};
 
 /// `POST /v1/hooks/resume`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Resume {
     /// The hook's token.
@@ -24,6 +25,24 @@ pub(crate) struct Resume {
     payload: Value,
 }
 
+/// Where a resumed hook belongs.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct Resumed {
+    run_id: String,
+    hook_id: String,
+}
+
+/// Resumes the hook waiting with `token`; its run goes on.
+#[utoipa::path(post, path = "/v1/hooks/resume", tag = "hooks", request_body = Resume,
+    security(("api_key" = [])),
+    responses(
+        (status = 200, body = Resumed),
+        (status = 400, description = "The payload does not have the hook's type; the hook keeps waiting", body = ErrorDoc),
+        (status = 404, description = "No hook waits with this token", body = ErrorDoc),
+        (status = 409, description = "Already resumed", body = ErrorDoc),
+        (status = 410, description = "Expired", body = ErrorDoc),
+    ))]
 pub(crate) async fn resume(
     State(api): State<Api>,
     body: Result<Json<Resume>, axum::extract::rejection::JsonRejection>,
@@ -34,6 +53,11 @@ pub(crate) async fn resume(
     ))
 }
 
+/// One hook, by id.
+#[utoipa::path(get, path = "/v1/hooks/{id}", tag = "hooks",
+    params(("id" = String, Path, description = "A hook id (`hook_…`)")),
+    security(("api_key" = [])),
+    responses((status = 200, body = Hook), (status = 404, body = ErrorDoc)))]
 pub(crate) async fn get(
     State(api): State<Api>,
     Path(id): Path<String>,
@@ -42,6 +66,9 @@ pub(crate) async fn get(
 }
 
 /// The hooks waiting for a payload now, in every run.
+#[utoipa::path(get, path = "/v1/hooks", tag = "hooks", params(PageParams),
+    security(("api_key" = [])),
+    responses((status = 200, body = PageBody<Hook>), (status = 400, body = ErrorDoc)))]
 pub(crate) async fn waiting(
     State(api): State<Api>,
     query: Result<Query<PageParams>, axum::extract::rejection::QueryRejection>,
@@ -51,6 +78,9 @@ pub(crate) async fn waiting(
 }
 
 /// One run's hooks.
+#[utoipa::path(get, path = "/v1/runs/{id}/hooks", tag = "hooks", params(RunId, PageParams),
+    security(("api_key" = [])),
+    responses((status = 200, body = PageBody<Hook>), (status = 404, body = ErrorDoc)))]
 pub(crate) async fn of_run(
     State(api): State<Api>,
     Path(id): Path<String>,

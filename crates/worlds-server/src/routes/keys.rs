@@ -14,12 +14,16 @@ use worlds_engine::WorldError;
 use super::Api;
 use crate::auth::ApiKeys;
 use crate::error::ApiError;
+use crate::openapi::{ApiKey, ErrorDoc};
 
 /// `POST /v1/keys`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NewKey {
+    /// `read`, `write` or `admin`.
+    #[schema(value_type = String)]
     scope: Scope,
+    /// A name to recognize it by.
     #[serde(default)]
     name: String,
     /// Refused after this many milliseconds; without it, until revoked.
@@ -35,10 +39,27 @@ fn keys(api: &Api) -> Result<&ApiKeys, ApiError> {
     })
 }
 
+/// A new key: the secret, shown in this answer only, and its record.
+#[derive(utoipa::ToSchema)]
+#[allow(dead_code)]
+pub(crate) struct CreatedKey {
+    /// The key to send as `Authorization: Bearer …`.
+    key: String,
+    record: ApiKey,
+}
+
+/// The world's keys (records only, never secrets).
+#[utoipa::path(get, path = "/v1/keys", tag = "keys", security(("api_key" = [])),
+    responses((status = 200, body = Vec<ApiKey>),
+        (status = 501, description = "The server does not check keys kept by the world", body = ErrorDoc)))]
 pub(crate) async fn list(State(api): State<Api>) -> Result<Json<Vec<ApiKeyRecord>>, ApiError> {
     Ok(Json(keys(&api)?.list().await?))
 }
 
+/// Creates a key.
+#[utoipa::path(post, path = "/v1/keys", tag = "keys", request_body = NewKey,
+    security(("api_key" = [])),
+    responses((status = 201, body = CreatedKey), (status = 400, body = ErrorDoc)))]
 pub(crate) async fn create(
     State(api): State<Api>,
     body: Result<Json<NewKey>, axum::extract::rejection::JsonRejection>,
@@ -59,6 +80,11 @@ pub(crate) async fn create(
         .into_response())
 }
 
+/// Revokes a key: it is refused from now on.
+#[utoipa::path(post, path = "/v1/keys/{id}/revoke", tag = "keys",
+    params(("id" = String, Path, description = "The key's id")),
+    security(("api_key" = [])),
+    responses((status = 200, body = ApiKey), (status = 404, body = ErrorDoc)))]
 pub(crate) async fn revoke(
     State(api): State<Api>,
     Path(id): Path<String>,

@@ -18,6 +18,7 @@ use worlds_engine::{
 
 use super::Api;
 use crate::error::ApiError;
+use crate::openapi::{ErrorDoc, HistoryEvent, Run, RunError, StartOptions, Step};
 
 /// Longest a result request waits (`wait_ms`), and how long it waits by default.
 const MAX_WAIT: Duration = Duration::from_secs(300);
@@ -27,7 +28,7 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 const MAX_PAGE: usize = 1_000;
 
 /// `POST /v1/runs`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct StartRun {
     /// The registered workflow's name.
@@ -37,11 +38,12 @@ pub(crate) struct StartRun {
     input: Value,
     /// Workflow id, idempotency key, `on_conflict`, priority, task queue, timeout…
     #[serde(default)]
+    #[schema(value_type = Option<StartOptions>)]
     options: WorkflowOptions,
 }
 
 /// The answer to a start.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct Started {
     run_id: String,
     workflow_id: String,
@@ -49,6 +51,17 @@ pub(crate) struct Started {
 
 /// Starts a run; with `?wait_ms=` also waits for its outcome, as `GET …/result` does (one
 /// round trip instead of two for a caller that wants the result).
+#[utoipa::path(post, path = "/v1/runs", tag = "runs", params(Wait), request_body = StartRun,
+    security(("api_key" = [])),
+    responses(
+        (status = 201, description = "Started", body = Started),
+        (status = 200, description = "The run that already held this idempotency key, or the workflow id under `on_conflict: use_existing`; with `wait_ms`, the run's outcome once it finished", body = Outcome),
+        (status = 202, description = "With `wait_ms`: still running when the wait ended", body = Outcome),
+        (status = 400, description = "Malformed body or input", body = ErrorDoc),
+        (status = 404, description = "No workflow of that name is registered", body = ErrorDoc),
+        (status = 409, description = "The workflow id is taken (`on_conflict: fail`)", body = ErrorDoc),
+        (status = 413, description = "Body over the limit", body = ErrorDoc),
+    ))]
 pub(crate) async fn start(
     State(api): State<Api>,
     query: Result<Query<Wait>, axum::extract::rejection::QueryRejection>,
@@ -70,8 +83,15 @@ pub(crate) async fn start(
         }
         return Ok(response);
     }
+    // 200 for a run that already existed (its idempotency key, or `on_conflict`
+    // `use_existing`), so a caller can tell a retry from a new start.
+    let status = if handle.is_new() {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
     Ok((
-        StatusCode::CREATED,
+        status,
         [(
             axum::http::header::LOCATION,
             format!("/v1/runs/{}", handle.id),
@@ -85,12 +105,19 @@ pub(crate) async fn start(
 }
 
 /// `?resolve=none|all`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct Resolve {
+    /// `all` (the default) includes inputs and outputs; `none` leaves them out.
     #[serde(default)]
+    #[param(value_type = Option<String>)]
     resolve: Option<ResolveData>,
 }
 
+/// One run, by run id or workflow id.
+#[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs", params(RunId, Resolve),
+    security(("api_key" = [])),
+    responses((status = 200, body = Run), (status = 404, body = ErrorDoc)))]
 pub(crate) async fn get(
     State(api): State<Api>,
     Path(id): Path<String>,
@@ -101,29 +128,49 @@ pub(crate) async fn get(
     Ok(Json(api.world.get_run(&id, resolve).await?))
 }
 
+/// The `{id}` of a run route: a run id or a workflow id.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Path)]
+#[allow(dead_code)]
+pub(crate) struct RunId {
+    /// A run id (`wrun_…`) or a workflow id.
+    id: String,
+}
+
 /// `GET /v1/runs` filters.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ListRuns {
-    /// Comma-separated statuses.
+    /// Comma-separated statuses (`pending,running`).
     status: Option<String>,
+    /// Only runs of this workflow name.
     workflow: Option<String>,
+    /// Only children of this run.
     parent: Option<String>,
     /// Created at or after (ms since the epoch).
     started_after: Option<i64>,
     /// Created before (ms since the epoch).
     started_before: Option<i64>,
+    /// Only quarantined runs (`true`) or only others (`false`).
     quarantined: Option<bool>,
+    /// The `cursor` of the previous page.
     cursor: Option<String>,
+    /// Page size, 1 to 1000 (default 100).
     limit: Option<usize>,
+    /// `none` (the default) leaves inputs and outputs out; `all` includes them.
+    #[param(value_type = Option<String>)]
     resolve: Option<ResolveData>,
 }
 
 /// One page of a list.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct PageBody<T> {
+    /// The items.
     data: Vec<T>,
+    /// Pass as `cursor` for the next page; null on the last.
     cursor: Option<String>,
+    /// True if more items follow.
     has_more: bool,
 }
 
@@ -148,6 +195,10 @@ impl<T> From<worlds_engine::model::Page<T>> for PageBody<T> {
     }
 }
 
+/// Runs, newest first, filtered and paged.
+#[utoipa::path(get, path = "/v1/runs", tag = "runs", params(ListRuns),
+    security(("api_key" = [])),
+    responses((status = 200, body = PageBody<Run>), (status = 400, body = ErrorDoc)))]
 pub(crate) async fn list(
     State(api): State<Api>,
     query: Result<Query<ListRuns>, axum::extract::rejection::QueryRejection>,
@@ -186,28 +237,42 @@ fn page_size(limit: Option<usize>) -> Result<usize, ApiError> {
 }
 
 /// `?wait_ms=` of a result request.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Wait {
+    /// How long to wait for the run to finish, in ms (default 30 000, at most 300 000).
     wait_ms: Option<u64>,
 }
 
 /// A run's outcome: for a finished run its output or error; for one still going, its status.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct Outcome {
     run_id: String,
     workflow_id: String,
+    /// `pending`, `running`, `completed`, `failed`, `cancelled`…
+    #[schema(value_type = String)]
     status: RunStatus,
     /// True once the run finished (the answer is then 200; 202 while it goes on).
     done: bool,
+    /// The output of a completed run.
     #[serde(skip_serializing_if = "Option::is_none")]
     output: Option<Value>,
+    /// The error of a failed run.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<RunError>)]
     error: Option<Box<StructuredError>>,
 }
 
 /// Waits up to `wait_ms` for the run to finish (a long poll): 200 with its outcome once it
 /// has, 202 with its status if it is still going when the wait ends.
+#[utoipa::path(get, path = "/v1/runs/{id}/result", tag = "runs", params(RunId, Wait),
+    security(("api_key" = [])),
+    responses(
+        (status = 200, description = "Finished", body = Outcome),
+        (status = 202, description = "Still running when the wait ended", body = Outcome),
+        (status = 404, body = ErrorDoc),
+    ))]
 pub(crate) async fn result(
     State(api): State<Api>,
     Path(id): Path<String>,
@@ -267,12 +332,19 @@ async fn wait_for(
 }
 
 /// Paging of a run's events and steps.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct PageParams {
+    /// The `cursor` of the previous page.
     cursor: Option<String>,
+    /// Page size, 1 to 1000 (default 100).
     limit: Option<usize>,
+    /// `ascending` (the default) or `descending`.
+    #[param(value_type = Option<String>)]
     order: Option<SortOrder>,
+    /// `all` (the default) includes payloads; `none` leaves them out.
+    #[param(value_type = Option<String>)]
     resolve: Option<ResolveData>,
 }
 
@@ -291,6 +363,10 @@ pub(crate) async fn run_id_of(world: &World, id: &str) -> Result<String, ApiErro
     Ok(world.get_run(id, ResolveData::None).await?.id)
 }
 
+/// A run's history, paged.
+#[utoipa::path(get, path = "/v1/runs/{id}/events", tag = "runs", params(RunId, PageParams),
+    security(("api_key" = [])),
+    responses((status = 200, body = PageBody<HistoryEvent>), (status = 404, body = ErrorDoc)))]
 pub(crate) async fn events(
     State(api): State<Api>,
     Path(id): Path<String>,
@@ -301,6 +377,10 @@ pub(crate) async fn events(
     Ok(Json(api.world.events(&run_id, q.query()?).await?.into()))
 }
 
+/// A run's steps, paged.
+#[utoipa::path(get, path = "/v1/runs/{id}/steps", tag = "runs", params(RunId, PageParams),
+    security(("api_key" = [])),
+    responses((status = 200, body = PageBody<Step>), (status = 404, body = ErrorDoc)))]
 pub(crate) async fn steps(
     State(api): State<Api>,
     Path(id): Path<String>,
@@ -312,12 +392,19 @@ pub(crate) async fn steps(
 }
 
 /// `POST /v1/runs/{id}/cancel`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Cancel {
+    /// Recorded with the cancellation.
     reason: Option<String>,
 }
 
+/// Cancels a run and its unfinished children; answers the run as it is then.
+#[utoipa::path(post, path = "/v1/runs/{id}/cancel", tag = "runs", params(RunId),
+    request_body(content = Option<Cancel>),
+    security(("api_key" = [])),
+    responses((status = 200, body = Run), (status = 404, body = ErrorDoc),
+        (status = 409, description = "The run already finished", body = ErrorDoc)))]
 pub(crate) async fn cancel(
     State(api): State<Api>,
     Path(id): Path<String>,

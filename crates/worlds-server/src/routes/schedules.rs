@@ -11,23 +11,34 @@ use worlds_engine::schedule::ScheduleConfig;
 
 use super::Api;
 use crate::error::ApiError;
+use crate::openapi::{ErrorDoc, Schedule};
 
 /// `POST /v1/schedules`: a cron schedule (created, or updated under its id).
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct NewSchedule {
+    /// The schedule's id; an existing schedule of this id is updated.
     id: String,
+    /// The registered workflow each firing starts.
     workflow: String,
     /// Five fields, in UTC: `minute hour day-of-month month day-of-week`.
     cron: String,
+    /// The input of every run it starts.
     #[serde(default)]
     input: Value,
 }
 
+/// Every schedule.
+#[utoipa::path(get, path = "/v1/schedules", tag = "schedules", security(("api_key" = [])),
+    responses((status = 200, body = Vec<Schedule>)))]
 pub(crate) async fn list(State(api): State<Api>) -> Result<Json<Vec<ScheduleConfig>>, ApiError> {
     Ok(Json(api.world.schedules().list().await?))
 }
 
+/// One schedule.
+#[utoipa::path(get, path = "/v1/schedules/{id}", tag = "schedules", params(("id" = String, Path, description = "The schedule's id")),
+    security(("api_key" = [])),
+    responses((status = 200, body = Schedule), (status = 404, body = ErrorDoc)))]
 pub(crate) async fn get(
     State(api): State<Api>,
     Path(id): Path<String>,
@@ -35,6 +46,12 @@ pub(crate) async fn get(
     Ok(Json(api.world.schedules().get(&id).await?))
 }
 
+/// Creates a cron schedule, or updates the one of that id.
+#[utoipa::path(post, path = "/v1/schedules", tag = "schedules", request_body = NewSchedule,
+    security(("api_key" = [])),
+    responses((status = 201, body = Schedule),
+        (status = 400, description = "A malformed cron expression", body = ErrorDoc),
+        (status = 404, description = "No such workflow", body = ErrorDoc)))]
 pub(crate) async fn create(
     State(api): State<Api>,
     body: Result<Json<NewSchedule>, axum::extract::rejection::JsonRejection>,
@@ -48,6 +65,10 @@ pub(crate) async fn create(
     Ok((StatusCode::CREATED, Json(schedule)).into_response())
 }
 
+/// Stops a schedule firing until it is resumed.
+#[utoipa::path(post, path = "/v1/schedules/{id}/pause", tag = "schedules", params(("id" = String, Path, description = "The schedule's id")),
+    security(("api_key" = [])),
+    responses((status = 200, body = Schedule), (status = 404, body = ErrorDoc)))]
 pub(crate) async fn pause(
     State(api): State<Api>,
     Path(id): Path<String>,
@@ -55,6 +76,10 @@ pub(crate) async fn pause(
     Ok(Json(api.world.schedules().pause(&id).await?))
 }
 
+/// Lets a paused schedule fire again.
+#[utoipa::path(post, path = "/v1/schedules/{id}/resume", tag = "schedules", params(("id" = String, Path, description = "The schedule's id")),
+    security(("api_key" = [])),
+    responses((status = 200, body = Schedule), (status = 404, body = ErrorDoc)))]
 pub(crate) async fn resume(
     State(api): State<Api>,
     Path(id): Path<String>,
@@ -62,6 +87,10 @@ pub(crate) async fn resume(
     Ok(Json(api.world.schedules().resume(&id).await?))
 }
 
+/// Deletes a schedule; runs it started go on.
+#[utoipa::path(delete, path = "/v1/schedules/{id}", tag = "schedules", params(("id" = String, Path, description = "The schedule's id")),
+    security(("api_key" = [])),
+    responses((status = 204, description = "Deleted"), (status = 404, body = ErrorDoc)))]
 pub(crate) async fn delete(
     State(api): State<Api>,
     Path(id): Path<String>,

@@ -22,14 +22,19 @@ use worlds_engine::streams::StreamChunk;
 use super::runs::PageBody;
 use super::Api;
 use crate::error::ApiError;
+use crate::openapi::ErrorDoc;
 
 /// A chunk as the API shows it: text when it is UTF-8, base64 otherwise.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 pub(crate) struct ChunkBody {
+    /// Its place in the stream, from 0 with no gaps.
     index: u64,
+    /// When it was written (ms since the epoch).
     created_at: i64,
+    /// Its data, when that is UTF-8.
     #[serde(skip_serializing_if = "Option::is_none")]
     text: Option<String>,
+    /// Its data in base64, when it is not UTF-8.
     #[serde(skip_serializing_if = "Option::is_none")]
     base64: Option<String>,
 }
@@ -49,6 +54,11 @@ impl From<&StreamChunk> for ChunkBody {
     }
 }
 
+/// The names of a run's streams.
+#[utoipa::path(get, path = "/v1/runs/{id}/streams", tag = "streams",
+    params(("id" = String, Path, description = "A run id or workflow id")),
+    security(("api_key" = [])),
+    responses((status = 200, body = Vec<String>), (status = 404, body = ErrorDoc)))]
 pub(crate) async fn names(
     State(api): State<Api>,
     Path(id): Path<String>,
@@ -57,13 +67,22 @@ pub(crate) async fn names(
 }
 
 /// `?cursor=&limit=` of a page of chunks.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ChunkPage {
+    /// The `cursor` of the previous page.
     cursor: Option<String>,
+    /// Page size, at most 1000.
     limit: Option<usize>,
 }
 
+/// A stream's chunks, paged.
+#[utoipa::path(get, path = "/v1/runs/{id}/streams/{name}", tag = "streams",
+    params(("id" = String, Path, description = "A run id or workflow id"),
+        ("name" = String, Path, description = "The stream's name"), ChunkPage),
+    security(("api_key" = [])),
+    responses((status = 200, body = PageBody<ChunkBody>), (status = 404, body = ErrorDoc)))]
 pub(crate) async fn chunks(
     State(api): State<Api>,
     Path((id, name)): Path<(String, String)>,
@@ -84,12 +103,24 @@ pub(crate) async fn chunks(
 }
 
 /// `?from=` of a live read: the first index (negative counts back from the last chunk).
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct Live {
+    /// The first index to send (default 0; negative counts from the end). `Last-Event-ID`
+    /// takes precedence.
     from: Option<i64>,
 }
 
+/// A stream as Server-Sent Events: `chunk` events (id = index, data = the chunk as
+/// `ChunkBody` JSON), then `end`.
+#[utoipa::path(get, path = "/v1/runs/{id}/streams/{name}/live", tag = "streams",
+    params(("id" = String, Path, description = "A run id or workflow id"),
+        ("name" = String, Path, description = "The stream's name"), Live,
+        ("Last-Event-ID" = Option<String>, Header, description = "Continue after this index")),
+    security(("api_key" = [])),
+    responses((status = 200, description = "An event stream", content_type = "text/event-stream"),
+        (status = 400, body = ErrorDoc), (status = 404, body = ErrorDoc)))]
 pub(crate) async fn live(
     State(api): State<Api>,
     Path((id, name)): Path<(String, String)>,

@@ -450,6 +450,7 @@ pub async fn events_by_correlation_id_follow_a_step_a_hook_and_a_child(store: Ar
             webhook: false,
             methods: Vec::new(),
             hook_type: None,
+            signature: None,
         },
         EventKind::ChildWorkflowStarted {
             position: 2,

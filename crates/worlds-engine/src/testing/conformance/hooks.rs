@@ -14,6 +14,7 @@ fn hook(m: &Maker, position: u32, digest: &str) -> (String, EventKind) {
         webhook: false,
         methods: Vec::new(),
         hook_type: None,
+        signature: None,
     };
     (id, kind)
 }

@@ -1,0 +1,124 @@
+//! The OpenAPI document served at `GET /v1/openapi.json`.
+//!
+//! It is collected from the same route list the router is built from (utoipa-axum's
+//! `routes!`), so a route cannot exist without its entry or the reverse. The request bodies,
+//! query parameters and answers of the API's own types are described field by field; the
+//! engine's records (a run, an event, a step…) appear as named objects whose description says
+//! which engine type they serialize, with their fields documented in the engine's rustdoc.
+
+use std::borrow::Cow;
+
+use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
+use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+use utoipa::openapi::{OpenApi, RefOr};
+use utoipa::{Modify, PartialSchema, ToSchema};
+
+/// The name of the security scheme every guarded route requires.
+pub(crate) const BEARER: &str = "api_key";
+
+/// A schema for one of the engine's records: an object, described, without field-by-field
+/// detail.
+macro_rules! engine_record {
+    ($name:ident, $description:literal) => {
+        #[doc = $description]
+        pub(crate) struct $name;
+
+        impl PartialSchema for $name {
+            fn schema() -> RefOr<Schema> {
+                ObjectBuilder::new()
+                    .schema_type(Type::Object)
+                    .description(Some($description))
+                    .into()
+            }
+        }
+
+        impl ToSchema for $name {
+            fn name() -> Cow<'static, str> {
+                Cow::Borrowed(stringify!($name))
+            }
+        }
+    };
+}
+
+engine_record!(
+    Run,
+    "A run: status, input, output or error, its steps, hooks and children (`worlds_engine::WorkflowState`)."
+);
+engine_record!(
+    HistoryEvent,
+    "One event of a run's history: `seq`, `at`, and the event's `type` with its fields (`worlds_engine::Event`)."
+);
+engine_record!(
+    Step,
+    "A step of a run: name, position, status, attempts, output or last error (`worlds_engine::model::ActivityState`)."
+);
+engine_record!(
+    Hook,
+    "A hook and the run waiting on it; never its token (`worlds_engine::HookRecord`)."
+);
+engine_record!(
+    Schedule,
+    "A schedule: id, workflow, cron or interval, input, paused, last and next firing (`worlds_engine::schedule::ScheduleConfig`)."
+);
+engine_record!(
+    ApiKey,
+    "An API key's record: id, name, scope, creation, expiry, revocation; never the secret (`worlds_engine::model::ApiKeyRecord`)."
+);
+engine_record!(
+    Metrics,
+    "The world's counters and gauges: runs by status, queue depth, workers, step latencies (`worlds_engine::WorldMetrics`)."
+);
+engine_record!(
+    StartOptions,
+    "Options of a start: `workflow_id`, `idempotency_key`, `on_conflict` (`fail` or `use_existing`), `priority`, `task_queue`, `timeout_ms`… (`worlds_engine::WorkflowOptions`)."
+);
+engine_record!(
+    RunError,
+    "How a run failed: `name`, `message`, `code`, `step`… (`worlds_engine::StructuredError`)."
+);
+
+/// Every refusal: `{"code", "message", "details"}`.
+#[derive(ToSchema)]
+#[schema(as = Error)]
+#[allow(dead_code)]
+pub(crate) struct ErrorDoc {
+    /// A stable code: `NOT_FOUND`, `CONFLICT`, `INVALID_INPUT`, `UNAUTHENTICATED`,
+    /// `FORBIDDEN`, `RATE_LIMITED`, …
+    code: String,
+    /// What was wrong and what to do.
+    message: String,
+    /// More for programs (the field at fault, the id not found), or null.
+    details: serde_json::Value,
+}
+
+/// Adds the bearer scheme, which every guarded route names.
+pub(crate) struct Security;
+
+impl Modify for Security {
+    fn modify(&self, openapi: &mut OpenApi) {
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            BEARER,
+            SecurityScheme::Http(
+                HttpBuilder::new()
+                    .scheme(HttpAuthScheme::Bearer)
+                    .bearer_format("wek_…")
+                    .description(Some(
+                        "An API key (`Authorization: Bearer wek_…`); its scope (read, write, admin) must cover the route",
+                    ))
+                    .build(),
+            ),
+        );
+    }
+}
+
+/// The document's title, version and description over the collected paths.
+pub(crate) fn finish(mut doc: OpenApi) -> OpenApi {
+    doc.info.title = "worlds-engine API".into();
+    doc.info.version = env!("CARGO_PKG_VERSION").into();
+    doc.info.description = Some(
+        "Start and watch durable workflow runs, resume hooks, read streams and manage schedules. Every route but the health checks needs an API key.".into(),
+    );
+    Security.modify(&mut doc);
+    doc
+}

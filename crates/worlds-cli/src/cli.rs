@@ -370,6 +370,10 @@ pub(crate) struct ListArgs {
     #[arg(long, default_value_t = 100, value_parser = at_least_one)]
     pub(crate) limit: usize,
 
+    /// Oldest runs first (newest first without it).
+    #[arg(long)]
+    pub(crate) oldest_first: bool,
+
     /// A running world's API instead of the directory or database.
     #[command(flatten)]
     pub(crate) remote: ServerArgs,
@@ -396,6 +400,10 @@ pub(crate) struct ShowArgs {
     /// Print the run state with its history as one JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+
+    /// A running world's API instead of the directory or database.
+    #[command(flatten)]
+    pub(crate) remote: ServerArgs,
 }
 
 /// The subcommands of `worlds db`.
@@ -448,6 +456,10 @@ pub(crate) struct SchedulesListArgs {
     /// Print one JSON object per line (the stored schedule) instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
+
+    /// A running world's API instead of the directory or database.
+    #[command(flatten)]
+    pub(crate) remote: ServerArgs,
 }
 
 /// Options of `worlds schedules pause|resume|delete`.
@@ -467,6 +479,10 @@ pub(crate) struct ScheduleIdArgs {
     /// Print the outcome as one JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
+
+    /// A running world's API instead of the directory or database.
+    #[command(flatten)]
+    pub(crate) remote: ServerArgs,
 }
 
 /// Options of `worlds doctor`.

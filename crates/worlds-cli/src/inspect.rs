@@ -168,7 +168,7 @@ pub(crate) async fn collect_runs(
 pub(crate) fn list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> {
     if let Some(client) = crate::remote::client(&args.remote)? {
         let (runs, more) = crate::remote::list_runs(&client, args)?;
-        return print_runs(&runs, more, args.json, out);
+        return print_runs(&runs, more, args, out);
     }
     let place = Place::of(&args.dir, &args.database);
     let mut filter = WorkflowQueryFilter::new().resolve_data(if args.json {
@@ -182,6 +182,7 @@ pub(crate) fn list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> 
     if let Some(name) = &args.name {
         filter = filter.workflow_name(name.clone());
     }
+    filter.oldest_first = args.oldest_first;
     let (runs, more) = match &place {
         Place::Dir(dir) => {
             let store = open(dir)?;
@@ -209,24 +210,29 @@ pub(crate) fn list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> 
         }
         return Ok(());
     }
-    print_runs(&runs, more, args.json, out)
+    print_runs(&runs, more, args, out)
 }
 
 /// Prints the runs of `worlds runs list` as a table or JSON lines.
 fn print_runs(
     runs: &[WorkflowState],
     more: bool,
-    json: bool,
+    args: &ListArgs,
     out: &mut impl Write,
 ) -> anyhow::Result<()> {
-    if json {
+    if args.json {
         out.write_all(format_runs_json(runs)?.as_bytes())?;
     } else {
         writeln!(out, "{}", format_runs_table(runs))?;
     }
     if more {
         eprintln!(
-            "showing the newest {} runs; more match (raise --limit)",
+            "showing the {} {} runs; more match (raise --limit)",
+            if args.oldest_first {
+                "oldest"
+            } else {
+                "newest"
+            },
             runs.len()
         );
     }
@@ -558,6 +564,7 @@ mod tests {
             statuses: Vec::new(),
             name: None,
             limit: 100,
+            oldest_first: false,
             remote: crate::cli::ServerArgs::default(),
             json: true,
         }
@@ -628,6 +635,7 @@ mod tests {
             dir: f.dir(),
             database: DatabaseArgs::default(),
             json: false,
+            remote: crate::cli::ServerArgs::default(),
         };
         let mut out = Vec::new();
         show(&args, &mut out).unwrap();
@@ -692,6 +700,7 @@ mod tests {
             dir: f.dir(),
             database: DatabaseArgs::default(),
             json: false,
+            remote: crate::cli::ServerArgs::default(),
         };
         let mut out = Vec::new();
         show(&args, &mut out).unwrap();

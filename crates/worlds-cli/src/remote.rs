@@ -5,8 +5,9 @@ use std::io::Write;
 
 use anyhow::{bail, Context};
 use worlds_client::{Client, ClientError, RunFilter};
-use worlds_engine::model::ResolveData;
-use worlds_engine::{WorkflowState, World, WorldError};
+use worlds_engine::model::{ResolveData, SortOrder};
+use worlds_engine::schedule::ScheduleConfig;
+use worlds_engine::{Event, RunStatus, WorkflowState, World, WorldError};
 
 use crate::cli::{CancelArgs, HookResumeArgs, ListArgs, ServerArgs};
 use crate::escape::escaped;
@@ -54,6 +55,7 @@ pub(crate) fn list_runs(
         } else {
             ResolveData::None
         }),
+        order: args.oldest_first.then_some(SortOrder::Ascending),
         ..RunFilter::default()
     };
     runtime()?.block_on(async {
@@ -71,6 +73,71 @@ pub(crate) fn list_runs(
             filter.cursor = page.cursor;
         }
     })
+}
+
+/// What `worlds runs show --server` reads: the run, its whole history, its children's status.
+pub(crate) struct Shown {
+    pub(crate) state: WorkflowState,
+    pub(crate) history: Vec<Event>,
+    pub(crate) children: Vec<(String, RunStatus)>,
+}
+
+/// `worlds runs show --server`.
+pub(crate) fn show_run(client: &Client, id: &str) -> anyhow::Result<Shown> {
+    runtime()?.block_on(async {
+        let state = client
+            .get_run(id, ResolveData::All)
+            .await
+            .map_err(explained)?;
+        let mut history = Vec::new();
+        let mut cursor: Option<String> = None;
+        loop {
+            let page = client
+                .events(&state.id, cursor.as_deref(), PAGE)
+                .await
+                .map_err(explained)?;
+            history.extend(page.data);
+            match page.cursor {
+                Some(next) if page.has_more => cursor = Some(next),
+                _ => break,
+            }
+        }
+        let mut children = Vec::new();
+        for child in &state.children {
+            if let Ok(run) = client.get_run(child, ResolveData::None).await {
+                children.push((run.id, run.status));
+            }
+        }
+        Ok(Shown {
+            state,
+            history,
+            children,
+        })
+    })
+}
+
+/// `worlds schedules list --server`.
+pub(crate) fn schedules(client: &Client) -> anyhow::Result<Vec<ScheduleConfig>> {
+    runtime()?.block_on(client.schedules()).map_err(explained)
+}
+
+/// `worlds schedules pause|resume|delete --server`: the schedule after the change, `None`
+/// once deleted.
+pub(crate) fn change_schedule(
+    client: &Client,
+    id: &str,
+    action: crate::schedules::Action,
+) -> anyhow::Result<Option<ScheduleConfig>> {
+    use crate::schedules::Action;
+    runtime()?
+        .block_on(async {
+            match action {
+                Action::Pause => client.pause_schedule(id, true).await.map(Some),
+                Action::Resume => client.pause_schedule(id, false).await.map(Some),
+                Action::Delete => client.delete_schedule(id).await.map(|()| None),
+            }
+        })
+        .map_err(explained)
 }
 
 /// `worlds runs cancel --server`.

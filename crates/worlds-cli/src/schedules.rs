@@ -41,12 +41,16 @@ impl Action {
 
 /// `worlds schedules list`.
 pub(crate) fn list(args: &SchedulesListArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let schedules = match Place::of(&args.dir, &args.database) {
-        Place::Dir(dir) => {
+    let schedules = match (
+        crate::remote::client(&args.remote)?,
+        Place::of(&args.dir, &args.database),
+    ) {
+        (Some(client), _) => crate::remote::schedules(&client)?,
+        (None, Place::Dir(dir)) => {
             let store = crate::inspect::open(&dir)?;
             futures::executor::block_on(store.list_schedules())?
         }
-        Place::Database(db) => {
+        (None, Place::Database(db)) => {
             crate::postgres::read(&db, async |store| Ok(store.list_schedules().await?))?
         }
     };
@@ -89,9 +93,11 @@ pub(crate) fn change(
             ))),
         }
     };
-    let changed = match Place::of(&args.dir, &args.database) {
-        Place::Dir(dir) => with_world(&dir, &instead, change)?,
-        Place::Database(db) => crate::postgres::with_world(&db, change)?,
+    let place = Place::of(&args.dir, &args.database);
+    let changed = match (crate::remote::client(&args.remote)?, place) {
+        (Some(client), _) => crate::remote::change_schedule(&client, &args.id, action)?,
+        (None, Place::Dir(dir)) => with_world(&dir, &instead, change)?,
+        (None, Place::Database(db)) => crate::postgres::with_world(&db, change)?,
     };
     match (changed, args.json) {
         (Some(schedule), true) => writeln!(out, "{}", serde_json::to_string(&schedule)?)?,
@@ -212,6 +218,7 @@ mod tests {
             dir: dir.to_path_buf(),
             database: crate::cli::DatabaseArgs::default(),
             json,
+            remote: crate::cli::ServerArgs::default(),
         }
     }
 
@@ -220,6 +227,7 @@ mod tests {
             dir: dir.to_path_buf(),
             database: crate::cli::DatabaseArgs::default(),
             json,
+            remote: crate::cli::ServerArgs::default(),
         }
     }
 

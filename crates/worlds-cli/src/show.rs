@@ -32,6 +32,27 @@ const SHORT_VALUE: usize = 200;
 /// `worlds runs show`.
 pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let place = Place::of(&args.dir, &args.database);
+    if let Some(client) = crate::remote::client(&args.remote)? {
+        let crate::remote::Shown {
+            mut state,
+            history,
+            children,
+        } = crate::remote::show_run(&client, &args.id)?;
+        if args.json {
+            state.history = history;
+            serde_json::to_writer_pretty(&mut *out, &state)?;
+            writeln!(out)?;
+            return Ok(());
+        }
+        let history: Vec<&Event> = history.iter().collect();
+        let context = Context {
+            driver: None,
+            children,
+            now: now_ms(),
+        };
+        out.write_all(format_run(&state, &history, &context).as_bytes())?;
+        return Ok(());
+    }
     let (mut state, history, driver, children) = match &place {
         Place::Dir(dir) => {
             let store = open(dir)?;

@@ -260,6 +260,60 @@ async fn the_cli_operates_a_hybrid_world_through_its_server() {
         &key,
     ]);
     assert!(String::from_utf8_lossy(&bad.stderr).contains("not JSON"));
+
+    // One run in full, as text and as JSON with its history.
+    let remote = ["--server", serving.base.as_str(), "--api-key", key.as_str()];
+    let with_remote = |args: &[&str]| {
+        let mut all = args.to_vec();
+        all.extend_from_slice(&remote);
+        worlds(&all)
+    };
+    let shown = with_remote(&["runs", "show", &run]);
+    let text = String::from_utf8_lossy(&shown.stdout).into_owned();
+    assert!(
+        shown.status.success(),
+        "{}",
+        String::from_utf8_lossy(&shown.stderr)
+    );
+    assert!(text.contains(&run) && text.contains("checkout"), "{text}");
+    let shown = with_remote(&["runs", "show", &run, "--json"]);
+    let state: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let history = state["history"].as_array().unwrap();
+    assert_eq!(history[0]["type"], "workflow_queued", "{state}");
+    assert_eq!(history.len() as u64, state["event_count"].as_u64().unwrap());
+    // Oldest first.
+    let oldest = with_remote(&["runs", "list", "--oldest-first", "--json", "--limit", "1"]);
+    assert!(String::from_utf8_lossy(&oldest.stdout).contains(&run));
+
+    // Schedules: made over the API, listed, paused, resumed and deleted by the CLI.
+    let made = reqwest::Client::new()
+        .post(format!("{}/v1/schedules", serving.base))
+        .bearer_auth(&key)
+        .json(&serde_json::json!({
+            "id": "nightly", "workflow": "checkout", "cron": "0 3 * * *",
+            "input": { "id": "N-1", "cents": 1, "sku": "SKU-1", "quantity": 1 }
+        }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(made.status(), StatusCode::CREATED);
+    let listed = with_remote(&["schedules", "list", "--json"]);
+    assert!(String::from_utf8_lossy(&listed.stdout).contains("nightly"));
+    for (action, expect) in [
+        ("pause", "\"paused\":true"),
+        ("resume", "\"paused\":false"),
+        ("delete", "\"deleted\":true"),
+    ] {
+        let changed = with_remote(&["schedules", action, "nightly", "--json"]);
+        let out = String::from_utf8_lossy(&changed.stdout).into_owned();
+        assert!(
+            out.contains(expect),
+            "{action}: {out} {}",
+            String::from_utf8_lossy(&changed.stderr)
+        );
+    }
+    let gone = with_remote(&["schedules", "pause", "nightly"]);
+    assert!(String::from_utf8_lossy(&gone.stderr).contains("NOT_FOUND"));
     assert!(serving.interrupt());
 }
 

@@ -117,6 +117,9 @@ pub struct RunFilter {
     /// Runs per page (at most 1 000).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub limit: Option<usize>,
+    /// `Some(Ascending)`: oldest first; newest first otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub order: Option<worlds_engine::model::SortOrder>,
     /// `None` leaves inputs and outputs out.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub resolve: Option<ResolveData>,
@@ -166,15 +169,20 @@ impl Client {
             return serde_json::from_slice(&bytes)
                 .map_err(|e| ClientError::Unexpected(e.to_string()));
         }
-        let body = serde_json::from_slice::<ErrorBody>(&bytes).unwrap_or_else(|_| ErrorBody {
+        Err(Self::refusal(status, &bytes))
+    }
+
+    /// The error of an answer that is not a success.
+    fn refusal(status: StatusCode, bytes: &[u8]) -> ClientError {
+        let body = serde_json::from_slice::<ErrorBody>(bytes).unwrap_or_else(|_| ErrorBody {
             code: "UNEXPECTED".into(),
-            message: String::from_utf8_lossy(&bytes).into_owned(),
+            message: String::from_utf8_lossy(bytes).into_owned(),
             details: Value::Null,
         });
-        Err(ClientError::Api {
+        ClientError::Api {
             status: status.as_u16(),
             body,
-        })
+        }
     }
 
     /// Starts a run of the workflow registered as `workflow`.
@@ -217,14 +225,7 @@ impl Client {
                 .await
                 .map_err(|e| ClientError::Unexpected(e.to_string()));
         }
-        let body = response
-            .json::<ErrorBody>()
-            .await
-            .map_err(|e| ClientError::Unexpected(e.to_string()))?;
-        Err(ClientError::Api {
-            status: status.as_u16(),
-            body,
-        })
+        Err(Self::refusal(status, &response.bytes().await?))
     }
 
     /// A run (by run id or workflow id).
@@ -320,6 +321,19 @@ impl Client {
             &format!("/v1/schedules/{}/{action}", segment(id)),
         ))
         .await
+    }
+
+    /// Deletes a schedule (runs it started go on); needs an admin key.
+    pub async fn delete_schedule(&self, id: &str) -> Result<(), ClientError> {
+        let response = self
+            .request(Method::DELETE, &format!("/v1/schedules/{}", segment(id)))
+            .send()
+            .await?;
+        let status = response.status();
+        if status.is_success() {
+            return Ok(());
+        }
+        Err(Self::refusal(status, &response.bytes().await?))
     }
 }
 

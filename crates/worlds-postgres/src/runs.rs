@@ -154,10 +154,14 @@ impl RunStore for PostgresStore {
         if let Some(quarantined) = filter.quarantined {
             q.push(" AND quarantined = ").push_bind(quarantined);
         }
+        let (past, order) = match filter.oldest_first {
+            true => (" AND run_id > ", " ORDER BY run_id ASC OFFSET "),
+            false => (" AND run_id < ", " ORDER BY run_id DESC OFFSET "),
+        };
         if let Some(cursor) = &filter.cursor {
-            q.push(" AND run_id < ").push_bind(cursor.clone());
+            q.push(past).push_bind(cursor.clone());
         }
-        q.push(" ORDER BY run_id DESC OFFSET ")
+        q.push(order)
             .push_bind(i64::try_from(offset).unwrap_or(i64::MAX))
             .push(" LIMIT ")
             .push_bind(i64::try_from(limit).unwrap_or(i64::MAX).saturating_add(1));

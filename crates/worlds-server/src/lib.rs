@@ -28,7 +28,7 @@
 //! |---|---|---|
 //! | `GET /healthz`, `GET /readyz` | none | the process answers; its storage answers too |
 //! | `POST /v1/runs` | write | start a run: `{"workflow", "input", "options"}` → 201 `{run_id, workflow_id}` (200 for the run already holding its idempotency key, or its workflow id under `on_conflict: use_existing`; 409 under `fail`); with `?wait_ms=` it also waits and answers as `…/result` does |
-//! | `GET /v1/runs` | read | runs, newest first: `status` (comma-separated), `workflow`, `parent`, `started_after`, `started_before`, `quarantined`, `cursor`, `limit`, `resolve=none\|all` |
+//! | `GET /v1/runs` | read | runs, newest first (`order=ascending` for oldest first): `status` (comma-separated), `workflow`, `parent`, `started_after`, `started_before`, `quarantined`, `cursor`, `limit`, `resolve=none\|all` |
 //! | `GET /v1/runs/{id}` | read | one run (by run id or workflow id), `resolve=none\|all` |
 //! | `GET /v1/runs/{id}/result` | read | waits up to `wait_ms` (default 30 s): 200 with the outcome once finished, 202 while it goes on |
 //! | `GET /v1/runs/{id}/events` | read | its history, paged: `cursor`, `limit`, `order=ascending\|descending`, `resolve` |
@@ -44,6 +44,7 @@
 //! | `POST /v1/schedules` | admin | `{"id", "workflow", "cron", "input"}`: create or update a cron schedule (UTC) |
 //! | `POST /v1/schedules/{id}/pause`, `…/resume`, `DELETE /v1/schedules/{id}` | admin | change one |
 //! | `GET /v1/metrics`, `GET /metrics` | read | the world's metrics as JSON; in the Prometheus text format |
+//! | `GET /v1/workers` | read | the serving process's workers: `live` and lately `dead` |
 //! | `GET /v1/openapi.json` | read | the OpenAPI document of these routes (also [`openapi()`]) |
 //! | `GET /v1/keys`, `POST /v1/keys`, `POST /v1/keys/{id}/revoke` | admin | the world's API keys (with [`ApiOptions::with_world_keys`]): list, create (`{"scope", "name", "expires_in_ms"}`, the key in the answer only), revoke |
 //!
@@ -70,10 +71,11 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
+use worlds_engine::http::{serve_connections, Limits};
 use worlds_engine::{World, WorldError};
 
 use auth::{AuthProvider, Guard, KeyAuth, KeyRing, Scope};
-use routes::{health, hooks, keys, metrics, runs, schedules, streams, Api};
+use routes::{health, hooks, keys, metrics, runs, schedules, streams, workers, Api};
 
 /// Room for a request's envelope (workflow name, options, token) on top of the world's payload
 /// limit.
@@ -189,7 +191,8 @@ impl Routes {
             .routes(routes!(schedules::list))
             .routes(routes!(schedules::get))
             .routes(routes!(metrics::json))
-            .routes(routes!(metrics::prometheus));
+            .routes(routes!(metrics::prometheus))
+            .routes(routes!(workers::list));
         let write = OpenApiRouter::new()
             .routes(routes!(runs::start))
             .routes(routes!(runs::cancel))
@@ -288,7 +291,11 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
                 id: "this path".into(),
             })
         })
-        .layer(axum::extract::DefaultBodyLimit::max(limit));
+        .layer(axum::extract::DefaultBodyLimit::max(limit))
+        // A body that pauses longer than the world's webhook body timeout is cut off (400).
+        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
+            world.config().webhook_server.body_read_timeout.0,
+        ));
     let app = match cors(&options.cors_origins) {
         Some(cors) => app.layer(cors),
         None => app,
@@ -357,6 +364,10 @@ impl Drop for ApiServer {
 /// plain HTTP: on an address other machines can reach it logs a warning, since keys and
 /// payloads would travel unencrypted without a TLS proxy in front.
 ///
+/// Connections get the world's HTTP limits (`webhook_server`: header read timeout, most
+/// connections at once, body read timeout) so slow or idle clients cannot hold the server, and
+/// shutdown waits for requests in flight at most the world's `shutdown_grace`.
+///
 /// Fails with `Unavailable` if the address cannot be bound.
 pub async fn serve(
     world: Arc<World>,
@@ -375,17 +386,16 @@ pub async fn serve(
             "the API is served over plain HTTP on an address other machines can reach: keys and payloads travel unencrypted; put a TLS proxy in front of it, or listen on 127.0.0.1"
         );
     }
+    let limits = Limits::of(
+        &world.config().webhook_server,
+        world.config().shutdown_grace.0,
+    );
     let app = router(world, options);
     let stop = CancellationToken::new();
     let stopped = stop.clone();
-    let task = tokio::spawn(async move {
-        let served = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { stopped.cancelled().await })
-            .await;
-        if let Err(e) = served {
-            tracing::error!(error = %e, "the API server stopped");
-        }
-    });
+    let task = tokio::spawn(serve_connections(listener, app, limits, async move {
+        stopped.cancelled().await
+    }));
     Ok(ApiServer {
         addr,
         stop,

@@ -170,7 +170,7 @@ fn code(body: &Value) -> &str {
 }
 
 /// Every guarded route, as the OpenAPI document names it, with the scope it needs.
-const ROUTES: [(&str, &str, Scope); 26] = [
+const ROUTES: [(&str, &str, Scope); 27] = [
     ("GET", "/v1/runs", Scope::Read),
     ("GET", "/v1/runs/{id}", Scope::Read),
     ("GET", "/v1/runs/{id}/result", Scope::Read),
@@ -186,6 +186,7 @@ const ROUTES: [(&str, &str, Scope); 26] = [
     ("GET", "/v1/schedules/{id}", Scope::Read),
     ("GET", "/v1/metrics", Scope::Read),
     ("GET", "/metrics", Scope::Read),
+    ("GET", "/v1/workers", Scope::Read),
     ("GET", "/v1/openapi.json", Scope::Read),
     ("POST", "/v1/schedules", Scope::Admin),
     ("POST", "/v1/schedules/{id}/pause", Scope::Admin),
@@ -395,6 +396,26 @@ async fn a_repeated_start_gets_the_existing_run_with_200_or_a_conflict() {
     assert_eq!(status, StatusCode::OK, "{again}");
     assert_eq!(again["run_id"], keyed["run_id"]);
     assert_eq!(s.run_count().await, 2);
+
+    // Listed one a page by cursor, in both orders.
+    let started = [first["run_id"].clone(), keyed["run_id"].clone()];
+    for (order, expected) in [
+        ("ascending", vec![&started[0], &started[1]]),
+        ("descending", vec![&started[1], &started[0]]),
+    ] {
+        let mut seen = Vec::new();
+        let mut path = format!("/v1/runs?limit=1&order={order}");
+        loop {
+            let (status, page) = s.get(&s.read, &path).await;
+            assert_eq!(status, StatusCode::OK, "{page}");
+            seen.push(page["data"][0]["id"].clone());
+            match page["cursor"].as_str() {
+                Some(cursor) => path = format!("/v1/runs?limit=1&order={order}&cursor={cursor}"),
+                None => break,
+            }
+        }
+        assert_eq!(seen.iter().collect::<Vec<_>>(), expected, "{order}");
+    }
     s.stop().await;
 }
 
@@ -637,7 +658,7 @@ async fn bad_requests_are_refused_with_a_code_and_nothing_recorded() {
 }
 
 #[tokio::test]
-async fn schedules_are_managed_with_an_admin_key_and_metrics_are_served() {
+async fn schedules_are_managed_with_an_admin_key_and_metrics_and_workers_are_served() {
     let s = Served::new().await;
     let (status, made) = s
         .post(
@@ -693,6 +714,15 @@ async fn schedules_are_managed_with_an_admin_key_and_metrics_are_served() {
     let (status, metrics) = s.get(&s.read, "/v1/metrics").await;
     assert_eq!(status, StatusCode::OK);
     assert!(metrics.get("throughput").is_some(), "{metrics}");
+    let (status, workers) = s.get(&s.read, "/v1/workers").await;
+    assert_eq!(status, StatusCode::OK);
+    let live = workers["live"].as_array().unwrap();
+    assert!(!live.is_empty(), "{workers}");
+    assert!(
+        live[0]["id"].is_string() && live[0]["status"].is_string(),
+        "{workers}"
+    );
+    assert!(workers["dead"].is_array());
     let text = s
         .http
         .get(s.url("/metrics"))
@@ -941,6 +971,63 @@ async fn only_configured_origins_get_cors_headers() {
         .await
         .unwrap();
     assert_eq!(bare.status(), StatusCode::UNAUTHORIZED);
+    server.shutdown().await;
+    world.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_client_stalled_in_its_headers_or_body_is_cut_off() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut config = WorldConfig::memory();
+    config.webhook_server.header_read_timeout = worlds_engine::duration::Dur::from_millis(300);
+    config.webhook_server.body_read_timeout = worlds_engine::duration::Dur::from_millis(300);
+    let world = Arc::new(World::new(config).unwrap());
+    world.start().await.unwrap();
+    let keys = Arc::new(KeyRing::new());
+    let key = keys
+        .create("k", Scope::Write, world.clock().now_ms(), None)
+        .key;
+    let server = serve(world.clone(), "127.0.0.1:0", ApiOptions::with_keys(keys))
+        .await
+        .unwrap();
+    let addr = server.local_addr();
+    let read_all = |mut stream: tokio::net::TcpStream| async move {
+        tokio::time::timeout(Duration::from_secs(5), async move {
+            let mut raw = Vec::new();
+            let _ = stream.read_to_end(&mut raw).await;
+            raw
+        })
+        .await
+        .expect("the server kept a stalled connection open")
+    };
+
+    // Half a request line, then nothing: closed after the header timeout.
+    let mut stalled = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stalled
+        .write_all(b"GET /v1/runs HTTP/1.1\r\nhost: x\r\n")
+        .await
+        .unwrap();
+    read_all(stalled).await;
+
+    // Headers, then a body that stops halfway: refused, and nothing started.
+    let mut slow = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let body = br#"{"workflow": "nothing", "input": null}"#;
+    let head = format!(
+        "POST /v1/runs HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {key}\r\ncontent-type: application/json\r\ncontent-length: {}\r\n\r\n",
+        body.len()
+    );
+    slow.write_all(head.as_bytes()).await.unwrap();
+    slow.write_all(&body[..10]).await.unwrap();
+    let answer = String::from_utf8_lossy(&read_all(slow).await).into_owned();
+    assert!(
+        answer.is_empty() || answer.starts_with("HTTP/1.1 4"),
+        "{answer}"
+    );
+    assert!(world
+        .query_workflows(WorkflowQueryFilter::new())
+        .await
+        .unwrap()
+        .is_empty());
     server.shutdown().await;
     world.shutdown().await.unwrap();
 }

@@ -9,11 +9,9 @@
 //! expired one, 413 for a body over `max_payload_bytes`, 503 while the world is shut down or
 //! after it was dropped.
 //!
-//! [`WebhookServer`] serves connections itself (hyper's HTTP/1 server with a timer) so that
-//! hostile clients cannot hold it: headers must arrive within a timeout (which also closes idle
-//! keep-alive connections), bodies within a deadline and without long pauses, connections
-//! beyond a limit wait in the listen backlog, and shutdown waits for requests in progress at
-//! most the world's `shutdown_grace`.
+//! [`WebhookServer`] serves connections with [`serve_connections`] so that hostile clients
+//! cannot hold it (header timeouts, a connection limit, bounded shutdown); the handler reads
+//! bodies itself, within a deadline and without long pauses.
 //!
 //! These timeouts guard sockets, not workflows: they run on Tokio's timer, not on the world's
 //! [`Clock`](crate::clock::Clock), which may be virtual and would then never fire.
@@ -30,16 +28,12 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::any;
 use axum::{Json, Router};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
-use hyper_util::rt::{TokioIo, TokioTimer};
-use hyper_util::server::graceful::GracefulShutdown;
-use hyper_util::service::TowerToHyperService;
 use tokio::net::{TcpListener, ToSocketAddrs};
-use tokio::sync::Semaphore;
-use tokio::task::{JoinHandle, JoinSet};
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tower_http::timeout::{TimeoutBody, TimeoutError};
 
-use crate::config::WebhookServerOptions;
+use super::serving::{serve_connections, Limits};
 use crate::duration::Dur;
 use crate::engine::{Engine, Opened};
 use crate::error::WorldError;
@@ -319,9 +313,6 @@ pub struct WebhookServer {
     task: Option<JoinHandle<()>>,
 }
 
-/// Pause after a failed `accept` (out of file descriptors, say) before the next one.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
-
 impl WebhookServer {
     pub(crate) async fn start(
         engine: &Arc<Engine>,
@@ -347,15 +338,24 @@ impl WebhookServer {
             .local_addr()
             .map_err(|e| WorldError::Internal(format!("webhook listener has no address: {e}")))?;
         let stop = CancellationToken::new();
-        let serving = Serving {
+        let limits = Limits::of(
+            &engine.config().webhook_server,
+            engine.config().shutdown_grace.0,
+        );
+        // It stops when told to, and when its world is dropped.
+        let until = stop.clone();
+        let world_dropped = engine.closed();
+        let task = tokio::spawn(serve_connections(
             listener,
-            router: router(engine),
-            options: engine.config().webhook_server.clone(),
-            grace: engine.config().shutdown_grace.0,
-            stop: stop.clone(),
-            world_dropped: engine.closed(),
-        };
-        let task = tokio::spawn(serving.run());
+            router(engine),
+            limits,
+            async move {
+                tokio::select! {
+                    () = until.cancelled() => {}
+                    () = world_dropped.cancelled() => {}
+                }
+            },
+        ));
         Ok(WebhookServer {
             addr,
             stop,
@@ -384,82 +384,10 @@ impl Drop for WebhookServer {
     }
 }
 
-/// The accept loop and its connections.
-struct Serving {
-    listener: TcpListener,
-    router: Router,
-    options: WebhookServerOptions,
-    grace: Duration,
-    stop: CancellationToken,
-    world_dropped: CancellationToken,
-}
-
-impl Serving {
-    async fn run(self) {
-        let Serving {
-            listener,
-            router,
-            options,
-            grace,
-            stop,
-            world_dropped,
-        } = self;
-        let slots = Arc::new(Semaphore::new(options.max_connections));
-        let mut http = hyper::server::conn::http1::Builder::new();
-        // Without a timer hyper never applies its header read timeout.
-        http.timer(TokioTimer::new())
-            .header_read_timeout(options.header_read_timeout.0);
-        let service = TowerToHyperService::new(router);
-        let graceful = GracefulShutdown::new();
-        let mut connections = JoinSet::new();
-        loop {
-            // A slot is taken before accepting, so connections over the limit stay in the
-            // backlog instead of being accepted and held.
-            let slot = tokio::select! {
-                () = stop.cancelled() => break,
-                () = world_dropped.cancelled() => break,
-                slot = slots.clone().acquire_owned() => match slot {
-                    Ok(slot) => slot,
-                    Err(_) => break,
-                },
-            };
-            let stream = tokio::select! {
-                () = stop.cancelled() => break,
-                () = world_dropped.cancelled() => break,
-                accepted = listener.accept() => match accepted {
-                    Ok((stream, _)) => stream,
-                    Err(e) => {
-                        tracing::warn!(error = %e, "webhook endpoint: could not accept a connection");
-                        tokio::time::sleep(ACCEPT_BACKOFF).await;
-                        continue;
-                    }
-                },
-            };
-            let connection =
-                graceful.watch(http.serve_connection(TokioIo::new(stream), service.clone()));
-            connections.spawn(async move {
-                if let Err(e) = connection.await {
-                    tracing::debug!(error = %e, "webhook endpoint: connection ended with an error");
-                }
-                drop(slot);
-            });
-            while connections.try_join_next().is_some() {}
-        }
-        drop(listener);
-        tokio::select! {
-            () = graceful.shutdown() => {}
-            () = tokio::time::sleep(grace) => tracing::warn!(
-                open = connections.len(),
-                "webhook endpoint: shutdown grace period over; closing the connections still open"
-            ),
-        }
-        connections.shutdown().await;
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::WebhookServerOptions;
 
     #[test]
     fn base_paths_come_from_the_url() {

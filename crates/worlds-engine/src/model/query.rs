@@ -94,6 +94,10 @@ pub struct WorkflowQueryFilter {
     pub offset: Option<usize>,
     /// Continue after this run id (from [`Page::cursor`]).
     pub cursor: Option<String>,
+    /// Oldest runs first; by default the newest come first. A cursor continues in the order
+    /// of the page it came from.
+    #[serde(alias = "oldestFirst")]
+    pub oldest_first: bool,
     /// How much data to return per run.
     #[serde(alias = "resolveData")]
     pub resolve_data: ResolveData,
@@ -132,6 +136,12 @@ impl WorkflowQueryFilter {
     /// Only runs created before `at`.
     pub fn started_before(mut self, at: Millis) -> Self {
         self.started_before = Some(at);
+        self
+    }
+
+    /// Oldest runs first (by default the newest come first).
+    pub fn oldest_first(mut self) -> Self {
+        self.oldest_first = true;
         self
     }
 

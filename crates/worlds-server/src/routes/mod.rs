@@ -7,6 +7,7 @@ pub(crate) mod metrics;
 pub(crate) mod runs;
 pub(crate) mod schedules;
 pub(crate) mod streams;
+pub(crate) mod workers;
 
 use std::sync::Arc;
 

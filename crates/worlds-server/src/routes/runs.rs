@@ -158,6 +158,10 @@ pub(crate) struct ListRuns {
     cursor: Option<String>,
     /// Page size, 1 to 1000 (default 100).
     limit: Option<usize>,
+    /// `descending` (the default: newest first) or `ascending`; a cursor continues in the
+    /// order of its page.
+    #[param(value_type = Option<String>)]
+    order: Option<SortOrder>,
     /// `none` (the default) leaves inputs and outputs out; `all` includes them.
     #[param(value_type = Option<String>)]
     resolve: Option<ResolveData>,
@@ -219,6 +223,7 @@ pub(crate) async fn list(
     filter.started_before = q.started_before;
     filter.quarantined = q.quarantined;
     filter.cursor = q.cursor;
+    filter.oldest_first = q.order == Some(SortOrder::Ascending);
     filter.limit = Some(page_size(q.limit)?);
     filter.resolve_data = q.resolve.unwrap_or(ResolveData::None);
     Ok(Json(api.world.list_runs(filter).await?.into()))

@@ -490,19 +490,34 @@ impl RunStore for MemoryStore {
                     .quarantined
                     .is_none_or(|q| state.quarantine.is_some() == q)
         };
-        let below_cursor = |id: &str| filter.cursor.as_deref().is_none_or(|c| id < c);
-
+        let oldest_first = filter.oldest_first;
+        let past_cursor = |id: &str| {
+            filter.cursor.as_deref().is_none_or(|c| match oldest_first {
+                true => id > c,
+                false => id < c,
+            })
+        };
+        // Run ids sort by creation time: newest first is the sets read backwards.
+        fn ordered<'a>(
+            ids: impl DoubleEndedIterator<Item = &'a Arc<str>> + 'a,
+            oldest_first: bool,
+        ) -> Box<dyn Iterator<Item = &'a Arc<str>> + 'a> {
+            match oldest_first {
+                true => Box::new(ids),
+                false => Box::new(ids.rev()),
+            }
+        }
         let ids: Box<dyn Iterator<Item = &Arc<str>>> = match candidates {
-            None => Box::new(index.ids.iter().rev()),
-            Some(sets) if sets.len() == 1 => Box::new(sets[0].iter().rev()),
+            None => ordered(index.ids.iter(), oldest_first),
+            Some(sets) if sets.len() == 1 => ordered(sets[0].iter(), oldest_first),
             Some(sets) => {
                 let mut merged: Vec<&Arc<str>> = sets.into_iter().flatten().collect();
-                merged.sort_unstable_by(|a, b| b.cmp(a));
-                Box::new(merged.into_iter())
+                merged.sort_unstable();
+                ordered(merged.into_iter(), oldest_first)
             }
         };
         let data: Vec<WorkflowState> = ids
-            .filter(|id| below_cursor(id))
+            .filter(|id| past_cursor(id))
             .filter_map(|id| runs.get(id))
             .filter_map(|shared| {
                 let entry = shared.lock();

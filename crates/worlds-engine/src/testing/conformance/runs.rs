@@ -324,6 +324,28 @@ pub async fn list_runs_filters_pages_and_strips(store: Arc<dyn Store>) {
         ]
     );
     assert_eq!(seen, newest_first);
+    // The same, oldest first.
+    let mut filter = WorkflowQueryFilter::new().oldest_first().limit(4);
+    let mut seen = Vec::new();
+    for _ in 0..5 {
+        let page = store.list_runs(&filter).await.unwrap();
+        seen.extend(ids_of(&page.data));
+        match page.cursor {
+            Some(cursor) => filter = filter.cursor(cursor),
+            None => break,
+        }
+    }
+    assert_eq!(seen, runs);
+    assert_eq!(
+        list(
+            WorkflowQueryFilter::new()
+                .oldest_first()
+                .status([RunStatus::Completed, RunStatus::Failed])
+        )
+        .await,
+        pick(&[2, 3, 6, 7]),
+        "several sets merged, oldest first"
+    );
     // A cursor combines with filters.
     let first = store
         .list_runs(&WorkflowQueryFilter::new().workflow_name("even").limit(2))

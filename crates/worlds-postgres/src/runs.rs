@@ -145,6 +145,14 @@ impl RunStore for PostgresStore {
         if let Some(parent) = &filter.parent_id {
             q.push(" AND parent_id = ").push_bind(parent.clone());
         }
+        if let Some(prefix) = &filter.workflow_id_prefix {
+            // Workflow ids are stored as bytes.
+            let bytes = prefix.as_bytes().to_vec();
+            q.push(" AND substr(workflow_id, 1, ")
+                .push_bind(i32::try_from(bytes.len()).unwrap_or(i32::MAX))
+                .push(") = ")
+                .push_bind(bytes);
+        }
         if let Some(after) = filter.started_after {
             q.push(" AND created_at >= ").push_bind(after);
         }

@@ -58,6 +58,7 @@
 #![forbid(unsafe_code)]
 
 pub mod auth;
+mod dashboard;
 pub mod error;
 mod openapi;
 mod routes;
@@ -283,8 +284,14 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
             }),
         )
         .route_layer(guard(Scope::Read));
+    let body_read_timeout = world.config().webhook_server.body_read_timeout.0;
+    let state = Api {
+        world,
+        keys: world_keys,
+    };
     let app = app
         .merge(document)
+        .merge(dashboard::routes(provider.clone(), &state))
         .fallback(|| async {
             error::ApiError::from(WorldError::NotFound {
                 what: "route",
@@ -294,16 +301,13 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
         .layer(axum::extract::DefaultBodyLimit::max(limit))
         // A body that pauses longer than the world's webhook body timeout is cut off (400).
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
-            world.config().webhook_server.body_read_timeout.0,
+            body_read_timeout,
         ));
     let app = match cors(&options.cors_origins) {
         Some(cors) => app.layer(cors),
         None => app,
     };
-    app.with_state(Api {
-        world,
-        keys: world_keys,
-    })
+    app.with_state(state)
 }
 
 /// The CORS layer for `origins`, if any: those origins may call every route with a key, from

@@ -209,6 +209,24 @@ impl Engine {
     }
 
     /// A hook by its id.
+    /// Delivers a payload to a hook by its id (for callers trusted with every run, such as an
+    /// operator in the dashboard): as [`resume_hook`](Self::resume_hook) does with a token.
+    pub(crate) async fn resume_hook_by_id(
+        &self,
+        hook_id: &str,
+        payload: Payload,
+    ) -> Result<HookResumed, WorldError> {
+        let record = self.store.get_hook(hook_id).await?;
+        let resumed = self
+            .hooks
+            .resume_digest(record.hook.token_digest, None, |_| {
+                Ok(Opened::payload(payload))
+            })
+            .await?;
+        self.runs.schedule(&resumed.run_id);
+        Ok(resumed)
+    }
+
     pub(crate) async fn get_hook(
         &self,
         hook_id: &str,

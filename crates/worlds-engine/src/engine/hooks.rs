@@ -182,8 +182,17 @@ impl Hooks {
         method: Option<&str>,
         open: impl FnOnce(&HookState) -> Result<Opened, WorldError>,
     ) -> Result<HookResumed, WorldError> {
+        self.resume_digest(token_digest(token), method, open).await
+    }
+
+    /// [`resume`](Self::resume) for the hook whose token has this digest.
+    pub(crate) async fn resume_digest(
+        &self,
+        digest: String,
+        method: Option<&str>,
+        open: impl FnOnce(&HookState) -> Result<Opened, WorldError>,
+    ) -> Result<HookResumed, WorldError> {
         self.check_resumable()?;
-        let digest = token_digest(token);
         let unknown = || {
             WorldError::NotFound {
             what: "hook",

@@ -80,6 +80,9 @@ pub struct WorkflowQueryFilter {
     /// Only children of this run.
     #[serde(alias = "parentId")]
     pub parent_id: Option<String>,
+    /// Only runs whose workflow id starts with this (`order-` finds `order-42`).
+    #[serde(alias = "workflowIdPrefix")]
+    pub workflow_id_prefix: Option<String>,
     /// Only runs created at or after this time (ms since the Unix epoch).
     #[serde(alias = "startedAfter")]
     pub started_after: Option<Millis>,
@@ -124,6 +127,12 @@ impl WorkflowQueryFilter {
     /// Only children of this run.
     pub fn parent_id(mut self, parent: impl Into<String>) -> Self {
         self.parent_id = Some(parent.into());
+        self
+    }
+
+    /// Only runs whose workflow id starts with `prefix`.
+    pub fn workflow_id_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.workflow_id_prefix = Some(prefix.into());
         self
     }
 

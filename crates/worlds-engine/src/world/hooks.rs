@@ -24,6 +24,20 @@ impl<T: Serialize + DeserializeOwned + 'static> HookDefinition<T> {
 }
 
 impl World {
+    /// Resumes a waiting hook by its id instead of its token, with the same checks as
+    /// [`resume_hook`](World::resume_hook) (a payload of the wrong type is refused, 400, and
+    /// the hook keeps waiting). For operators who may act on every run — the dashboard uses it
+    /// for callers with write scope — since the id, unlike the token, is not a secret.
+    pub async fn resume_hook_by_id<P: Serialize + ?Sized>(
+        &self,
+        hook_id: &str,
+        payload: &P,
+    ) -> Result<HookResumed, WorldError> {
+        let payload = crate::payload::Payload::encode(payload)
+            .map_err(|e| WorldError::serde("payload of the hook", e))?;
+        self.engine.resume_hook_by_id(hook_id, payload).await
+    }
+
     /// A hook (by hook id) with the run that created it. Its token is not kept: only its
     /// digest is.
     pub async fn get_hook(&self, hook_id: &str) -> Result<HookRecord, WorldError> {

@@ -484,6 +484,10 @@ impl RunStore for MemoryStore {
                     .parent_id
                     .as_ref()
                     .is_none_or(|p| state.parent_id.as_ref() == Some(p))
+                && filter
+                    .workflow_id_prefix
+                    .as_ref()
+                    .is_none_or(|p| state.workflow_id.starts_with(p.as_str()))
                 && filter.started_after.is_none_or(|t| state.created_at >= t)
                 && filter.started_before.is_none_or(|t| state.created_at < t)
                 && filter

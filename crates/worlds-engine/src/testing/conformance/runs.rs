@@ -281,6 +281,23 @@ pub async fn list_runs_filters_pages_and_strips(store: Arc<dyn Store>) {
         .await,
         pick(&[8, 4, 0])
     );
+    // Workflow id prefix (every run's workflow id is its run id here).
+    let prefix: String = runs[3].chars().take(runs[3].len() - 1).collect();
+    let expected: Vec<String> = newest_first
+        .iter()
+        .filter(|id| id.starts_with(&prefix))
+        .cloned()
+        .collect();
+    assert!(expected.contains(&runs[3]));
+    assert_eq!(
+        list(WorkflowQueryFilter::new().workflow_id_prefix(prefix)).await,
+        expected
+    );
+    assert!(
+        list(WorkflowQueryFilter::new().workflow_id_prefix("nobody-"))
+            .await
+            .is_empty()
+    );
     // Creation time: [after, before).
     assert_eq!(
         list(

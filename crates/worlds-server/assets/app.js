@@ -1,0 +1,61 @@
+// worlds dashboard: keeps a page live and checks forms before they are sent.
+// A page whose <main> has data-live listens to /live (Server-Sent Events) and, on a change,
+// fetches itself again and swaps in the new <main>: no reload, the scroll position kept.
+"use strict";
+
+function watch() {
+  const main = document.getElementById("main");
+  const live = main && main.dataset.live;
+  if (!live || !window.EventSource) return;
+  const url = live.startsWith("run:") ? "/live?run=" + encodeURIComponent(live.slice(4)) : "/live";
+  const source = new EventSource(url);
+  let refreshing = false;
+  async function refresh() {
+    if (refreshing) return;
+    refreshing = true;
+    try {
+      const response = await fetch(window.location.href, { credentials: "same-origin" });
+      if (!response.ok) return;
+      const page = new DOMParser().parseFromString(await response.text(), "text/html");
+      const fresh = page.getElementById("main");
+      const open = new Set([...document.querySelectorAll("details[open]")].map((d) => d.parentElement && d.parentElement.id));
+      if (fresh) {
+        main.innerHTML = fresh.innerHTML;
+        for (const id of open) {
+          const details = id && document.querySelector("#" + CSS.escape(id) + " > details");
+          if (details) details.open = true;
+        }
+        main.dataset.live = fresh.dataset.live || "";
+        checkForms();
+      }
+    } finally {
+      refreshing = false;
+    }
+  }
+  source.addEventListener("change", refresh);
+  source.addEventListener("end", () => { source.close(); refresh(); });
+  document.addEventListener("visibilitychange", () => {
+    if (document.hidden) source.close();
+    else if (source.readyState === EventSource.CLOSED) { watch(); refresh(); }
+  }, { once: true });
+}
+
+// A hook's payload must be JSON before it is sent; the server checks its type.
+function checkForms() {
+  for (const form of document.querySelectorAll("form.resume")) {
+    const area = form.querySelector("textarea");
+    if (!area || area.dataset.checked) continue;
+    area.dataset.checked = "1";
+    const check = () => {
+      try { JSON.parse(area.value); area.setCustomValidity(""); }
+      catch (e) { area.setCustomValidity("Not JSON: " + e.message); }
+    };
+    area.addEventListener("input", check);
+    form.addEventListener("submit", (event) => {
+      check();
+      if (!form.reportValidity()) event.preventDefault();
+    });
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => { checkForms(); watch(); });

@@ -1,0 +1,125 @@
+//! The web dashboard, served by the API's router at `/`: runs (counts, filters, pages, live),
+//! one run's story (what happened and why, a timeline, its history, what it waits on), and
+//! actions (cancel, resume a hook, pause a schedule), behind the same authentication as the
+//! API.
+//!
+//! Pages are rendered on the server (askama templates, which escape what they insert); the
+//! one script (`assets/app.js`, embedded in the binary) only keeps a page live, checks JSON in
+//! forms before they are sent, and needs nothing at build time. Every page answers with a
+//! strict Content-Security-Policy: no inline script, nothing from elsewhere.
+
+mod pages;
+mod session;
+mod timeline;
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+use crate::auth::{AuthProvider, Principal};
+use crate::routes::Api;
+
+pub(crate) use session::Sessions;
+
+/// The content security policy of every dashboard answer.
+const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+/// The dashboard's routes (merged into the API's router).
+pub(crate) fn routes(provider: Arc<dyn AuthProvider>, api: &Api) -> Router<Api> {
+    let sessions = Arc::new(Sessions::new(provider, api.world.clock()));
+    let signed_in = Router::new()
+        .route("/", get(pages::runs))
+        .route("/runs/{id}", get(pages::run))
+        .route("/runs/{id}/cancel", post(pages::cancel))
+        .route("/runs/{id}/hooks/{hook}/resume", post(pages::resume_hook))
+        .route("/schedules", get(pages::schedules))
+        .route("/schedules/{id}/{action}", post(pages::change_schedule))
+        .route("/workers", get(pages::workers))
+        .route("/live", get(pages::live))
+        .route_layer(axum::middleware::from_fn_with_state(
+            sessions.clone(),
+            require_session,
+        ));
+    Router::new()
+        .route("/login", get(pages::login_form).post(pages::login))
+        .route("/logout", post(pages::logout))
+        .route("/assets/app.css", get(css))
+        .route("/assets/app.js", get(js))
+        .merge(signed_in)
+        .layer(axum::Extension(sessions))
+        .layer(axum::middleware::from_fn(security_headers))
+}
+
+/// Lets a request with a live session through (its [`Principal`] attached); sends a browser
+/// without one to the sign-in page. Actions must come from the dashboard's own pages.
+async fn require_session(
+    State(sessions): State<Arc<Sessions>>,
+    request: Request,
+    next: Next,
+) -> Response {
+    let (mut parts, body) = request.into_parts();
+    let Some(principal) = sessions.principal(&parts.headers) else {
+        if parts.method == axum::http::Method::GET && parts.uri.path() != "/live" {
+            return Redirect::to("/login").into_response();
+        }
+        return (StatusCode::UNAUTHORIZED, "sign in first").into_response();
+    };
+    if !session::same_origin(&parts) {
+        return (
+            StatusCode::FORBIDDEN,
+            "refused: this action did not come from the dashboard's own page",
+        )
+            .into_response();
+    }
+    parts.extensions.insert(principal);
+    next.run(Request::from_parts(parts, body)).await
+}
+
+/// Headers on every dashboard answer: the CSP, no sniffing, no referrer elsewhere.
+async fn security_headers(request: Request, next: Next) -> Response {
+    let mut response = next.run(request).await;
+    let headers = response.headers_mut();
+    headers.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(CSP),
+    );
+    headers.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    headers.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("same-origin"),
+    );
+    response
+}
+
+async fn css() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/css; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        include_str!("../../assets/app.css"),
+    )
+}
+
+async fn js() -> impl IntoResponse {
+    (
+        [
+            (header::CONTENT_TYPE, "text/javascript; charset=utf-8"),
+            (header::CACHE_CONTROL, "public, max-age=300"),
+        ],
+        include_str!("../../assets/app.js"),
+    )
+}
+
+/// Whether `principal` may act (cancel, resume, pause), not only look.
+fn may_act(principal: &Principal) -> bool {
+    principal.scope.allows(crate::auth::Scope::Write)
+}

@@ -1,0 +1,593 @@
+//! The dashboard in a real headless Chromium, driven over WebDriver (chromedriver): signing in
+//! (and being refused), filtering the runs, reading why a compensated saga ended as it did,
+//! resuming a waiting hook from its form and watching the run finish without a reload,
+//! cancelling a run, pausing a schedule; every control labelled and the forms usable by
+//! keyboard. Screenshots of each page go to `target/dashboard/`.
+//!
+//! Needs Debian's `chromium` and `chromium-driver`. Without them the tests say so and pass,
+//! except under `CI=true`, where a missing browser fails them.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{json, Value};
+use worlds_demo::{Demo, DemoOptions};
+use worlds_engine::prelude::*;
+use worlds_engine::ResolveData;
+use worlds_server::auth::{KeyRing, Scope};
+use worlds_server::{serve, ApiOptions, ApiServer};
+
+/// The longest any wait for the page may take.
+const BOUND: Duration = Duration::from_secs(15);
+
+/// A chromedriver with one headless Chromium session; both end when this is dropped.
+struct Browser {
+    driver: Child,
+    client: Client,
+    _profile: tempfile::TempDir,
+}
+
+impl Browser {
+    /// A browser, or `None` (with a notice) when Chromium or chromedriver is not installed.
+    async fn start() -> Option<Browser> {
+        let (chromium, chromedriver) = ("/usr/bin/chromium", "/usr/bin/chromedriver");
+        if !std::path::Path::new(chromium).exists() || !std::path::Path::new(chromedriver).exists()
+        {
+            assert!(
+                std::env::var("CI").as_deref() != Ok("true"),
+                "the dashboard tests need {chromium} and {chromedriver}: apt-get install chromium chromium-driver"
+            );
+            eprintln!("skipped: {chromium} or {chromedriver} is missing (apt-get install chromium chromium-driver)");
+            return None;
+        }
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let driver = Command::new(chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let ready = tokio::time::timeout(BOUND, async {
+            while tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_err()
+            {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+        .await;
+        assert!(
+            ready.is_ok(),
+            "chromedriver did not listen within {BOUND:?}"
+        );
+        let profile = tempfile::tempdir().unwrap();
+        let mut capabilities = serde_json::Map::new();
+        capabilities.insert("browserName".into(), json!("chrome"));
+        capabilities.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": chromium,
+                "args": [
+                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                    "--disable-background-networking", "--disable-component-update",
+                    "--no-first-run", "--disable-sync", "--window-size=1280,1000",
+                    format!("--user-data-dir={}", profile.path().display()),
+                ]
+            }),
+        );
+        let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
+            .capabilities(capabilities)
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+            .expect("a Chromium session");
+        Some(Browser {
+            driver,
+            client,
+            _profile: profile,
+        })
+    }
+
+    /// Writes a screenshot of the page to `target/dashboard/{name}.png`.
+    async fn screenshot(&self, name: &str) {
+        let png = self.client.screenshot().await.unwrap();
+        let dir = screenshots();
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
+    }
+
+    async fn text(&self, css: &str) -> String {
+        let element = self
+            .client
+            .wait()
+            .at_most(BOUND)
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css} on the page: {e}"));
+        element.text().await.unwrap()
+    }
+
+    /// Waits until the text of `css` contains `wanted`.
+    async fn until_text(&self, css: &str, wanted: &str) -> String {
+        let mut last = String::new();
+        let found = tokio::time::timeout(BOUND, async {
+            loop {
+                if let Ok(element) = self.client.find(Locator::Css(css)).await {
+                    if let Ok(text) = element.text().await {
+                        if text.contains(wanted) {
+                            return text;
+                        }
+                        last = text;
+                    }
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        })
+        .await;
+        found.unwrap_or_else(|_| panic!("{css} never showed {wanted:?}; last: {last:?}"))
+    }
+
+    async fn click(&self, css: &str) {
+        self.client
+            .wait()
+            .at_most(BOUND)
+            .for_element(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css} to click: {e}"))
+            .click()
+            .await
+            .unwrap();
+    }
+
+    async fn fill(&self, css: &str, text: &str) {
+        let field = self.client.find(Locator::Css(css)).await.unwrap();
+        field.clear().await.unwrap();
+        field.send_keys(text).await.unwrap();
+    }
+
+    async fn sign_in(&self, base: &str, key: &str) {
+        self.client.goto(&format!("{base}/login")).await.unwrap();
+        self.fill("#key", key).await;
+        // By keyboard: Enter in the field submits the form.
+        self.client
+            .find(Locator::Css("#key"))
+            .await
+            .unwrap()
+            .send_keys("\u{E007}")
+            .await
+            .unwrap();
+    }
+
+    /// Every form control of the page has a label, and every button a name.
+    async fn assert_labelled(&self, page: &str) {
+        let unlabelled = self
+            .client
+            .execute(
+                r#"return [...document.querySelectorAll("input:not([type=hidden]), select, textarea")]
+                     .filter(e => e.labels.length === 0 && !e.getAttribute("aria-label"))
+                     .map(e => e.outerHTML)
+                   .concat([...document.querySelectorAll("button, a")]
+                     .filter(e => !((e.textContent || "").trim() || e.getAttribute("aria-label")))
+                     .map(e => e.outerHTML));"#,
+                vec![],
+            )
+            .await
+            .unwrap();
+        assert_eq!(unlabelled, json!([]), "{page}: controls without a label");
+    }
+
+    async fn end(mut self) {
+        let _ = self.client.clone().close().await;
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+    }
+}
+
+fn screenshots() -> PathBuf {
+    PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .parent()
+        .unwrap()
+        .join("dashboard")
+}
+
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Approval {
+    approved: bool,
+}
+
+/// A served world with the demo workflows, an approval that waits on a hook, and a nap.
+struct Served {
+    world: Arc<World>,
+    server: ApiServer,
+    base: String,
+    read: String,
+    admin: String,
+}
+
+async fn served() -> Served {
+    let mut config = WorldConfig::memory();
+    config.failure_strategy = FailureStrategy::Ignore;
+    let world = Arc::new(World::new(config).unwrap());
+    let options = DemoOptions::new()
+        .pause(Duration::from_millis(20))
+        .work(Duration::from_millis(5));
+    Demo::new(&options).register(&world).unwrap();
+    let approval = workflow("approval", |ctx: WorkflowContext, _: ()| async move {
+        let hook = ctx.create_hook::<Approval>();
+        let decision = hook.wait().await?;
+        // Long enough for the page to show the run still going after the resume.
+        ctx.sleep("1500ms").await?;
+        Ok::<_, WorkflowError>(decision.approved)
+    });
+    let nap = workflow("nap", |ctx: WorkflowContext, _: ()| async move {
+        ctx.sleep("1h").await?;
+        Ok::<_, WorkflowError>(())
+    });
+    world.register(&approval).unwrap().register(&nap).unwrap();
+    world.start().await.unwrap();
+    let now = world.clock().now_ms();
+    let keys = Arc::new(KeyRing::new());
+    let read = keys.create("viewer", Scope::Read, now, None).key;
+    let admin = keys.create("operator", Scope::Admin, now, None).key;
+    let server = serve(world.clone(), "127.0.0.1:0", ApiOptions::with_keys(keys))
+        .await
+        .unwrap();
+    let base = format!("http://{}", server.local_addr());
+    Served {
+        world,
+        server,
+        base,
+        read,
+        admin,
+    }
+}
+
+async fn start(world: &World, name: &str, input: Value) -> String {
+    world
+        .execute_by_name::<Value, Value>(name, input, WorkflowOptions::default())
+        .await
+        .unwrap()
+        .id
+}
+
+async fn until_status(world: &World, id: &str, status: RunStatus) {
+    tokio::time::timeout(BOUND, async {
+        while world.get_run(id, ResolveData::None).await.unwrap().status != status {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("{id} never became {status:?}"));
+}
+
+fn order(n: usize) -> Value {
+    serde_json::to_value(worlds_demo::shop::Order::sample(n)).unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_filter_and_read_why_a_saga_was_compensated() {
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let s = served().await;
+    let saga = start(&s.world, "order-saga", order(1)).await;
+    let checkout = start(&s.world, "checkout", order(2)).await;
+    until_status(&s.world, &saga, RunStatus::Compensated).await;
+    until_status(&s.world, &checkout, RunStatus::Completed).await;
+
+    // Refused with a wrong key; the sign-in page says why.
+    browser.sign_in(&s.base, "wek_wrong").await;
+    let refusal = browser.text("#login-error").await;
+    assert!(refusal.contains("Not signed in"), "{refusal}");
+    browser.assert_labelled("sign-in").await;
+    browser.screenshot("sign-in").await;
+    // Pages need a session.
+    browser
+        .client
+        .goto(&format!("{}/runs/{saga}", s.base))
+        .await
+        .unwrap();
+    assert!(browser.client.current_url().await.unwrap().path() == "/login");
+
+    browser.sign_in(&s.base, &s.read).await;
+    let table = browser.text("table.runs").await;
+    assert!(
+        table.contains(&saga) || table.contains("order-saga"),
+        "{table}"
+    );
+    assert!(browser.text(".counts").await.contains("compensated 1"));
+    browser.assert_labelled("runs").await;
+    browser.screenshot("runs").await;
+
+    // Filter by workflow: only the checkout is left.
+    browser.fill("#f-workflow", "checkout").await;
+    browser.click(".filters button[type=submit]").await;
+    browser.until_text("table.runs tbody", "checkout").await;
+    let rows = browser
+        .client
+        .find_all(Locator::Css("table.runs tbody tr"))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1);
+    assert_eq!(
+        rows[0].attr("data-run").await.unwrap().as_deref(),
+        Some(checkout.as_str())
+    );
+    let url = browser.client.current_url().await.unwrap();
+    assert!(
+        url.query()
+            .unwrap_or_default()
+            .contains("workflow=checkout"),
+        "filters live in the URL: {url}"
+    );
+
+    // The saga's page: the summary names the failing step and the compensations, and the
+    // timeline draws them.
+    browser
+        .client
+        .goto(&format!("{}/runs/{saga}", s.base))
+        .await
+        .unwrap();
+    let why = browser.text("#why").await;
+    assert!(why.contains("create-shipment"), "{why}");
+    assert!(
+        why.contains("undid release-inventory") && why.contains("undid refund-card"),
+        "{why}"
+    );
+    let labels = browser.text(".timeline").await;
+    assert!(
+        labels.contains("charge-card") && labels.contains("undo release-inventory"),
+        "{labels}"
+    );
+    let failed_bars = browser
+        .client
+        .find_all(Locator::Css(".tl-row.step .tl-bar.failed"))
+        .await
+        .unwrap();
+    assert!(!failed_bars.is_empty(), "the failed attempts are drawn");
+    // Bars sit where their time is: the compensations to the right of the first step.
+    let lefts = browser
+        .client
+        .execute(
+            r#"const x = s => document.querySelector(s).getBoundingClientRect().left;
+               return [x(".tl-row.step .tl-bar"), x(".tl-row.compensation .tl-bar")];"#,
+            vec![],
+        )
+        .await
+        .unwrap();
+    let (first, undo) = (lefts[0].as_f64().unwrap(), lefts[1].as_f64().unwrap());
+    assert!(
+        undo > first + 100.0,
+        "bars are laid out on a time axis: {lefts}"
+    );
+    // A read key sees no actions.
+    assert!(browser
+        .client
+        .find(Locator::Css("form.cancel"))
+        .await
+        .is_err());
+    browser.assert_labelled("run").await;
+    browser.screenshot("run-compensated").await;
+
+    browser.end().await;
+    s.server.shutdown().await;
+    s.world.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_a_hook_cancel_a_run_and_pause_a_schedule() {
+    let Some(browser) = Browser::start().await else {
+        return;
+    };
+    let s = served().await;
+    let approval = start(&s.world, "approval", Value::Null).await;
+    let nap = start(&s.world, "nap", Value::Null).await;
+    s.world
+        .schedules()
+        .cron("nightly", "nap", Value::Null, "0 3 * * *")
+        .await
+        .unwrap();
+    tokio::time::timeout(BOUND, async {
+        while s
+            .world
+            .get_run(&approval, ResolveData::None)
+            .await
+            .unwrap()
+            .hooks
+            .is_empty()
+        {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap();
+    browser.sign_in(&s.base, &s.admin).await;
+    browser.text("table.runs").await;
+
+    // Resume the waiting hook from its form. Not JSON first: the browser refuses to send it.
+    browser
+        .client
+        .goto(&format!("{}/runs/{approval}", s.base))
+        .await
+        .unwrap();
+    browser.assert_labelled("run with a hook").await;
+    browser.screenshot("run-waiting").await;
+    browser.fill("form.resume textarea", "{approved: yes").await;
+    browser.click("form.resume button").await;
+    assert_eq!(
+        s.world
+            .get_run(&approval, ResolveData::None)
+            .await
+            .unwrap()
+            .status,
+        RunStatus::Running
+    );
+    assert!(browser
+        .client
+        .current_url()
+        .await
+        .unwrap()
+        .path()
+        .ends_with(&approval));
+    browser
+        .fill("form.resume textarea", r#"{"approved": true}"#)
+        .await;
+    browser.click("form.resume button").await;
+    browser.until_text("#notice", "Hook resumed").await;
+    // The run sleeps a moment after the hook, then completes: the page follows it live.
+    browser
+        .client
+        .execute("window.stillTheSamePage = true;", vec![])
+        .await
+        .unwrap();
+    browser.until_text("#run-status", "completed").await;
+    let same = browser
+        .client
+        .execute("return window.stillTheSamePage === true;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(same, json!(true), "the page updated without a reload");
+    browser.screenshot("run-completed-live").await;
+
+    // Cancel the napping run.
+    browser
+        .client
+        .goto(&format!("{}/runs/{nap}", s.base))
+        .await
+        .unwrap();
+    browser.click("form.cancel button").await;
+    browser.until_text("#run-status", "cancelled").await;
+    until_status(&s.world, &nap, RunStatus::Cancelled).await;
+    browser.screenshot("run-cancelled").await;
+
+    // Pause the schedule.
+    browser
+        .client
+        .goto(&format!("{}/schedules", s.base))
+        .await
+        .unwrap();
+    browser.assert_labelled("schedules").await;
+    browser.click("tr[data-schedule=nightly] button").await;
+    browser
+        .until_text("tr[data-schedule=nightly] .state", "paused")
+        .await;
+    assert!(s.world.schedules().get("nightly").await.unwrap().paused);
+    browser.screenshot("schedules").await;
+
+    browser
+        .client
+        .goto(&format!("{}/workers", s.base))
+        .await
+        .unwrap();
+    browser.text("table.workers").await;
+    browser.screenshot("workers").await;
+
+    browser.end().await;
+    s.server.shutdown().await;
+    s.world.shutdown().await.unwrap();
+}
+
+/// Without a browser: a cross-site form cannot act with a session cookie, and every page
+/// answers with the content security policy.
+#[tokio::test]
+async fn actions_from_other_sites_are_refused_and_pages_carry_a_csp() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let s = served().await;
+    let nap = start(&s.world, "nap", Value::Null).await;
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let login = http
+        .post(format!("{}/login", s.base))
+        .form(&[("key", s.admin.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(login.status().as_u16(), 303);
+    let cookie = login.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    assert!(!cookie.contains(&s.admin), "the cookie never holds the key");
+    let session = cookie.split(';').next().unwrap().to_owned();
+
+    let page = http
+        .get(format!("{}/runs/{nap}", s.base))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    let csp = page.headers()["content-security-policy"].to_str().unwrap();
+    assert!(csp.contains("script-src 'self'"), "{csp}");
+
+    for (site, origin) in [
+        ("cross-site", "http://evil.test"),
+        ("", "http://evil.test"),
+        ("", ""),
+    ] {
+        let mut forged = http
+            .post(format!("{}/runs/{nap}/cancel", s.base))
+            .header("cookie", &session)
+            .form(&[("reason", "forged")]);
+        if !site.is_empty() {
+            forged = forged.header("sec-fetch-site", site);
+        }
+        if !origin.is_empty() {
+            forged = forged.header("origin", origin);
+        }
+        let refused = forged.send().await.unwrap();
+        assert_eq!(refused.status().as_u16(), 403, "{site} {origin}");
+    }
+    assert_eq!(
+        s.world
+            .get_run(&nap, ResolveData::None)
+            .await
+            .unwrap()
+            .status,
+        RunStatus::Running
+    );
+    let own = http
+        .post(format!("{}/runs/{nap}/cancel", s.base))
+        .header("cookie", &session)
+        .header("origin", s.base.as_str())
+        .form(&[("reason", "from the page")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(own.status().as_u16(), 303);
+    until_status(&s.world, &nap, RunStatus::Cancelled).await;
+
+    let out = http
+        .post(format!("{}/logout", s.base))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(out.status().as_u16(), 303);
+    let after = http
+        .get(format!("{}/", s.base))
+        .header("cookie", &session)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(after.headers()["location"], "/login", "signed out");
+    let _: SocketAddr = s.server.local_addr();
+    s.server.shutdown().await;
+    s.world.shutdown().await.unwrap();
+}

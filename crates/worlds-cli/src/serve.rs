@@ -89,6 +89,10 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         server.local_addr(),
         world.workflow_names().join(", ")
     );
+    say!(
+        "dashboard: http://{}/ (sign in with an API key)",
+        server.local_addr()
+    );
     interrupt.await.context("could not listen for Ctrl-C")?;
     say!("stopping: answering the requests in flight");
     server.shutdown().await;

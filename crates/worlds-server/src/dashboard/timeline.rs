@@ -113,14 +113,14 @@ impl Timeline {
                     rows.row(RowKind::Step, *position, name);
                 }
                 EventKind::ActivityStarted { position, attempt } => {
-                    let i = rows.row(RowKind::Step, *position, "step");
-                    rows.rows[i].bars.push(Bar {
-                        start: t,
-                        end: t,
-                        outcome: Outcome::Open,
-                        title: format!("attempt {attempt}"),
-                        seq: event.seq,
-                    });
+                    rows.open(
+                        RowKind::Step,
+                        *position,
+                        "step",
+                        t,
+                        format!("attempt {attempt}"),
+                        event.seq,
+                    );
                 }
                 EventKind::ActivityCompleted { position, .. } => {
                     rows.close(RowKind::Step, *position, t, Outcome::Ok, None);
@@ -154,14 +154,14 @@ impl Timeline {
                     position, webhook, ..
                 } => {
                     let label = if *webhook { "webhook" } else { "hook" };
-                    let i = rows.row(RowKind::Hook, *position, label);
-                    rows.rows[i].bars.push(Bar {
-                        start: t,
-                        end: t,
-                        outcome: Outcome::Open,
-                        title: "waiting for a payload".into(),
-                        seq: event.seq,
-                    });
+                    rows.open(
+                        RowKind::Hook,
+                        *position,
+                        label,
+                        t,
+                        "waiting for a payload",
+                        event.seq,
+                    );
                 }
                 EventKind::HookReceived { position, .. } => {
                     rows.close(RowKind::Hook, *position, t, Outcome::Ok, None);
@@ -181,15 +181,15 @@ impl Timeline {
                     name,
                     ..
                 } => {
-                    let i = rows.row(RowKind::Child, *position, name);
+                    let i = rows.open(
+                        RowKind::Child,
+                        *position,
+                        name,
+                        t,
+                        format!("child run {child_id}"),
+                        event.seq,
+                    );
                     rows.rows[i].child = Some(child_id.clone());
-                    rows.rows[i].bars.push(Bar {
-                        start: t,
-                        end: t,
-                        outcome: Outcome::Open,
-                        title: format!("child run {child_id}"),
-                        seq: event.seq,
-                    });
                 }
                 EventKind::ChildWorkflowCompleted { position, .. } => {
                     rows.close(RowKind::Child, *position, t, Outcome::Ok, None);
@@ -295,6 +295,27 @@ impl Rows {
             });
             rows.len() - 1
         })
+    }
+
+    /// Opens a bar at `t` on the row of `kind` at `position`; returns the row's index.
+    fn open(
+        &mut self,
+        kind: RowKind,
+        position: u32,
+        label: &str,
+        t: Millis,
+        title: impl Into<String>,
+        seq: u64,
+    ) -> usize {
+        let i = self.row(kind, position, label);
+        self.rows[i].bars.push(Bar {
+            start: t,
+            end: t,
+            outcome: Outcome::Open,
+            title: title.into(),
+            seq,
+        });
+        i
     }
 
     /// Ends the last open bar of that row at `t`.

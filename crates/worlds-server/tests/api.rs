@@ -69,6 +69,14 @@ impl Served {
             ctx.sleep("1h").await?;
             Ok::<_, WorkflowError>(())
         });
+        // Holds a hook that expires at once, without waiting on it.
+        let late = workflow("late-hook", |ctx: WorkflowContext, _: ()| async move {
+            let hook =
+                ctx.create_hook_with::<bool>(HookOptions::new().token("late").expires_in("1ms"));
+            ctx.sleep("1h").await?;
+            drop(hook);
+            Ok::<_, WorkflowError>(())
+        });
         world
             .register(&greet)
             .unwrap()
@@ -79,6 +87,8 @@ impl Served {
             .register(&approval)
             .unwrap()
             .register(&nap)
+            .unwrap()
+            .register(&late)
             .unwrap();
         world.start().await.unwrap();
 
@@ -417,6 +427,54 @@ async fn a_repeated_start_gets_the_existing_run_with_200_or_a_conflict() {
         assert_eq!(seen.iter().collect::<Vec<_>>(), expected, "{order}");
     }
     s.stop().await;
+}
+
+#[tokio::test]
+async fn an_expired_hook_is_gone_and_a_stopped_world_unavailable() {
+    let s = Served::new().await;
+    let id = s.start("late-hook", Value::Null).await;
+    let expired = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let run = s
+                .world
+                .get_run(&id, worlds_engine::ResolveData::None)
+                .await
+                .unwrap();
+            if run
+                .hooks
+                .first()
+                .is_some_and(|h| h.status == worlds_engine::HookStatus::Expired)
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(expired.is_ok(), "the hook expired");
+    let (status, body) = s
+        .post(
+            &s.write,
+            "/v1/hooks/resume",
+            json!({ "token": "late", "payload": true }),
+        )
+        .await;
+    assert_eq!((status, code(&body)), (StatusCode::GONE, "GONE"), "{body}");
+
+    s.world.shutdown().await.unwrap();
+    let (status, body) = s
+        .post(
+            &s.write,
+            "/v1/runs",
+            json!({ "workflow": "hello", "input": "x" }),
+        )
+        .await;
+    assert_eq!(
+        (status, code(&body)),
+        (StatusCode::SERVICE_UNAVAILABLE, "UNAVAILABLE"),
+        "{body}"
+    );
+    s.server.shutdown().await;
 }
 
 #[tokio::test]

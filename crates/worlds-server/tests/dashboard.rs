@@ -535,6 +535,29 @@ async fn actions_from_other_sites_are_refused_and_pages_carry_a_csp() {
     assert_eq!(page.status().as_u16(), 200);
     let csp = page.headers()["content-security-policy"].to_str().unwrap();
     assert!(csp.contains("script-src 'self'"), "{csp}");
+    // The quarantine view lists quarantined runs only.
+    let page = |path: String| {
+        let http = &http;
+        let session = &session;
+        async move {
+            http.get(path)
+                .header("cookie", session)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    let all = page(format!("{}/", s.base)).await;
+    assert!(all.contains(&nap), "the list shows the run");
+    let quarantined = page(format!("{}/?quarantined=true", s.base)).await;
+    assert!(quarantined.contains("Quarantined runs"), "{quarantined}");
+    assert!(
+        !quarantined.contains(&nap),
+        "a healthy run is not quarantined"
+    );
 
     for (site, origin) in [
         ("cross-site", "http://evil.test"),

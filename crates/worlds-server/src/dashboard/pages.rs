@@ -165,6 +165,9 @@ pub(crate) struct RunsQuery {
     before: String,
     #[serde(default)]
     order: String,
+    /// `true`: quarantined runs only, with their reasons.
+    #[serde(default)]
+    quarantined: String,
     #[serde(default)]
     cursor: String,
 }
@@ -177,6 +180,7 @@ struct FilterView {
     after: String,
     before: String,
     order: String,
+    quarantined: bool,
 }
 
 struct CountView {
@@ -192,6 +196,8 @@ struct RunRow {
     created: String,
     created_iso: String,
     duration: String,
+    /// Why it is quarantined, if it is.
+    quarantine: String,
 }
 
 #[derive(Template)]
@@ -237,6 +243,10 @@ pub(crate) async fn runs(
         }
     }
     filter.oldest_first = q.order == "oldest";
+    let quarantined = q.quarantined == "true";
+    if quarantined {
+        filter.quarantined = Some(true);
+    }
     if !q.cursor.is_empty() {
         filter.cursor = Some(q.cursor.clone());
     }
@@ -269,7 +279,7 @@ pub(crate) async fn runs(
         }
         _ => String::new(),
     };
-    let mut page = Page::of(&principal, "runs");
+    let mut page = Page::of(&principal, if quarantined { "quarantine" } else { "runs" });
     page.live = "runs".into();
     if !bad.is_empty() {
         page.notice = format!("Some filters were left out: {}", bad.join("; "));
@@ -292,6 +302,7 @@ pub(crate) async fn runs(
                 "newest"
             }
             .into(),
+            quarantined,
         },
         rows: page_of_runs
             .data
@@ -304,6 +315,7 @@ pub(crate) async fn runs(
                 created: clock_text(run.created_at),
                 created_iso: iso(run.created_at),
                 duration: duration_text(run.completed_at.unwrap_or(now) - run.created_at),
+                quarantine: run.quarantine.clone().unwrap_or_default(),
             })
             .collect(),
         next,

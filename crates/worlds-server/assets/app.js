@@ -20,13 +20,18 @@ function watch() {
       const fresh = page.getElementById("main");
       const open = new Set([...document.querySelectorAll("details[open]")].map((d) => d.parentElement && d.parentElement.id));
       if (fresh) {
+        // Stream panels keep reading across the swap.
+        const reading = document.getElementById("streams");
         main.innerHTML = fresh.innerHTML;
+        const replaced = document.getElementById("streams");
+        if (reading && replaced) replaced.replaceWith(reading);
         for (const id of open) {
           const details = id && document.querySelector("#" + CSS.escape(id) + " > details");
           if (details) details.open = true;
         }
         main.dataset.live = fresh.dataset.live || "";
         checkForms();
+        streams();
       }
     } finally {
       refreshing = false;
@@ -58,4 +63,27 @@ function checkForms() {
   }
 }
 
-document.addEventListener("DOMContentLoaded", () => { checkForms(); watch(); });
+// A run's stream, read live while its panel is open: every chunk as it is written.
+function streams() {
+  for (const view of document.querySelectorAll("details.stream-view")) {
+    if (view.dataset.wired) continue;
+    view.dataset.wired = "1";
+    let source = null;
+    view.addEventListener("toggle", () => {
+      if (!view.open) { if (source) source.close(); source = null; return; }
+      if (source) return;
+      const out = view.querySelector(".stream-text");
+      out.textContent = "";
+      const url = "/live/stream?run=" + encodeURIComponent(view.dataset.run) +
+        "&name=" + encodeURIComponent(view.dataset.stream);
+      source = new EventSource(url);
+      source.addEventListener("chunk", (event) => {
+        const chunk = JSON.parse(event.data);
+        out.textContent += (chunk.text !== undefined ? chunk.text : "[" + chunk.base64 + "]") + "\n";
+      });
+      source.addEventListener("end", () => { source.close(); out.textContent += "— end of stream —\n"; });
+    });
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => { checkForms(); streams(); watch(); });

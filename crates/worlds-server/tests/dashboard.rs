@@ -226,8 +226,12 @@ async fn served() -> Served {
         .work(Duration::from_millis(5));
     Demo::new(&options).register(&world).unwrap();
     let approval = workflow("approval", |ctx: WorkflowContext, _: ()| async move {
+        let progress = ctx.get_writable();
+        progress.write("waiting for the approver")?;
         let hook = ctx.create_hook::<Approval>();
         let decision = hook.wait().await?;
+        progress.write("decided")?;
+        progress.close();
         // Long enough for the page to show the run still going after the resume.
         ctx.sleep("1500ms").await?;
         Ok::<_, WorkflowError>(decision.approved)
@@ -424,6 +428,14 @@ async fn resume_a_hook_cancel_a_run_and_pause_a_schedule() {
         .await
         .unwrap();
     browser.assert_labelled("run with a hook").await;
+    // Its stream, read live.
+    browser.click("details.stream-view summary").await;
+    browser
+        .until_text(
+            "details.stream-view .stream-text",
+            "waiting for the approver",
+        )
+        .await;
     browser.screenshot("run-waiting").await;
     browser.fill("form.resume textarea", "{approved: yes").await;
     browser.click("form.resume button").await;
@@ -447,6 +459,8 @@ async fn resume_a_hook_cancel_a_run_and_pause_a_schedule() {
         .await;
     browser.click("form.resume button").await;
     browser.until_text("#notice", "Hook resumed").await;
+    // The stream again on the new page: it keeps reading while the page updates itself.
+    browser.click("details.stream-view summary").await;
     // The run sleeps a moment after the hook, then completes: the page follows it live.
     browser
         .client
@@ -454,6 +468,13 @@ async fn resume_a_hook_cancel_a_run_and_pause_a_schedule() {
         .await
         .unwrap();
     browser.until_text("#run-status", "completed").await;
+    browser
+        .until_text("details.stream-view .stream-text", "end of stream")
+        .await;
+    assert!(browser
+        .text("details.stream-view .stream-text")
+        .await
+        .contains("decided"));
     let same = browser
         .client
         .execute("return window.stillTheSamePage === true;", vec![])

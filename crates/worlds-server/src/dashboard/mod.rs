@@ -41,6 +41,7 @@ pub(crate) fn routes(provider: Arc<dyn AuthProvider>, api: &Api) -> Router<Api> 
         .route("/schedules/{id}/{action}", post(pages::change_schedule))
         .route("/workers", get(pages::workers))
         .route("/live", get(pages::live))
+        .route("/live/stream", get(pages::live_stream))
         .route_layer(axum::middleware::from_fn_with_state(
             sessions.clone(),
             require_session,
@@ -64,7 +65,7 @@ async fn require_session(
 ) -> Response {
     let (mut parts, body) = request.into_parts();
     let Some(principal) = sessions.principal(&parts.headers) else {
-        if parts.method == axum::http::Method::GET && parts.uri.path() != "/live" {
+        if parts.method == axum::http::Method::GET && !parts.uri.path().starts_with("/live") {
             return Redirect::to("/login").into_response();
         }
         return (StatusCode::UNAUTHORIZED, "sign in first").into_response();

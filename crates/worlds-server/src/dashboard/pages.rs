@@ -438,6 +438,8 @@ struct RunPage {
     timeline: Timeline,
     events: Vec<EventView>,
     truncated: bool,
+    /// The names of the run's streams.
+    streams: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -503,6 +505,12 @@ async fn run_page(
         history.iter().collect()
     };
     let start = history.first().map_or(state.created_at, |e| e.timestamp);
+    let streams = api
+        .world
+        .streams()
+        .list(&state.id)
+        .await
+        .unwrap_or_default();
     let view = RunPage {
         page,
         why: why(&state, &history),
@@ -512,6 +520,7 @@ async fn run_page(
         timeline,
         events: shown.into_iter().map(|e| event_view(e, start)).collect(),
         truncated,
+        streams,
         run: RunView {
             id: state.id.clone(),
             workflow_id: state.workflow_id.clone(),
@@ -903,6 +912,39 @@ pub(crate) async fn workers(
         workers,
     };
     render(&view, StatusCode::OK)
+}
+
+// ---- a run's stream, live ----
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct StreamQuery {
+    run: String,
+    name: String,
+}
+
+/// A run's stream from its first chunk, then live, as the API's `…/streams/{name}/live`
+/// sends it (`chunk` events with the chunk as JSON, then `end`).
+pub(crate) async fn live_stream(
+    State(api): State<Api>,
+    Query(q): Query<StreamQuery>,
+    headers: HeaderMap,
+) -> Response {
+    // A reconnecting browser continues after the last chunk it got.
+    let from = headers
+        .get("last-event-id")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<i64>().ok())
+        .map_or(0, |last| last.saturating_add(1));
+    match api.world.streams().read(&q.run, &q.name, from).await {
+        Ok(chunks) => Sse::new(crate::routes::streams::events(chunks))
+            .keep_alive(KeepAlive::default())
+            .into_response(),
+        Err(e) => (
+            StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::NOT_FOUND),
+            e.to_string(),
+        )
+            .into_response(),
+    }
 }
 
 // ---- live ----

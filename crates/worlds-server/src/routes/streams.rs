@@ -151,7 +151,8 @@ pub(crate) async fn live(
 }
 
 /// The chunks as events, then `end`; a failure mid-read ends the events with `error` instead.
-fn events(
+/// (The dashboard's live stream view sends the same events.)
+pub(crate) fn events(
     chunks: impl Stream<Item = Result<StreamChunk, worlds_engine::WorldError>> + Send + 'static,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
     futures::stream::unfold((chunks.boxed(), false), |(mut chunks, over)| async move {
@@ -174,7 +175,9 @@ fn events(
                     .unwrap_or_else(|_| Event::default().event("error")),
                 true,
             ),
-            None => (Event::default().event("end").data(""), true),
+            // Browsers drop an event without data, and their `EventSource` would then read the
+            // stream again from the start: `end` carries some.
+            None => (Event::default().event("end").data("end"), true),
         };
         Some((Ok(event), (chunks, over)))
     })

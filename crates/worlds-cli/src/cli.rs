@@ -520,6 +520,12 @@ pub(crate) struct DevArgs {
     /// Divide every demo duration (pauses, step times, the gap between starts) by this factor.
     #[arg(long, hide = true, default_value_t = 1.0, value_parser = positive_factor)]
     pub(crate) speed: f64,
+
+    /// Where to serve the dashboard (and the API), or `off`. If the port is taken, another
+    /// free one is used. In a terminal the dashboard stays up after the runs finish, until
+    /// Ctrl-C.
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8080")]
+    pub(crate) dashboard: String,
 }
 
 /// Storage a `worlds dev` world can use.

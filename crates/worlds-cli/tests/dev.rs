@@ -162,3 +162,71 @@ fn ctrl_c_stops_gracefully_and_the_next_dev_resumes() {
     assert!(stdout.contains("3 runs finished in"), "{stdout}");
     assert_eq!(runs_in(dir.path()), three_finished_runs());
 }
+
+#[tokio::test]
+async fn dev_serves_the_dashboard_with_a_key_of_its_own() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let mut child = worlds(
+        &[
+            "dev",
+            "--runs",
+            "2",
+            "--speed",
+            "4",
+            "--dashboard",
+            "127.0.0.1:0",
+        ],
+        dir.path(),
+    )
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (lines_tx, lines) = mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = lines_tx.send(line);
+        }
+    });
+    let line = loop {
+        let line = lines
+            .recv_timeout(PATIENCE)
+            .expect("`worlds dev` printed no dashboard line");
+        if line.starts_with("dashboard: ") {
+            break line;
+        }
+    };
+    // `dashboard: http://127.0.0.1:PORT/ (sign in with wek_…; it works for a day)`
+    let url = line.split_whitespace().nth(1).unwrap().to_owned();
+    let key = line
+        .split("sign in with ")
+        .nth(1)
+        .and_then(|rest| rest.split(';').next())
+        .unwrap()
+        .to_owned();
+    assert!(key.starts_with("wek_"), "{line}");
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let runs = http
+        .get(format!("{url}v1/runs"))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(runs.status().as_u16(), 200);
+    let page = http.get(&url).send().await.unwrap();
+    assert_eq!(
+        page.headers()["location"],
+        "/login",
+        "the dashboard asks to sign in"
+    );
+    let refused = http.get(format!("{url}v1/runs")).send().await.unwrap();
+    assert_eq!(refused.status().as_u16(), 401);
+    // Not in a terminal: the session ends with its runs.
+    let output = finish(child);
+    assert!(output.status.success());
+}

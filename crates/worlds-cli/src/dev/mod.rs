@@ -8,6 +8,7 @@
 //!
 //! Progress goes to stderr; the closing summary to stdout.
 
+mod dashboard;
 mod display;
 mod report;
 mod tally;
@@ -107,6 +108,20 @@ async fn session(args: &DevArgs) -> anyhow::Result<()> {
     }
 
     world.start().await?;
+    let dashboard = match dashboard::Dashboard::start(&world, &args.dashboard).await {
+        Ok(dashboard) => dashboard,
+        Err(e) => {
+            eprintln!("no dashboard: {e:#}");
+            None
+        }
+    };
+    if let Some(dashboard) = &dashboard {
+        eprintln!(
+            "dashboard: {} (sign in with {}; it works for a day)",
+            dashboard.url(),
+            dashboard.key
+        );
+    }
     let began = Instant::now();
     let (stop, stopped) = watch::channel(false);
     let (started_tx, mut started) = mpsc::unbounded_channel();
@@ -147,6 +162,22 @@ async fn session(args: &DevArgs) -> anyhow::Result<()> {
     let late = tracker.receive(&mut started);
     match outcome {
         Outcome::Finished => {
+            // In a terminal the dashboard stays up to look at the finished runs.
+            if let Some(dashboard) = dashboard {
+                if std::io::stdin().is_terminal() && std::io::stderr().is_terminal() {
+                    let tally = tracker.tally(&world).await?;
+                    report::summary(args, persistence, &tally, &tracker, began.elapsed());
+                    eprintln!(
+                        "every run finished; the dashboard stays at {} until Ctrl-C",
+                        dashboard.url()
+                    );
+                    interrupt.await.context("could not listen for Ctrl-C")?;
+                    dashboard.server.shutdown().await;
+                    world.shutdown().await?;
+                    return Ok(());
+                }
+                dashboard.server.shutdown().await;
+            }
             world.shutdown().await?;
             let tally = tracker.tally(&world).await?;
             report::summary(args, persistence, &tally, &tracker, began.elapsed());

@@ -4,6 +4,7 @@
 //! returns a [`Report`]. A "step" is an activity whose function does no work: it returns its
 //! input + 1.
 
+mod dashboard;
 mod http;
 mod members;
 mod report;
@@ -174,6 +175,7 @@ async fn run_one(workload: WorkloadArg, settings: &Settings) -> anyhow::Result<R
         WorkloadArg::W4 => w4::run(settings).await,
         WorkloadArg::W5 => w5::run(settings).await,
         WorkloadArg::W6 => w6::run(settings).await,
+        WorkloadArg::D1 => dashboard::run(settings).await,
         WorkloadArg::All => bail!("`all` is not a single workload"),
     }
 }

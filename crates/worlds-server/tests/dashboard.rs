@@ -506,6 +506,8 @@ async fn resume_a_hook_cancel_a_run_and_pause_a_schedule() {
         .until_text("tr[data-schedule=nightly] .state", "paused")
         .await;
     assert!(s.world.schedules().get("nightly").await.unwrap().paused);
+    let row = browser.text("tr[data-schedule=nightly]").await;
+    assert!(row.contains("0 3 * * *") && row.contains("nap"), "{row}");
     browser.screenshot("schedules").await;
 
     browser

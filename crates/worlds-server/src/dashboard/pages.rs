@@ -786,6 +786,10 @@ struct ScheduleRow {
     when: String,
     next: String,
     last_run: String,
+    /// The last run's status, or why the last firing could not start one.
+    last_result: String,
+    /// Runs it has started.
+    runs: u64,
     paused: bool,
 }
 
@@ -807,30 +811,42 @@ pub(crate) async fn schedules(
     };
     let mut page = Page::of(&principal, "schedules");
     page.notice = notice.notice;
-    let rows = list.iter().map(schedule_row).collect();
+    let mut rows = Vec::with_capacity(list.len());
+    for schedule in &list {
+        let last = match &schedule.last_run_id {
+            Some(id) => api
+                .world
+                .get_run(id, ResolveData::None)
+                .await
+                .ok()
+                .map(|r| r.status),
+            None => None,
+        };
+        rows.push(schedule_row(schedule, last));
+    }
     render(&Schedules { page, rows }, StatusCode::OK)
 }
 
-fn schedule_row(schedule: &ScheduleConfig) -> ScheduleRow {
-    let json = serde_json::to_value(schedule).unwrap_or_default();
-    let text = |key: &str| match &json[key] {
-        serde_json::Value::String(s) => s.clone(),
-        serde_json::Value::Null => String::new(),
-        other => other.to_string(),
+/// A schedule as its row shows it; `last` is the status of the run it started last, if known.
+fn schedule_row(schedule: &ScheduleConfig, last: Option<RunStatus>) -> ScheduleRow {
+    let when = match (&schedule.cron_expression, &schedule.time_zone) {
+        (Some(cron), Some(zone)) => format!("{cron} ({zone})"),
+        (Some(cron), None) => cron.clone(),
+        (None, _) => "on demand".to_owned(),
     };
-    let when = [text("cron"), text("interval_ms")]
-        .into_iter()
-        .find(|s| !s.is_empty())
-        .unwrap_or_default();
+    let last_result = match (&schedule.last_error, last) {
+        (Some(error), _) => format!("could not start: {error}"),
+        (None, Some(status)) => status.as_str().to_owned(),
+        (None, None) => String::new(),
+    };
     ScheduleRow {
         id: schedule.id.clone(),
-        workflow: text("workflow_name"),
+        workflow: schedule.workflow_name.clone(),
         when,
-        next: json["next_run_at"]
-            .as_i64()
-            .map(clock_text)
-            .unwrap_or_default(),
-        last_run: text("last_run_id"),
+        next: schedule.next_execution.map(clock_text).unwrap_or_default(),
+        last_run: schedule.last_run_id.clone().unwrap_or_default(),
+        last_result,
+        runs: schedule.total_executions,
         paused: schedule.paused,
     }
 }

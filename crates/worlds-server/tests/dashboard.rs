@@ -315,6 +315,31 @@ async fn sign_in_filter_and_read_why_a_saga_was_compensated() {
     assert!(browser.text(".counts").await.contains("compensated 1"));
     browser.assert_labelled("runs").await;
     browser.screenshot("runs").await;
+    // By keyboard: Tab reaches the filters, the filter button and the runs' links, in order.
+    let mut reached = Vec::new();
+    for _ in 0..40 {
+        let active = browser.client.active_element().await.unwrap();
+        active.send_keys("\u{E004}").await.unwrap();
+        let now = browser
+            .client
+            .execute(
+                "const e = document.activeElement; return e.id || e.textContent.trim() || e.tagName;",
+                vec![],
+            )
+            .await
+            .unwrap();
+        reached.push(now.as_str().unwrap_or_default().to_owned());
+    }
+    let at = |wanted: &str| reached.iter().position(|r| r.contains(wanted));
+    let (workflow, filter, run) = (at("f-workflow"), at("Filter"), at("wrun_"));
+    assert!(
+        workflow.is_some()
+            && filter.is_some()
+            && run.is_some()
+            && workflow < filter
+            && filter < run,
+        "Tab order: {reached:?}"
+    );
 
     // Filter by workflow: only the checkout is left.
     browser.fill("#f-workflow", "checkout").await;

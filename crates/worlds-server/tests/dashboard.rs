@@ -541,6 +541,17 @@ async fn resume_a_hook_cancel_a_run_and_pause_a_schedule() {
         .await
         .unwrap();
     browser.text("table.workers").await;
+    let lines = browser
+        .client
+        .find_all(Locator::Css("figure.chart polyline"))
+        .await
+        .unwrap();
+    assert_eq!(
+        lines.len(),
+        5,
+        "finished; queued and running; workers and busy"
+    );
+    browser.assert_labelled("workers").await;
     browser.screenshot("workers").await;
 
     browser.end().await;

@@ -8,6 +8,7 @@
 //! forms before they are sent, and needs nothing at build time. Every page answers with a
 //! strict Content-Security-Policy: no inline script, nothing from elsewhere.
 
+mod charts;
 mod pages;
 mod session;
 mod timeline;
@@ -32,6 +33,8 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-
 /// The dashboard's routes (merged into the API's router).
 pub(crate) fn routes(provider: Arc<dyn AuthProvider>, api: &Api) -> Router<Api> {
     let sessions = Arc::new(Sessions::new(provider, api.world.clock()));
+    let samples = Arc::new(charts::Samples::default());
+    charts::spawn_sampler(api.world.clone(), &samples);
     let signed_in = Router::new()
         .route("/", get(pages::runs))
         .route("/runs/{id}", get(pages::run))
@@ -53,6 +56,7 @@ pub(crate) fn routes(provider: Arc<dyn AuthProvider>, api: &Api) -> Router<Api> 
         .route("/assets/app.js", get(js))
         .merge(signed_in)
         .layer(axum::Extension(sessions))
+        .layer(axum::Extension(samples))
         .layer(axum::middleware::from_fn(security_headers))
 }
 

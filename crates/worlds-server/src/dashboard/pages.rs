@@ -899,13 +899,24 @@ struct Workers {
     metrics: WorldMetrics,
     uptime: String,
     workers: Vec<WorkerRow>,
+    charts: Vec<super::charts::Chart>,
 }
 
 pub(crate) async fn workers(
     State(api): State<Api>,
     Extension(principal): Extension<Principal>,
+    Extension(samples): Extension<Arc<super::charts::Samples>>,
 ) -> Response {
     let metrics = api.world.get_metrics();
+    let now = super::charts::Sample {
+        at: api.world.clock().now_ms(),
+        finished: metrics.workflows.completed + metrics.workflows.failed,
+        queued: metrics.workflows.queued,
+        running: metrics.workflows.running,
+        workers: metrics.workers.total,
+        busy: metrics.workers.busy,
+    };
+    let charts = super::charts::charts(samples.all(), now);
     let workers = api
         .world
         .workers()
@@ -926,6 +937,7 @@ pub(crate) async fn workers(
         uptime: duration_text(Millis::try_from(metrics.uptime).unwrap_or(Millis::MAX)),
         metrics,
         workers,
+        charts,
     };
     render(&view, StatusCode::OK)
 }

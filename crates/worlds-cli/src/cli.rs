@@ -658,7 +658,7 @@ pub(crate) enum WorkloadArg {
     /// Flat per-step cost: one workflow of many sequential steps.
     W6,
     /// The dashboard with a full store: its runs page with N (1 000 000) runs stored, and the
-    /// page of a run of K (2 500) steps.
+    /// page of a run of K (3 334) steps, about 10 000 events.
     D1,
     /// W1, W2, W3, W5 (file and hybrid only) and W6, in that order.
     All,

@@ -1,5 +1,5 @@
 //! D1, the dashboard with a full store: N runs (1 000 000 by default) that finished, plus one
-//! run of K steps (2 500 by default, about 10 000 events); then the time the dashboard takes to
+//! run of K steps (3 334 by default, about 10 000 events); then the time the dashboard takes to
 //! answer its runs page and that run's page, over loopback HTTP with a signed-in session
 //! (median of a few requests each). Not a contract workload: the dashboard's own targets.
 
@@ -18,8 +18,8 @@ use super::{progress, start_world, Report, Settings};
 
 /// Default number of finished runs in the store.
 const N: usize = 1_000_000;
-/// Default steps of the long run (four events each).
-const K: usize = 2_500;
+/// Default steps of the long run: three events each, about 10 000 in all.
+const K: usize = 3_334;
 /// Starts in flight at once.
 const IN_FLIGHT: usize = 1024;
 /// Requests timed per page.

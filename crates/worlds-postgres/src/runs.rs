@@ -131,37 +131,7 @@ impl RunStore for PostgresStore {
         let offset = filter.offset.unwrap_or(0);
         let mut q: QueryBuilder<Postgres> =
             QueryBuilder::new("SELECT run_id, state, state_seq, next_seq FROM runs WHERE true");
-        if let Some(status) = &filter.status {
-            let statuses: Vec<&str> = RunStatus::ALL
-                .into_iter()
-                .filter(|s| status.matches(*s))
-                .map(RunStatus::as_str)
-                .collect();
-            q.push(" AND status = ANY(").push_bind(statuses).push(")");
-        }
-        if let Some(name) = &filter.workflow_name {
-            q.push(" AND name = ").push_bind(name.as_bytes().to_vec());
-        }
-        if let Some(parent) = &filter.parent_id {
-            q.push(" AND parent_id = ").push_bind(parent.clone());
-        }
-        if let Some(prefix) = &filter.workflow_id_prefix {
-            // Workflow ids are stored as bytes.
-            let bytes = prefix.as_bytes().to_vec();
-            q.push(" AND substr(workflow_id, 1, ")
-                .push_bind(i32::try_from(bytes.len()).unwrap_or(i32::MAX))
-                .push(") = ")
-                .push_bind(bytes);
-        }
-        if let Some(after) = filter.started_after {
-            q.push(" AND created_at >= ").push_bind(after);
-        }
-        if let Some(before) = filter.started_before {
-            q.push(" AND created_at < ").push_bind(before);
-        }
-        if let Some(quarantined) = filter.quarantined {
-            q.push(" AND quarantined = ").push_bind(quarantined);
-        }
+        push_filter(&mut q, filter);
         let (past, order) = match filter.oldest_first {
             true => (" AND run_id > ", " ORDER BY run_id ASC OFFSET "),
             false => (" AND run_id < ", " ORDER BY run_id DESC OFFSET "),
@@ -183,6 +153,26 @@ impl RunStore for PostgresStore {
             data.push(self.fresh_state(row).await?.view(filter.resolve_data));
         }
         Ok(Page::from_overfetch(data, limit, |s| s.id.clone()))
+    }
+
+    /// One query that stops counting at `cap`, without reading the runs' states.
+    async fn count_runs(
+        &self,
+        filter: &WorkflowQueryFilter,
+        cap: usize,
+    ) -> Result<usize, WorldError> {
+        let mut q: QueryBuilder<Postgres> =
+            QueryBuilder::new("SELECT count(*) FROM (SELECT 1 FROM runs WHERE true");
+        push_filter(&mut q, filter);
+        q.push(" LIMIT ")
+            .push_bind(i64::try_from(cap).unwrap_or(i64::MAX))
+            .push(") AS capped");
+        let count: i64 = q
+            .build_query_scalar()
+            .fetch_one(&self.inner.pool)
+            .await
+            .map_err(|e| self.err("counting runs", e))?;
+        Ok(usize::try_from(count).unwrap_or(0))
     }
 
     async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {
@@ -241,5 +231,40 @@ impl IdempotencyStore for PostgresStore {
             return Err(self.err("committing a run", e));
         }
         Ok(None)
+    }
+}
+
+/// The conditions of `filter` after `WHERE true` (its cursor and order left to the caller).
+fn push_filter(q: &mut QueryBuilder<Postgres>, filter: &WorkflowQueryFilter) {
+    if let Some(status) = &filter.status {
+        let statuses: Vec<&str> = RunStatus::ALL
+            .into_iter()
+            .filter(|s| status.matches(*s))
+            .map(RunStatus::as_str)
+            .collect();
+        q.push(" AND status = ANY(").push_bind(statuses).push(")");
+    }
+    if let Some(name) = &filter.workflow_name {
+        q.push(" AND name = ").push_bind(name.as_bytes().to_vec());
+    }
+    if let Some(parent) = &filter.parent_id {
+        q.push(" AND parent_id = ").push_bind(parent.clone());
+    }
+    if let Some(prefix) = &filter.workflow_id_prefix {
+        // Workflow ids are stored as bytes.
+        let bytes = prefix.as_bytes().to_vec();
+        q.push(" AND substr(workflow_id, 1, ")
+            .push_bind(i32::try_from(bytes.len()).unwrap_or(i32::MAX))
+            .push(") = ")
+            .push_bind(bytes);
+    }
+    if let Some(after) = filter.started_after {
+        q.push(" AND created_at >= ").push_bind(after);
+    }
+    if let Some(before) = filter.started_before {
+        q.push(" AND created_at < ").push_bind(before);
+    }
+    if let Some(quarantined) = filter.quarantined {
+        q.push(" AND quarantined = ").push_bind(quarantined);
     }
 }

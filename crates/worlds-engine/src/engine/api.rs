@@ -277,6 +277,15 @@ impl Engine {
         self.store.list_runs(filter).await
     }
 
+    /// How many runs match the filter, up to `cap`.
+    pub(crate) async fn count_runs(
+        &self,
+        filter: &WorkflowQueryFilter,
+        cap: usize,
+    ) -> Result<usize, WorldError> {
+        self.store.count_runs(filter, cap).await
+    }
+
     /// The step at `position` of a run.
     pub(crate) async fn get_activity(
         &self,

@@ -112,6 +112,22 @@ pub trait RunStore: Send + Sync {
         filter: &WorkflowQueryFilter,
     ) -> Result<Page<WorkflowState>, WorldError>;
 
+    /// How many runs match the filter (its cursor, offset, limit and order ignored), counting
+    /// no further than `cap`: `min(matching, cap)`. The default lists them; a store that can
+    /// count without reading the runs (PostgreSQL) does.
+    async fn count_runs(
+        &self,
+        filter: &WorkflowQueryFilter,
+        cap: usize,
+    ) -> Result<usize, WorldError> {
+        let mut filter = filter.clone();
+        filter.cursor = None;
+        filter.offset = None;
+        filter.limit = Some(cap);
+        filter.resolve_data = ResolveData::None;
+        Ok(self.list_runs(&filter).await?.data.len())
+    }
+
     /// Ids of runs that have not finished (pending, running or compensating).
     async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError>;
 }

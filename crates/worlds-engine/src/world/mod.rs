@@ -412,6 +412,27 @@ impl World {
         Ok(self.engine.list_runs(&filter).await?.data)
     }
 
+    /// How many runs match the filter, counting no further than `cap` (so a count over many
+    /// runs stays cheap: show "1000+" for a result equal to a cap of 1 000). The filter's
+    /// cursor, offset, limit and order do not matter.
+    ///
+    /// ```
+    /// # async fn demo(world: &worlds_engine::World) -> Result<(), worlds_engine::WorldError> {
+    /// use worlds_engine::{RunStatus, WorkflowQueryFilter};
+    /// let failed = world
+    ///     .count_runs(WorkflowQueryFilter::new().status(RunStatus::Failed), 1_000)
+    ///     .await?;
+    /// println!("{failed}{}", if failed == 1_000 { "+" } else { "" });
+    /// # Ok(()) }
+    /// ```
+    pub async fn count_runs(
+        &self,
+        filter: WorkflowQueryFilter,
+        cap: usize,
+    ) -> Result<usize, WorldError> {
+        self.engine.count_runs(&filter, cap).await
+    }
+
     /// One page of runs matching the filter; pass the returned cursor back for the next page.
     pub async fn list_runs(
         &self,

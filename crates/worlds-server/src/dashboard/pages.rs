@@ -256,18 +256,18 @@ pub(crate) async fn runs(
     };
     let mut counts = Vec::new();
     for status in RunStatus::ALL {
+        // One more than the cap tells "1000" from "more than 1000".
         let count = api
             .world
-            .list_runs(WorkflowQueryFilter::new().status(status).limit(COUNT_CAP))
+            .count_runs(WorkflowQueryFilter::new().status(status), COUNT_CAP + 1)
             .await
-            .map(|p| (p.data.len(), p.has_more))
-            .unwrap_or((0, false));
+            .unwrap_or(0);
         counts.push(CountView {
             status: status.as_str(),
-            shown: if count.1 {
+            shown: if count > COUNT_CAP {
                 format!("{COUNT_CAP}+")
             } else {
-                count.0.to_string()
+                count.to_string()
             },
         });
     }

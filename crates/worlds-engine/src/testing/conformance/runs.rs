@@ -298,6 +298,30 @@ pub async fn list_runs_filters_pages_and_strips(store: Arc<dyn Store>) {
             .await
             .is_empty()
     );
+    // Counts, capped.
+    let count = |filter: WorkflowQueryFilter, cap: usize| {
+        let store = store.clone();
+        async move { store.count_runs(&filter, cap).await.unwrap() }
+    };
+    assert_eq!(count(WorkflowQueryFilter::new(), 100).await, 10);
+    assert_eq!(count(WorkflowQueryFilter::new(), 4).await, 4, "capped");
+    assert_eq!(
+        count(WorkflowQueryFilter::new().status(RunStatus::Pending), 100).await,
+        3
+    );
+    assert_eq!(
+        count(
+            WorkflowQueryFilter::new()
+                .workflow_name("odd")
+                .status([RunStatus::Completed, RunStatus::Failed])
+                .limit(1)
+                .cursor(runs[9].clone()),
+            100
+        )
+        .await,
+        2,
+        "cursor and limit do not narrow a count"
+    );
     // Creation time: [after, before).
     assert_eq!(
         list(

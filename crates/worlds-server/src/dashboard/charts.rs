@@ -2,8 +2,9 @@
 //! last hour), drawn as SVG polylines — runs finished per interval, runs queued and running,
 //! workers and busy workers as autoscaling moves them.
 //!
-//! The sampler is a task that lives as long as the dashboard's router: it holds the ring only
-//! weakly and stops at the first tick after the router is dropped.
+//! The sampler is a task that lives as long as the dashboard's router: it holds the ring and
+//! the world only weakly (it must not keep a world its owner wants back), and stops at the
+//! first tick after either is gone.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Weak};
@@ -64,16 +65,17 @@ fn read(world: &World) -> Sample {
 
 /// Samples `world` into `samples` every few seconds while `samples` is alive (and a Tokio
 /// runtime is there to run the task).
-pub(crate) fn spawn_sampler(world: Arc<World>, samples: &Arc<Samples>) {
+pub(crate) fn spawn_sampler(world: &Arc<World>, samples: &Arc<Samples>) {
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
     let samples: Weak<Samples> = Arc::downgrade(samples);
+    let world: Weak<World> = Arc::downgrade(world);
     runtime.spawn(async move {
         let mut tick = tokio::time::interval(EVERY);
         loop {
             tick.tick().await;
-            let Some(samples) = samples.upgrade() else {
+            let (Some(samples), Some(world)) = (samples.upgrade(), world.upgrade()) else {
                 return;
             };
             samples.push(read(&world));

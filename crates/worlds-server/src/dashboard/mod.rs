@@ -34,7 +34,7 @@ const CSP: &str = "default-src 'self'; script-src 'self'; style-src 'self'; img-
 pub(crate) fn routes(provider: Arc<dyn AuthProvider>, api: &Api) -> Router<Api> {
     let sessions = Arc::new(Sessions::new(provider, api.world.clock()));
     let samples = Arc::new(charts::Samples::default());
-    charts::spawn_sampler(api.world.clone(), &samples);
+    charts::spawn_sampler(&api.world, &samples);
     let signed_in = Router::new()
         .route("/", get(pages::runs))
         .route("/runs/{id}", get(pages::run))

@@ -232,8 +232,11 @@ async fn served() -> Served {
         let decision = hook.wait().await?;
         progress.write("decided")?;
         progress.close();
-        // Long enough for the page to show the run still going after the resume.
-        ctx.sleep("1500ms").await?;
+        // Held open until the test lets it go, so the page shows the run still going after
+        // the resume and then follows it to its end.
+        ctx.create_hook_with::<()>(HookOptions::new().token("release"))
+            .wait()
+            .await?;
         Ok::<_, WorkflowError>(decision.approved)
     });
     let nap = workflow("nap", |ctx: WorkflowContext, _: ()| async move {
@@ -486,12 +489,14 @@ async fn resume_a_hook_cancel_a_run_and_pause_a_schedule() {
     browser.until_text("#notice", "Hook resumed").await;
     // The stream again on the new page: it keeps reading while the page updates itself.
     browser.click("details.stream-view summary").await;
-    // The run sleeps a moment after the hook, then completes: the page follows it live.
+    // The run waits once more; let go, it completes, and the page follows it live.
     browser
         .client
         .execute("window.stillTheSamePage = true;", vec![])
         .await
         .unwrap();
+    assert_eq!(browser.text("#run-status").await, "running");
+    s.world.resume_hook("release", &()).await.unwrap();
     browser.until_text("#run-status", "completed").await;
     browser
         .until_text("details.stream-view .stream-text", "end of stream")

@@ -275,7 +275,7 @@ pub(crate) async fn runs(
         (Some(cursor), true) => {
             let mut pairs = form_urlencoded_pairs(&q);
             pairs.push(("cursor", cursor.clone()));
-            format!("/?{}", encode(&pairs))
+            format!("/?{}", query(&pairs))
         }
         _ => String::new(),
     };
@@ -338,16 +338,13 @@ fn form_urlencoded_pairs(q: &RunsQuery) -> Vec<(&'static str, String)> {
     .collect()
 }
 
-/// `k=v&…`, percent-encoded.
-fn encode(pairs: &[(&str, String)]) -> String {
-    pairs
-        .iter()
-        .map(|(k, v)| format!("{k}={}", percent(v)))
-        .collect::<Vec<_>>()
-        .join("&")
+/// `k=v&…`, form-encoded.
+fn query<V: serde::Serialize>(pairs: &[(&str, V)]) -> String {
+    serde_urlencoded::to_string(pairs).unwrap_or_default()
 }
 
-fn percent(text: &str) -> String {
+/// `text` as one path segment: everything but unreserved characters percent-encoded.
+fn segment(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     for b in text.bytes() {
         if b.is_ascii_alphanumeric() || b"-_.~".contains(&b) {
@@ -724,9 +721,12 @@ pub(crate) async fn cancel(
         form.reason.trim().to_owned()
     };
     match api.world.cancel_with_reason(&id, reason).await {
-        Ok(()) => {
-            Redirect::to(&format!("/runs/{}?notice=Cancelled.", percent(&id))).into_response()
-        }
+        Ok(()) => Redirect::to(&format!(
+            "/runs/{}?{}",
+            segment(&id),
+            query(&[("notice", "Cancelled.")])
+        ))
+        .into_response(),
         Err(e) => run_page(&api, &principal, &id, e.to_string(), StatusCode::CONFLICT).await,
     }
 }
@@ -759,9 +759,12 @@ pub(crate) async fn resume_hook(
         }
     };
     match api.world.resume_hook_by_id(&hook, &payload).await {
-        Ok(_) => {
-            Redirect::to(&format!("/runs/{}?notice=Hook+resumed.", percent(&id))).into_response()
-        }
+        Ok(_) => Redirect::to(&format!(
+            "/runs/{}?{}",
+            segment(&id),
+            query(&[("notice", "Hook resumed.")])
+        ))
+        .into_response(),
         Err(e) => {
             let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
             run_page(&api, &principal, &id, e.to_string(), status).await
@@ -875,11 +878,8 @@ pub(crate) async fn change_schedule(
     match changed {
         Ok(schedule) => {
             let state = if schedule.paused { "paused" } else { "resumed" };
-            Redirect::to(&format!(
-                "/schedules?notice={}",
-                percent(&format!("Schedule {id} {state}."))
-            ))
-            .into_response()
+            let notice = format!("Schedule {id} {state}.");
+            Redirect::to(&format!("/schedules?{}", query(&[("notice", notice)]))).into_response()
         }
         Err(e) => failure(&principal, &e),
     }
@@ -1056,6 +1056,7 @@ mod tests {
         assert_eq!(duration_text(1_500), "1.5 s");
         assert_eq!(duration_text(125_000), "2m 5s");
         assert_eq!(duration_text(3_900_000), "1h 5m");
-        assert_eq!(percent("a b/ü"), "a%20b%2F%C3%BC");
+        assert_eq!(segment("a b/ü"), "a%20b%2F%C3%BC");
+        assert_eq!(query(&[("notice", "a b&c")]), "notice=a+b%26c");
     }
 }

@@ -367,10 +367,6 @@ mod tests {
         }
     }
 
-    fn error(message: &str) -> StructuredError {
-        serde_json::from_value(serde_json::json!({ "message": message })).unwrap()
-    }
-
     #[test]
     fn attempts_sleeps_and_compensations_become_rows() {
         let history = vec![
@@ -408,7 +404,7 @@ mod tests {
                 EventKind::ActivityFailed {
                     position: 0,
                     attempt: 1,
-                    error: error("card declined"),
+                    error: StructuredError::new("card declined"),
                     retrying: true,
                 },
             ),

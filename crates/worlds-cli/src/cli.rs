@@ -134,9 +134,10 @@ pub(crate) struct ServeArgs {
     #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,
 
-    /// Where the world keeps its state.
-    #[arg(long, value_enum, default_value_t = PersistenceArg::Hybrid)]
-    pub(crate) persistence: PersistenceArg,
+    /// Where the world keeps its state. Default: PostgreSQL when a database URL is given
+    /// (--database-url or WORLDS_ENGINE_DATABASE_URL), hybrid storage in --dir otherwise.
+    #[arg(long, value_enum)]
+    pub(crate) persistence: Option<PersistenceArg>,
 
     /// The database of `--persistence postgres`.
     #[command(flatten)]
@@ -290,6 +291,15 @@ pub(crate) struct DatabaseArgs {
 }
 
 impl DatabaseArgs {
+    /// The storage `--persistence` chose, or by default PostgreSQL when a URL was given and
+    /// hybrid storage otherwise.
+    pub(crate) fn persistence(&self, chosen: Option<PersistenceArg>) -> PersistenceArg {
+        chosen.unwrap_or(match self.url() {
+            Some(_) => PersistenceArg::Postgres,
+            None => PersistenceArg::Hybrid,
+        })
+    }
+
     /// The URL, when one was given (an empty one counts as none).
     pub(crate) fn url(&self) -> Option<&str> {
         self.database_url
@@ -509,9 +519,10 @@ pub(crate) struct DevArgs {
     #[arg(long, value_name = "N")]
     pub(crate) runs: Option<usize>,
 
-    /// Where the world keeps its state.
-    #[arg(long, value_enum, default_value_t = PersistenceArg::Hybrid)]
-    pub(crate) persistence: PersistenceArg,
+    /// Where the world keeps its state. Default: PostgreSQL when a database URL is given
+    /// (--database-url or WORLDS_ENGINE_DATABASE_URL), hybrid storage in --dir otherwise.
+    #[arg(long, value_enum)]
+    pub(crate) persistence: Option<PersistenceArg>,
 
     /// The database of `--persistence postgres`.
     #[command(flatten)]
@@ -784,7 +795,15 @@ mod tests {
         };
         assert_eq!(args.dir, PathBuf::from(DEFAULT_DIR));
         assert_eq!(args.runs, None);
-        assert_eq!(args.persistence, PersistenceArg::Hybrid);
+        assert_eq!(args.persistence, None);
+        assert_eq!(
+            args.database.persistence(args.persistence),
+            if args.database.url().is_some() {
+                PersistenceArg::Postgres // WORLDS_ENGINE_DATABASE_URL is set here
+            } else {
+                PersistenceArg::Hybrid
+            }
+        );
         assert_eq!(args.speed, 1.0);
 
         let cli = Cli::try_parse_from([
@@ -805,7 +824,7 @@ mod tests {
         };
         assert_eq!(args.dir, PathBuf::from("d"));
         assert_eq!(args.runs, Some(0));
-        assert_eq!(args.persistence, PersistenceArg::Memory);
+        assert_eq!(args.persistence, Some(PersistenceArg::Memory));
         assert_eq!(args.speed, 10.0);
         assert!(Cli::try_parse_from(["worlds", "dev", "--speed", "0"]).is_err());
         assert!(Cli::try_parse_from(["worlds", "dev", "--persistence", "sqlite"]).is_err());
@@ -823,9 +842,19 @@ mod tests {
         let Command::Dev(args) = cli.command else {
             panic!("not dev: {:?}", cli.command);
         };
-        assert_eq!(args.persistence, PersistenceArg::Postgres);
+        assert_eq!(args.persistence, Some(PersistenceArg::Postgres));
         assert_eq!(args.database.url(), Some("postgres://u@h/db"));
         assert_eq!(args.database.schema, "demo");
+        // A URL alone is enough: the world is on PostgreSQL.
+        let cli = Cli::try_parse_from(["worlds", "serve", "--database-url", "postgres://u@h/db"])
+            .unwrap();
+        let Command::Serve(args) = cli.command else {
+            panic!("not serve: {:?}", cli.command);
+        };
+        assert_eq!(
+            args.database.persistence(args.persistence),
+            PersistenceArg::Postgres
+        );
     }
 }
 

@@ -38,7 +38,13 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let mut config = WorldConfig::default();
     config.logs.console = false;
     let world = Arc::new(
-        crate::dev::open_world(args.persistence, &args.dir, &args.database, config).await?,
+        crate::dev::open_world(
+            args.database.persistence(args.persistence),
+            &args.dir,
+            &args.database,
+            config,
+        )
+        .await?,
     );
     Demo::new(&DemoOptions::new()).register(&world)?;
     world.start().await?;
@@ -79,7 +85,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         burst: per_second.saturating_mul(std::num::NonZeroU32::MIN.saturating_add(1)),
     });
     let server = worlds_server::serve(world.clone(), addr, options).await?;
-    let place = match args.persistence {
+    let place = match args.database.persistence(args.persistence) {
         PersistenceArg::Postgres => "the PostgreSQL world".to_owned(),
         PersistenceArg::Memory => "a world in memory".to_owned(),
         _ => args.dir.display().to_string(),

@@ -210,3 +210,35 @@ async fn a_world_not_started_reports_its_queue_and_no_uptime() {
     assert_eq!(world.get_metrics().workflows.completed, 1);
     assert_eq!(clock.now_ms(), DEFAULT_START + 7_000);
 }
+
+/// `status_changes` moves when a run is accepted and when it ends, and the metrics carry how
+/// long the run took on the world's clock.
+#[tokio::test]
+async fn status_changes_move_and_latency_is_measured() {
+    let nap = workflow("nap", |ctx: WorkflowContext, _: ()| async move {
+        ctx.sleep("3s").await?;
+        Ok::<_, WorkflowError>(())
+    });
+    let t = TestWorld::new().await;
+    t.register(&nap).unwrap();
+    let mut changes = t.status_changes();
+    let run = t
+        .execute(&nap, (), WorkflowOptions::default())
+        .await
+        .unwrap();
+    assert!(changes.has_changed().unwrap(), "accepting a run moves it");
+    changes.mark_unchanged();
+    t.run_until_complete(&run.id, "1m").await.unwrap();
+    assert!(changes.has_changed().unwrap(), "ending it moves it");
+    let latency = t.get_metrics().latency;
+    assert_eq!(latency.count, 1);
+    assert!(
+        (3_000..4_000).contains(&latency.total_ms),
+        "the 3 s sleep, on virtual time: {latency:?}"
+    );
+    let median = latency.quantile_ms(0.5).unwrap();
+    assert!(
+        (2_500..=5_000).contains(&median),
+        "{median}: within the run's bucket"
+    );
+}

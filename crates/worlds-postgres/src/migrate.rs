@@ -29,10 +29,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "api keys",
         include_str!("../migrations/0005_api_keys.sql"),
     ),
+    (
+        6,
+        "vacuum hot tables",
+        include_str!("../migrations/0006_vacuum_hot_tables.sql"),
+    ),
 ];
 
 /// The schema version this build creates and knows: the newest embedded migration.
-pub const SCHEMA_VERSION: i64 = 5;
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// Refuses a schema name that is not a plain lower-case identifier (what
 /// [`PostgresOptions::schema`] accepts), so a caller can check one before connecting.

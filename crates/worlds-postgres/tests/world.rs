@@ -247,3 +247,41 @@ async fn log_entries_older_than_the_days_kept_are_deleted() {
     store.close().await.unwrap();
     common::drop_schema(&schema).await;
 }
+
+/// The tables rewritten as runs move on are vacuumed after a few thousand changed rows, not
+/// after a fifth of the table: dead index entries of past statuses must not pile up under the
+/// capped counts of a large store.
+#[tokio::test]
+async fn hot_tables_are_vacuumed_after_a_few_thousand_changes() {
+    if !common::database_up().await {
+        return;
+    }
+    let schema = common::fresh_schema();
+    let migrated = worlds_postgres::migrate(&common::url(), &common::options(&schema))
+        .await
+        .unwrap();
+    assert_eq!(migrated.to, worlds_postgres::SCHEMA_VERSION);
+    let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&common::url())
+        .await
+        .unwrap();
+    for (table, wanted) in [
+        ("runs", "autovacuum_vacuum_threshold=5000"),
+        ("runs", "autovacuum_vacuum_scale_factor=0.0"),
+        ("runs", "fillfactor=90"),
+        ("timers", "autovacuum_vacuum_threshold=1000"),
+        ("hooks", "autovacuum_vacuum_scale_factor=0.0"),
+    ] {
+        let options: Vec<String> = sqlx::query_scalar(
+            "SELECT coalesce(c.reloptions, '{}') FROM pg_class c
+             JOIN pg_namespace n ON n.oid = c.relnamespace
+             WHERE n.nspname = $1 AND c.relname = $2",
+        )
+        .bind(&schema)
+        .bind(table)
+        .fetch_one(&mut conn)
+        .await
+        .unwrap();
+        assert!(options.iter().any(|o| o == wanted), "{table}: {options:?}");
+    }
+    common::drop_schema(&schema).await;
+}

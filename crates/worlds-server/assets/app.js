@@ -45,20 +45,46 @@ function watch() {
   }, { once: true });
 }
 
-// A hook's payload must be JSON before it is sent; the server checks its type.
+// A hook's payload is checked before it is sent: JSON syntax here, then its type by the
+// server (the check delivers nothing). The form is sent only once the server says yes.
 function checkForms() {
   for (const form of document.querySelectorAll("form.resume")) {
     const area = form.querySelector("textarea");
+    const note = form.querySelector(".check");
     if (!area || area.dataset.checked) continue;
     area.dataset.checked = "1";
-    const check = () => {
-      try { JSON.parse(area.value); area.setCustomValidity(""); }
-      catch (e) { area.setCustomValidity("Not JSON: " + e.message); }
+    // The check below decides; the browser's own would block the submit event while an
+    // earlier answer still stands.
+    form.noValidate = true;
+    let asked = 0;
+    const say = (message) => {
+      area.setCustomValidity(message);
+      area.setAttribute("aria-invalid", message ? "true" : "false");
+      if (note) note.textContent = message;
     };
-    area.addEventListener("input", check);
-    form.addEventListener("submit", (event) => {
-      check();
-      if (!form.reportValidity()) event.preventDefault();
+    const check = async () => {
+      const mine = ++asked;
+      try { JSON.parse(area.value); }
+      catch (e) { say("Not JSON: " + e.message); return false; }
+      const response = await fetch(form.action.replace(/\/resume$/, "/check"), {
+        method: "POST",
+        credentials: "same-origin",
+        headers: { "Content-Type": "application/x-www-form-urlencoded" },
+        body: new URLSearchParams({ payload: area.value }),
+      });
+      if (mine !== asked) return false;
+      if (!response.ok) { say(""); return true; } // let the server's answer to the form say why
+      const answer = await response.json();
+      say(answer.ok ? "" : answer.error);
+      return answer.ok;
+    };
+    let pause = null;
+    area.addEventListener("input", () => { clearTimeout(pause); pause = setTimeout(check, 250); });
+    form.addEventListener("submit", async (event) => {
+      event.preventDefault(); // form.submit() below does not come back here
+      clearTimeout(pause);
+      if (await check()) form.submit();
+      else area.focus(); // the message is shown under the field and announced
     });
   }
 }

@@ -1,11 +1,14 @@
-//! The dashboard in a real headless Chromium, driven over WebDriver (chromedriver): signing in
+//! The dashboard in real headless browsers (Chromium and Firefox), driven over WebDriver: signing in
 //! (and being refused), filtering the runs, reading why a compensated saga ended as it did,
-//! resuming a waiting hook from its form and watching the run finish without a reload,
+//! resuming a waiting hook from its form (a payload of the wrong type refused before it is
+//! sent) and watching the run finish without a reload,
 //! cancelling a run, pausing a schedule; every control labelled and the forms usable by
 //! keyboard. Screenshots of each page go to `target/dashboard/`.
 //!
-//! Needs Debian's `chromium` and `chromium-driver`. Without them the tests say so and pass,
-//! except under `CI=true`, where a missing browser fails them.
+//! Each test runs in Chromium and in Firefox. They need Debian's `chromium` and
+//! `chromium-driver`, and `firefox-esr` with `geckodriver` (not packaged by Debian: `cargo
+//! install geckodriver`, found on `PATH` or named by `GECKODRIVER`). Without them the tests say
+//! so and pass, except under `CI=true`, where a missing browser fails them.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
@@ -17,44 +20,85 @@ use fantoccini::{Client, ClientBuilder, Locator};
 use serde_json::{json, Value};
 use worlds_demo::{Demo, DemoOptions};
 use worlds_engine::prelude::*;
-use worlds_engine::ResolveData;
+use worlds_engine::{HookStatus, ResolveData};
 use worlds_server::auth::{KeyRing, Scope};
 use worlds_server::{serve, ApiOptions, ApiServer};
 
 /// The longest any wait for the page may take.
 const BOUND: Duration = Duration::from_secs(15);
 
-/// A chromedriver with one headless Chromium session; both end when this is dropped.
+/// The browsers the dashboard is checked in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Debian's `chromium` driven by its `chromedriver`.
+    Chromium,
+    /// Debian's `firefox-esr` driven by `geckodriver` (on `PATH`, or named by `GECKODRIVER`;
+    /// Debian does not package it: `cargo install geckodriver`).
+    Firefox,
+}
+
+/// A WebDriver server with one headless browser session; both end when this is dropped.
 struct Browser {
+    kind: Kind,
     driver: Child,
     client: Client,
     _profile: tempfile::TempDir,
 }
 
+/// The first of `names` that exists, as given or on `PATH`.
+fn find_program(names: &[String]) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    names.iter().find_map(|name| {
+        let given = PathBuf::from(name);
+        if given.is_absolute() {
+            return given.exists().then_some(given);
+        }
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|p| p.exists())
+    })
+}
+
 impl Browser {
-    /// A browser, or `None` (with a notice) when Chromium or chromedriver is not installed.
-    async fn start() -> Option<Browser> {
-        let (chromium, chromedriver) = ("/usr/bin/chromium", "/usr/bin/chromedriver");
-        if !std::path::Path::new(chromium).exists() || !std::path::Path::new(chromedriver).exists()
-        {
+    /// A browser, or `None` (with a notice) when it or its driver is not installed.
+    async fn start(kind: Kind) -> Option<Browser> {
+        let (browser, driver, install) = match kind {
+            Kind::Chromium => (
+                find_program(&["/usr/bin/chromium".into()]),
+                find_program(&["/usr/bin/chromedriver".into()]),
+                "apt-get install chromium chromium-driver",
+            ),
+            Kind::Firefox => (
+                find_program(&["/usr/bin/firefox-esr".into(), "/usr/bin/firefox".into()]),
+                find_program(
+                    &std::env::var("GECKODRIVER")
+                        .ok()
+                        .into_iter()
+                        .chain(["geckodriver".to_owned()])
+                        .collect::<Vec<_>>(),
+                ),
+                "apt-get install firefox-esr; cargo install geckodriver",
+            ),
+        };
+        let (Some(browser), Some(driver)) = (browser, driver) else {
             assert!(
                 std::env::var("CI").as_deref() != Ok("true"),
-                "the dashboard tests need {chromium} and {chromedriver}: apt-get install chromium chromium-driver"
+                "the dashboard tests in {kind:?} need the browser and its WebDriver server: {install}"
             );
-            eprintln!("skipped: {chromium} or {chromedriver} is missing (apt-get install chromium chromium-driver)");
+            eprintln!("skipped: {kind:?} or its WebDriver server is missing ({install})");
             return None;
-        }
+        };
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
             .unwrap()
             .port();
-        let driver = Command::new(chromedriver)
+        let driver = Command::new(&driver)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
-            .expect("chromedriver starts");
+            .expect("the WebDriver server starts");
         let ready = tokio::time::timeout(BOUND, async {
             while tokio::net::TcpStream::connect(("127.0.0.1", port))
                 .await
@@ -66,29 +110,49 @@ impl Browser {
         .await;
         assert!(
             ready.is_ok(),
-            "chromedriver did not listen within {BOUND:?}"
+            "the WebDriver server did not listen within {BOUND:?}"
         );
         let profile = tempfile::tempdir().unwrap();
         let mut capabilities = serde_json::Map::new();
-        capabilities.insert("browserName".into(), json!("chrome"));
-        capabilities.insert(
-            "goog:chromeOptions".into(),
-            json!({
-                "binary": chromium,
-                "args": [
-                    "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
-                    "--disable-background-networking", "--disable-component-update",
-                    "--no-first-run", "--disable-sync", "--window-size=1280,1000",
-                    format!("--user-data-dir={}", profile.path().display()),
-                ]
-            }),
-        );
+        match kind {
+            Kind::Chromium => {
+                capabilities.insert("browserName".into(), json!("chrome"));
+                capabilities.insert(
+                    "goog:chromeOptions".into(),
+                    json!({
+                        "binary": browser,
+                        "args": [
+                            "--headless", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage",
+                            "--disable-background-networking", "--disable-component-update",
+                            "--no-first-run", "--disable-sync", "--window-size=1280,1000",
+                            format!("--user-data-dir={}", profile.path().display()),
+                        ]
+                    }),
+                );
+            }
+            Kind::Firefox => {
+                capabilities.insert("browserName".into(), json!("firefox"));
+                capabilities.insert(
+                    "moz:firefoxOptions".into(),
+                    json!({
+                        "binary": browser,
+                        "args": ["-headless", "--width=1280", "--height=1000"],
+                        "prefs": {
+                            "app.update.enabled": false,
+                            "datareporting.policy.dataSubmissionEnabled": false,
+                            "browser.shell.checkDefaultBrowser": false,
+                        },
+                    }),
+                );
+            }
+        }
         let client = ClientBuilder::new(hyper_util::client::legacy::connect::HttpConnector::new())
             .capabilities(capabilities)
             .connect(&format!("http://127.0.0.1:{port}"))
             .await
-            .expect("a Chromium session");
+            .unwrap_or_else(|e| panic!("a {kind:?} session: {e}"));
         Some(Browser {
+            kind,
             driver,
             client,
             _profile: profile,
@@ -100,6 +164,10 @@ impl Browser {
         let png = self.client.screenshot().await.unwrap();
         let dir = screenshots();
         std::fs::create_dir_all(&dir).unwrap();
+        let name = match self.kind {
+            Kind::Chromium => name.to_owned(),
+            Kind::Firefox => format!("firefox-{name}"),
+        };
         std::fs::write(dir.join(format!("{name}.png")), png).unwrap();
     }
 
@@ -286,9 +354,19 @@ fn order(n: usize) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sign_in_filter_and_read_why_a_saga_was_compensated() {
-    let Some(browser) = Browser::start().await else {
-        return;
-    };
+    if let Some(browser) = Browser::start(Kind::Chromium).await {
+        sign_in_filter_and_read_why(browser).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sign_in_filter_and_read_why_a_saga_was_compensated_in_firefox() {
+    if let Some(browser) = Browser::start(Kind::Firefox).await {
+        sign_in_filter_and_read_why(browser).await;
+    }
+}
+
+async fn sign_in_filter_and_read_why(browser: Browser) {
     let s = served().await;
     let saga = start(&s.world, "order-saga", order(1)).await;
     let checkout = start(&s.world, "checkout", order(2)).await;
@@ -421,9 +499,19 @@ async fn sign_in_filter_and_read_why_a_saga_was_compensated() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn resume_a_hook_cancel_a_run_and_pause_a_schedule() {
-    let Some(browser) = Browser::start().await else {
-        return;
-    };
+    if let Some(browser) = Browser::start(Kind::Chromium).await {
+        resume_cancel_and_pause(browser).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resume_a_hook_cancel_a_run_and_pause_a_schedule_in_firefox() {
+    if let Some(browser) = Browser::start(Kind::Firefox).await {
+        resume_cancel_and_pause(browser).await;
+    }
+}
+
+async fn resume_cancel_and_pause(browser: Browser) {
     let s = served().await;
     let approval = start(&s.world, "approval", Value::Null).await;
     let nap = start(&s.world, "nap", Value::Null).await;
@@ -467,14 +555,26 @@ async fn resume_a_hook_cancel_a_run_and_pause_a_schedule() {
     browser.screenshot("run-waiting").await;
     browser.fill("form.resume textarea", "{approved: yes").await;
     browser.click("form.resume button").await;
-    assert_eq!(
-        s.world
-            .get_run(&approval, ResolveData::None)
-            .await
-            .unwrap()
-            .status,
-        RunStatus::Running
+    browser.until_text("form.resume .check", "Not JSON").await;
+    // JSON of the wrong type: the server's check says which field, before anything is sent.
+    browser
+        .fill("form.resume textarea", r#"{"approved": "yes"}"#)
+        .await;
+    browser.click("form.resume button").await;
+    let said = browser
+        .until_text("form.resume .check", "does not match the payload type")
+        .await;
+    assert!(said.contains("approved"), "{said}");
+    let waiting = s.world.get_run(&approval, ResolveData::None).await.unwrap();
+    assert_eq!(waiting.status, RunStatus::Running);
+    assert!(
+        waiting
+            .hooks
+            .iter()
+            .all(|h| h.status == HookStatus::Waiting),
+        "nothing was delivered"
     );
+    browser.screenshot("run-hook-refused").await;
     assert!(browser
         .client
         .current_url()
@@ -553,8 +653,8 @@ async fn resume_a_hook_cancel_a_run_and_pause_a_schedule() {
         .unwrap();
     assert_eq!(
         lines.len(),
-        5,
-        "finished; queued and running; workers and busy"
+        7,
+        "finished; latency mean and p95; queued and running; workers and busy"
     );
     browser.assert_labelled("workers").await;
     browser.screenshot("workers").await;

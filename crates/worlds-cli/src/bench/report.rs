@@ -123,6 +123,9 @@ impl Report {
                 opt(flat.late_over_early, ""),
             ));
         }
+        if !self.notes.is_empty() {
+            line.push_str(&format!("\n    {}", self.notes));
+        }
         line
     }
 }

@@ -81,17 +81,10 @@ async fn session(args: &DevArgs) -> anyhow::Result<()> {
         Poll::Pending => {}
     }
 
-    let persistence = Persistence::from(args.persistence);
+    let chosen = args.database.persistence(args.persistence);
+    let persistence = Persistence::from(chosen);
     let demo = Demo::new(&demo_options(args.speed));
-    let world = Arc::new(
-        open_world(
-            args.persistence,
-            &args.dir,
-            &args.database,
-            world_config(args),
-        )
-        .await?,
-    );
+    let world = Arc::new(open_world(chosen, &args.dir, &args.database, world_config(args)).await?);
     // Log files for `worlds logs`; the console belongs to the live display.
     world.logs().init();
     demo.register(&world)?;
@@ -216,7 +209,7 @@ fn demo_options(speed: f64) -> DemoOptions {
 /// concurrent steps and a short shutdown grace.
 fn world_config(args: &DevArgs) -> WorldConfig {
     let mut config = WorldConfig::default();
-    config.persistence = args.persistence.into();
+    config.persistence = args.database.persistence(args.persistence).into();
     config.persistence_path = args.dir.clone();
     config.min_workers = MIN_WORKERS;
     config.max_workers = MAX_WORKERS;

@@ -75,7 +75,10 @@ fn dir_flag(dir: &Path) -> String {
 
 /// The options naming the session's world in a `worlds` command: `--dir`, or the database's.
 fn world_flags(args: &DevArgs) -> String {
-    match (args.persistence, crate::postgres::target(&args.database)) {
+    match (
+        args.database.persistence(args.persistence),
+        crate::postgres::target(&args.database),
+    ) {
         (PersistenceArg::Postgres, Some(db)) => db.flags(),
         _ => dir_flag(&args.dir),
     }
@@ -83,7 +86,10 @@ fn world_flags(args: &DevArgs) -> String {
 
 /// Where the session's runs are kept: the directory, or the database's schema.
 fn kept_in(args: &DevArgs) -> String {
-    match (args.persistence, crate::postgres::target(&args.database)) {
+    match (
+        args.database.persistence(args.persistence),
+        crate::postgres::target(&args.database),
+    ) {
         (PersistenceArg::Postgres, Some(db)) => db.describe(),
         _ => args.dir.display().to_string(),
     }
@@ -93,7 +99,7 @@ fn kept_in(args: &DevArgs) -> String {
 /// `--persistence` (a file-mode directory reopened in the default hybrid mode would not be the
 /// same world).
 pub(crate) fn resume_command(args: &DevArgs) -> String {
-    let persistence = match args.persistence {
+    let persistence = match args.database.persistence(args.persistence) {
         PersistenceArg::Hybrid => "",
         PersistenceArg::File => " --persistence file",
         PersistenceArg::Memory => " --persistence memory",

@@ -227,6 +227,24 @@ impl Engine {
         Ok(resumed)
     }
 
+    /// Checks `payload` against the hook's type without delivering it.
+    pub(crate) async fn check_hook_payload(
+        &self,
+        hook_id: &str,
+        payload: Payload,
+    ) -> Result<(), WorldError> {
+        let record = self.store.get_hook(hook_id).await?;
+        if !record.hook.is_live() {
+            return Err(WorldError::Conflict {
+                message: format!(
+                    "hook {hook_id} is not waiting for a payload (it is {:?}); reload the run to see why",
+                    record.hook.status
+                ),
+            });
+        }
+        self.hooks.check_payload(&record.hook, &payload)
+    }
+
     pub(crate) async fn get_hook(
         &self,
         hook_id: &str,

@@ -172,6 +172,29 @@ impl Hooks {
         Ok(())
     }
 
+    /// Refuses a payload `hook` would not take: too large, or not of its payload type (when
+    /// this process knows the type's validator).
+    pub(crate) fn check_payload(
+        &self,
+        hook: &HookState,
+        payload: &Payload,
+    ) -> Result<(), WorldError> {
+        let hook_id = &hook.id;
+        self.journal
+            .check_payload(|| format!("payload of hook {hook_id}"), payload)?;
+        if let Some(kind) = &hook.hook_type {
+            if let Some(validate) = self.kit.validator(kind) {
+                validate(payload).map_err(|e| {
+                    WorldError::invalid(
+                        "payload",
+                        format!("does not match the payload type of hook {hook_id} ({kind}): {e}"),
+                    )
+                })?;
+            }
+        }
+        Ok(())
+    }
+
     /// Delivers a payload to the hook holding `token`. With `method` (a request to a webhook),
     /// the hook must accept that HTTP method. `open` is handed the hook and returns the
     /// payload (a webhook request checks its signature there, before anything is recorded).
@@ -240,18 +263,7 @@ impl Hooks {
         if hook.expires_at.is_some_and(|at| self.clock.now_ms() >= at) {
             return Err(Self::expired(&hook_id, &state));
         }
-        self.journal
-            .check_payload(|| format!("payload of hook {hook_id}"), &payload)?;
-        if let Some(kind) = &hook.hook_type {
-            if let Some(validate) = self.kit.validator(kind) {
-                validate(&payload).map_err(|e| {
-                    WorldError::invalid(
-                        "payload",
-                        format!("does not match the payload type of hook {hook_id} ({kind}): {e}"),
-                    )
-                })?;
-            }
-        }
+        self.check_payload(hook, &payload)?;
         let received = EventKind::HookReceived {
             position: found.position,
             hook_id: hook_id.clone(),

@@ -43,6 +43,9 @@ pub struct WorldMetrics {
     pub throughput: Throughput,
     /// Busy workers divided by total workers, from 0 to 1; 0 when there are no workers.
     pub workload: f64,
+    /// How long runs took from acceptance to their end, counted since the world was created.
+    #[serde(default)]
+    pub latency: RunLatency,
 }
 
 /// Worker counts in [`WorldMetrics`]. Every worker that has not stopped is counted, dedicated
@@ -85,6 +88,109 @@ pub struct Throughput {
     pub per_hour: u64,
 }
 
+/// Upper bounds of the [`RunLatency`] buckets, in milliseconds: 5 ms to a day, in steps of
+/// 2 to 2.5 below a minute. A last bucket past these holds the rest.
+pub const RUN_LATENCY_BOUNDS_MS: [u64; 18] = [
+    5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000, 300_000, 900_000,
+    3_600_000, 14_400_000, 86_400_000,
+];
+
+/// Run latency in [`WorldMetrics`]: the time from a run's acceptance to its end (completed,
+/// failed or cancelled), for runs whose acceptance this process saw. The counts only grow,
+/// so the latency of an interval is the difference of two readings
+/// ([`since`](RunLatency::since)).
+///
+/// ```
+/// use worlds_engine::telemetry::RunLatency;
+/// let mut before = RunLatency::default();
+/// before.observe(40);
+/// let mut after = before.clone();
+/// after.observe(200);
+/// after.observe(300);
+/// let interval = after.since(&before);
+/// assert_eq!(interval.count, 2);
+/// assert_eq!(interval.mean_ms(), Some(250));
+/// // Both fall in the 100–250 ms and 250–500 ms buckets; the estimate lies within the second.
+/// assert_eq!(interval.quantile_ms(0.95), Some(475));
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunLatency {
+    /// Runs measured.
+    pub count: u64,
+    /// Their latencies added up, in milliseconds.
+    pub total_ms: u64,
+    /// Runs per bucket: `buckets[i]` counts latencies up to [`RUN_LATENCY_BOUNDS_MS`]`[i]`
+    /// and above the bound before it; the last holds those past every bound. Empty until a
+    /// run is measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub buckets: Vec<u64>,
+}
+
+impl RunLatency {
+    /// Counts one run that took `ms`.
+    pub fn observe(&mut self, ms: u64) {
+        if self.buckets.is_empty() {
+            self.buckets = vec![0; RUN_LATENCY_BOUNDS_MS.len() + 1];
+        }
+        let bucket = RUN_LATENCY_BOUNDS_MS.partition_point(|bound| *bound < ms);
+        self.buckets[bucket] += 1;
+        self.count += 1;
+        self.total_ms = self.total_ms.saturating_add(ms);
+    }
+
+    /// What was measured after `earlier`, a reading of the same world taken before this one.
+    pub fn since(&self, earlier: &RunLatency) -> RunLatency {
+        let buckets = if self.buckets.is_empty() {
+            Vec::new()
+        } else {
+            (0..self.buckets.len())
+                .map(|i| {
+                    let before = earlier.buckets.get(i).copied().unwrap_or(0);
+                    self.buckets[i].saturating_sub(before)
+                })
+                .collect()
+        };
+        RunLatency {
+            count: self.count.saturating_sub(earlier.count),
+            total_ms: self.total_ms.saturating_sub(earlier.total_ms),
+            buckets,
+        }
+    }
+
+    /// The mean latency, `None` when no run was measured.
+    pub fn mean_ms(&self) -> Option<u64> {
+        self.total_ms.checked_div(self.count)
+    }
+
+    /// The latency that a share `q` (0 to 1) of the runs stayed within, estimated from the
+    /// buckets as Prometheus' `histogram_quantile` does: linearly within the bucket it falls
+    /// in. `None` when no run was measured; runs past the last bound count as taking the last
+    /// bound.
+    pub fn quantile_ms(&self, q: f64) -> Option<u64> {
+        if self.count == 0 {
+            return None;
+        }
+        let wanted = self.count as f64 * q.clamp(0.0, 1.0);
+        let mut seen = 0u64;
+        for (i, n) in self.buckets.iter().enumerate() {
+            let Some(upper) = RUN_LATENCY_BOUNDS_MS.get(i) else {
+                break;
+            };
+            if *n > 0 && (seen + n) as f64 >= wanted {
+                let lower = if i == 0 {
+                    0
+                } else {
+                    RUN_LATENCY_BOUNDS_MS[i - 1]
+                };
+                let within = ((wanted - seen as f64) / *n as f64).max(0.0);
+                return Some(lower + ((upper - lower) as f64 * within).round() as u64);
+            }
+            seen += n;
+        }
+        RUN_LATENCY_BOUNDS_MS.last().copied()
+    }
+}
+
 /// Labels of a run-duration histogram: the status the run ended in.
 #[cfg(feature = "prometheus")]
 pub(crate) type StatusLabel = [(&'static str, &'static str); 1];
@@ -93,15 +199,10 @@ pub(crate) type StatusLabel = [(&'static str, &'static str); 1];
 #[cfg(feature = "prometheus")]
 pub(crate) type RunDurations = Family<StatusLabel, Histogram, fn() -> Histogram>;
 
-/// Upper bounds of the run-duration buckets, in seconds: 10 ms to a day.
-#[cfg(feature = "prometheus")]
-pub(crate) const RUN_DURATION_BUCKETS: [f64; 13] = [
-    0.01, 0.05, 0.1, 0.5, 1.0, 5.0, 15.0, 60.0, 300.0, 900.0, 3_600.0, 14_400.0, 86_400.0,
-];
-
+/// The run-duration histogram, with the buckets of [`RunLatency`] in seconds.
 #[cfg(feature = "prometheus")]
 fn run_duration_histogram() -> Histogram {
-    Histogram::new(RUN_DURATION_BUCKETS)
+    Histogram::new(RUN_LATENCY_BOUNDS_MS.map(|ms| ms as f64 / 1_000.0))
 }
 
 /// Counts runs by status from the events the engine records.
@@ -110,6 +211,8 @@ pub(crate) struct MetricsRecorder {
     started_at: Mutex<Option<Millis>>,
     /// Step outcomes, counted without a lock.
     steps: StepCounts,
+    /// Moves on at every status change, for whoever watches ([`MetricsRecorder::changes`]).
+    changed: tokio::sync::watch::Sender<u64>,
     /// Time from acceptance to the final status, for runs accepted by this process. Only the
     /// Prometheus export reads it, so without that feature it is not kept.
     #[cfg(feature = "prometheus")]
@@ -124,6 +227,7 @@ impl Default for MetricsRecorder {
             inner: Mutex::default(),
             started_at: Mutex::default(),
             steps: StepCounts::default(),
+            changed: tokio::sync::watch::Sender::new(0),
             #[cfg(feature = "prometheus")]
             durations: Family::new_with_constructor(run_duration_histogram),
         }
@@ -168,6 +272,8 @@ struct Counts {
     compensated: u64,
     /// Completion times within the throughput window, oldest first.
     recent: VecDeque<Millis>,
+    /// Latency of the runs that ended, since the world was created.
+    latency: RunLatency,
     /// Runs that reached a terminal status, with when. Their entries in `runs` are kept for a
     /// window so that a status change recorded earlier but reported late (two appends to one
     /// run racing on two threads) is recognised as stale by its `seq` and ignored.
@@ -248,9 +354,13 @@ impl Counts {
         );
         // A compensated run ended once already, as failed.
         let first_end = !matches!(previous, Some(RunStatus::Compensating));
-        created_at
+        let took = created_at
             .filter(|_| ended && first_end)
-            .map(|created| at.saturating_sub(created).max(0))
+            .map(|created| at.saturating_sub(created).max(0));
+        if let Some(took) = took {
+            self.latency.observe(took as u64);
+        }
+        took
     }
 
     fn prune(&mut self, now: Millis) {
@@ -279,6 +389,19 @@ impl MetricsRecorder {
         self.inner
             .lock()
             .apply_created(run_id, 0, RunStatus::Pending, at, Some(at), Some(run_id));
+        self.tell_watchers();
+    }
+
+    /// A receiver whose value moves on whenever a run recorded here changes status.
+    pub(crate) fn changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Moves the change counter on, at the cost of one atomic load when nobody watches.
+    fn tell_watchers(&self) {
+        if self.changed.receiver_count() > 0 {
+            self.changed.send_modify(|n| *n = n.wrapping_add(1));
+        }
     }
 
     /// A run read back from the store on start (recovery). Runs already tracked are left as
@@ -319,6 +442,7 @@ impl MetricsRecorder {
                 }
             }
         }
+        self.tell_watchers();
         if let Some((status, took)) = ended {
             self.observe_duration(status, took);
         }
@@ -390,6 +514,7 @@ impl MetricsRecorder {
                 per_hour: per_minute * 60,
             },
             workload: workload(workers.busy, workers.total),
+            latency: counts.latency.clone(),
         }
     }
 }
@@ -415,6 +540,87 @@ mod tests {
 
     fn workflows(m: &MetricsRecorder, now: Millis) -> WorkflowMetrics {
         m.snapshot(now, WorkerMetrics::default()).workflows
+    }
+
+    #[test]
+    fn latency_is_counted_per_bucket_and_read_per_interval() {
+        let mut l = RunLatency::default();
+        assert_eq!((l.mean_ms(), l.quantile_ms(0.5)), (None, None));
+        for ms in [0, 10, 11, 100, 90_000_000] {
+            l.observe(ms);
+        }
+        let mut expected = vec![0; RUN_LATENCY_BOUNDS_MS.len() + 1];
+        expected[0] = 1; // 0: up to 5
+        expected[1] = 1; // 10: a bound is inclusive
+        expected[2] = 1; // 11: up to 25
+        expected[4] = 1; // 100
+        expected[RUN_LATENCY_BOUNDS_MS.len()] = 1; // past a day
+        assert_eq!(l.buckets, expected);
+        assert_eq!(l.quantile_ms(0.0), Some(0));
+        assert_eq!(
+            l.quantile_ms(0.2),
+            Some(5),
+            "the first run: the top of its bucket"
+        );
+        assert_eq!(l.quantile_ms(0.5), Some(18), "half way: within 10–25");
+        assert_eq!(l.quantile_ms(0.8), Some(100));
+        assert_eq!(l.quantile_ms(1.0), Some(86_400_000), "past the last bound");
+        let later = {
+            let mut later = l.clone();
+            later.observe(3_000);
+            later
+        };
+        let interval = later.since(&l);
+        assert_eq!((interval.count, interval.total_ms), (1, 3_000));
+        assert_eq!(
+            interval.quantile_ms(0.99),
+            Some(4_975),
+            "within 2 500–5 000"
+        );
+        assert_eq!(later.since(&RunLatency::default()), later);
+    }
+
+    #[test]
+    fn watchers_are_told_of_status_changes_only() {
+        let m = MetricsRecorder::default();
+        let mut changes = m.changes();
+        changes.mark_unchanged();
+        m.run_created(&Arc::from("a"), 0);
+        assert!(changes.has_changed().unwrap());
+        changes.mark_unchanged();
+        let event = |seq, kind| {
+            Arc::new(Event {
+                id: format!("evnt_{seq}"),
+                run_id: "a".into(),
+                seq,
+                timestamp: 5,
+                version: EVENT_FORMAT_VERSION,
+                kind,
+            })
+        };
+        m.record("a", &[event(1, EventKind::TimerFired { position: 0 })]);
+        assert!(!changes.has_changed().unwrap(), "no status changed");
+        m.record(
+            "a",
+            &[event(2, EventKind::WorkflowCancelled { reason: None })],
+        );
+        assert!(changes.has_changed().unwrap());
+    }
+
+    #[test]
+    fn a_run_s_latency_is_counted_once_when_it_ends() {
+        let m = MetricsRecorder::default();
+        m.run_created(&Arc::from("a"), 100);
+        change(&m, "a", 1, RunStatus::Running, 110);
+        change(&m, "a", 2, RunStatus::Failed, 150);
+        change(&m, "a", 3, RunStatus::Compensating, 160);
+        change(&m, "a", 4, RunStatus::Compensated, 400);
+        let latency = m.snapshot(400, WorkerMetrics::default()).latency;
+        assert_eq!(
+            (latency.count, latency.total_ms),
+            (1, 50),
+            "ended once, as failed"
+        );
     }
 
     #[test]

@@ -16,4 +16,7 @@ pub(crate) mod metrics;
 pub mod prometheus;
 
 pub use heartbeat::{HeartbeatEntry, HeartbeatKind};
-pub use metrics::{Throughput, WorkerMetrics, WorkflowMetrics, WorldMetrics, THROUGHPUT_WINDOW_MS};
+pub use metrics::{
+    RunLatency, Throughput, WorkerMetrics, WorkflowMetrics, WorldMetrics, RUN_LATENCY_BOUNDS_MS,
+    THROUGHPUT_WINDOW_MS,
+};

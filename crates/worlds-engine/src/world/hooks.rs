@@ -38,6 +38,21 @@ impl World {
         self.engine.resume_hook_by_id(hook_id, payload).await
     }
 
+    /// Checks a payload for a waiting hook (by id) as [`resume_hook_by_id`] would — its size
+    /// and its payload type — without delivering it: `Ok` means a resume with it would be
+    /// accepted now. Forms use it to say what is wrong before anything is sent.
+    ///
+    /// [`resume_hook_by_id`]: World::resume_hook_by_id
+    pub async fn check_hook_payload<P: Serialize + ?Sized>(
+        &self,
+        hook_id: &str,
+        payload: &P,
+    ) -> Result<(), WorldError> {
+        let payload = crate::payload::Payload::encode(payload)
+            .map_err(|e| WorldError::serde("payload of the hook", e))?;
+        self.engine.check_hook_payload(hook_id, payload).await
+    }
+
     /// A hook (by hook id) with the run that created it. Its token is not kept: only its
     /// digest is.
     pub async fn get_hook(&self, hook_id: &str) -> Result<HookRecord, WorldError> {

@@ -581,12 +581,31 @@ impl World {
         self.engine.cancel_run(id, Some(reason.into())).await
     }
 
-    /// Metrics: uptime, worker and run counts, throughput over the last 60 s, and workload.
+    /// Metrics: uptime, worker and run counts, throughput over the last 60 s, workload, and run
+    /// latency.
     /// See [`WorldMetrics`](crate::telemetry::WorldMetrics) for what each number counts.
     pub fn get_metrics(&self) -> crate::telemetry::WorldMetrics {
         self.engine
             .metrics()
             .snapshot(self.engine.now_ms(), self.workers.counts())
+    }
+
+    /// A counter that moves on whenever a run this process records is created or changes
+    /// status (started, completed, failed…): wait on it (`changed().await`) to refresh a view
+    /// of runs instead of polling. Changes recorded by other processes sharing a PostgreSQL
+    /// store do not move it; a view of those still needs an occasional poll.
+    ///
+    /// ```
+    /// # async fn doc(world: &worlds_engine::World) {
+    /// let mut changes = world.status_changes();
+    /// // … elsewhere runs start and finish …
+    /// if changes.changed().await.is_ok() {
+    ///     // re-read the runs on screen
+    /// }
+    /// # }
+    /// ```
+    pub fn status_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.engine.metrics().changes()
     }
 
     /// The configuration.

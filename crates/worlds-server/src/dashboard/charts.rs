@@ -1,6 +1,7 @@
 //! The workers page's charts: the world's metrics sampled every few seconds into a ring (the
-//! last hour), drawn as SVG polylines — runs finished per interval, runs queued and running,
-//! workers and busy workers as autoscaling moves them.
+//! last hour), drawn as SVG polylines — runs finished per interval, their latency (mean and
+//! 95th percentile of the runs that ended in the interval), runs queued and running, workers
+//! and busy workers as autoscaling moves them.
 //!
 //! The sampler is a task that lives as long as the dashboard's router: it holds the ring and
 //! the world only weakly (it must not keep a world its owner wants back), and stops at the
@@ -12,6 +13,7 @@ use std::time::Duration;
 
 use parking_lot::Mutex;
 use worlds_engine::clock::Millis;
+use worlds_engine::telemetry::RunLatency;
 use worlds_engine::World;
 
 /// How often the metrics are sampled.
@@ -20,7 +22,7 @@ const EVERY: Duration = Duration::from_secs(5);
 const KEPT: usize = 720;
 
 /// One reading of the world's metrics.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Sample {
     pub(crate) at: Millis,
     /// Runs completed and failed since the world was created.
@@ -29,6 +31,8 @@ pub(crate) struct Sample {
     pub(crate) running: usize,
     pub(crate) workers: usize,
     pub(crate) busy: usize,
+    /// Latency of the runs that ended, since the world was created.
+    pub(crate) latency: RunLatency,
 }
 
 /// The samples of the last hour.
@@ -47,20 +51,27 @@ impl Samples {
     }
 
     pub(crate) fn all(&self) -> Vec<Sample> {
-        self.ring.lock().iter().copied().collect()
+        self.ring.lock().iter().cloned().collect()
+    }
+}
+
+impl Sample {
+    /// The reading `metrics` make at `at`.
+    pub(crate) fn of(at: Millis, metrics: &worlds_engine::telemetry::WorldMetrics) -> Sample {
+        Sample {
+            at,
+            finished: metrics.workflows.completed + metrics.workflows.failed,
+            queued: metrics.workflows.queued,
+            running: metrics.workflows.running,
+            workers: metrics.workers.total,
+            busy: metrics.workers.busy,
+            latency: metrics.latency.clone(),
+        }
     }
 }
 
 fn read(world: &World) -> Sample {
-    let metrics = world.get_metrics();
-    Sample {
-        at: world.clock().now_ms(),
-        finished: metrics.workflows.completed + metrics.workflows.failed,
-        queued: metrics.workflows.queued,
-        running: metrics.workflows.running,
-        workers: metrics.workers.total,
-        busy: metrics.workers.busy,
-    }
+    Sample::of(world.clock().now_ms(), &world.get_metrics())
 }
 
 /// Samples `world` into `samples` every few seconds while `samples` is alive (and a Tokio
@@ -101,14 +112,25 @@ pub(crate) struct Line {
 /// The page's charts from `samples` (oldest first) and a reading taken now.
 pub(crate) fn charts(mut samples: Vec<Sample>, now: Sample) -> Vec<Chart> {
     samples.push(now);
-    let finished: Vec<u64> = samples
+    let finished: Vec<Option<u64>> = samples
         .windows(2)
-        .map(|w| w[1].finished.saturating_sub(w[0].finished))
+        .map(|w| Some(w[1].finished.saturating_sub(w[0].finished)))
         .collect();
-    let series =
-        |f: fn(&Sample) -> usize| -> Vec<u64> { samples.iter().map(|s| f(s) as u64).collect() };
+    let latency: Vec<RunLatency> = samples
+        .windows(2)
+        .map(|w| w[1].latency.since(&w[0].latency))
+        .collect();
+    let mean = latency.iter().map(RunLatency::mean_ms).collect();
+    let p95 = latency.iter().map(|l| l.quantile_ms(0.95)).collect();
+    let series = |f: fn(&Sample) -> usize| -> Vec<Option<u64>> {
+        samples.iter().map(|s| Some(f(s) as u64)).collect()
+    };
     vec![
         chart("Runs finished per 5 s", vec![("finished", "ok", finished)]),
+        chart(
+            "Run latency, ms",
+            vec![("mean", "open", mean), ("95th percentile", "slow", p95)],
+        ),
         chart(
             "Runs queued and running",
             vec![
@@ -126,10 +148,13 @@ pub(crate) fn charts(mut samples: Vec<Sample>, now: Sample) -> Vec<Chart> {
     ]
 }
 
-fn chart(title: &'static str, series: Vec<(&'static str, &'static str, Vec<u64>)>) -> Chart {
+/// A series: its label, its CSS class, and a value per interval (`None`: nothing to show).
+type Series = (&'static str, &'static str, Vec<Option<u64>>);
+
+fn chart(title: &'static str, series: Vec<Series>) -> Chart {
     let max = series
         .iter()
-        .flat_map(|(_, _, values)| values.iter().copied())
+        .flat_map(|(_, _, values)| values.iter().flatten().copied())
         .max()
         .unwrap_or(0)
         .max(1);
@@ -144,23 +169,29 @@ fn chart(title: &'static str, series: Vec<(&'static str, &'static str, Vec<u64>)
     Chart { title, max, lines }
 }
 
-/// `x,y` pairs for a polyline of `values` in a 600 × 100 box, the newest at the right edge.
-fn points(values: &[u64], max: u64) -> String {
+/// `x,y` pairs for a polyline of `values` in a 600 × 100 box, the newest at the right edge;
+/// intervals without a value are left out (the line crosses them). A lone point is given
+/// twice, so that its round line cap shows it as a dot.
+fn points(values: &[Option<u64>], max: u64) -> String {
     let n = values.len();
-    values
+    let mut pairs: Vec<String> = values
         .iter()
         .enumerate()
+        .filter_map(|(i, v)| v.map(|v| (i, v)))
         .map(|(i, v)| {
             let x = if n <= 1 {
                 600.0
             } else {
                 i as f64 * 600.0 / (n - 1) as f64
             };
-            let y = 100.0 - (*v as f64 / max as f64) * 100.0;
+            let y = 100.0 - (v as f64 / max as f64) * 100.0;
             format!("{x:.1},{y:.1}")
         })
-        .collect::<Vec<_>>()
-        .join(" ")
+        .collect();
+    if pairs.len() == 1 {
+        pairs.push(pairs[0].clone());
+    }
+    pairs.join(" ")
 }
 
 #[cfg(test)]
@@ -175,21 +206,56 @@ mod tests {
             running: 0,
             workers,
             busy: 0,
+            latency: RunLatency::default(),
         }
     }
 
     #[test]
     fn series_scale_to_their_largest_value() {
-        assert_eq!(points(&[0, 5, 10], 10), "0.0,100.0 300.0,50.0 600.0,0.0");
-        assert_eq!(points(&[3], 3), "600.0,0.0");
+        let all = |v: &[u64]| v.iter().map(|v| Some(*v)).collect::<Vec<_>>();
+        assert_eq!(
+            points(&all(&[0, 5, 10]), 10),
+            "0.0,100.0 300.0,50.0 600.0,0.0"
+        );
+        assert_eq!(points(&all(&[3]), 3), "600.0,0.0 600.0,0.0", "a dot");
+        assert_eq!(points(&[Some(4), None, Some(2)], 4), "0.0,0.0 600.0,50.0");
         let charts = charts(
             vec![sample(0, 0, 4, 2), sample(5_000, 10, 2, 4)],
             sample(10_000, 15, 0, 8),
         );
         assert_eq!(charts[0].max, 10, "finished per interval: 10 then 5");
         assert_eq!(charts[0].lines[0].points, "0.0,0.0 600.0,50.0");
-        assert_eq!(charts[1].max, 4);
-        assert_eq!(charts[2].max, 8);
+        assert_eq!(charts[2].max, 4);
+        assert_eq!(charts[3].max, 8);
+    }
+
+    #[test]
+    fn latency_is_charted_per_interval_and_left_out_where_no_run_ended() {
+        let at = |at: Millis, took: &[u64]| {
+            let mut s = sample(at, 0, 0, 0);
+            s.latency = RunLatency::default();
+            for ms in took {
+                s.latency.observe(*ms);
+            }
+            s
+        };
+        // 0–5 s: runs of 20 and 40 ms; 5–10 s: none; 10–15 s: one of 400 ms.
+        let charts = charts(
+            vec![at(0, &[]), at(5_000, &[20, 40]), at(10_000, &[20, 40])],
+            at(15_000, &[20, 40, 400]),
+        );
+        let latency = &charts[1];
+        // p95: 47 ms (within 25–50) then 488 ms (within 250–500); means 30 and 400 ms.
+        assert_eq!(latency.max, 488);
+        assert_eq!(latency.lines[0].label, "mean");
+        assert_eq!(
+            latency.lines[0].points, "0.0,93.9 600.0,18.0",
+            "30 ms, gap, 400 ms"
+        );
+        assert_eq!(
+            latency.lines[1].points, "0.0,90.4 600.0,0.0",
+            "47 ms, gap, 488 ms"
+        );
     }
 
     #[test]

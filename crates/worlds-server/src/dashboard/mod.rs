@@ -4,8 +4,8 @@
 //! API.
 //!
 //! Pages are rendered on the server (askama templates, which escape what they insert); the
-//! one script (`assets/app.js`, embedded in the binary) only keeps a page live, checks JSON in
-//! forms before they are sent, and needs nothing at build time. Every page answers with a
+//! one script (`assets/app.js`, embedded in the binary) only keeps a page live, checks a hook's
+//! payload against its type before the form is sent, and needs nothing at build time. Every page answers with a
 //! strict Content-Security-Policy: no inline script, nothing from elsewhere.
 
 mod charts;
@@ -40,6 +40,10 @@ pub(crate) fn routes(provider: Arc<dyn AuthProvider>, api: &Api) -> Router<Api> 
         .route("/runs/{id}", get(pages::run))
         .route("/runs/{id}/cancel", post(pages::cancel))
         .route("/runs/{id}/hooks/{hook}/resume", post(pages::resume_hook))
+        .route(
+            "/runs/{id}/hooks/{hook}/check",
+            post(pages::check_hook_payload),
+        )
         .route("/schedules", get(pages::schedules))
         .route("/schedules/{id}/{action}", post(pages::change_schedule))
         .route("/workers", get(pages::workers))

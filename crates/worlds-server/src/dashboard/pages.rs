@@ -35,6 +35,9 @@ const COUNT_CAP: usize = 1_000;
 const HISTORY_SHOWN: usize = 200;
 /// How often a live page checks for changes.
 const LIVE_EVERY: Duration = Duration::from_millis(400);
+/// How often a live runs list looks for changes nobody told it of (other processes sharing a
+/// PostgreSQL store).
+const LIST_POLL_EVERY: Duration = Duration::from_secs(5);
 
 /// What every page's frame needs.
 pub(crate) struct Page {
@@ -772,6 +775,47 @@ pub(crate) async fn resume_hook(
     }
 }
 
+/// What the payload check answers: `{"ok": true}`, or `{"ok": false, "error": "…"}` saying
+/// what the hook would refuse.
+#[derive(serde::Serialize)]
+struct Checked {
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// Checks a hook's payload as a resume would (JSON, size, the hook's payload type) without
+/// delivering it: the form asks before it sends.
+pub(crate) async fn check_hook_payload(
+    State(api): State<Api>,
+    Extension(principal): Extension<Principal>,
+    Path((_, hook)): Path<(String, String)>,
+    Form(form): Form<ResumeForm>,
+) -> Response {
+    if !may_act(&principal) {
+        return forbidden(&principal, "resume hooks");
+    }
+    let checked = match serde_json::from_str::<serde_json::Value>(&form.payload) {
+        Err(e) => Err(format!("The payload is not JSON ({e}).")),
+        Ok(payload) => api
+            .world
+            .check_hook_payload(&hook, &payload)
+            .await
+            .map_err(|e| e.to_string()),
+    };
+    let answer = match checked {
+        Ok(()) => Checked {
+            ok: true,
+            error: None,
+        },
+        Err(error) => Checked {
+            ok: false,
+            error: Some(error),
+        },
+    };
+    axum::Json(answer).into_response()
+}
+
 fn forbidden(principal: &Principal, what: &str) -> Response {
     let mut page = Page::of(principal, "runs");
     page.notice = format!(
@@ -908,14 +952,7 @@ pub(crate) async fn workers(
     Extension(samples): Extension<Arc<super::charts::Samples>>,
 ) -> Response {
     let metrics = api.world.get_metrics();
-    let now = super::charts::Sample {
-        at: api.world.clock().now_ms(),
-        finished: metrics.workflows.completed + metrics.workflows.failed,
-        queued: metrics.workflows.queued,
-        running: metrics.workflows.running,
-        workers: metrics.workers.total,
-        busy: metrics.workers.busy,
-    };
+    let now = super::charts::Sample::of(api.world.clock().now_ms(), &metrics);
     let charts = super::charts::charts(samples.all(), now);
     let workers = api
         .world
@@ -990,9 +1027,10 @@ pub(crate) async fn live(
     State(api): State<Api>,
     Query(q): Query<LiveQuery>,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
+    let changes = api.world.status_changes();
     let stream = futures::stream::unfold(
-        (api, q.run, None::<String>, false),
-        |(api, run, mut last, ended)| async move {
+        (api, q.run, changes, None::<String>, false),
+        |(api, run, mut changes, mut last, ended)| async move {
             if ended {
                 return None;
             }
@@ -1003,11 +1041,16 @@ pub(crate) async fn live(
                 last = Some(now);
                 if done && !first {
                     let event = SseEvent::default().event("end").data("done");
-                    return Some((Ok(event), (api, run, last, true)));
+                    return Some((Ok(event), (api, run, changes, last, true)));
                 }
                 if changed {
                     let event = SseEvent::default().event("change").data("changed");
-                    return Some((Ok(event), (api, run, last, false)));
+                    return Some((Ok(event), (api, run, changes, last, false)));
+                }
+                if run.is_empty() {
+                    // The runs list: woken by this process's status changes (at most every
+                    // LIVE_EVERY), and looking anyway now and then for other processes'.
+                    let _ = tokio::time::timeout(LIST_POLL_EVERY, changes.changed()).await;
                 }
                 tokio::time::sleep(LIVE_EVERY).await;
             }

@@ -268,6 +268,7 @@ async fn hot_tables_are_vacuumed_after_a_few_thousand_changes() {
         ("runs", "autovacuum_vacuum_threshold=5000"),
         ("runs", "autovacuum_vacuum_scale_factor=0.0"),
         ("runs", "fillfactor=90"),
+        ("runs", "autovacuum_vacuum_cost_delay=0"),
         ("timers", "autovacuum_vacuum_threshold=1000"),
         ("hooks", "autovacuum_vacuum_scale_factor=0.0"),
     ] {

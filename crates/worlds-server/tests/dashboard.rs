@@ -778,3 +778,126 @@ async fn actions_from_other_sites_are_refused_and_pages_carry_a_csp() {
     s.server.shutdown().await;
     s.world.shutdown().await.unwrap();
 }
+
+/// Without a browser: a run whose code changed under it is quarantined, and its page says
+/// where history and code parted and what each holds; the quarantine view lists it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_quarantined_run_says_where_code_and_history_part() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let mut config = WorldConfig::memory();
+    // Every wake-up replays the history against the code registered now, as after a deploy.
+    config.evict_after_every_task = true;
+    let world = Arc::new(World::new(config).unwrap());
+    let deployed_v2 = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let ship = activity("ship", |_ctx: ActivityContext, _: ()| async move {
+        Ok::<_, StepError>(())
+    });
+    let (v2, step) = (deployed_v2.clone(), ship.clone());
+    let flip = workflow("flip", move |ctx: WorkflowContext, _: ()| {
+        let (v2, step) = (v2.clone(), step.clone());
+        async move {
+            if v2.load(std::sync::atomic::Ordering::SeqCst) {
+                ctx.run(&step, ()).await?;
+            }
+            ctx.create_hook_with::<()>(HookOptions::new().token("flip-go"))
+                .wait()
+                .await?;
+            ctx.run(&step, ()).await?;
+            Ok::<_, WorkflowError>(())
+        }
+    });
+    world.register(&ship).unwrap().register(&flip).unwrap();
+    world.start().await.unwrap();
+    let run = world
+        .execute(&flip, (), WorkflowOptions::default())
+        .await
+        .unwrap();
+    tokio::time::timeout(BOUND, async {
+        while run.query().await.unwrap().hooks.is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap();
+    deployed_v2.store(true, std::sync::atomic::Ordering::SeqCst);
+    world.resume_hook("flip-go", &()).await.unwrap();
+    tokio::time::timeout(BOUND, async {
+        while run.query().await.unwrap().quarantine.is_none() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the run is quarantined");
+
+    let keys = Arc::new(KeyRing::new());
+    let key = keys
+        .create("viewer", Scope::Read, world.clock().now_ms(), None)
+        .key;
+    let server = serve(world.clone(), "127.0.0.1:0", ApiOptions::with_keys(keys))
+        .await
+        .unwrap();
+    let base = format!("http://{}", server.local_addr());
+    let http = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap();
+    let login = http
+        .post(format!("{base}/login"))
+        .form(&[("key", key.as_str())])
+        .send()
+        .await
+        .unwrap();
+    let session = login.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    let get = |path: String| {
+        let (http, session) = (&http, &session);
+        async move {
+            http.get(path)
+                .header("cookie", session)
+                .send()
+                .await
+                .unwrap()
+                .text()
+                .await
+                .unwrap()
+        }
+    };
+    let page = get(format!("{base}/runs/{}", run.id)).await;
+    let state = run.query().await.unwrap();
+    let reason = state.error.unwrap().message;
+    let why = page
+        .split("id=\"why\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</section>").next())
+        .unwrap_or_else(|| panic!("no summary: {page}"));
+    assert!(
+        why.contains("The run is quarantined: its code no longer matches its history"),
+        "the summary says so first: {why}"
+    );
+    assert!(
+        reason.contains("command #0") && reason.contains("hook") && reason.contains("'ship'"),
+        "the position and both commands: {reason}"
+    );
+    assert!(
+        why.contains(&askama_escape(&reason)),
+        "the summary shows them: {why}"
+    );
+    let listed = get(format!("{base}/?quarantined=true")).await;
+    assert!(listed.contains(&run.id), "the quarantine view lists it");
+    server.shutdown().await;
+    world.shutdown().await.unwrap();
+}
+
+/// `text` as the templates escape it into HTML.
+fn askama_escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&#34;")
+        .replace('\'', "&#39;")
+}

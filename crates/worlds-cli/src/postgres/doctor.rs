@@ -60,7 +60,17 @@ pub(crate) struct Findings {
     pub(crate) due_timers: i64,
     /// How overdue the oldest due timer is (ms).
     pub(crate) oldest_due_ms: u64,
+    /// Whether the server's autovacuum is on.
+    pub(crate) autovacuum: bool,
+    /// Dead row versions in the `runs` table and its live rows, as the server's statistics
+    /// count them.
+    pub(crate) runs_dead: i64,
+    pub(crate) runs_live: i64,
 }
+
+/// Dead row versions in `runs` past which the doctor speaks up: well past what the table's
+/// own autovacuum settings (migration 6: 5 000) let pile up.
+const DEAD_ROWS_WORTH_A_WORD: i64 = 50_000;
 
 /// Runs `worlds doctor` on a PostgreSQL world.
 pub(crate) fn doctor(db: &Database, out: &mut impl Write) -> anyhow::Result<()> {
@@ -160,6 +170,16 @@ pub(crate) async fn findings(store: &PostgresStore) -> anyhow::Result<Findings> 
     )
     .fetch_one(pool)
     .await?;
+    let autovacuum: String = sqlx::query_scalar("SELECT current_setting('autovacuum')")
+        .fetch_one(pool)
+        .await?;
+    let (runs_live, runs_dead): (i64, i64) = sqlx::query_as(
+        "SELECT coalesce(n_live_tup, 0), coalesce(n_dead_tup, 0) FROM pg_stat_user_tables
+         WHERE schemaname = current_schema() AND relname = 'runs'",
+    )
+    .fetch_optional(pool)
+    .await?
+    .unwrap_or((0, 0));
     Ok(Findings {
         members,
         by_status,
@@ -167,6 +187,9 @@ pub(crate) async fn findings(store: &PostgresStore) -> anyhow::Result<Findings> 
         orphaned,
         due_timers: row.get("due"),
         oldest_due_ms: u64::try_from(row.get::<i64, _>("oldest")).unwrap_or(0),
+        autovacuum: autovacuum == "on",
+        runs_dead,
+        runs_live,
     })
 }
 
@@ -246,6 +269,24 @@ pub(crate) fn format_findings(f: &Findings) -> String {
                 "{} timer(s) have been due for up to {}: the live members are behind; check their logs and load (more members, or more workers per member, help)",
                 f.due_timers,
                 duration(f.oldest_due_ms / 1000 * 1000)
+            )
+        });
+    }
+    if f.runs_dead > DEAD_ROWS_WORTH_A_WORD {
+        let _ = writeln!(
+            text,
+            "table runs: {} live rows, {} dead row versions",
+            f.runs_live, f.runs_dead
+        );
+        problems.push(if f.autovacuum {
+            format!(
+                "the runs table holds {} dead row versions: autovacuum is behind, so status counts, run lists and claims walk them; check for long transactions on the server (they hold vacuum back), or run VACUUM on the schema's runs table",
+                f.runs_dead
+            )
+        } else {
+            format!(
+                "the runs table holds {} dead row versions and the server's autovacuum is off: status counts, run lists and claims slow down as they pile up; turn autovacuum on (ALTER SYSTEM SET autovacuum = on, then SELECT pg_reload_conf()), or run VACUUM on the schema's runs table regularly",
+                f.runs_dead
             )
         });
     }
@@ -335,6 +376,7 @@ mod tests {
             orphaned: 3,
             due_timers: 2,
             oldest_due_ms: 120_000,
+            ..Findings::default()
         };
         let text = format_findings(&findings);
         assert!(
@@ -354,5 +396,32 @@ mod tests {
         };
         let text = format_findings(&findings);
         assert!(text.contains("have not taken them over"), "{text}");
+    }
+
+    #[test]
+    fn dead_rows_piling_up_are_a_problem_with_the_way_out() {
+        let quiet = Findings {
+            members: vec![member("mbr_a", 1, 0)],
+            runs_live: 1_000_000,
+            runs_dead: 4_000,
+            autovacuum: false,
+            ..Findings::default()
+        };
+        assert!(format_findings(&quiet).ends_with("healthy\n"));
+        let piled = Findings {
+            runs_dead: 900_000,
+            ..quiet.clone()
+        };
+        let text = format_findings(&piled);
+        assert!(text.contains("900000 dead row versions"), "{text}");
+        assert!(text.contains("autovacuum is off"), "{text}");
+        assert!(text.contains("ALTER SYSTEM SET autovacuum = on"), "{text}");
+        let behind = Findings {
+            autovacuum: true,
+            ..piled
+        };
+        let text = format_findings(&behind);
+        assert!(text.contains("autovacuum is behind"), "{text}");
+        assert!(text.contains("long transactions"), "{text}");
     }
 }

@@ -588,7 +588,17 @@ fn why(state: &WorkflowState, history: &[Event]) -> Option<Why> {
         .as_ref()
         .map(|e| e.message.clone())
         .unwrap_or_default();
+    let diverged = state.error.as_ref().and_then(|e| e.code.as_deref())
+        == Some(worlds_engine::error::codes::NONDETERMINISM);
     let headline = match state.status {
+        _ if diverged || state.quarantine.is_some() => format!(
+            "The run is quarantined: its code no longer matches its history{}.",
+            if diverged {
+                " (the position and both commands are below)"
+            } else {
+                ""
+            }
+        ),
         RunStatus::Failed | RunStatus::Compensated | RunStatus::Compensating => match failed_step {
             Some(step) => format!(
                 "Step {} failed after {} attempt{}{}.",
@@ -608,10 +618,6 @@ fn why(state: &WorkflowState, history: &[Event]) -> Option<Why> {
             None => "The workflow failed.".to_owned(),
         },
         RunStatus::Cancelled => "The run was cancelled.".to_owned(),
-        _ if state.quarantine.is_some() => format!(
-            "The run is quarantined: {}",
-            state.quarantine.as_deref().unwrap_or_default()
-        ),
         _ => return None,
     };
     let error = match (failed_step.and_then(|s| s.error.as_ref()), error.is_empty()) {

@@ -178,6 +178,18 @@ pub fn create_webhook() -> Result<Webhook, ContextError> {
     Ok(workflow_context("create_webhook")?.create_webhook())
 }
 
+/// Whether the current workflow takes the new branch of patch `id`
+/// ([`WorkflowContext::patched`]).
+pub fn patched(id: &str) -> Result<bool, ContextError> {
+    Ok(workflow_context("patched")?.patched(id))
+}
+
+/// Marks patch `id` as the only branch left ([`WorkflowContext::deprecate_patch`]).
+pub fn deprecate_patch(id: &str) -> Result<(), ContextError> {
+    workflow_context("deprecate_patch")?.deprecate_patch(id);
+    Ok(())
+}
+
 /// Facts about the current workflow run: workflow id, run id, name, start time, attempt.
 pub fn get_workflow_metadata() -> Result<WorkflowMetadata, ContextError> {
     Ok(workflow_context("get_workflow_metadata")?.get_metadata())

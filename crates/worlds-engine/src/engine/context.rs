@@ -658,6 +658,50 @@ impl WorkflowContext {
         });
     }
 
+    /// Changes workflow code safely while runs are in flight: `true` where the run takes the
+    /// code's new branch, `false` where its history was recorded by code without it.
+    ///
+    /// A run that reaches this call on code that has it records a marker and gets `true`, on
+    /// every replay too. A run whose history already went past this point on older code gets
+    /// `false` and replays the old branch unchanged. So new runs, and old runs that had not
+    /// got this far, take the new branch; old runs that had, finish on the old one.
+    ///
+    /// ```
+    /// use worlds_engine::prelude::*;
+    ///
+    /// # let (charge, charge_with_tax) = (
+    /// #     activity("charge", |_c: ActivityContext, n: u64| async move { Ok::<_, StepError>(n) }),
+    /// #     activity("charge-with-tax", |_c: ActivityContext, n: u64| async move { Ok::<_, StepError>(n) }),
+    /// # );
+    /// let flow = workflow("order", move |ctx: WorkflowContext, cents: u64| {
+    ///     let (charge, charge_with_tax) = (charge.clone(), charge_with_tax.clone());
+    ///     async move {
+    ///         let charged = if ctx.patched("tax-2026") {
+    ///             ctx.run(&charge_with_tax, cents).await?
+    ///         } else {
+    ///             ctx.run(&charge, cents).await?
+    ///         };
+    ///         Ok::<_, WorkflowError>(charged)
+    ///     }
+    /// });
+    /// # let _ = flow;
+    /// ```
+    ///
+    /// When no run on the old branch is left, replace the `if` by
+    /// [`deprecate_patch`](Self::deprecate_patch) and the new branch; later, drop that call
+    /// too (markers nobody asks about are passed over).
+    pub fn patched(&self, id: &str) -> bool {
+        self.core.patch(id)
+    }
+
+    /// Says that only patch `id`'s new branch is left: every run still in flight has passed
+    /// this point on new code, or has not reached it. Keeps the histories that hold the
+    /// marker replaying; a run that went past this point on the old code fails with
+    /// non-determinism, so deploy it once [`patched`](Self::patched) has drained the old runs.
+    pub fn deprecate_patch(&self, id: &str) {
+        self.core.patch(id);
+    }
+
     /// The current time (ms since the Unix epoch), recorded the first time and replayed after.
     pub fn now(&self) -> Millis {
         let clock = self.core.clock.clone();

@@ -408,6 +408,9 @@ impl Engine {
                     kind,
                     value,
                 }),
+                NewCommand::Patch { position, patch_id } => {
+                    events.push(EventKind::PatchRecorded { position, patch_id })
+                }
                 NewCommand::CompensationAdded {
                     position,
                     compensation_id,

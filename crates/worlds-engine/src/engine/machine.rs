@@ -37,13 +37,21 @@ use super::errors::{ContextError, WorkflowError};
 /// What a command is, as far as replay matching cares.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum CommandDesc {
-    Activity { name: String },
+    Activity {
+        name: String,
+    },
     Timer,
-    Child { name: String },
+    Child {
+        name: String,
+    },
     Value(ValueKind),
     Compensation,
     CompensationOutcome,
     Hook,
+    /// A patch marker (`ctx.patched(id)`), recorded where new code took its new branch.
+    Patch {
+        id: String,
+    },
 }
 
 impl fmt::Display for CommandDesc {
@@ -58,6 +66,7 @@ impl fmt::Display for CommandDesc {
             CommandDesc::Compensation => f.write_str("ctx.add_compensation(..)"),
             CommandDesc::CompensationOutcome => f.write_str("the outcome of a compensation"),
             CommandDesc::Hook => f.write_str("a hook"),
+            CommandDesc::Patch { id } => write!(f, "ctx.patched(\"{id}\")"),
         }
     }
 }
@@ -118,6 +127,10 @@ pub(crate) enum NewCommand {
         error: Option<StructuredError>,
     },
     Hook(crate::hooks::NewHook),
+    Patch {
+        position: u32,
+        patch_id: String,
+    },
 }
 
 /// A registered compensation: workflow code to run if the workflow fails.
@@ -186,8 +199,21 @@ impl Machine {
         self.slots.get_mut(i)
     }
 
-    /// Takes the next position and its slot.
+    /// Takes the next position and its slot, past any patch markers history holds there that
+    /// the code did not ask about (the marker of a patch whose `ctx.patched` / `deprecate_patch`
+    /// call was removed once no run needed it).
     fn take_position(&mut self, desc: CommandDesc) -> u32 {
+        while let Some(CommandDesc::Patch { .. }) =
+            self.recorded(self.next_position).map(|r| &r.desc)
+        {
+            let marker = self.recorded(self.next_position).map(|r| r.desc.clone());
+            self.take_exactly(marker.unwrap_or(CommandDesc::Timer));
+        }
+        self.take_exactly(desc)
+    }
+
+    /// Takes the next position and its slot as they are.
+    fn take_exactly(&mut self, desc: CommandDesc) -> u32 {
         let position = self.next_position;
         self.next_position += 1;
         self.slots.push(Slot {
@@ -292,17 +318,11 @@ impl RunCore {
     /// Issues a command that resolves later; returns its position.
     pub(crate) fn issue(&self, desc: CommandDesc, new: impl FnOnce(u32) -> NewCommand) -> u32 {
         let mut m = self.machine.lock();
-        let position = m.next_position;
-        m.next_position += 1;
+        let position = m.take_position(desc.clone());
         m.open += 1;
         if desc == CommandDesc::Timer {
             m.open_timers += 1;
         }
-        m.slots.push(Slot {
-            desc: desc.clone(),
-            result: None,
-            waker: None,
-        });
         match m.recorded(position).map(|r| r.desc.clone()) {
             Some(recorded) if recorded != desc => {
                 m.diverged(position, recorded.to_string(), desc.to_string());
@@ -320,8 +340,7 @@ impl RunCore {
     /// invalid). The refusal is deterministic, so replay takes the same position the same way.
     pub(crate) fn issue_unrecorded(&self, desc: CommandDesc) -> u32 {
         let mut m = self.machine.lock();
-        let position = m.next_position;
-        m.next_position += 1;
+        let position = m.take_position(desc.clone());
         if let Some(recorded) = m.recorded(position).map(|r| r.desc.to_string()) {
             m.diverged(
                 position,
@@ -329,11 +348,6 @@ impl RunCore {
                 format!("{desc} with an invalid argument"),
             );
         }
-        m.slots.push(Slot {
-            desc,
-            result: None,
-            waker: None,
-        });
         position
     }
 
@@ -342,13 +356,7 @@ impl RunCore {
     pub(crate) fn issue_value(&self, kind: ValueKind, fresh: impl FnOnce() -> Payload) -> Payload {
         let desc = CommandDesc::Value(kind);
         let mut m = self.machine.lock();
-        let position = m.next_position;
-        m.next_position += 1;
-        m.slots.push(Slot {
-            desc: desc.clone(),
-            result: None,
-            waker: None,
-        });
+        let position = m.take_position(desc.clone());
         match m.recorded(position).cloned() {
             Some(Recorded {
                 desc: recorded,
@@ -386,14 +394,8 @@ impl RunCore {
     ) -> (u32, String) {
         let desc = CommandDesc::Hook;
         let mut m = self.machine.lock();
-        let position = m.next_position;
-        m.next_position += 1;
+        let position = m.take_position(desc.clone());
         m.open += 1;
-        m.slots.push(Slot {
-            desc: desc.clone(),
-            result: None,
-            waker: None,
-        });
         match m.recorded(position).cloned() {
             Some(Recorded {
                 desc: CommandDesc::Hook,
@@ -415,6 +417,41 @@ impl RunCore {
                 (position, id)
             }
         }
+    }
+
+    /// `ctx.patched(id)`: true where the code takes its new branch, false where history was
+    /// recorded by code without it. At the live edge (history holds nothing at this point)
+    /// the marker is recorded and the answer is true; on replay a marker with this id is
+    /// consumed (true); history holding another command here means the run got this far on
+    /// older code, so the answer is false and no position is taken (the old branch's
+    /// commands line up with history as before). Markers of other patches in the way are
+    /// passed over. `deprecate_patch` is the same call, its answer ignored.
+    pub(crate) fn patch(&self, id: &str) -> bool {
+        let mut m = self.machine.lock();
+        let mut ahead = m.next_position;
+        let mine = loop {
+            match m.recorded(ahead).map(|r| &r.desc) {
+                Some(CommandDesc::Patch { id: other }) if other == id => break Some(ahead),
+                Some(CommandDesc::Patch { .. }) => ahead += 1,
+                Some(_) => return false,
+                None => break None,
+            }
+        };
+        // Markers of other patches before this one (or before the live edge) are passed.
+        while m.next_position < mine.unwrap_or(ahead) {
+            let marker = m.recorded(m.next_position).map(|r| r.desc.clone());
+            m.take_exactly(marker.unwrap_or(CommandDesc::Timer));
+        }
+        let desc = CommandDesc::Patch { id: id.to_owned() };
+        let position = m.take_exactly(desc.clone());
+        if mine.is_none() {
+            m.record(position, Recorded { desc, value: None });
+            m.new_commands.push(NewCommand::Patch {
+                position,
+                patch_id: id.to_owned(),
+            });
+        }
+        true
     }
 
     /// True if history holds the result of the command at `position` (it is queued for
@@ -531,6 +568,15 @@ impl RunCore {
                 m.deliveries
                     .push_back((*position, Resolution::Error(failure)));
             }
+            EventKind::PatchRecorded { position, patch_id } => m.record(
+                *position,
+                Recorded {
+                    desc: CommandDesc::Patch {
+                        id: patch_id.clone(),
+                    },
+                    value: None,
+                },
+            ),
             EventKind::ValueRecorded {
                 position,
                 kind,

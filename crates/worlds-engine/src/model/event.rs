@@ -319,6 +319,14 @@ pub enum EventKind {
         /// The value.
         value: Payload,
     },
+    /// The workflow reached `ctx.patched(patch_id)` (or `deprecate_patch`) running code that
+    /// has the patch: from here this run takes the new branch, on every replay too.
+    PatchRecorded {
+        /// Command position.
+        position: u32,
+        /// The patch's id, as the code names it.
+        patch_id: String,
+    },
     /// The workflow created a hook (or a webhook) that the outside world resumes with a
     /// payload. Only the SHA-256 digest of its token is kept.
     HookCreated {
@@ -433,6 +441,7 @@ impl EventKind {
             EventKind::ChildWorkflowCompleted { .. } => "child_workflow_completed",
             EventKind::ChildWorkflowFailed { .. } => "child_workflow_failed",
             EventKind::ValueRecorded { .. } => "value_recorded",
+            EventKind::PatchRecorded { .. } => "patch_recorded",
         }
     }
 
@@ -467,6 +476,7 @@ impl EventKind {
             | EventKind::TimerScheduled { .. }
             | EventKind::TimerFired { .. }
             | EventKind::ChildWorkflowFailed { .. }
+            | EventKind::PatchRecorded { .. }
             | EventKind::HookCreated { .. }
             | EventKind::HookConflict { .. }
             | EventKind::HookExpired { .. }
@@ -489,6 +499,7 @@ impl EventKind {
             | EventKind::ChildWorkflowCompleted { position, .. }
             | EventKind::ChildWorkflowFailed { position, .. }
             | EventKind::ValueRecorded { position, .. }
+            | EventKind::PatchRecorded { position, .. }
             | EventKind::CompensationAdded { position, .. }
             | EventKind::CompensationExecuted { position, .. }
             | EventKind::CompensationFailed { position, .. }

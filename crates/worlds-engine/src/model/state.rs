@@ -536,6 +536,7 @@ impl WorkflowState {
             | EventKind::ChildWorkflowCompleted { .. }
             | EventKind::ChildWorkflowFailed { .. }
             | EventKind::ValueRecorded { .. }
+            | EventKind::PatchRecorded { .. }
             | EventKind::HookConflict { .. } => running(),
             EventKind::HookCreated { position, .. } => {
                 running()?;
@@ -776,7 +777,8 @@ impl WorkflowState {
             }
             EventKind::ChildWorkflowCompleted { .. }
             | EventKind::ChildWorkflowFailed { .. }
-            | EventKind::ValueRecorded { .. } => {}
+            | EventKind::ValueRecorded { .. }
+            | EventKind::PatchRecorded { .. } => {}
             EventKind::HookCreated {
                 position,
                 hook_id,

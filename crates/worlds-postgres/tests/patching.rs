@@ -1,0 +1,143 @@
+//! Patching on PostgreSQL: runs parked on both sides of a patched call when the new code goes
+//! out finish on their own branch, and new runs take the new one. Every run is evicted after
+//! every task, so each wake-up replays its history from the database against the code
+//! deployed now.
+
+mod common;
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use worlds_engine::prelude::*;
+use worlds_engine::{HookStatus, ResolveData, WorkflowState};
+
+fn counting(name: &str, calls: &Arc<AtomicUsize>) -> Activity<u64, u64> {
+    let calls = calls.clone();
+    activity(name, move |_ctx: ActivityContext, n: u64| {
+        let calls = calls.clone();
+        async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok::<_, StepError>(n + 1)
+        }
+    })
+}
+
+async fn until(world: &World, id: &str, done: impl Fn(&WorkflowState) -> bool) -> WorkflowState {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let state = world.get_run(id, ResolveData::None).await.unwrap();
+            if done(&state) {
+                return state;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("run {id} did not get there"))
+}
+
+/// The run waits on its `hook`-th hook (from 1).
+fn waits_on(state: &WorkflowState, hook: usize) -> bool {
+    state.hooks.len() == hook
+        && state
+            .hooks
+            .last()
+            .is_some_and(|h| h.status == HookStatus::Waiting)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parked_runs_finish_on_their_own_branch() {
+    if !common::database_up().await {
+        return;
+    }
+    let schema = common::fresh_schema();
+    let mut config = WorldConfig::postgres(common::url());
+    config.database.schema = schema.clone();
+    config.database.pool_size = 4;
+    config.evict_after_every_task = true;
+    let world = worlds_postgres::open(config).await.unwrap();
+    let (old, new) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let (b, c) = (counting("b", &old), counting("c", &new));
+    let patched = Arc::new(AtomicBool::new(false));
+    let (code, sb, sc) = (patched.clone(), b.clone(), c.clone());
+    // a hook; <old "b" or, patched, "c">; a hook.
+    let flow = workflow("patched-flow", move |ctx: WorkflowContext, n: u64| {
+        let (code, b, c) = (code.clone(), sb.clone(), sc.clone());
+        async move {
+            ctx.create_hook_with::<()>(HookOptions::new().token(format!("one-{n}")))
+                .wait()
+                .await?;
+            let y = if code.load(Ordering::SeqCst) && ctx.patched("use-c") {
+                ctx.run(&c, n).await?
+            } else {
+                ctx.run(&b, n).await?
+            };
+            ctx.create_hook_with::<()>(HookOptions::new().token(format!("two-{n}")))
+                .wait()
+                .await?;
+            Ok::<_, WorkflowError>(y)
+        }
+    });
+    world.register(&b).unwrap();
+    world.register(&c).unwrap();
+    world.register(&flow).unwrap();
+    world.start().await.unwrap();
+
+    // Ten runs past the patch point on the old code, ten before it.
+    let mut runs = Vec::new();
+    for n in 0..20u64 {
+        let run = world
+            .execute(&flow, n, WorkflowOptions::default())
+            .await
+            .unwrap();
+        until(&world, &run.id, |s| waits_on(s, 1)).await;
+        runs.push(run);
+    }
+    for n in 0..10u64 {
+        world.resume_hook(&format!("one-{n}"), &()).await.unwrap();
+        until(&world, &runs[n as usize].id, |s| waits_on(s, 2)).await;
+    }
+    assert_eq!(old.load(Ordering::SeqCst), 10);
+
+    patched.store(true, Ordering::SeqCst);
+    for n in 20..25u64 {
+        runs.push(
+            world
+                .execute(&flow, n, WorkflowOptions::default())
+                .await
+                .unwrap(),
+        );
+    }
+    for n in 10..25u64 {
+        until(&world, &runs[n as usize].id, |s| waits_on(s, 1)).await;
+        world.resume_hook(&format!("one-{n}"), &()).await.unwrap();
+    }
+    for n in 0..25u64 {
+        until(&world, &runs[n as usize].id, |s| waits_on(s, 2)).await;
+        world.resume_hook(&format!("two-{n}"), &()).await.unwrap();
+    }
+    for (n, run) in runs.iter().enumerate() {
+        until(&world, &run.id, |s| s.status.is_terminal()).await;
+        // With its history.
+        let state = world.query(&run.id).await.unwrap();
+        assert_eq!(state.status, RunStatus::Completed, "{:?}", state.error);
+        let steps: Vec<&str> = state.activities.iter().map(|a| a.name.as_str()).collect();
+        let marked = state
+            .history
+            .iter()
+            .any(|e| e.kind.type_name() == "patch_recorded");
+        if n < 10 {
+            assert_eq!((steps.as_slice(), marked), (&["b"][..], false), "run {n}");
+        } else {
+            assert_eq!((steps.as_slice(), marked), (&["c"][..], true), "run {n}");
+        }
+    }
+    assert_eq!(
+        (old.load(Ordering::SeqCst), new.load(Ordering::SeqCst)),
+        (10, 15),
+        "no step ran twice"
+    );
+    world.shutdown().await.unwrap();
+    common::drop_schema(&schema).await;
+}

@@ -1,4 +1,4 @@
-//! Patching on PostgreSQL: runs parked on both sides of a patched call when the new code goes
+//! Patching on PostgreSQL: 100 runs parked on both sides of a patched call when the new code goes
 //! out finish on their own branch, and new runs take the new one. Every run is evicted after
 //! every task, so each wake-up replays its history from the database against the code
 //! deployed now.
@@ -84,9 +84,9 @@ async fn parked_runs_finish_on_their_own_branch() {
     world.register(&flow).unwrap();
     world.start().await.unwrap();
 
-    // Ten runs past the patch point on the old code, ten before it.
+    // Fifty runs past the patch point on the old code, fifty before it.
     let mut runs = Vec::new();
-    for n in 0..20u64 {
+    for n in 0..100u64 {
         let run = world
             .execute(&flow, n, WorkflowOptions::default())
             .await
@@ -94,14 +94,14 @@ async fn parked_runs_finish_on_their_own_branch() {
         until(&world, &run.id, |s| waits_on(s, 1)).await;
         runs.push(run);
     }
-    for n in 0..10u64 {
+    for n in 0..50u64 {
         world.resume_hook(&format!("one-{n}"), &()).await.unwrap();
         until(&world, &runs[n as usize].id, |s| waits_on(s, 2)).await;
     }
-    assert_eq!(old.load(Ordering::SeqCst), 10);
+    assert_eq!(old.load(Ordering::SeqCst), 50);
 
     patched.store(true, Ordering::SeqCst);
-    for n in 20..25u64 {
+    for n in 100..110u64 {
         runs.push(
             world
                 .execute(&flow, n, WorkflowOptions::default())
@@ -109,11 +109,11 @@ async fn parked_runs_finish_on_their_own_branch() {
                 .unwrap(),
         );
     }
-    for n in 10..25u64 {
+    for n in 50..110u64 {
         until(&world, &runs[n as usize].id, |s| waits_on(s, 1)).await;
         world.resume_hook(&format!("one-{n}"), &()).await.unwrap();
     }
-    for n in 0..25u64 {
+    for n in 0..110u64 {
         until(&world, &runs[n as usize].id, |s| waits_on(s, 2)).await;
         world.resume_hook(&format!("two-{n}"), &()).await.unwrap();
     }
@@ -127,7 +127,7 @@ async fn parked_runs_finish_on_their_own_branch() {
             .history
             .iter()
             .any(|e| e.kind.type_name() == "patch_recorded");
-        if n < 10 {
+        if n < 50 {
             assert_eq!((steps.as_slice(), marked), (&["b"][..], false), "run {n}");
         } else {
             assert_eq!((steps.as_slice(), marked), (&["c"][..], true), "run {n}");
@@ -135,7 +135,7 @@ async fn parked_runs_finish_on_their_own_branch() {
     }
     assert_eq!(
         (old.load(Ordering::SeqCst), new.load(Ordering::SeqCst)),
-        (10, 15),
+        (50, 60),
         "no step ran twice"
     );
     world.shutdown().await.unwrap();

@@ -1,6 +1,6 @@
-//! Patching on PostgreSQL: 100 runs parked on both sides of a patched call when the new code goes
-//! out finish on their own branch, and new runs take the new one. Every run is evicted after
-//! every task, so each wake-up replays its history from the database against the code
+//! Patching on PostgreSQL: 100 runs parked on both sides of a patched call when the new code
+//! goes out finish on their own branch, and new runs take the new one. Every run is evicted
+//! after every task, so each wake-up replays its history from the database against the code
 //! deployed now.
 
 mod common;

@@ -14,7 +14,7 @@ use crate::store::{Timer, TimerKind};
 use super::context::WorkflowContext;
 use super::definitions::WorkflowFuture;
 use super::errors::WorkflowError;
-use super::machine::{NewCommand, RunCore, RunInfo};
+use super::machine::{NewCommand, RunCore};
 use super::runs::TaskEnd;
 use super::{ActivityTask, Engine};
 
@@ -141,28 +141,8 @@ impl Engine {
         }
         // Replay only the current attempt: a retried workflow starts over after the commands
         // of the attempts that failed.
-        let (attempt_start, base) = history
-            .iter()
-            .enumerate()
-            .rev()
-            .find_map(|(i, e)| match e.kind {
-                EventKind::WorkflowStarted { first_position, .. } => Some((i + 1, first_position)),
-                _ => None,
-            })
-            .unwrap_or((history.len(), 0));
-        let info = RunInfo {
-            run_id: state.id.clone(),
-            workflow_id: state.workflow_id.clone(),
-            name: state.name.clone(),
-            parent_id: state.parent_id.clone(),
-            created_at: state.created_at,
-            started_at: state.started_at.unwrap_or(state.created_at),
-            attempt: state.attempt.max(1),
-            failure_strategy: state
-                .failure_strategy
-                .unwrap_or(self.config.failure_strategy),
-            max_retries: state.max_retries.unwrap_or(super::DEFAULT_MAX_RETRIES),
-        };
+        let (attempt_start, base) = super::verify::current_attempt(&history);
+        let info = self.run_info(&state);
         let core = Arc::new(RunCore::new(
             info,
             self.clock.clone(),

@@ -45,6 +45,7 @@ mod start;
 pub(crate) mod steps;
 pub(crate) mod streams;
 mod timers;
+pub(crate) mod verify;
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Arc;

@@ -13,6 +13,9 @@
 //! stops at its ticks, so a long jump runs each loop once, at the end of the jump.
 
 pub mod conformance;
+mod fixtures;
+
+pub use fixtures::{read_history_fixture, replay_history, write_history_fixture};
 
 use std::ops::Deref;
 use std::sync::Arc;

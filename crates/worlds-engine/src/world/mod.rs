@@ -7,6 +7,7 @@ mod keys;
 mod schedules;
 mod streams;
 mod telemetry;
+mod verify;
 mod workers;
 
 use std::sync::Arc;
@@ -37,6 +38,7 @@ pub use keys::WorldKeys;
 pub use schedules::WorldSchedules;
 pub use streams::WorldStreams;
 pub use telemetry::WorldLogs;
+pub use verify::{Divergence, HistoryVerdict, VerifyOptions, VerifyReport, WorkflowVerified};
 pub use workers::WorldWorkers;
 
 #[derive(Default)]

@@ -213,6 +213,12 @@ pub(crate) fn format_run(state: &WorkflowState, history: &[&Event], context: &Co
             line(label, wait);
             label = "";
         }
+        // Waits that look stuck rather than slow, as the engine judges them.
+        for wait in worlds_engine::model::waits(state, history, context.now) {
+            if let Some(concern) = wait.concern {
+                line("concern", concern);
+            }
+        }
     }
 
     if !state.activities.is_empty() {

@@ -261,6 +261,23 @@ fn runs_show_does_not_say_what_happened_and_what_the_run_waits_for() {
         ];
         let events = events.into_iter().map(|k| event(busy, k)).collect();
         store.append(busy, events).await.unwrap();
+        // A run whose timer was due two hours ago and never fired: nothing drives it.
+        store
+            .create_run(event("wrun_stuck", queued("wf-stuck")))
+            .await
+            .unwrap();
+        let events = vec![
+            EventKind::WorkflowStarted {
+                attempt: 1,
+                first_position: 0,
+            },
+            EventKind::TimerScheduled {
+                position: 0,
+                fire_at: now - 7_200_000,
+            },
+        ];
+        let events = events.into_iter().map(|k| event("wrun_stuck", k)).collect();
+        store.append("wrun_stuck", events).await.unwrap();
     });
 
     let show = |id: &str| {
@@ -301,6 +318,19 @@ fn runs_show_does_not_say_what_happened_and_what_the_run_waits_for() {
             && l.contains("attempt 1 running since")
             && l.contains(&format!("process {pid}"))),
         "{shown}"
+    );
+
+    // A wait that looks stuck is flagged, with the question to ask.
+    let shown = show("wf-stuck");
+    assert!(
+        shown.lines().any(|l| l.starts_with("concern")
+            && l.contains("the timer was due 2 h ago")
+            && l.contains("is a process driving this run?")),
+        "{shown}"
+    );
+    assert!(
+        !show("wf-sleeping").contains("concern"),
+        "a timer not yet due is no concern"
     );
 
     let shown = show(&done);

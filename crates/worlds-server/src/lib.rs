@@ -33,6 +33,7 @@
 //! | `GET /v1/runs/{id}/result` | read | waits up to `wait_ms` (default 30 s): 200 with the outcome once finished, 202 while it goes on |
 //! | `GET /v1/runs/{id}/events` | read | its history, paged: `cursor`, `limit`, `order=ascending\|descending`, `resolve` |
 //! | `GET /v1/runs/{id}/steps` | read | its steps, paged likewise |
+//! | `GET /v1/runs/{id}/waits` | read | what it waits on now, since when, and a `concern` for each wait that looks stuck (a timer long overdue, a hook past its expiry, a step past its timeout) |
 //! | `POST /v1/runs/{id}/cancel` | write | cancel it (and its unfinished children), `{"reason"}` optional |
 //! | `GET /v1/runs/{id}/streams` | read | the names of the run's streams |
 //! | `GET /v1/runs/{id}/streams/{name}` | read | its chunks, paged: `cursor`, `limit` (text, or `base64` for binary data) |
@@ -182,6 +183,7 @@ impl Routes {
             .routes(routes!(runs::get))
             .routes(routes!(runs::result))
             .routes(routes!(runs::events))
+            .routes(routes!(runs::waits))
             .routes(routes!(runs::steps))
             .routes(routes!(hooks::of_run))
             .routes(routes!(streams::names))

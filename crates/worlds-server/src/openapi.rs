@@ -73,6 +73,10 @@ engine_record!(
     "Options of a start: `workflow_id`, `idempotency_key`, `on_conflict` (`fail` or `use_existing`), `priority`, `task_queue`, `timeout_ms`… (`worlds_engine::WorkflowOptions`)."
 );
 engine_record!(
+    RunWait,
+    "One thing an unfinished run waits on: `on` (`start`, `step_queued`, `step_running`, `step_retry`, `timer`, `hook`, `child`, `workflow_retry`) with its fields, `since`, `due`, and a `concern` when the waiting looks stuck (`worlds_engine::model::Wait`)."
+);
+engine_record!(
     RunError,
     "How a run failed: `name`, `message`, `code`, `step`… (`worlds_engine::StructuredError`)."
 );

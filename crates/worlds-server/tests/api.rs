@@ -180,12 +180,13 @@ fn code(body: &Value) -> &str {
 }
 
 /// Every guarded route, as the OpenAPI document names it, with the scope it needs.
-const ROUTES: [(&str, &str, Scope); 27] = [
+const ROUTES: [(&str, &str, Scope); 28] = [
     ("GET", "/v1/runs", Scope::Read),
     ("GET", "/v1/runs/{id}", Scope::Read),
     ("GET", "/v1/runs/{id}/result", Scope::Read),
     ("GET", "/v1/runs/{id}/events", Scope::Read),
     ("GET", "/v1/runs/{id}/steps", Scope::Read),
+    ("GET", "/v1/runs/{id}/waits", Scope::Read),
     ("POST", "/v1/runs", Scope::Write),
     ("POST", "/v1/runs/{id}/cancel", Scope::Write),
     ("POST", "/v1/hooks/resume", Scope::Write),
@@ -568,6 +569,16 @@ async fn a_waiting_hook_is_resumed_and_a_sleeping_run_cancelled() {
     assert!(!hook.to_string().contains(&token), "{hook}");
     let (_, of_run) = s.get(&s.read, &format!("/v1/runs/{id}/hooks")).await;
     assert_eq!(of_run["data"][0]["hook"]["id"], hook_id.as_str());
+    // What the run waits on: that hook, since it was made, nothing wrong with it.
+    let (status, waits) = s.get(&s.read, &format!("/v1/runs/{id}/waits")).await;
+    assert_eq!(status, StatusCode::OK, "{waits}");
+    assert_eq!(waits.as_array().map(Vec::len), Some(1), "{waits}");
+    assert_eq!(waits[0]["on"], "hook");
+    assert_eq!(waits[0]["hook_id"], hook_id.as_str());
+    assert!(waits[0]["since"].as_i64().unwrap() > 0);
+    assert!(waits[0].get("concern").is_none(), "{waits}");
+    let (status, _) = s.get(&s.read, "/v1/runs/wrun_nope/waits").await;
+    assert_eq!(status, StatusCode::NOT_FOUND);
 
     // A payload of the wrong type is refused, and the hook still waits.
     let (status, body) = s
@@ -591,6 +602,8 @@ async fn a_waiting_hook_is_resumed_and_a_sleeping_run_cancelled() {
         .get(&s.read, &format!("/v1/runs/{id}/result?wait_ms=10000"))
         .await;
     assert_eq!((status, &outcome["output"]), (StatusCode::OK, &json!(true)));
+    let (_, waits) = s.get(&s.read, &format!("/v1/runs/{id}/waits")).await;
+    assert_eq!(waits, json!([]), "a finished run waits on nothing");
     let (status, again) = s
         .post(
             &s.write,

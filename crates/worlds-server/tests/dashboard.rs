@@ -552,6 +552,11 @@ async fn resume_cancel_and_pause(browser: Browser) {
             "waiting for the approver",
         )
         .await;
+    let waiting = browser.text("#waiting").await;
+    assert!(
+        waiting.contains("hook hook_") && waiting.contains(", for "),
+        "what the run waits on, and since when: {waiting}"
+    );
     browser.screenshot("run-waiting").await;
     browser.fill("form.resume textarea", "{approved: yes").await;
     browser.click("form.resume button").await;

@@ -14,6 +14,7 @@ pub(crate) mod schedule;
 mod state;
 mod stored_options;
 pub(crate) mod stream;
+mod waits;
 
 pub use crate::status::RunStatus;
 pub use event::{Event, EventKind, QueuedRun, ValueKind, EVENT_FORMAT_VERSION};
@@ -24,3 +25,4 @@ pub use query::{
     ListQuery, Page, ResolveData, SortOrder, StatusFilter, WorkflowQueryFilter, DEFAULT_PAGE_SIZE,
 };
 pub use state::{ActivityState, ActivityStatus, CompensationState, PendingRetry, WorkflowState};
+pub use waits::{waits, Wait, WaitOn, LATE_MS, QUEUED_MS};

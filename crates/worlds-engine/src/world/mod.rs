@@ -392,6 +392,19 @@ impl World {
         query_with_history(&self.engine, id).await
     }
 
+    /// What an unfinished run (by run id or workflow id) waits on now, since when, and which
+    /// of those waits look stuck rather than slow (a timer long overdue, a hook past its
+    /// expiry, a step past its timeout, work queued for minutes): see [`crate::model::waits`].
+    /// Empty for a finished run.
+    pub async fn waits(&self, id: &str) -> Result<Vec<crate::model::Wait>, WorldError> {
+        let state = self.query(id).await?;
+        Ok(crate::model::waits(
+            &state,
+            &state.history,
+            self.engine.now_ms(),
+        ))
+    }
+
     /// The state of a run (by run id or workflow id) without its history; with
     /// `ResolveData::None`, without its payloads either (the cheaper read for a status).
     pub async fn get_run(

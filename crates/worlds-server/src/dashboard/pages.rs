@@ -432,7 +432,7 @@ struct RunPage {
     page: Page,
     run: RunView,
     why: Option<Why>,
-    waiting: Vec<String>,
+    waiting: Vec<WaitLine>,
     hooks: Vec<HookView>,
     can_cancel: bool,
     timeline: Timeline,
@@ -514,7 +514,7 @@ async fn run_page(
     let view = RunPage {
         page,
         why: why(&state, &history),
-        waiting: waiting_on(&state, now),
+        waiting: waiting_on(&state, &history, now),
         hooks,
         can_cancel: acts && !state.status.is_terminal(),
         timeline,
@@ -634,41 +634,49 @@ fn why(state: &WorkflowState, history: &[Event]) -> Option<Why> {
     })
 }
 
-/// What an unfinished run waits on now.
-fn waiting_on(state: &WorkflowState, now: Millis) -> Vec<String> {
-    if state.status.is_terminal() {
-        return Vec::new();
-    }
-    let mut waits = Vec::new();
-    for hook in state
-        .hooks
-        .iter()
-        .filter(|h| h.status == HookStatus::Waiting)
-    {
-        waits.push(format!(
-            "{} {} since {}",
-            if hook.webhook { "webhook" } else { "hook" },
-            hook.id,
-            clock_text(hook.created_at)
-        ));
-    }
-    for step in &state.activities {
-        let doing = match step.status {
-            ActivityStatus::Scheduled => "scheduled",
-            ActivityStatus::Running => "running",
-            ActivityStatus::Retrying => "waiting to retry",
-            ActivityStatus::Completed | ActivityStatus::Failed => continue,
-        };
-        {
-            waits.push(format!(
-                "step {} ({doing}), attempt {}, for {}",
-                step.name,
-                step.attempt,
-                duration_text(now - step.started_at.unwrap_or(step.scheduled_at))
-            ));
-        }
-    }
-    waits
+/// What an unfinished run waits on now, one line each, with a concern where the waiting
+/// looks stuck (`worlds_engine::model::waits`).
+fn waiting_on(state: &WorkflowState, history: &[Event], now: Millis) -> Vec<WaitLine> {
+    use worlds_engine::model::WaitOn;
+    worlds_engine::model::waits(state, history, now)
+        .into_iter()
+        .map(|wait| {
+            let what = match &wait.on {
+                WaitOn::Start => "a worker to start the run".to_owned(),
+                WaitOn::WorkflowRetry { attempt } => format!("the workflow's attempt {attempt}"),
+                WaitOn::StepQueued { name, .. } => format!("step {name}, queued for a worker"),
+                WaitOn::StepRunning { name, attempt, .. } => {
+                    format!("step {name}, attempt {attempt} running")
+                }
+                WaitOn::StepRetry { name, attempt, .. } => {
+                    format!("step {name}, attempt {attempt} after its retry delay")
+                }
+                WaitOn::Timer { position } => format!("a timer (command #{position})"),
+                WaitOn::Hook {
+                    hook_id, webhook, ..
+                } => format!("{} {hook_id}", if *webhook { "webhook" } else { "hook" }),
+                WaitOn::Child { run_id } => format!("child run {run_id}"),
+            };
+            let mut text = format!(
+                "{what}, for {}",
+                duration_text(now.saturating_sub(wait.since))
+            );
+            if let Some(due) = wait.due {
+                text.push_str(&format!("; due {}", clock_text(due)));
+            }
+            WaitLine {
+                text,
+                concern: wait.concern.unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// One line of "Waiting on".
+struct WaitLine {
+    text: String,
+    /// Why it looks stuck, or empty.
+    concern: String,
 }
 
 fn event_view(event: &Event, start: Millis) -> EventView {

@@ -18,7 +18,7 @@ use worlds_engine::{
 
 use super::Api;
 use crate::error::ApiError;
-use crate::openapi::{ErrorDoc, HistoryEvent, Run, RunError, StartOptions, Step};
+use crate::openapi::{ErrorDoc, HistoryEvent, Run, RunError, RunWait, StartOptions, Step};
 
 /// Longest a result request waits (`wait_ms`), and how long it waits by default.
 const MAX_WAIT: Duration = Duration::from_secs(300);
@@ -380,6 +380,17 @@ pub(crate) async fn events(
     let Query(q) = query?;
     let run_id = run_id_of(&api.world, &id).await?;
     Ok(Json(api.world.events(&run_id, q.query()?).await?.into()))
+}
+
+/// What a run waits on now, since when, and which waits look stuck.
+#[utoipa::path(get, path = "/v1/runs/{id}/waits", tag = "runs", params(RunId),
+    security(("api_key" = [])),
+    responses((status = 200, body = Vec<RunWait>), (status = 404, body = ErrorDoc)))]
+pub(crate) async fn waits(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+) -> Result<Json<Vec<worlds_engine::model::Wait>>, ApiError> {
+    Ok(Json(api.world.waits(&id).await?))
 }
 
 /// A run's steps, paged.

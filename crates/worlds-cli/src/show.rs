@@ -15,7 +15,7 @@ use std::time::{SystemTime, UNIX_EPOCH};
 use comfy_table::{presets, Table};
 use worlds_engine::clock::Millis;
 use worlds_engine::error::codes;
-use worlds_engine::model::{ActivityStatus, HookStatus};
+use worlds_engine::model::ActivityStatus;
 use worlds_engine::store::{EventStore, RunStore};
 use worlds_engine::{Event, EventKind, Payload, ResolveData, RunStatus, WorkflowState};
 
@@ -352,108 +352,99 @@ fn activity_status(status: ActivityStatus) -> &'static str {
     }
 }
 
-/// What an unfinished run waits on now, one item per line.
+/// What an unfinished run waits on now, one item per line: the engine's reading of the run
+/// (`worlds_engine::model::waits`), with what the CLI knows besides (the process driving it,
+/// its children's status).
 pub(crate) fn waiting_on(
     state: &WorkflowState,
     history: &[&Event],
     context: &Context,
 ) -> Vec<String> {
+    use worlds_engine::model::WaitOn;
+    let now = context.now;
     let when = |at: Millis| {
-        let now = context.now;
         if at >= now {
             format!("{} (in {})", timestamp(at), duration(elapsed(now, at)))
         } else {
             format!("{} (due {} ago)", timestamp(at), duration(elapsed(at, now)))
         }
     };
-    let since = |at: Millis| {
-        format!(
-            "{} ({} ago)",
-            timestamp(at),
-            duration(elapsed(at, context.now))
-        )
-    };
+    let since = |at: Millis| format!("{} ({} ago)", timestamp(at), duration(elapsed(at, now)));
+    let step = |name: &str, position: u32| format!("step {name:?} (position {position})");
     let mut waits = Vec::new();
-    if state.status == RunStatus::Pending {
-        waits.push("a worker to start it".to_owned());
-    }
-    if let Some(retry) = state.retry_pending() {
-        waits.push(format!(
-            "workflow attempt {} at {}",
-            retry.attempt,
-            when(retry.due_at)
-        ));
-    }
-    // When each step's retry is due: the `activity_retry` event's time plus its delay.
-    let mut retry_due: BTreeMap<u32, Millis> = BTreeMap::new();
-    for event in history {
-        if let EventKind::ActivityRetry {
-            position, delay_ms, ..
-        } = &event.kind
-        {
-            let delay = i64::try_from(*delay_ms).unwrap_or(i64::MAX);
-            retry_due.insert(*position, event.timestamp.saturating_add(delay));
-        }
-    }
-    for step in &state.activities {
-        let name = format!("step {:?} (position {})", step.name, step.position);
-        match step.status {
-            ActivityStatus::Scheduled => {
-                waits.push(format!(
-                    "{name}: queued for a worker since {}",
-                    since(step.scheduled_at)
-                ));
-            }
-            ActivityStatus::Running => {
-                let mut wait = format!("{name}: attempt {} running", step.attempt);
-                if let Some(at) = step.started_at {
-                    wait.push_str(&format!(" since {}", since(at)));
-                }
+    for wait in worlds_engine::model::waits(state, history, now) {
+        waits.push(match wait.on {
+            WaitOn::Start => "a worker to start it".to_owned(),
+            WaitOn::WorkflowRetry { attempt } => match wait.due {
+                Some(at) => format!("workflow attempt {attempt} at {}", when(at)),
+                None => format!("workflow attempt {attempt}"),
+            },
+            WaitOn::StepQueued { name, position } => format!(
+                "{}: queued for a worker since {}",
+                step(&name, position),
+                since(wait.since)
+            ),
+            WaitOn::StepRunning {
+                name,
+                position,
+                attempt,
+                last_heartbeat,
+            } => {
+                let mut text = format!(
+                    "{}: attempt {attempt} running since {}",
+                    step(&name, position),
+                    since(wait.since)
+                );
                 if let Some(driver) = &context.driver {
-                    wait.push_str(&format!(" in {driver}"));
+                    text.push_str(&format!(" in {driver}"));
                 }
-                if let Some(at) = step.last_heartbeat {
-                    wait.push_str(&format!(", last heartbeat {}", since(at)));
+                if let Some(at) = last_heartbeat {
+                    text.push_str(&format!(", last heartbeat {}", since(at)));
                 }
-                waits.push(wait);
+                text
             }
-            ActivityStatus::Retrying => {
-                let mut wait = format!("{name}: attempt {}", step.attempt + 1);
-                match retry_due.get(&step.position) {
-                    Some(at) => wait.push_str(&format!(" at {}", when(*at))),
-                    None => wait.push_str(" after its retry delay"),
+            WaitOn::StepRetry {
+                name,
+                position,
+                attempt,
+            } => match wait.due {
+                Some(at) => format!(
+                    "{}: attempt {attempt} at {}",
+                    step(&name, position),
+                    when(at)
+                ),
+                None => format!(
+                    "{}: attempt {attempt} after its retry delay",
+                    step(&name, position)
+                ),
+            },
+            WaitOn::Timer { position } => format!(
+                "a timer (position {position}) until {}",
+                wait.due.map(when).unwrap_or_default()
+            ),
+            WaitOn::Hook {
+                hook_id,
+                position,
+                webhook,
+            } => {
+                let kind = if webhook { "webhook" } else { "hook" };
+                let mut text = format!(
+                    "{kind} {hook_id} (position {position}) since {}",
+                    since(wait.since)
+                );
+                if let Some(at) = wait.due {
+                    text.push_str(&format!(", expires {}", when(at)));
                 }
-                waits.push(wait);
+                text
             }
-            ActivityStatus::Completed | ActivityStatus::Failed => {}
-        }
-    }
-    for (position, fire_at) in state.pending_timers() {
-        waits.push(format!(
-            "a timer (position {position}) until {}",
-            when(fire_at)
-        ));
-    }
-    for hook in &state.hooks {
-        if hook.status != HookStatus::Waiting {
-            continue;
-        }
-        let kind = if hook.webhook { "webhook" } else { "hook" };
-        let mut wait = format!(
-            "{kind} {} (position {}) since {}",
-            hook.id,
-            hook.position,
-            since(hook.created_at)
-        );
-        if let Some(at) = hook.expires_at {
-            wait.push_str(&format!(", expires {}", when(at)));
-        }
-        waits.push(wait);
-    }
-    for (child, status) in &context.children {
-        if !status.is_terminal() {
-            waits.push(format!("child run {child} ({status})"));
-        }
+            WaitOn::Child { run_id } => {
+                match context.children.iter().find(|(child, _)| *child == run_id) {
+                    Some((_, status)) if status.is_terminal() => continue,
+                    Some((_, status)) => format!("child run {run_id} ({status})"),
+                    None => format!("child run {run_id}"),
+                }
+            }
+        });
     }
     if waits.is_empty() {
         waits.push(

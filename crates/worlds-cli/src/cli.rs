@@ -376,6 +376,10 @@ pub(crate) struct ListArgs {
     #[arg(long, value_name = "NAME")]
     pub(crate) name: Option<String>,
 
+    /// Only runs accepted by a world of this code version (`WorldConfig::code_version`).
+    #[arg(long, value_name = "VERSION")]
+    pub(crate) code_version: Option<String>,
+
     /// At most this many runs.
     #[arg(long, default_value_t = 100, value_parser = at_least_one)]
     pub(crate) limit: usize,

@@ -182,6 +182,9 @@ pub(crate) fn list(args: &ListArgs, out: &mut impl Write) -> anyhow::Result<()> 
     if let Some(name) = &args.name {
         filter = filter.workflow_name(name.clone());
     }
+    if let Some(version) = &args.code_version {
+        filter = filter.code_version(version.clone());
+    }
     filter.oldest_first = args.oldest_first;
     let (runs, more) = match &place {
         Place::Dir(dir) => {
@@ -563,6 +566,7 @@ mod tests {
             database: DatabaseArgs::default(),
             statuses: Vec::new(),
             name: None,
+            code_version: None,
             limit: 100,
             oldest_first: false,
             remote: crate::cli::ServerArgs::default(),

@@ -50,6 +50,7 @@ pub(crate) fn list_runs(
     let mut filter = RunFilter {
         status: (!statuses.is_empty()).then(|| statuses.join(",")),
         workflow: args.name.clone(),
+        code_version: args.code_version.clone(),
         resolve: Some(if args.json {
             ResolveData::All
         } else {

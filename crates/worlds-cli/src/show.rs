@@ -158,6 +158,9 @@ pub(crate) fn format_run(state: &WorkflowState, history: &[&Event], context: &Co
     if let Some(parent) = &state.parent_id {
         line("parent", parent.clone());
     }
+    if let Some(version) = &state.code_version {
+        line("code version", version.clone());
+    }
     line("created", timestamp(state.created_at));
     if let Some(at) = state.started_at {
         line("started", timestamp(at));

@@ -111,6 +111,9 @@ pub struct RunFilter {
     /// The workflow's name.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub workflow: Option<String>,
+    /// The code version of the world that accepted the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub code_version: Option<String>,
     /// The cursor of the previous page.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cursor: Option<String>,

@@ -34,10 +34,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "vacuum hot tables",
         include_str!("../migrations/0006_vacuum_hot_tables.sql"),
     ),
+    (
+        7,
+        "code versions",
+        include_str!("../migrations/0007_code_versions.sql"),
+    ),
 ];
 
 /// The schema version this build creates and knows: the newest embedded migration.
-pub const SCHEMA_VERSION: i64 = 6;
+pub const SCHEMA_VERSION: i64 = 7;
 
 /// Refuses a schema name that is not a plain lower-case identifier (what
 /// [`PostgresOptions::schema`] accepts), so a caller can check one before connecting.

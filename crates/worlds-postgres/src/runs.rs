@@ -32,8 +32,8 @@ impl PostgresStore {
             "WITH run AS (
                  INSERT INTO runs (run_id, workflow_id, name, status, finished, parent_id,
                      idempotency_key, created_at, next_seq, state, state_seq, owner, epoch,
-                     last_writer)
-                 VALUES ($1, $2, $3, $4, false, $5, $6, $7, 1, $8, 1, $9, 1, $9)
+                     last_writer, code_version)
+                 VALUES ($1, $2, $3, $4, false, $5, $6, $7, 1, $8, 1, $9, 1, $9, $11)
                  ON CONFLICT DO NOTHING
                  RETURNING run_id
              )
@@ -50,6 +50,7 @@ impl PostgresStore {
         .bind(&state_json)
         .bind(&self.inner.member_id)
         .bind(&body)
+        .bind(state.code_version.as_deref().map(str::as_bytes))
         .execute(&mut *conn)
         .await;
         // A taken run id or workflow id inserts nothing (instead of failing, which would abort
@@ -266,5 +267,9 @@ fn push_filter(q: &mut QueryBuilder<Postgres>, filter: &WorkflowQueryFilter) {
     }
     if let Some(quarantined) = filter.quarantined {
         q.push(" AND quarantined = ").push_bind(quarantined);
+    }
+    if let Some(version) = &filter.code_version {
+        q.push(" AND code_version = ")
+            .push_bind(version.as_bytes().to_vec());
     }
 }

@@ -28,7 +28,7 @@
 //! |---|---|---|
 //! | `GET /healthz`, `GET /readyz` | none | the process answers; its storage answers too |
 //! | `POST /v1/runs` | write | start a run: `{"workflow", "input", "options"}` → 201 `{run_id, workflow_id}` (200 for the run already holding its idempotency key, or its workflow id under `on_conflict: use_existing`; 409 under `fail`); with `?wait_ms=` it also waits and answers as `…/result` does |
-//! | `GET /v1/runs` | read | runs, newest first (`order=ascending` for oldest first): `status` (comma-separated), `workflow`, `parent`, `started_after`, `started_before`, `quarantined`, `cursor`, `limit`, `resolve=none\|all` |
+//! | `GET /v1/runs` | read | runs, newest first (`order=ascending` for oldest first): `status` (comma-separated), `workflow`, `parent`, `started_after`, `started_before`, `quarantined`, `code_version`, `workflow_id_prefix`, `cursor`, `limit`, `resolve=none\|all` |
 //! | `GET /v1/runs/{id}` | read | one run (by run id or workflow id), `resolve=none\|all` |
 //! | `GET /v1/runs/{id}/result` | read | waits up to `wait_ms` (default 30 s): 200 with the outcome once finished, 202 while it goes on |
 //! | `GET /v1/runs/{id}/events` | read | its history, paged: `cursor`, `limit`, `order=ascending\|descending`, `resolve` |

@@ -503,6 +503,14 @@ async fn a_run_is_started_read_listed_paged_and_waited_for() {
     assert_eq!(page["data"][0]["id"], id.as_str());
     let (_, none) = s.get(&s.read, "/v1/runs?status=failed").await;
     assert_eq!(none["data"], json!([]));
+    // By code version (this world has none) and workflow id prefix.
+    let (status, none) = s.get(&s.read, "/v1/runs?code_version=v2").await;
+    assert_eq!((status, &none["data"]), (StatusCode::OK, &json!([])));
+    let prefix = &id[..8];
+    let (_, found) = s
+        .get(&s.read, &format!("/v1/runs?workflow_id_prefix={prefix}"))
+        .await;
+    assert_eq!(found["data"][0]["id"], id.as_str(), "{found}");
 
     // The history, two events a page, oldest first, then back from the newest.
     let mut seqs = Vec::new();

@@ -124,6 +124,12 @@ pub struct WorldConfig {
     /// What to do when a workflow fails, unless the workflow says otherwise. Default retry.
     #[serde(alias = "failureStrategy")]
     pub failure_strategy: FailureStrategy,
+    /// The version of the code this world runs (a release tag, a commit), recorded in every
+    /// run it accepts, so that runs can be listed by the code that started them
+    /// ([`WorkflowQueryFilter::code_version`](crate::WorkflowQueryFilter::code_version)).
+    /// Default none.
+    #[serde(alias = "codeVersion")]
+    pub code_version: Option<String>,
     /// Interval between heartbeats (and the most often an activity heartbeat is written to
     /// history). Default 5 s.
     #[serde(alias = "heartbeatInterval")]
@@ -219,6 +225,7 @@ impl Default for WorldConfig {
             persistence: Persistence::Hybrid,
             persistence_path: default_data_dir(),
             failure_strategy: FailureStrategy::Retry,
+            code_version: None,
             heartbeat_interval: Dur(Duration::from_millis(5000)),
             heartbeat_timeout: Dur(Duration::from_millis(30000)),
             max_payload_bytes: 4 * 1024 * 1024,
@@ -291,6 +298,14 @@ impl WorldConfig {
         }
         if self.shared_poll_interval.0.is_zero() {
             return bad("shared_poll_interval", "must be positive");
+        }
+        if let Some(version) = &self.code_version {
+            if version.trim().is_empty() || version.len() > 200 || version.contains('\0') {
+                return bad(
+                    "code_version",
+                    "must be a non-empty name of at most 200 bytes without NUL (a release tag or a commit)",
+                );
+            }
         }
         self.webhook_server.validate()?;
         Ok(())

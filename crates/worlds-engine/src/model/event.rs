@@ -84,6 +84,10 @@ pub struct QueuedRun {
     /// returns this run (see `WorkflowOptions::idempotency_key`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// The code version of the world that accepted the run
+    /// ([`WorldConfig::code_version`](crate::WorldConfig::code_version)), if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_version: Option<String>,
 }
 
 impl QueuedRun {
@@ -103,6 +107,7 @@ impl QueuedRun {
             failure_strategy: None,
             max_retries: None,
             idempotency_key: None,
+            code_version: None,
         }
     }
 }

@@ -91,6 +91,10 @@ pub struct WorkflowQueryFilter {
     pub started_before: Option<Millis>,
     /// Only quarantined runs (`Some(true)`) or only runs not quarantined (`Some(false)`).
     pub quarantined: Option<bool>,
+    /// Only runs accepted by a world of this code version
+    /// ([`WorldConfig::code_version`](crate::WorldConfig::code_version)).
+    #[serde(alias = "codeVersion")]
+    pub code_version: Option<String>,
     /// At most this many runs (default 100 for paged queries, unlimited for `query_workflows`).
     pub limit: Option<usize>,
     /// Skip this many matching runs first.
@@ -133,6 +137,12 @@ impl WorkflowQueryFilter {
     /// Only runs whose workflow id starts with `prefix`.
     pub fn workflow_id_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.workflow_id_prefix = Some(prefix.into());
+        self
+    }
+
+    /// Only runs accepted by a world of code version `version`.
+    pub fn code_version(mut self, version: impl Into<String>) -> Self {
+        self.code_version = Some(version.into());
         self
     }
 

@@ -210,6 +210,9 @@ pub struct WorkflowState {
     /// The idempotency key it was started with, if any.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub idempotency_key: Option<String>,
+    /// The code version of the world that accepted the run, if it had one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code_version: Option<String>,
     /// Set when the run is quarantined: why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quarantine: Option<String>,
@@ -257,6 +260,7 @@ impl WorkflowState {
             failure_strategy,
             max_retries,
             idempotency_key,
+            code_version,
         } = &**run;
         Ok(WorkflowState {
             id: event.run_id.clone(),
@@ -279,6 +283,7 @@ impl WorkflowState {
             failure_strategy: *failure_strategy,
             max_retries: *max_retries,
             idempotency_key: idempotency_key.clone(),
+            code_version: code_version.clone(),
             quarantine: None,
             activities: Vec::new(),
             children: Vec::new(),

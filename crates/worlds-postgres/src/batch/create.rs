@@ -186,18 +186,23 @@ impl PostgresStore {
         let created: Vec<i64> = runs.iter().map(|r| r.state.created_at).collect();
         let states: Vec<&str> = runs.iter().map(|r| r.state_json.as_str()).collect();
         let bodies: Vec<&str> = runs.iter().map(|r| r.body.as_str()).collect();
+        let versions: Vec<Option<&[u8]>> = runs
+            .iter()
+            .map(|r| r.state.code_version.as_deref().map(str::as_bytes))
+            .collect();
         let inserted: Vec<String> = sqlx::query_scalar(
             "WITH c AS (
                  SELECT * FROM UNNEST($1::text[], $2::bytea[], $3::bytea[], $4::text[],
-                     $5::text[], $6::bytea[], $7::bigint[], $8::text[], $10::text[])
+                     $5::text[], $6::bytea[], $7::bigint[], $8::text[], $10::text[],
+                     $11::bytea[])
                      WITH ORDINALITY AS c(run_id, workflow_id, name, status, parent_id,
-                         idempotency_key, created_at, state, body, ord)
+                         idempotency_key, created_at, state, body, code_version, ord)
              ), run AS (
                  INSERT INTO runs (run_id, workflow_id, name, status, finished, parent_id,
                      idempotency_key, created_at, next_seq, state, state_seq, owner, epoch,
-                     last_writer)
+                     last_writer, code_version)
                  SELECT run_id, workflow_id, name, status, false, parent_id, idempotency_key,
-                     created_at, 1, state, 1, $9, 1, $9
+                     created_at, 1, state, 1, $9, 1, $9, code_version
                  FROM c ORDER BY ord
                  ON CONFLICT DO NOTHING
                  RETURNING run_id
@@ -218,6 +223,7 @@ impl PostgresStore {
         .bind(&states)
         .bind(&self.inner.member_id)
         .bind(&bodies)
+        .bind(&versions)
         .fetch_all(&mut *conn)
         .await
         .map_err(|e| self.err("creating runs", e))?;

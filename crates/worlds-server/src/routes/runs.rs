@@ -154,6 +154,10 @@ pub(crate) struct ListRuns {
     started_before: Option<i64>,
     /// Only quarantined runs (`true`) or only others (`false`).
     quarantined: Option<bool>,
+    /// Only runs accepted by a world of this code version.
+    code_version: Option<String>,
+    /// Only runs whose workflow id starts with this.
+    workflow_id_prefix: Option<String>,
     /// The `cursor` of the previous page.
     cursor: Option<String>,
     /// Page size, 1 to 1000 (default 100).
@@ -222,6 +226,8 @@ pub(crate) async fn list(
     filter.started_after = q.started_after;
     filter.started_before = q.started_before;
     filter.quarantined = q.quarantined;
+    filter.code_version = q.code_version;
+    filter.workflow_id_prefix = q.workflow_id_prefix;
     filter.cursor = q.cursor;
     filter.oldest_first = q.order == Some(SortOrder::Ascending);
     filter.limit = Some(page_size(q.limit)?);

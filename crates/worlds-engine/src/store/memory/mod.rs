@@ -493,6 +493,10 @@ impl RunStore for MemoryStore {
                 && filter
                     .quarantined
                     .is_none_or(|q| state.quarantine.is_some() == q)
+                && filter
+                    .code_version
+                    .as_ref()
+                    .is_none_or(|v| state.code_version.as_ref() == Some(v))
         };
         let oldest_first = filter.oldest_first;
         let past_cursor = |id: &str| {

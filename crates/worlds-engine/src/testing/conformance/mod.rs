@@ -158,6 +158,7 @@ macro_rules! store_conformance {
             unknown_runs_and_activities_are_not_found,
             odd_ids_names_and_payloads_round_trip,
             list_runs_filters_pages_and_strips,
+            runs_are_listed_by_code_version,
             unfinished_runs_lists_pending_and_running_only,
             // keys.rs
             idempotency_keys_find_the_newest_run_and_create_once,
@@ -271,6 +272,7 @@ impl Maker {
                 parent_id: spec.parent.map(str::to_owned),
                 parent_position: spec.parent.map(|_| 0),
                 idempotency_key: spec.key.map(str::to_owned),
+                code_version: spec.code_version.map(str::to_owned),
                 ..crate::model::QueuedRun::new(
                     spec.name.to_owned(),
                     spec.workflow_id.unwrap_or(run_id).to_owned(),
@@ -308,6 +310,7 @@ struct Queued<'a> {
     parent: Option<&'a str>,
     input: Option<Payload>,
     key: Option<&'a str>,
+    code_version: Option<&'a str>,
 }
 
 impl<'a> Queued<'a> {

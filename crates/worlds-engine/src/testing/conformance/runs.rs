@@ -470,3 +470,62 @@ pub async fn unfinished_runs_lists_pending_and_running_only(store: Arc<dyn Store
         .unwrap();
     assert_eq!(store.unfinished_runs().await.unwrap(), vec![pending]);
 }
+
+/// Runs carry the code version of the world that accepted them, and are listed and counted
+/// by it.
+pub async fn runs_are_listed_by_code_version(store: Arc<dyn Store>) {
+    let m = Maker::new();
+    let mut by_version: Vec<(Option<&str>, String)> = Vec::new();
+    for version in [Some("v1"), Some("v2"), None, Some("v1"), Some("v1.0")] {
+        let id = m.run_id();
+        store
+            .create_run(m.queued(
+                &id,
+                Queued {
+                    name: "versioned",
+                    code_version: version,
+                    ..Queued::default()
+                },
+            ))
+            .await
+            .unwrap();
+        by_version.push((version, id));
+    }
+    let ids_of = |version: &str| -> Vec<String> {
+        let mut ids: Vec<String> = by_version
+            .iter()
+            .filter(|(v, _)| *v == Some(version))
+            .map(|(_, id)| id.clone())
+            .collect();
+        ids.reverse(); // newest first
+        ids
+    };
+    for version in ["v1", "v2", "v1.0", "v3"] {
+        let filter = WorkflowQueryFilter::new().code_version(version);
+        let listed: Vec<String> = store
+            .list_runs(&filter)
+            .await
+            .unwrap()
+            .data
+            .into_iter()
+            .map(|run| {
+                assert_eq!(run.code_version.as_deref(), Some(version), "{run:?}");
+                run.id
+            })
+            .collect();
+        assert_eq!(listed, ids_of(version), "version {version}");
+        assert_eq!(
+            store.count_runs(&filter, 100).await.unwrap(),
+            ids_of(version).len()
+        );
+    }
+    let unversioned = &by_version[2].1;
+    assert_eq!(
+        store
+            .get_run(unversioned, ResolveData::None)
+            .await
+            .unwrap()
+            .code_version,
+        None
+    );
+}

@@ -455,7 +455,11 @@ impl Engine {
                 ],
             )
             .await;
-        if recorded.is_err() {
+        if let Err(e) = recorded {
+            // Refused (the run ended, the attempt was settled elsewhere): nothing to do. Not
+            // reached (the store went away): the attempt would stay "running" with nothing to
+            // end it, so the run is resumed from its history, which settles it again.
+            self.resync_if_passing(&task.run_id, &e);
             return;
         }
         let timer = Timer {
@@ -467,7 +471,9 @@ impl Engine {
             },
         };
         if let Err(e) = self.timers.add(timer).await {
-            tracing::error!(run_id = %task.run_id, error = %e, "could not arm the retry timer");
+            if !self.resync_if_passing(&task.run_id, &e) {
+                tracing::error!(run_id = %task.run_id, error = %e, "could not arm the retry timer");
+            }
         }
     }
 

@@ -4,26 +4,16 @@
 
 mod common;
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
-use async_trait::async_trait;
+use common::wrapped_store::WrappedStore;
 use common::{event_types, test_world_with, Counter, Mode};
-use worlds_engine::clock::{Millis, VirtualClock};
+use worlds_engine::clock::VirtualClock;
 use worlds_engine::error::codes;
-use worlds_engine::model::keys::ApiKeyRecord;
-use worlds_engine::model::{ActivityState, ListQuery, Page};
 use worlds_engine::prelude::*;
-use worlds_engine::schedule::ScheduleConfig;
-use worlds_engine::store::{
-    Appended, EventStore, HookRecord, HookStore, IdempotencyStore, KeyStore, LeaseStore,
-    MemoryStore, NewChunk, RunStore, ScheduleStore, ScheduleUpdate, StepRecord, StepStore,
-    StreamSignal, StreamStore, Timer, TimerStore,
-};
-use worlds_engine::streams::{StreamChunk, StreamInfo};
 use worlds_engine::testing::DEFAULT_START;
-use worlds_engine::WorkflowState;
-use worlds_engine::{ActivityStatus, Event, ResolveData, RunStatus, WorkflowQueryFilter};
+use worlds_engine::{ActivityStatus, RunStatus, WorkflowQueryFilter};
 
 const LIMIT: usize = 1024;
 
@@ -211,195 +201,10 @@ in_both_modes!(
     workflow_output_over_the_limit_fails_the_run,
 );
 
-/// A memory store that counts how the engine reads history.
-#[derive(Default)]
-struct CountingStore {
-    inner: MemoryStore,
-    /// Calls of `history(run, 0)`: reads of a whole history.
-    full_reads: AtomicU64,
-    /// Events returned by every `history` call together.
-    events_read: AtomicU64,
-}
-
-#[async_trait]
-impl RunStore for CountingStore {
-    async fn create_run(&self, first: Event) -> Result<(), WorldError> {
-        self.inner.create_run(first).await
-    }
-    async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
-        self.inner.get_run(id, resolve).await
-    }
-    async fn list_runs(
-        &self,
-        filter: &WorkflowQueryFilter,
-    ) -> Result<Page<WorkflowState>, WorldError> {
-        self.inner.list_runs(filter).await
-    }
-    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {
-        self.inner.unfinished_runs().await
-    }
-}
-
-impl IdempotencyStore for CountingStore {}
-
-impl LeaseStore for CountingStore {}
-
-#[async_trait]
-impl EventStore for CountingStore {
-    async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
-        self.inner.append(run_id, events).await
-    }
-    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
-        if from_seq == 0 {
-            self.full_reads.fetch_add(1, Ordering::SeqCst);
-        }
-        let events = self.inner.history(run_id, from_seq).await?;
-        self.events_read
-            .fetch_add(events.len() as u64, Ordering::SeqCst);
-        Ok(events)
-    }
-    async fn list_events(
-        &self,
-        run_id: &str,
-        query: &ListQuery,
-    ) -> Result<Page<Arc<Event>>, WorldError> {
-        self.inner.list_events(run_id, query).await
-    }
-    async fn list_events_by_correlation_id(
-        &self,
-        correlation_id: &str,
-        query: &ListQuery,
-    ) -> Result<Page<Arc<Event>>, WorldError> {
-        self.inner
-            .list_events_by_correlation_id(correlation_id, query)
-            .await
-    }
-}
-
-#[async_trait]
-impl StepStore for CountingStore {
-    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
-        self.inner.get_activity(run_id, position).await
-    }
-    async fn get_step(
-        &self,
-        step_id: &str,
-        resolve: ResolveData,
-    ) -> Result<StepRecord, WorldError> {
-        self.inner.get_step(step_id, resolve).await
-    }
-    async fn list_steps(
-        &self,
-        run_id: &str,
-        query: &ListQuery,
-    ) -> Result<Page<ActivityState>, WorldError> {
-        self.inner.list_steps(run_id, query).await
-    }
-}
-
-#[async_trait]
-impl HookStore for CountingStore {
-    async fn find_hook(
-        &self,
-        token_digest: &str,
-    ) -> Result<Option<worlds_engine::store::HookRef>, WorldError> {
-        self.inner.find_hook(token_digest).await
-    }
-    async fn get_hook(&self, hook_id: &str) -> Result<HookRecord, WorldError> {
-        self.inner.get_hook(hook_id).await
-    }
-    async fn list_run_hooks(
-        &self,
-        run_id: &str,
-        query: &ListQuery,
-    ) -> Result<Page<HookRecord>, WorldError> {
-        self.inner.list_run_hooks(run_id, query).await
-    }
-    async fn list_waiting_hooks(&self, query: &ListQuery) -> Result<Page<HookRecord>, WorldError> {
-        self.inner.list_waiting_hooks(query).await
-    }
-}
-
-#[async_trait]
-impl TimerStore for CountingStore {
-    async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
-        self.inner.add_timer(timer).await
-    }
-    async fn take_due_timers(&self, now: Millis, limit: usize) -> Result<Vec<Timer>, WorldError> {
-        self.inner.take_due_timers(now, limit).await
-    }
-    async fn next_timer_at(&self) -> Result<Option<Millis>, WorldError> {
-        self.inner.next_timer_at().await
-    }
-    async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
-        self.inner.remove_run_timers(run_id).await
-    }
-}
-
-#[async_trait]
-impl StreamStore for CountingStore {
-    async fn write_chunk(
-        &self,
-        run_id: &str,
-        name: &str,
-        chunk: NewChunk,
-    ) -> Result<StreamChunk, WorldError> {
-        self.inner.write_chunk(run_id, name, chunk).await
-    }
-    async fn close_stream(&self, run_id: &str, name: &str) -> Result<(), WorldError> {
-        self.inner.close_stream(run_id, name).await
-    }
-    async fn close_run_streams(&self, run_id: &str) -> Result<(), WorldError> {
-        self.inner.close_run_streams(run_id).await
-    }
-    async fn stream_chunks(
-        &self,
-        run_id: &str,
-        name: &str,
-        from: u64,
-        limit: usize,
-    ) -> Result<(Vec<StreamChunk>, StreamInfo), WorldError> {
-        self.inner.stream_chunks(run_id, name, from, limit).await
-    }
-    async fn list_streams(&self, run_id: &str) -> Result<Vec<String>, WorldError> {
-        self.inner.list_streams(run_id).await
-    }
-    fn watch_streams(&self, run_id: &str) -> StreamSignal {
-        self.inner.watch_streams(run_id)
-    }
-}
-
-#[async_trait]
-impl ScheduleStore for CountingStore {
-    async fn list_schedules(&self) -> Result<Vec<ScheduleConfig>, WorldError> {
-        self.inner.list_schedules().await
-    }
-    async fn get_schedule(&self, id: &str) -> Result<Option<ScheduleConfig>, WorldError> {
-        self.inner.get_schedule(id).await
-    }
-    async fn update_schedule(
-        &self,
-        id: &str,
-        change: &mut ScheduleUpdate<'_>,
-    ) -> Result<Option<ScheduleConfig>, WorldError> {
-        self.inner.update_schedule(id, change).await
-    }
-}
-
-#[async_trait]
-impl KeyStore for CountingStore {
-    async fn list_keys(&self) -> Result<Vec<ApiKeyRecord>, WorldError> {
-        self.inner.list_keys().await
-    }
-    async fn save_key(&self, record: &ApiKeyRecord) -> Result<(), WorldError> {
-        self.inner.save_key(record).await
-    }
-}
-
 /// Runs `steps` one-step-at-a-time in a cached world on a counting store; returns
 /// (whole-history reads, events read in total, events in the history).
 async fn run_long_workflow(steps: u64) -> (u64, u64, u64) {
-    let store = Arc::new(CountingStore::default());
+    let store = Arc::new(WrappedStore::default());
     let clock = Arc::new(VirtualClock::new(DEFAULT_START));
     let world = World::with_store(common::memory_config(), clock, store.clone());
     let calls = Counter::default();

@@ -2,6 +2,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod store_events;
+pub mod wrapped_store;
 
 use std::path::Path;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -1,0 +1,232 @@
+//! A memory store wrapped for tests: it counts history reads and can refuse appends.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use async_trait::async_trait;
+use worlds_engine::clock::Millis;
+use worlds_engine::model::keys::ApiKeyRecord;
+use worlds_engine::model::{ActivityState, ListQuery, Page};
+use worlds_engine::schedule::ScheduleConfig;
+use worlds_engine::store::{
+    Appended, EventStore, HookRecord, HookStore, IdempotencyStore, KeyStore, LeaseStore,
+    MemoryStore, NewChunk, RunStore, ScheduleStore, ScheduleUpdate, StepRecord, StepStore,
+    StreamSignal, StreamStore, Timer, TimerStore,
+};
+use worlds_engine::streams::{StreamChunk, StreamInfo};
+use worlds_engine::{Event, ResolveData, WorkflowQueryFilter, WorkflowState, WorldError};
+
+/// A memory store that counts how the engine reads history, and can be told to fail appends
+/// as a store that cannot be reached does.
+#[derive(Default)]
+pub struct WrappedStore {
+    pub inner: MemoryStore,
+    /// Calls of `history(run, 0)`: reads of a whole history.
+    pub full_reads: AtomicU64,
+    /// Events returned by every `history` call together.
+    pub events_read: AtomicU64,
+    /// Appends it chooses answer `Unavailable` without writing anything.
+    pub refuse: Mutex<Option<Refusal>>,
+}
+
+/// Which appends a [`WrappedStore`] refuses, and how many more times.
+pub struct Refusal {
+    pub matches: fn(&[Event]) -> bool,
+    pub times: usize,
+}
+
+impl WrappedStore {
+    /// Refuses the next `times` appends that `matches`, as an unreachable store would.
+    pub fn refuse(&self, times: usize, matches: fn(&[Event]) -> bool) {
+        *self.refuse.lock().unwrap() = Some(Refusal { matches, times });
+    }
+
+    fn refused(&self, events: &[Event]) -> Result<(), WorldError> {
+        let mut refuse = self.refuse.lock().unwrap();
+        match refuse.as_mut() {
+            Some(r) if r.times > 0 && (r.matches)(events) => {
+                r.times -= 1;
+                Err(WorldError::Unavailable(
+                    "the test store refuses this append, as an unreachable store would".into(),
+                ))
+            }
+            _ => Ok(()),
+        }
+    }
+}
+
+#[async_trait]
+impl RunStore for WrappedStore {
+    async fn create_run(&self, first: Event) -> Result<(), WorldError> {
+        self.inner.create_run(first).await
+    }
+    async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
+        self.inner.get_run(id, resolve).await
+    }
+    async fn list_runs(
+        &self,
+        filter: &WorkflowQueryFilter,
+    ) -> Result<Page<WorkflowState>, WorldError> {
+        self.inner.list_runs(filter).await
+    }
+    async fn unfinished_runs(&self) -> Result<Vec<String>, WorldError> {
+        self.inner.unfinished_runs().await
+    }
+}
+
+impl IdempotencyStore for WrappedStore {}
+
+impl LeaseStore for WrappedStore {}
+
+#[async_trait]
+impl EventStore for WrappedStore {
+    async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
+        self.refused(&events)?;
+        self.inner.append(run_id, events).await
+    }
+    async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
+        if from_seq == 0 {
+            self.full_reads.fetch_add(1, Ordering::SeqCst);
+        }
+        let events = self.inner.history(run_id, from_seq).await?;
+        self.events_read
+            .fetch_add(events.len() as u64, Ordering::SeqCst);
+        Ok(events)
+    }
+    async fn list_events(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<Arc<Event>>, WorldError> {
+        self.inner.list_events(run_id, query).await
+    }
+    async fn list_events_by_correlation_id(
+        &self,
+        correlation_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<Arc<Event>>, WorldError> {
+        self.inner
+            .list_events_by_correlation_id(correlation_id, query)
+            .await
+    }
+}
+
+#[async_trait]
+impl StepStore for WrappedStore {
+    async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
+        self.inner.get_activity(run_id, position).await
+    }
+    async fn get_step(
+        &self,
+        step_id: &str,
+        resolve: ResolveData,
+    ) -> Result<StepRecord, WorldError> {
+        self.inner.get_step(step_id, resolve).await
+    }
+    async fn list_steps(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<ActivityState>, WorldError> {
+        self.inner.list_steps(run_id, query).await
+    }
+}
+
+#[async_trait]
+impl HookStore for WrappedStore {
+    async fn find_hook(
+        &self,
+        token_digest: &str,
+    ) -> Result<Option<worlds_engine::store::HookRef>, WorldError> {
+        self.inner.find_hook(token_digest).await
+    }
+    async fn get_hook(&self, hook_id: &str) -> Result<HookRecord, WorldError> {
+        self.inner.get_hook(hook_id).await
+    }
+    async fn list_run_hooks(
+        &self,
+        run_id: &str,
+        query: &ListQuery,
+    ) -> Result<Page<HookRecord>, WorldError> {
+        self.inner.list_run_hooks(run_id, query).await
+    }
+    async fn list_waiting_hooks(&self, query: &ListQuery) -> Result<Page<HookRecord>, WorldError> {
+        self.inner.list_waiting_hooks(query).await
+    }
+}
+
+#[async_trait]
+impl TimerStore for WrappedStore {
+    async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
+        self.inner.add_timer(timer).await
+    }
+    async fn take_due_timers(&self, now: Millis, limit: usize) -> Result<Vec<Timer>, WorldError> {
+        self.inner.take_due_timers(now, limit).await
+    }
+    async fn next_timer_at(&self) -> Result<Option<Millis>, WorldError> {
+        self.inner.next_timer_at().await
+    }
+    async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
+        self.inner.remove_run_timers(run_id).await
+    }
+}
+
+#[async_trait]
+impl StreamStore for WrappedStore {
+    async fn write_chunk(
+        &self,
+        run_id: &str,
+        name: &str,
+        chunk: NewChunk,
+    ) -> Result<StreamChunk, WorldError> {
+        self.inner.write_chunk(run_id, name, chunk).await
+    }
+    async fn close_stream(&self, run_id: &str, name: &str) -> Result<(), WorldError> {
+        self.inner.close_stream(run_id, name).await
+    }
+    async fn close_run_streams(&self, run_id: &str) -> Result<(), WorldError> {
+        self.inner.close_run_streams(run_id).await
+    }
+    async fn stream_chunks(
+        &self,
+        run_id: &str,
+        name: &str,
+        from: u64,
+        limit: usize,
+    ) -> Result<(Vec<StreamChunk>, StreamInfo), WorldError> {
+        self.inner.stream_chunks(run_id, name, from, limit).await
+    }
+    async fn list_streams(&self, run_id: &str) -> Result<Vec<String>, WorldError> {
+        self.inner.list_streams(run_id).await
+    }
+    fn watch_streams(&self, run_id: &str) -> StreamSignal {
+        self.inner.watch_streams(run_id)
+    }
+}
+
+#[async_trait]
+impl ScheduleStore for WrappedStore {
+    async fn list_schedules(&self) -> Result<Vec<ScheduleConfig>, WorldError> {
+        self.inner.list_schedules().await
+    }
+    async fn get_schedule(&self, id: &str) -> Result<Option<ScheduleConfig>, WorldError> {
+        self.inner.get_schedule(id).await
+    }
+    async fn update_schedule(
+        &self,
+        id: &str,
+        change: &mut ScheduleUpdate<'_>,
+    ) -> Result<Option<ScheduleConfig>, WorldError> {
+        self.inner.update_schedule(id, change).await
+    }
+}
+
+#[async_trait]
+impl KeyStore for WrappedStore {
+    async fn list_keys(&self) -> Result<Vec<ApiKeyRecord>, WorldError> {
+        self.inner.list_keys().await
+    }
+    async fn save_key(&self, record: &ApiKeyRecord) -> Result<(), WorldError> {
+        self.inner.save_key(record).await
+    }
+}

@@ -91,6 +91,7 @@
 #![forbid(unsafe_code)]
 
 mod atomic_file;
+pub mod cli;
 pub mod clock;
 mod config;
 pub mod current;

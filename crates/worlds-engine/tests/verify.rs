@@ -159,3 +159,48 @@ async fn a_history_kept_as_a_fixture_replays_against_later_code() {
         "{error}"
     );
 }
+
+/// `cli::run` (what `my-service verify` answers): exit status 0 while the code replays every
+/// run, 1 once a change breaks some, with the report; 2 for bad arguments.
+#[tokio::test]
+async fn the_verify_command_gates_a_deploy_by_its_exit_status() {
+    let s = setup().await;
+    start(&s, 2).await;
+    s.t.advance("1h").await;
+    s.t.settle().await;
+    let args = |list: &[&str]| list.iter().map(|a| (*a).to_owned()).collect::<Vec<_>>();
+    let run = |list: Vec<String>| {
+        let world: &World = &s.t;
+        async move {
+            let (mut out, mut err) = (Vec::new(), Vec::new());
+            let status = worlds_engine::cli::run(world, &list, &mut out, &mut err).await;
+            (
+                status,
+                String::from_utf8(out).unwrap(),
+                String::from_utf8(err).unwrap(),
+            )
+        }
+    };
+    let (status, out, _) = run(args(&["verify"])).await;
+    assert_eq!(status, 0, "{out}");
+    assert!(out.contains("2 run(s) replay cleanly"), "{out}");
+
+    s.changed.store(true, Ordering::SeqCst);
+    let (status, out, _) = run(args(&["verify"])).await;
+    assert_eq!(status, 1, "{out}");
+    assert!(out.contains("verified: 0 clean, 2 diverged"), "{out}");
+    let (status, json, _) = run(args(&["verify", "--json"])).await;
+    assert_eq!(status, 1);
+    let report: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(
+        report["workflows"]["verified"]["diverged"][0]["issued"],
+        "step 'c'"
+    );
+
+    let (status, _, err) = run(args(&["verify", "--sample"])).await;
+    assert_eq!(status, 2);
+    assert!(
+        err.contains("--sample needs") && err.contains("usage:"),
+        "{err}"
+    );
+}

@@ -39,6 +39,8 @@ const LAYERS: &[&[&str]] = &[
     &["streams", "fetch", "current", "http"],
     // The world and the ways in.
     &["world", "runtime", "testing"],
+    // Commands a user's own binary answers, over a world.
+    &["cli"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

@@ -52,9 +52,7 @@ async fn parked_runs_finish_on_their_own_branch() {
         return;
     }
     let schema = common::fresh_schema();
-    let mut config = WorldConfig::postgres(common::url());
-    config.database.schema = schema.clone();
-    config.database.pool_size = 4;
+    let mut config = common::world_config(&schema);
     config.evict_after_every_task = true;
     let world = worlds_postgres::open(config).await.unwrap();
     let (old, new) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));

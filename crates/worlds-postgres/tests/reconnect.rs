@@ -15,10 +15,9 @@ async fn a_world_survives_every_connection_being_terminated() {
         return;
     }
     let schema = common::fresh_schema();
-    let mut config = WorldConfig::postgres(common::url());
-    config.database.schema = schema.clone();
-    config.database.pool_size = 4;
-    let world = worlds_postgres::open(config).await.unwrap();
+    let world = worlds_postgres::open(common::world_config(&schema))
+        .await
+        .unwrap();
     let add = activity("add", |_ctx: ActivityContext, n: u64| async move {
         tokio::time::sleep(Duration::from_millis(2)).await;
         Ok::<_, StepError>(n + 1)

@@ -9,12 +9,7 @@ use std::sync::Arc;
 use worlds_engine::prelude::*;
 use worlds_engine::HookSecret;
 
-fn config(schema: &str) -> WorldConfig {
-    let mut config = WorldConfig::postgres(common::url());
-    config.database.schema = schema.to_owned();
-    config.database.pool_size = 4;
-    config
-}
+use common::world_config as config;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_world_runs_workflows_with_steps_on_postgres() {

@@ -676,28 +676,20 @@ async fn actions_from_other_sites_are_refused_and_pages_carry_a_csp() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let s = served().await;
     let nap = start(&s.world, "nap", Value::Null).await;
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let login = http
-        .post(format!("{}/login", s.base))
-        .form(&[("key", s.admin.as_str())])
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(login.status().as_u16(), 303);
-    let cookie = login.headers()["set-cookie"].to_str().unwrap().to_owned();
+    let signed_in = Session::sign_in(&s.base, &s.admin).await;
+    let (http, cookie, session) = (&signed_in.http, &signed_in.set_cookie, &signed_in.cookie);
     assert!(
         cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
         "{cookie}"
     );
-    assert!(!cookie.contains(&s.admin), "the cookie never holds the key");
-    let session = cookie.split(';').next().unwrap().to_owned();
+    assert!(
+        !cookie.contains(s.admin.as_str()),
+        "the cookie never holds the key"
+    );
 
     let page = http
         .get(format!("{}/runs/{nap}", s.base))
-        .header("cookie", &session)
+        .header("cookie", session)
         .send()
         .await
         .unwrap();
@@ -705,23 +697,11 @@ async fn actions_from_other_sites_are_refused_and_pages_carry_a_csp() {
     let csp = page.headers()["content-security-policy"].to_str().unwrap();
     assert!(csp.contains("script-src 'self'"), "{csp}");
     // The quarantine view lists quarantined runs only.
-    let page = |path: String| {
-        let http = &http;
-        let session = &session;
-        async move {
-            http.get(path)
-                .header("cookie", session)
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap()
-        }
-    };
-    let all = page(format!("{}/", s.base)).await;
+    let all = signed_in.text(&format!("{}/", s.base)).await;
     assert!(all.contains(&nap), "the list shows the run");
-    let quarantined = page(format!("{}/?quarantined=true", s.base)).await;
+    let quarantined = signed_in
+        .text(&format!("{}/?quarantined=true", s.base))
+        .await;
     assert!(quarantined.contains("Quarantined runs"), "{quarantined}");
     assert!(
         !quarantined.contains(&nap),
@@ -735,7 +715,7 @@ async fn actions_from_other_sites_are_refused_and_pages_carry_a_csp() {
     ] {
         let mut forged = http
             .post(format!("{}/runs/{nap}/cancel", s.base))
-            .header("cookie", &session)
+            .header("cookie", session)
             .form(&[("reason", "forged")]);
         if !site.is_empty() {
             forged = forged.header("sec-fetch-site", site);
@@ -756,7 +736,7 @@ async fn actions_from_other_sites_are_refused_and_pages_carry_a_csp() {
     );
     let own = http
         .post(format!("{}/runs/{nap}/cancel", s.base))
-        .header("cookie", &session)
+        .header("cookie", session)
         .header("origin", s.base.as_str())
         .form(&[("reason", "from the page")])
         .send()
@@ -767,14 +747,14 @@ async fn actions_from_other_sites_are_refused_and_pages_carry_a_csp() {
 
     let out = http
         .post(format!("{}/logout", s.base))
-        .header("cookie", &session)
+        .header("cookie", session)
         .send()
         .await
         .unwrap();
     assert_eq!(out.status().as_u16(), 303);
     let after = http
         .get(format!("{}/", s.base))
-        .header("cookie", &session)
+        .header("cookie", session)
         .send()
         .await
         .unwrap();
@@ -842,37 +822,8 @@ async fn a_quarantined_run_says_where_code_and_history_part() {
         .await
         .unwrap();
     let base = format!("http://{}", server.local_addr());
-    let http = reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap();
-    let login = http
-        .post(format!("{base}/login"))
-        .form(&[("key", key.as_str())])
-        .send()
-        .await
-        .unwrap();
-    let session = login.headers()["set-cookie"]
-        .to_str()
-        .unwrap()
-        .split(';')
-        .next()
-        .unwrap()
-        .to_owned();
-    let get = |path: String| {
-        let (http, session) = (&http, &session);
-        async move {
-            http.get(path)
-                .header("cookie", session)
-                .send()
-                .await
-                .unwrap()
-                .text()
-                .await
-                .unwrap()
-        }
-    };
-    let page = get(format!("{base}/runs/{}", run.id)).await;
+    let session = Session::sign_in(&base, &key).await;
+    let page = session.text(&format!("{base}/runs/{}", run.id)).await;
     let state = run.query().await.unwrap();
     let reason = state.error.unwrap().message;
     let why = page
@@ -892,10 +843,57 @@ async fn a_quarantined_run_says_where_code_and_history_part() {
         why.contains(&askama_escape(&reason)),
         "the summary shows them: {why}"
     );
-    let listed = get(format!("{base}/?quarantined=true")).await;
+    let listed = session.text(&format!("{base}/?quarantined=true")).await;
     assert!(listed.contains(&run.id), "the quarantine view lists it");
     server.shutdown().await;
     world.shutdown().await.unwrap();
+}
+
+/// A dashboard session over plain HTTP (no browser): a client that does not follow redirects
+/// and the session cookie that signing in set.
+struct Session {
+    http: reqwest::Client,
+    /// The whole `Set-Cookie` header of the sign-in.
+    set_cookie: String,
+    /// `name=value`, as a `Cookie` header sends it back.
+    cookie: String,
+}
+
+impl Session {
+    /// Signs in with `key`; the sign-in answers 303 with the cookie.
+    async fn sign_in(base: &str, key: &str) -> Session {
+        let http = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .unwrap();
+        let login = http
+            .post(format!("{base}/login"))
+            .form(&[("key", key)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(login.status().as_u16(), 303);
+        let set_cookie = login.headers()["set-cookie"].to_str().unwrap().to_owned();
+        let cookie = set_cookie.split(';').next().unwrap().to_owned();
+        Session {
+            http,
+            set_cookie,
+            cookie,
+        }
+    }
+
+    /// The page at `url`, as text.
+    async fn text(&self, url: &str) -> String {
+        self.http
+            .get(url)
+            .header("cookie", &self.cookie)
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
 }
 
 /// `text` as the templates escape it into HTML.

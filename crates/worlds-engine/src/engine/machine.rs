@@ -203,13 +203,19 @@ impl Machine {
     /// the code did not ask about (the marker of a patch whose `ctx.patched` / `deprecate_patch`
     /// call was removed once no run needed it).
     fn take_position(&mut self, desc: CommandDesc) -> u32 {
-        while let Some(CommandDesc::Patch { .. }) =
-            self.recorded(self.next_position).map(|r| &r.desc)
-        {
-            let marker = self.recorded(self.next_position).map(|r| r.desc.clone());
-            self.take_exactly(marker.unwrap_or(CommandDesc::Timer));
-        }
+        while self.pass_marker() {}
         self.take_exactly(desc)
+    }
+
+    /// Takes the next position if history holds a patch marker there; true if it did.
+    fn pass_marker(&mut self) -> bool {
+        match self.recorded(self.next_position).map(|r| r.desc.clone()) {
+            Some(marker @ CommandDesc::Patch { .. }) => {
+                self.take_exactly(marker);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// Takes the next position and its slot as they are.
@@ -438,10 +444,7 @@ impl RunCore {
             }
         };
         // Markers of other patches before this one (or before the live edge) are passed.
-        while m.next_position < mine.unwrap_or(ahead) {
-            let marker = m.recorded(m.next_position).map(|r| r.desc.clone());
-            m.take_exactly(marker.unwrap_or(CommandDesc::Timer));
-        }
+        while m.next_position < mine.unwrap_or(ahead) && m.pass_marker() {}
         let desc = CommandDesc::Patch { id: id.to_owned() };
         let position = m.take_exactly(desc.clone());
         if mine.is_none() {

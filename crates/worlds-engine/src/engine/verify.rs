@@ -13,6 +13,8 @@ use std::future::Future;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use serde::{Deserialize, Serialize};
+
 use crate::error::{NonDeterminism, WorldError};
 use crate::model::{Event, EventKind, WorkflowState};
 use crate::payload::Payload;
@@ -21,15 +23,36 @@ use super::context::WorkflowContext;
 use super::machine::{RunCore, RunInfo};
 use super::Engine;
 
-/// What replaying one history against the registered code found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Replayed {
-    /// The code issues what history holds, up to its end.
+/// What replaying one history found ([`World::verify_history`](crate::World::verify_history)).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "result")]
+pub enum HistoryVerdict {
+    /// The registered code issues what the history holds, to its end.
     Clean,
-    /// The code and history part at a position.
-    Diverged(NonDeterminism),
+    /// It does not, from this position on.
+    Diverged {
+        /// The command position where they part.
+        position: u32,
+        /// What history holds there.
+        recorded: String,
+        /// What the code issues there now.
+        issued: String,
+    },
     /// No workflow of the history's name is registered.
-    NotRegistered(String),
+    NotRegistered {
+        /// The history's workflow name.
+        name: String,
+    },
+}
+
+impl From<NonDeterminism> for HistoryVerdict {
+    fn from(d: NonDeterminism) -> Self {
+        HistoryVerdict::Diverged {
+            position: d.position,
+            recorded: d.recorded,
+            issued: d.issued,
+        }
+    }
 }
 
 /// Where the current attempt's events start in `history`, and its first command position.
@@ -67,10 +90,10 @@ impl Engine {
     pub(crate) fn replay_check<E: std::borrow::Borrow<Event>>(
         &self,
         history: &[E],
-    ) -> Result<Replayed, WorldError> {
+    ) -> Result<HistoryVerdict, WorldError> {
         let state = WorkflowState::from_history(history)?;
         let Some(def) = self.registry.workflow(&state.name) else {
-            return Ok(Replayed::NotRegistered(state.name));
+            return Ok(HistoryVerdict::NotRegistered { name: state.name });
         };
         let (attempt_start, base) = current_attempt(history);
         let core = Arc::new(RunCore::new(
@@ -102,26 +125,26 @@ impl Engine {
             drop(core.take_new_commands());
             drop(core.take_stream_ops());
             if let Some(divergence) = core.nondeterminism() {
-                return Ok(Replayed::Diverged(divergence));
+                return Ok(divergence.into());
             }
             match poll {
                 Ok(Poll::Ready(_)) => {
                     // Results still queued belong to commands the code never issued.
                     while core.deliver_next() {}
                     return Ok(match core.check_finished() {
-                        Ok(()) => Replayed::Clean,
-                        Err(divergence) => Replayed::Diverged(divergence),
+                        Ok(()) => HistoryVerdict::Clean,
+                        Err(divergence) => divergence.into(),
                     });
                 }
                 // A panic is the code's failure, not a divergence: the run would fail the
                 // same way when it ran.
-                Err(_) => return Ok(Replayed::Clean),
+                Err(_) => return Ok(HistoryVerdict::Clean),
                 Ok(Poll::Pending) => {}
             }
             if !core.deliver_next() {
                 return Ok(match core.nondeterminism() {
-                    Some(divergence) => Replayed::Diverged(divergence),
-                    None => Replayed::Clean,
+                    Some(divergence) => divergence.into(),
+                    None => HistoryVerdict::Clean,
                 });
             }
         }
@@ -131,7 +154,10 @@ impl Engine {
 impl Engine {
     /// Replays the stored history of `run_id` against the registered code; returns its
     /// workflow name with what was found.
-    pub(crate) async fn verify_run(&self, run_id: &str) -> Result<(String, Replayed), WorldError> {
+    pub(crate) async fn verify_run(
+        &self,
+        run_id: &str,
+    ) -> Result<(String, HistoryVerdict), WorldError> {
         let history = self.store.history(run_id, 0).await?;
         let name = match history.first().map(|e| &e.kind) {
             Some(EventKind::WorkflowQueued(queued)) => queued.name.clone(),

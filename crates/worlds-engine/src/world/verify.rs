@@ -6,7 +6,7 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::engine::verify::Replayed;
+pub use crate::engine::verify::HistoryVerdict;
 use crate::error::WorldError;
 use crate::model::Event;
 
@@ -110,42 +110,6 @@ impl fmt::Display for VerifyReport {
     }
 }
 
-/// What replaying one history found ([`World::verify_history`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case", tag = "result")]
-pub enum HistoryVerdict {
-    /// The registered code issues what the history holds, to its end.
-    Clean,
-    /// It does not, from this position on.
-    Diverged {
-        /// The command position where they part.
-        position: u32,
-        /// What history holds there.
-        recorded: String,
-        /// What the code issues there now.
-        issued: String,
-    },
-    /// No workflow of the history's name is registered.
-    NotRegistered {
-        /// The history's workflow name.
-        name: String,
-    },
-}
-
-impl From<Replayed> for HistoryVerdict {
-    fn from(replayed: Replayed) -> Self {
-        match replayed {
-            Replayed::Clean => HistoryVerdict::Clean,
-            Replayed::Diverged(d) => HistoryVerdict::Diverged {
-                position: d.position,
-                recorded: d.recorded,
-                issued: d.issued,
-            },
-            Replayed::NotRegistered(name) => HistoryVerdict::NotRegistered { name },
-        }
-    }
-}
-
 impl World {
     /// Replays the history of every run in flight (and every quarantined run) against the
     /// workflow code registered in this world, without running any step or recording
@@ -183,14 +147,18 @@ impl World {
             };
             let entry = report.workflows.entry(name).or_default();
             match replayed {
-                Replayed::Clean => entry.clean += 1,
-                Replayed::Diverged(d) => entry.diverged.push(Divergence {
+                HistoryVerdict::Clean => entry.clean += 1,
+                HistoryVerdict::Diverged {
+                    position,
+                    recorded,
+                    issued,
+                } => entry.diverged.push(Divergence {
                     run_id,
-                    position: d.position,
-                    recorded: d.recorded,
-                    issued: d.issued,
+                    position,
+                    recorded,
+                    issued,
                 }),
-                Replayed::NotRegistered(_) => entry.not_registered.push(run_id),
+                HistoryVerdict::NotRegistered { .. } => entry.not_registered.push(run_id),
             }
         }
         Ok(report)
@@ -201,6 +169,6 @@ impl World {
     /// workflow code registered in this world, without running anything. For unit tests of
     /// old histories: see [`testing::replay_history`](crate::testing::replay_history).
     pub fn verify_history(&self, history: &[Event]) -> Result<HistoryVerdict, WorldError> {
-        self.engine.replay_check(history).map(HistoryVerdict::from)
+        self.engine.replay_check(history)
     }
 }

@@ -32,6 +32,14 @@ pub fn chain(
     })
 }
 
+/// The config of a test world on `schema`: a small pool.
+pub fn world_config(schema: &str) -> worlds_engine::WorldConfig {
+    let mut config = worlds_engine::WorldConfig::postgres(url());
+    config.database.schema = schema.to_owned();
+    config.database.pool_size = 4;
+    config
+}
+
 /// A schema name no other test uses.
 pub fn fresh_schema() -> String {
     worlds_postgres::testing::fresh_schema_name()

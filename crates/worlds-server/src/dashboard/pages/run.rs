@@ -1,0 +1,439 @@
+//! One run's page — what happened and why, its timeline, what it waits on, its history —
+//! and the actions on it: cancel, resume a hook (its payload checked first).
+
+use super::*;
+
+// ---- one run ----
+
+struct RunView {
+    id: String,
+    workflow_id: String,
+    name: String,
+    status: &'static str,
+    created: String,
+    duration: String,
+    attempt: u32,
+    parent: Option<String>,
+    input: String,
+    output: String,
+}
+
+/// The answer to "what happened and why", for a run that did not simply complete.
+struct Why {
+    headline: String,
+    error: String,
+    compensations: Vec<String>,
+}
+
+struct HookView {
+    id: String,
+    kind: String,
+    webhook: bool,
+}
+
+struct EventView {
+    seq: u64,
+    offset: String,
+    kind: String,
+    brief: String,
+    class: &'static str,
+    json: String,
+}
+
+#[derive(Template)]
+#[template(path = "run.html")]
+struct RunPage {
+    page: Page,
+    run: RunView,
+    why: Option<Why>,
+    waiting: Vec<WaitLine>,
+    hooks: Vec<HookView>,
+    can_cancel: bool,
+    timeline: Timeline,
+    events: Vec<EventView>,
+    truncated: bool,
+    /// The names of the run's streams.
+    streams: Vec<String>,
+}
+
+pub(crate) async fn run(
+    State(api): State<Api>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    Query(notice): Query<Notice>,
+) -> Response {
+    run_page(&api, &principal, &id, notice.notice, StatusCode::OK).await
+}
+
+async fn run_page(
+    api: &Api,
+    principal: &Principal,
+    id: &str,
+    notice: String,
+    status: StatusCode,
+) -> Response {
+    let state = match api.world.get_run(id, ResolveData::All).await {
+        Ok(state) => state,
+        Err(e) => return failure(principal, &e),
+    };
+    let history = match read_history(api, &state.id).await {
+        Ok(history) => history,
+        Err(e) => return failure(principal, &e),
+    };
+    let now = api.world.clock().now_ms();
+    let timeline = Timeline::of(&history, now);
+    let mut page = Page::of(principal, "runs");
+    page.notice = notice;
+    if !state.status.is_terminal() {
+        page.live = format!("run:{}", state.id);
+    }
+    let acts = may_act(principal);
+    let hooks = if acts {
+        state
+            .hooks
+            .iter()
+            .filter(|h| h.status == HookStatus::Waiting)
+            .map(|h| HookView {
+                id: h.id.clone(),
+                kind: h.hook_type.clone().unwrap_or_default(),
+                webhook: h.webhook,
+            })
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let truncated = history.len() > HISTORY_SHOWN;
+    let shown: Vec<&Event> = if truncated {
+        let half = HISTORY_SHOWN / 2;
+        history[..half]
+            .iter()
+            .chain(&history[history.len() - half..])
+            .collect()
+    } else {
+        history.iter().collect()
+    };
+    let start = history.first().map_or(state.created_at, |e| e.timestamp);
+    let streams = api
+        .world
+        .streams()
+        .list(&state.id)
+        .await
+        .unwrap_or_default();
+    let view = RunPage {
+        page,
+        why: why(&state, &history),
+        waiting: waiting_on(&state, &history, now),
+        hooks,
+        can_cancel: acts && !state.status.is_terminal(),
+        timeline,
+        events: shown.into_iter().map(|e| event_view(e, start)).collect(),
+        truncated,
+        streams,
+        run: RunView {
+            id: state.id.clone(),
+            workflow_id: state.workflow_id.clone(),
+            name: state.name.clone(),
+            status: state.status.as_str(),
+            created: clock_text(state.created_at),
+            duration: duration_text(state.completed_at.unwrap_or(now) - state.created_at),
+            attempt: state.attempt,
+            parent: state.parent_id.clone(),
+            input: pretty(state.input.as_ref().map(|p| p.to_value())),
+            output: pretty(state.output.as_ref().map(|p| p.to_value())),
+        },
+    };
+    render(&view, status)
+}
+
+/// The whole history, page by page.
+async fn read_history(api: &Api, run_id: &str) -> Result<Vec<Event>, WorldError> {
+    let mut events = Vec::new();
+    let mut query = ListQuery::new().limit(1_000).order(SortOrder::Ascending);
+    loop {
+        let page = api.world.events(run_id, query.clone()).await?;
+        events.extend(page.data.iter().map(|e| (**e).clone()));
+        match page.cursor {
+            Some(cursor) if page.has_more => query.cursor = Some(cursor),
+            _ => return Ok(events),
+        }
+    }
+}
+
+fn pretty(value: Option<serde_json::Value>) -> String {
+    value
+        .map(|v| serde_json::to_string_pretty(&v).unwrap_or_default())
+        .unwrap_or_default()
+}
+
+/// One sentence-sized answer for a failed, compensated, cancelled or quarantined run.
+fn why(state: &WorkflowState, history: &[Event]) -> Option<Why> {
+    let failed_step = state
+        .activities
+        .iter()
+        .rev()
+        .find(|a| a.error.is_some() && a.status == ActivityStatus::Failed);
+    // A compensation is named by the step it ran (the last one scheduled before it ended).
+    let mut compensations = Vec::new();
+    let mut last_step: Option<&str> = None;
+    for event in history {
+        match &event.kind {
+            EventKind::ActivityScheduled { name, .. } => last_step = Some(name),
+            EventKind::WorkflowCompensating {} => last_step = None,
+            EventKind::CompensationExecuted { .. } => {
+                compensations.push(format!("undid {}", last_step.take().unwrap_or("(code)")));
+            }
+            EventKind::CompensationFailed { error, .. } => compensations.push(format!(
+                "could not undo {}: {}",
+                last_step.take().unwrap_or("(code)"),
+                error.message
+            )),
+            _ => {}
+        }
+    }
+    compensations.reverse();
+    let error = state
+        .error
+        .as_ref()
+        .map(|e| e.message.clone())
+        .unwrap_or_default();
+    let diverged = state.error.as_ref().and_then(|e| e.code.as_deref())
+        == Some(worlds_engine::error::codes::NONDETERMINISM);
+    let headline = match state.status {
+        _ if diverged || state.quarantine.is_some() => format!(
+            "The run is quarantined: its code no longer matches its history{}.",
+            if diverged {
+                " (the position and both commands are below)"
+            } else {
+                ""
+            }
+        ),
+        RunStatus::Failed | RunStatus::Compensated | RunStatus::Compensating => match failed_step {
+            Some(step) => format!(
+                "Step {} failed after {} attempt{}{}.",
+                step.name,
+                step.attempt,
+                if step.attempt == 1 { "" } else { "s" },
+                if compensations.is_empty() {
+                    String::new()
+                } else {
+                    format!(
+                        "; {} compensation{} ran",
+                        compensations.len(),
+                        if compensations.len() == 1 { "" } else { "s" }
+                    )
+                }
+            ),
+            None => "The workflow failed.".to_owned(),
+        },
+        RunStatus::Cancelled => "The run was cancelled.".to_owned(),
+        _ => return None,
+    };
+    let error = match (failed_step.and_then(|s| s.error.as_ref()), error.is_empty()) {
+        (Some(step_error), _) if step_error.message != error && !error.is_empty() => {
+            format!("{}\n(run: {error})", step_error.message)
+        }
+        (Some(step_error), _) => step_error.message.clone(),
+        (None, _) => error,
+    };
+    Some(Why {
+        headline,
+        error,
+        compensations,
+    })
+}
+
+/// What an unfinished run waits on now, one line each, with a concern where the waiting
+/// looks stuck (`worlds_engine::model::waits`).
+fn waiting_on(state: &WorkflowState, history: &[Event], now: Millis) -> Vec<WaitLine> {
+    use worlds_engine::model::WaitOn;
+    worlds_engine::model::waits(state, history, now)
+        .into_iter()
+        .map(|wait| {
+            let what = match &wait.on {
+                WaitOn::Start => "a worker to start the run".to_owned(),
+                WaitOn::WorkflowRetry { attempt } => format!("the workflow's attempt {attempt}"),
+                WaitOn::StepQueued { name, .. } => format!("step {name}, queued for a worker"),
+                WaitOn::StepRunning { name, attempt, .. } => {
+                    format!("step {name}, attempt {attempt} running")
+                }
+                WaitOn::StepRetry { name, attempt, .. } => {
+                    format!("step {name}, attempt {attempt} after its retry delay")
+                }
+                WaitOn::Timer { position } => format!("a timer (command #{position})"),
+                WaitOn::Hook {
+                    hook_id, webhook, ..
+                } => format!("{} {hook_id}", if *webhook { "webhook" } else { "hook" }),
+                WaitOn::Child { run_id } => format!("child run {run_id}"),
+            };
+            let mut text = format!(
+                "{what}, for {}",
+                duration_text(now.saturating_sub(wait.since))
+            );
+            if let Some(due) = wait.due {
+                text.push_str(&format!("; due {}", clock_text(due)));
+            }
+            WaitLine {
+                text,
+                concern: wait.concern.unwrap_or_default(),
+            }
+        })
+        .collect()
+}
+
+/// One line of "Waiting on".
+struct WaitLine {
+    text: String,
+    /// Why it looks stuck, or empty.
+    concern: String,
+}
+
+fn event_view(event: &Event, start: Millis) -> EventView {
+    let json = serde_json::to_value(event).unwrap_or_default();
+    let kind = json["type"].as_str().unwrap_or("event").to_owned();
+    let brief = match &event.kind {
+        EventKind::ActivityScheduled { name, .. } => name.clone(),
+        EventKind::ActivityFailed { error, .. }
+        | EventKind::WorkflowFailed { error }
+        | EventKind::CompensationFailed { error, .. }
+        | EventKind::ChildWorkflowFailed { error, .. } => error.message.clone(),
+        EventKind::ChildWorkflowStarted { child_id, .. } => child_id.clone(),
+        _ => String::new(),
+    };
+    let class = match &event.kind {
+        EventKind::ActivityFailed { .. }
+        | EventKind::WorkflowFailed { .. }
+        | EventKind::CompensationFailed { .. }
+        | EventKind::ChildWorkflowFailed { .. } => "failed",
+        _ => "",
+    };
+    let mut brief = brief;
+    if brief.chars().count() > 120 {
+        brief = brief.chars().take(120).collect::<String>() + "…";
+    }
+    let mut json = serde_json::to_string_pretty(&json).unwrap_or_default();
+    if json.len() > 16 * 1024 {
+        json.truncate(json.floor_char_boundary(16 * 1024));
+        json.push_str("\n… (cut; the API's /v1/runs/{id}/events has it whole)");
+    }
+    EventView {
+        seq: event.seq,
+        offset: duration_text(event.timestamp - start),
+        kind,
+        brief,
+        class,
+        json,
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct CancelForm {
+    #[serde(default)]
+    reason: String,
+}
+
+pub(crate) async fn cancel(
+    State(api): State<Api>,
+    Extension(principal): Extension<Principal>,
+    Path(id): Path<String>,
+    Form(form): Form<CancelForm>,
+) -> Response {
+    if !may_act(&principal) {
+        return forbidden(&principal, "cancel runs");
+    }
+    let reason = if form.reason.trim().is_empty() {
+        "cancelled from the dashboard".to_owned()
+    } else {
+        form.reason.trim().to_owned()
+    };
+    match api.world.cancel_with_reason(&id, reason).await {
+        Ok(()) => Redirect::to(&format!(
+            "/runs/{}?{}",
+            segment(&id),
+            query(&[("notice", "Cancelled.")])
+        ))
+        .into_response(),
+        Err(e) => run_page(&api, &principal, &id, e.to_string(), StatusCode::CONFLICT).await,
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct ResumeForm {
+    payload: String,
+}
+
+pub(crate) async fn resume_hook(
+    State(api): State<Api>,
+    Extension(principal): Extension<Principal>,
+    Path((id, hook)): Path<(String, String)>,
+    Form(form): Form<ResumeForm>,
+) -> Response {
+    if !may_act(&principal) {
+        return forbidden(&principal, "resume hooks");
+    }
+    let payload: serde_json::Value = match serde_json::from_str(&form.payload) {
+        Ok(payload) => payload,
+        Err(e) => {
+            return run_page(
+                &api,
+                &principal,
+                &id,
+                format!("The payload is not JSON ({e}); the hook keeps waiting."),
+                StatusCode::BAD_REQUEST,
+            )
+            .await
+        }
+    };
+    match api.world.resume_hook_by_id(&hook, &payload).await {
+        Ok(_) => Redirect::to(&format!(
+            "/runs/{}?{}",
+            segment(&id),
+            query(&[("notice", "Hook resumed.")])
+        ))
+        .into_response(),
+        Err(e) => {
+            let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::BAD_REQUEST);
+            run_page(&api, &principal, &id, e.to_string(), status).await
+        }
+    }
+}
+
+/// What the payload check answers: `{"ok": true}`, or `{"ok": false, "error": "…"}` saying
+/// what the hook would refuse.
+#[derive(serde::Serialize)]
+struct Checked {
+    ok: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    error: Option<String>,
+}
+
+/// Checks a hook's payload as a resume would (JSON, size, the hook's payload type) without
+/// delivering it: the form asks before it sends.
+pub(crate) async fn check_hook_payload(
+    State(api): State<Api>,
+    Extension(principal): Extension<Principal>,
+    Path((_, hook)): Path<(String, String)>,
+    Form(form): Form<ResumeForm>,
+) -> Response {
+    if !may_act(&principal) {
+        return forbidden(&principal, "resume hooks");
+    }
+    let checked = match serde_json::from_str::<serde_json::Value>(&form.payload) {
+        Err(e) => Err(format!("The payload is not JSON ({e}).")),
+        Ok(payload) => api
+            .world
+            .check_hook_payload(&hook, &payload)
+            .await
+            .map_err(|e| e.to_string()),
+    };
+    let answer = match checked {
+        Ok(()) => Checked {
+            ok: true,
+            error: None,
+        },
+        Err(error) => Checked {
+            ok: false,
+            error: Some(error),
+        },
+    };
+    axum::Json(answer).into_response()
+}

@@ -10,6 +10,7 @@ use serde::{Deserialize, Serialize};
 /// pending ──▶ running ──▶ completed
 ///    │           ├──────▶ cancelled
 ///    │           └──────▶ failed ──▶ compensating ──▶ compensated
+///    │                      └──▶ running (reopened: retry, reset, resume)
 ///    ├──────▶ failed   (timed out or unknown before it started)
 ///    └──────▶ cancelled
 /// ```
@@ -48,7 +49,11 @@ const TRANSITIONS: &[(RunStatus, &[RunStatus])] = &[
             RunStatus::Cancelled,
         ],
     ),
-    (RunStatus::Failed, &[RunStatus::Compensating]),
+    // A failed run goes on again when it is reopened by hand (retry, reset, resume).
+    (
+        RunStatus::Failed,
+        &[RunStatus::Compensating, RunStatus::Running],
+    ),
     (RunStatus::Compensating, &[RunStatus::Compensated]),
     (RunStatus::Completed, &[]),
     (RunStatus::Cancelled, &[]),
@@ -150,6 +155,8 @@ mod tests {
         assert!(Pending.can_become(Failed));
         assert!(Running.can_become(Failed));
         assert!(Failed.can_become(Compensating));
+        assert!(Failed.can_become(Running), "a failed run can be reopened");
+        assert!(!Compensated.can_become(Running), "a compensated one cannot");
         assert!(Compensating.can_become(Compensated));
         assert!(!Completed.can_become(Running));
         assert!(!Cancelled.can_become(Running));
@@ -158,10 +165,11 @@ mod tests {
 
     proptest! {
         #[test]
-        fn terminal_statuses_only_lead_to_compensation(a in 0usize..7, b in 0usize..7) {
+        fn only_a_failed_run_leaves_a_terminal_status(a in 0usize..7, b in 0usize..7) {
             let (from, to) = (RunStatus::ALL[a], RunStatus::ALL[b]);
             if from.is_terminal() && from.can_become(to) {
-                prop_assert_eq!((from, to), (RunStatus::Failed, RunStatus::Compensating));
+                prop_assert_eq!(from, RunStatus::Failed);
+                prop_assert!(matches!(to, RunStatus::Compensating | RunStatus::Running));
             }
             prop_assert_eq!(from.as_str().parse::<RunStatus>().unwrap(), from);
         }

@@ -140,8 +140,8 @@ impl Engine {
             }
         }
         // Replay only the current attempt: a retried workflow starts over after the commands
-        // of the attempts that failed.
-        let (attempt_start, base) = super::verify::current_attempt(&history);
+        // of the attempts that failed (a reopened one with the records it kept of them).
+        let attempt = crate::model::attempt_view(&history);
         let info = self.run_info(&state);
         let core = Arc::new(RunCore::new(
             info,
@@ -150,7 +150,7 @@ impl Engine {
             self.hook_kit.clone(),
             self.local_steps.clone(),
             self.logs.clone(),
-            base,
+            attempt.base,
         ));
         core.set_stream_limit(self.config.max_payload_bytes);
         let input = state.input.clone().unwrap_or_else(Payload::null);
@@ -160,7 +160,7 @@ impl Engine {
             (def.handler)(ctx, input),
         ));
         // The history just read is the replay; only later events need reading again.
-        for event in &history[attempt_start..] {
+        for event in attempt.events(&history) {
             core.ingest(event);
         }
         Ok(Loaded::Live(LiveRun {

@@ -37,6 +37,7 @@ pub(crate) mod journal;
 mod lost;
 pub(crate) mod machine;
 mod recovery;
+mod reopen;
 mod resync;
 mod runs;
 mod schedules;

@@ -170,9 +170,13 @@ impl Plan {
                 },
             ));
         }
+        // A reopened run's timeout counts from its reopening.
         let timeout = state.timeout_ms.map(|ms| {
             timer(
-                state.created_at.saturating_add(ms as i64),
+                state
+                    .reopened_at
+                    .unwrap_or(state.created_at)
+                    .saturating_add(ms as i64),
                 TimerKind::RunTimeout,
             )
         });
@@ -200,9 +204,15 @@ impl Plan {
                 attempt,
             )
         };
+        // Steps of attempts that failed are abandoned: only the current attempt's run.
+        let base = match state.retry_pending() {
+            Some(next) => next.first_position,
+            None => crate::model::attempt_view(&run.history).base,
+        };
         let steps = state
             .activities
             .iter()
+            .filter(|activity| activity.position >= base)
             .filter_map(|activity| match activity.status {
                 ActivityStatus::Scheduled => {
                     Some(StepAction::Requeue(task(activity, activity.attempt + 1)))

@@ -335,6 +335,11 @@ impl Runs {
         self.schedule(run_id);
     }
 
+    /// True if this process drives the run.
+    pub(crate) fn drives(&self, run_id: &str) -> bool {
+        self.slots.lock().contains_key(run_id)
+    }
+
     /// The workflow id of a run this process drives.
     pub(crate) fn workflow_id(&self, run_id: &str) -> Option<String> {
         self.slots

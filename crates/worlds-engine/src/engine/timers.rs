@@ -147,6 +147,24 @@ impl Engine {
         engine.timers.run(&stop, |timer| engine.fire(timer)).await;
     }
 
+    /// A run's timeout passed: it fails, unless the timer was armed before the run was
+    /// reopened (its timeout counts again from the reopening).
+    async fn run_timed_out(&self, run_id: &str, fire_at: Millis) -> Result<(), WorldError> {
+        let state = self
+            .store
+            .get_run(run_id, crate::model::ResolveData::None)
+            .await?;
+        if let (Some(reopened_at), Some(ms)) = (state.reopened_at, state.timeout_ms) {
+            if fire_at < reopened_at.saturating_add(ms as i64) {
+                return Ok(());
+            }
+        }
+        let error = StructuredError::new(format!("run {run_id} did not finish within its timeout"))
+            .with_code(codes::TIMEOUT);
+        self.finish_with(run_id, vec![EventKind::WorkflowFailed { error }])
+            .await
+    }
+
     /// What a fired timer does.
     async fn fire(&self, timer: Timer) {
         let run_id = timer.run_id.as_str();
@@ -169,13 +187,7 @@ impl Engine {
                     }
                 })
             }
-            TimerKind::RunTimeout => {
-                let error =
-                    StructuredError::new(format!("run {run_id} did not finish within its timeout"))
-                        .with_code(codes::TIMEOUT);
-                self.finish_with(run_id, vec![EventKind::WorkflowFailed { error }])
-                    .await
-            }
+            TimerKind::RunTimeout => self.run_timed_out(run_id, timer.fire_at).await,
         };
         if let Err(e) = result {
             // Typically the run finished or was cancelled before its timer: nothing to do.

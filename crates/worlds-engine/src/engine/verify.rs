@@ -55,19 +55,6 @@ impl From<NonDeterminism> for HistoryVerdict {
     }
 }
 
-/// Where the current attempt's events start in `history`, and its first command position.
-pub(super) fn current_attempt<E: std::borrow::Borrow<Event>>(history: &[E]) -> (usize, u32) {
-    history
-        .iter()
-        .enumerate()
-        .rev()
-        .find_map(|(i, e)| match e.borrow().kind {
-            EventKind::WorkflowStarted { first_position, .. } => Some((i + 1, first_position)),
-            _ => None,
-        })
-        .unwrap_or((history.len(), 0))
-}
-
 impl Engine {
     /// What the workflow code sees of a run.
     pub(super) fn run_info(&self, state: &WorkflowState) -> RunInfo {
@@ -95,7 +82,7 @@ impl Engine {
         let Some(def) = self.registry.workflow(&state.name) else {
             return Ok(HistoryVerdict::NotRegistered { name: state.name });
         };
-        let (attempt_start, base) = current_attempt(history);
+        let attempt = crate::model::attempt_view(history);
         let core = Arc::new(RunCore::new(
             self.run_info(&state),
             self.clock.clone(),
@@ -104,10 +91,10 @@ impl Engine {
             // Inline steps the code hands over are kept here, never run.
             Arc::default(),
             self.logs.clone(),
-            base,
+            attempt.base,
         ));
-        for event in &history[attempt_start..] {
-            core.ingest(event.borrow());
+        for event in attempt.events(history) {
+            core.ingest(event);
         }
         let input = state.input.clone().unwrap_or_else(Payload::null);
         let ctx = WorkflowContext::new(core.clone());

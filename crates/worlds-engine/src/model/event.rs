@@ -50,6 +50,35 @@ pub enum ValueKind {
     Uuid,
 }
 
+/// How a failed run was reopened (see [`EventKind::RunReopened`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReopenAction {
+    /// Run again from the failed part: every result recorded before the last failure is kept.
+    Retry,
+    /// Run again from a chosen earlier command position.
+    Reset,
+    /// A quarantined run goes on from where it stopped, under fixed code.
+    Resume,
+}
+
+impl ReopenAction {
+    /// The lower-case name used in events, the API and the CLI.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReopenAction::Retry => "retry",
+            ReopenAction::Reset => "reset",
+            ReopenAction::Resume => "resume",
+        }
+    }
+}
+
+impl std::fmt::Display for ReopenAction {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// The run as `execute()` accepted it: what a `workflow_queued` event records.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct QueuedRun {
@@ -156,6 +185,32 @@ pub enum EventKind {
     WorkflowQuarantined {
         /// Why.
         reason: String,
+    },
+    /// A failed run was reopened by hand ([`World::reopen`](crate::World::reopen)): a retry,
+    /// a reset to an earlier position, or a resume after its code was fixed. The next attempt
+    /// replays the results recorded at `kept_from..kept_until` (renumbered from
+    /// `next_position`) and runs everything after them again.
+    RunReopened {
+        /// Which operation reopened it.
+        action: ReopenAction,
+        /// The attempt that will start.
+        attempt: u32,
+        /// The first command position of the attempt whose results are kept.
+        kept_from: u32,
+        /// The first position not kept: the command from here on runs again.
+        kept_until: u32,
+        /// Where the next attempt's command positions start (after every position used so
+        /// far).
+        next_position: u32,
+        /// Who asked for it (an API key's name, a user), if known.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        by: Option<String>,
+        /// Why, as they said.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+        /// The bulk operation that did it, if one did.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        operation: Option<String>,
     },
     /// The workflow registered a saga compensation.
     CompensationAdded {
@@ -426,6 +481,7 @@ impl EventKind {
             EventKind::WorkflowCompensating { .. } => "workflow_compensating",
             EventKind::WorkflowCompensated { .. } => "workflow_compensated",
             EventKind::WorkflowQuarantined { .. } => "workflow_quarantined",
+            EventKind::RunReopened { .. } => "run_reopened",
             EventKind::CompensationAdded { .. } => "compensation_added",
             EventKind::CompensationExecuted { .. } => "compensation_executed",
             EventKind::CompensationFailed { .. } => "compensation_failed",
@@ -469,6 +525,7 @@ impl EventKind {
             | EventKind::WorkflowCompensating {}
             | EventKind::WorkflowCompensated {}
             | EventKind::WorkflowQuarantined { .. }
+            | EventKind::RunReopened { .. }
             | EventKind::CompensationAdded { .. }
             | EventKind::CompensationExecuted { .. }
             | EventKind::CompensationFailed { .. }
@@ -517,6 +574,35 @@ impl EventKind {
         }
     }
 
+    /// The command position this event concerns, to change it (a record carried into a
+    /// reopened attempt is renumbered).
+    pub(crate) fn position_mut(&mut self) -> Option<&mut u32> {
+        match self {
+            EventKind::ActivityScheduled { position, .. }
+            | EventKind::ActivityStarted { position, .. }
+            | EventKind::ActivityCompleted { position, .. }
+            | EventKind::ActivityFailed { position, .. }
+            | EventKind::ActivityRetry { position, .. }
+            | EventKind::ActivityHeartbeat { position, .. }
+            | EventKind::TimerScheduled { position, .. }
+            | EventKind::TimerFired { position }
+            | EventKind::ChildWorkflowStarted { position, .. }
+            | EventKind::ChildWorkflowCompleted { position, .. }
+            | EventKind::ChildWorkflowFailed { position, .. }
+            | EventKind::ValueRecorded { position, .. }
+            | EventKind::PatchRecorded { position, .. }
+            | EventKind::CompensationAdded { position, .. }
+            | EventKind::CompensationExecuted { position, .. }
+            | EventKind::CompensationFailed { position, .. }
+            | EventKind::HookCreated { position, .. }
+            | EventKind::HookReceived { position, .. }
+            | EventKind::HookConflict { position, .. }
+            | EventKind::HookExpired { position, .. }
+            | EventKind::HookDisposed { position, .. } => Some(position),
+            _ => None,
+        }
+    }
+
     /// True for events that resolve a workflow command (the workflow is woken with a result).
     pub fn resolves_command(&self) -> bool {
         matches!(
@@ -545,6 +631,7 @@ impl EventKind {
             EventKind::WorkflowCancelled { .. } => RunStatus::Cancelled,
             EventKind::WorkflowCompensating { .. } => RunStatus::Compensating,
             EventKind::WorkflowCompensated { .. } => RunStatus::Compensated,
+            EventKind::RunReopened { .. } => RunStatus::Running,
             _ => return None,
         })
     }

@@ -10,6 +10,7 @@ mod hook;
 pub mod keys;
 mod options;
 mod query;
+mod reopen;
 pub(crate) mod schedule;
 mod state;
 mod stored_options;
@@ -17,12 +18,15 @@ pub(crate) mod stream;
 mod waits;
 
 pub use crate::status::RunStatus;
-pub use event::{Event, EventKind, QueuedRun, ValueKind, EVENT_FORMAT_VERSION};
+pub use event::{Event, EventKind, QueuedRun, ReopenAction, ValueKind, EVENT_FORMAT_VERSION};
 pub(crate) use hook::DEFAULT_WEBHOOK_METHOD;
 pub use hook::{HookState, HookStatus};
 pub use options::{ActivityOptions, FailureStrategy, OnConflict, WorkflowOptions};
 pub use query::{
     ListQuery, Page, ResolveData, SortOrder, StatusFilter, WorkflowQueryFilter, DEFAULT_PAGE_SIZE,
+};
+pub use reopen::{
+    attempt_view, plan_reopen, reopened_by, AttemptView, ReopenRequest, Reopened,
 };
 pub use state::{ActivityState, ActivityStatus, CompensationState, PendingRetry, WorkflowState};
 pub use waits::{waits, Wait, WaitOn, LATE_MS, QUEUED_MS};

@@ -76,8 +76,9 @@ pub struct ActivityState {
     pub heartbeat_message: Option<String>,
 }
 
-/// A restart of a failed workflow that waits for its delay (the `retry` strategy).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A restart of a failed workflow that waits for its delay (the `retry` strategy), or for a
+/// worker after the run was reopened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingRetry {
     /// The attempt that will start.
     pub attempt: u32,
@@ -90,10 +91,15 @@ pub struct PendingRetry {
 /// A run's timers not yet fired, as `(position, fire time)` sorted by position: a run waits on
 /// one timer or a few at a time, so a vector sized to them is smaller than a map (this state is
 /// kept in memory for every run, sleeping ones included).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(transparent)]
 struct PendingTimers(Box<[(u32, Millis)]>);
 
 impl PendingTimers {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
     fn find(&self, position: u32) -> Result<usize, usize> {
         self.0.binary_search_by_key(&position, |(p, _)| *p)
     }
@@ -230,11 +236,16 @@ pub struct WorkflowState {
     pub history: Vec<Event>,
     /// Number of events in the history.
     pub event_count: u64,
-    /// Timers not yet fired: position → fire time.
-    #[serde(skip)]
+    /// When it was last reopened by hand (retry, reset, resume), if ever: its timeout counts
+    /// from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reopened_at: Option<Millis>,
+    /// Timers not yet fired: position → fire time. Kept in the serialized form too, so a
+    /// state stored as a snapshot and read back still knows them.
+    #[serde(default, skip_serializing_if = "PendingTimers::is_empty")]
     pending_timers: PendingTimers,
-    /// A `workflow_retry` waiting for its attempt to start.
-    #[serde(skip)]
+    /// A `workflow_retry` (or a reopening) waiting for its attempt to start.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     retry_pending: Option<Box<PendingRetry>>,
 }
 
@@ -291,6 +302,7 @@ impl WorkflowState {
             hooks: Vec::new(),
             history: Vec::new(),
             event_count: 1,
+            reopened_at: None,
             pending_timers: PendingTimers::default(),
             retry_pending: None,
         })
@@ -412,6 +424,17 @@ impl WorkflowState {
                 } else {
                     Err(WorldError::conflict(format!(
                         "run {} is at attempt {}; a retry to attempt {attempt} was refused",
+                        self.id, self.attempt
+                    )))
+                }
+            }
+            EventKind::RunReopened { attempt, .. } => {
+                transition(RunStatus::Running)?;
+                if *attempt == self.attempt + 1 {
+                    Ok(())
+                } else {
+                    Err(WorldError::conflict(format!(
+                        "run {} is at attempt {}; reopening it as attempt {attempt} was refused",
                         self.id, self.attempt
                     )))
                 }
@@ -643,6 +666,24 @@ impl WorkflowState {
                 self.error = Some(Box::new(error.clone()));
                 // The failed attempt's timers will never be awaited.
                 self.pending_timers.clear();
+            }
+            EventKind::RunReopened {
+                attempt,
+                next_position,
+                ..
+            } => {
+                self.status = RunStatus::Running;
+                self.completed_at = None;
+                self.output = None;
+                self.error = None;
+                self.quarantine = None;
+                self.reopened_at = Some(at);
+                self.pending_timers.clear();
+                self.retry_pending = Some(Box::new(PendingRetry {
+                    attempt: *attempt,
+                    due_at: at,
+                    first_position: *next_position,
+                }));
             }
             EventKind::WorkflowCompensating {} => {
                 self.status = RunStatus::Compensating;

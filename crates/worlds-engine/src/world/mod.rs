@@ -4,6 +4,7 @@ mod batch;
 mod handle;
 mod hooks;
 mod keys;
+mod recovery;
 mod schedules;
 mod streams;
 mod telemetry;

@@ -77,7 +77,13 @@ async fn setup(mode: Mode, hybrid: bool) -> Setup {
     let deployed = code.clone();
     let (fa, fb, fc, fx) = (sa.clone(), sb.clone(), sc.clone(), sx.clone());
     let flow = workflow("order", move |ctx: WorkflowContext, n: u64| {
-        let (a, b, c, x, code) = (fa.clone(), fb.clone(), fc.clone(), fx.clone(), deployed.clone());
+        let (a, b, c, x, code) = (
+            fa.clone(),
+            fb.clone(),
+            fc.clone(),
+            fx.clone(),
+            deployed.clone(),
+        );
         async move {
             let reserved = ctx.run(&a, n).await?;
             let use_x = match code.get() {
@@ -172,9 +178,8 @@ async fn retry_runs_only_the_failed_part(mode: Mode, hybrid: bool) {
     // The key is fixed; each run goes on from its failed step, the reservation kept.
     s.broken.deploy(0);
     for id in &ids {
-        let reopened = s
-            .t
-            .reopen(
+        let reopened =
+            s.t.reopen(
                 id,
                 ReopenRequest::retry()
                     .by("alice")
@@ -205,7 +210,10 @@ async fn retry_runs_only_the_failed_part(mode: Mode, hybrid: bool) {
                 kept_from: 0,
                 kept_until: 1,
                 ..
-            }] => assert_eq!((by.as_str(), reason.as_str()), ("alice", "rotated the payment key")),
+            }] => assert_eq!(
+                (by.as_str(), reason.as_str()),
+                ("alice", "rotated the payment key")
+            ),
             other => panic!("{other:?}"),
         }
     }
@@ -216,7 +224,10 @@ async fn retry_runs_only_the_failed_part(mode: Mode, hybrid: bool) {
     );
 
     // A completed run cannot be reopened.
-    let refused = s.t.reopen(&ids[0], ReopenRequest::retry()).await.unwrap_err();
+    let refused =
+        s.t.reopen(&ids[0], ReopenRequest::retry())
+            .await
+            .unwrap_err();
     assert_eq!(refused.kind(), ErrorKind::Conflict, "{refused}");
     assert!(refused.to_string().contains("is completed"), "{refused}");
 }
@@ -241,11 +252,10 @@ async fn reset_runs_again_from_a_position(mode: Mode, hybrid: bool) {
     assert_eq!(s.state(&ids[0]).await.status, RunStatus::Failed);
 
     // From #0: the whole workflow again. From #1: b again, a kept.
-    let whole = s
-        .t
-        .reopen(&ids[0], ReopenRequest::reset(0).by("bob"))
-        .await
-        .unwrap();
+    let whole =
+        s.t.reopen(&ids[0], ReopenRequest::reset(0).by("bob"))
+            .await
+            .unwrap();
     assert_eq!((whole.action, whole.kept_until), (ReopenAction::Reset, 0));
     s.t.reopen(&ids[1], ReopenRequest::reset(1)).await.unwrap();
     s.t.settle().await;
@@ -326,7 +336,10 @@ async fn resume_continues_a_quarantined_run_once_fixed(mode: Mode, hybrid: bool)
         s.t.reopen(&failed[0], ReopenRequest::resume())
             .await
             .unwrap_err();
-    assert!(refused.to_string().contains("is not quarantined"), "{refused}");
+    assert!(
+        refused.to_string().contains("is not quarantined"),
+        "{refused}"
+    );
 }
 
 async fn a_bulk_operation_reopens_a_run_once(mode: Mode, hybrid: bool) {
@@ -334,19 +347,17 @@ async fn a_bulk_operation_reopens_a_run_once(mode: Mode, hybrid: bool) {
     s.broken.deploy(1);
     let ids = s.start(1).await;
     s.broken.deploy(0);
-    let first = s
-        .t
-        .reopen(&ids[0], ReopenRequest::retry().operation("bulk_1"))
-        .await
-        .unwrap();
+    let first =
+        s.t.reopen(&ids[0], ReopenRequest::retry().operation("bulk_1"))
+            .await
+            .unwrap();
     assert!(!first.already);
     s.t.advance("1h").await;
     s.t.settle().await;
-    let again = s
-        .t
-        .reopen(&ids[0], ReopenRequest::retry().operation("bulk_1"))
-        .await
-        .unwrap();
+    let again =
+        s.t.reopen(&ids[0], ReopenRequest::retry().operation("bulk_1"))
+            .await
+            .unwrap();
     assert!(again.already, "the same operation does not reopen it twice");
     let state = s.state(&ids[0]).await;
     assert_eq!(state.status, RunStatus::Completed);
@@ -423,21 +434,41 @@ async fn refusals_say_what_to_do_instead() {
     t.register(&saga).unwrap();
     t.register(&child).unwrap();
     t.register(&parent).unwrap();
-    let compensated = t.execute(&saga, (), WorkflowOptions::default()).await.unwrap();
-    let parent_run = t.execute(&parent, (), WorkflowOptions::default()).await.unwrap();
+    let compensated = t
+        .execute(&saga, (), WorkflowOptions::default())
+        .await
+        .unwrap();
+    let parent_run = t
+        .execute(&parent, (), WorkflowOptions::default())
+        .await
+        .unwrap();
     t.settle().await;
     let state = t.query(&compensated.id).await.unwrap();
     assert_eq!(state.status, RunStatus::Compensated);
-    let refused = t.reopen(&compensated.id, ReopenRequest::retry()).await.unwrap_err();
-    assert!(refused.to_string().contains("compensations ran"), "{refused}");
+    let refused = t
+        .reopen(&compensated.id, ReopenRequest::retry())
+        .await
+        .unwrap_err();
+    assert!(
+        refused.to_string().contains("compensations ran"),
+        "{refused}"
+    );
 
     let parent_state = t.query(&parent_run.id).await.unwrap();
     let child_id = &parent_state.children[0];
-    let refused = t.reopen(child_id, ReopenRequest::retry()).await.unwrap_err();
+    let refused = t
+        .reopen(child_id, ReopenRequest::retry())
+        .await
+        .unwrap_err();
     assert!(
-        refused.to_string().contains(&format!("child of run {}", parent_run.id)),
+        refused
+            .to_string()
+            .contains(&format!("child of run {}", parent_run.id)),
         "{refused}"
     );
-    let missing = t.reopen("wrun_nope", ReopenRequest::retry()).await.unwrap_err();
+    let missing = t
+        .reopen("wrun_nope", ReopenRequest::retry())
+        .await
+        .unwrap_err();
     assert_eq!(missing.kind(), ErrorKind::NotFound);
 }

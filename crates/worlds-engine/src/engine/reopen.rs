@@ -70,7 +70,9 @@ impl Engine {
             ..
         } = reopening
         else {
-            return Err(WorldError::Internal("a reopening that is not run_reopened".into()));
+            return Err(WorldError::Internal(
+                "a reopening that is not run_reopened".into(),
+            ));
         };
         let now = self.clock.now_ms();
         let mut trial: Vec<Event> = history.iter().map(|e| Event::clone(e)).collect();
@@ -132,6 +134,10 @@ impl Engine {
         } else {
             self.recover_runs(vec![run_id.to_owned()]).await?;
         }
-        self.start_workflow_retry(run_id, attempt).await
+        match self.start_workflow_retry(run_id, attempt).await {
+            // Its start timer fired first and started it.
+            Err(WorldError::InvalidTransition { .. } | WorldError::Conflict { .. }) => Ok(()),
+            started => started,
+        }
     }
 }

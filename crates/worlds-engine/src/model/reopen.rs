@@ -114,9 +114,11 @@ impl AttemptView {
         &'a self,
         history: &'a [E],
     ) -> impl Iterator<Item = &'a Event> + 'a {
-        self.carried
-            .iter()
-            .chain(history[self.start.min(history.len())..].iter().map(Borrow::borrow))
+        self.carried.iter().chain(
+            history[self.start.min(history.len())..]
+                .iter()
+                .map(Borrow::borrow),
+        )
     }
 }
 

@@ -597,7 +597,10 @@ impl PostgresStore {
                 }
             }
         }
+        // Reopened by hand: its row has no owner now.
+        let reopened = w.base_status.is_terminal() && !w.state.status.is_terminal();
         match w.owner.as_deref() {
+            _ if reopened => self.announce(Change::Claimable, run_id),
             Some(owner) if owner == me => {}
             Some(_) => self.announce(Change::Written, run_id),
             None => self.announce(Change::Claimable, run_id),

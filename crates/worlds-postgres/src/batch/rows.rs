@@ -36,7 +36,9 @@ impl PostgresStore {
              UPDATE runs SET next_seq = u.n, status = u.s, finished = u.f, quarantined = u.q,
                  state = COALESCE(u.j, runs.state),
                  state_seq = CASE WHEN u.j IS NULL THEN runs.state_seq ELSE u.n END,
-                 last_writer = $14
+                 last_writer = $14,
+                 -- A finished run reopened by hand is nobody's: any member may claim it.
+                 owner = CASE WHEN runs.finished AND NOT u.f THEN NULL ELSE runs.owner END
              FROM UNNEST($8::text[], $9::bigint[], $10::text[], $11::bool[], $12::bool[], $13::text[])
                  AS u(r, n, s, f, q, j)
              WHERE runs.run_id = u.r",

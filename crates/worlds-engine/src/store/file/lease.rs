@@ -165,6 +165,17 @@ impl Membership {
         fs::rename(&tmp, &path).map_err(|e| io_error("could not rename", &tmp, e))
     }
 
+    /// Gives up the lease of `run_id`, whoever held it: the run is nobody's until a member
+    /// claims it (a finished run reopened by hand).
+    pub(super) fn release_lease(&self, run_id: &str) -> Result<(), WorldError> {
+        let path = self.leases.join(run_id);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_error("could not remove", &path, e)),
+        }
+    }
+
     /// Leaves a note for member `holder` that run `run_id` changed.
     pub(super) fn notify(&self, holder: &str, run_id: &str) -> Result<(), WorldError> {
         let dir = self.inbox.with_file_name(holder);

@@ -615,9 +615,15 @@ impl EventStore for FileStore {
             if appended.events.is_empty() {
                 return Ok(appended);
             }
-            // Another live process drives the run: tell it, before the events land (it takes the
-            // note under this lock, so it reads them after they are written).
-            if log.holder.as_deref() != Some(member.id.as_str()) {
+            if log.finished && !appended.status.is_terminal() {
+                // Reopened by hand: nobody drives it until a member claims it (the lease goes
+                // before the events land, so a crash in between leaves it finished, not held
+                // by a process that is not driving it).
+                member.release_lease(run_id)?;
+                log.holder = None;
+            } else if log.holder.as_deref() != Some(member.id.as_str()) {
+                // Another live process drives the run: tell it, before the events land (it
+                // takes the note under this lock, so it reads them after they are written).
                 log.holder = member.lease_of(run_id);
                 if let Some(holder) = &log.holder {
                     if holder != &member.id && member.is_alive(holder) {

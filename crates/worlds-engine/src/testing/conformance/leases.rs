@@ -42,3 +42,64 @@ pub async fn claims_hand_out_unfinished_runs_once_and_nothing_changes_externally
         assert!(!store.reports_takeovers());
     }
 }
+
+/// A failed run reopened by hand (`run_reopened`) is unfinished again: it is listed as such,
+/// its status is `running`, its quarantine is lifted, and it is handed out by the next claim
+/// — on a shared store too, whoever drove it before (the reopening releases its lease). The
+/// process that claims it can then write its new attempt. A completed run refuses the
+/// reopening.
+pub async fn a_reopened_run_is_claimed_again_and_takes_its_new_attempt(store: Arc<dyn Store>) {
+    let m = Maker::new();
+    let any = |_: &str| true;
+    let run = m.create(&*store, "reopen").await;
+    m.append(&*store, &run, vec![started(), failed()])
+        .await
+        .unwrap();
+    m.append(
+        &*store,
+        &run,
+        vec![EventKind::WorkflowQuarantined {
+            reason: "diverged".into(),
+        }],
+    )
+    .await
+    .unwrap();
+    // Whatever the first claim handed out is now finished.
+    let _ = store.claim_runs(&any).await.unwrap();
+    let reopen = EventKind::RunReopened {
+        action: crate::model::ReopenAction::Retry,
+        attempt: 2,
+        kept_from: 0,
+        kept_until: 0,
+        next_position: 0,
+        by: Some("alice".into()),
+        reason: Some("fixed".into()),
+        operation: None,
+    };
+    m.append(&*store, &run, vec![reopen.clone()]).await.unwrap();
+    let state = store.get_run(&run, ResolveData::None).await.unwrap();
+    assert_eq!(state.status, RunStatus::Running);
+    assert!(state.quarantine.is_none() && state.error.is_none());
+    assert!(store.unfinished_runs().await.unwrap().contains(&run));
+    let claimed = store.claim_runs(&any).await.unwrap();
+    assert!(claimed.contains(&run), "{claimed:?}");
+    m.append(
+        &*store,
+        &run,
+        vec![EventKind::WorkflowStarted {
+            attempt: 2,
+            first_position: 0,
+        }],
+    )
+    .await
+    .unwrap();
+    m.append(&*store, &run, vec![completed()]).await.unwrap();
+    let state = store.get_run(&run, ResolveData::None).await.unwrap();
+    assert_eq!(state.status, RunStatus::Completed);
+    assert!(!store.unfinished_runs().await.unwrap().contains(&run));
+    let refused = m.append(&*store, &run, vec![reopen]).await;
+    assert!(
+        matches!(refused, Err(WorldError::InvalidTransition { .. })),
+        "{refused:?}"
+    );
+}

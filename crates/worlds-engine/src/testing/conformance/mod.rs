@@ -180,6 +180,7 @@ macro_rules! store_conformance {
             hooks_are_found_by_token_and_id_and_listed_in_pages,
             // leases.rs
             claims_hand_out_unfinished_runs_once_and_nothing_changes_externally,
+            a_reopened_run_is_claimed_again_and_takes_its_new_attempt,
             // timers.rs
             timers_fire_in_order_once_and_are_removable,
             // streams.rs

@@ -28,6 +28,8 @@ impl Cli {
             Command::Runs(RunsCommand::List(args)) => args.json,
             Command::Runs(RunsCommand::Show(args)) => args.json,
             Command::Runs(RunsCommand::Cancel(args)) => args.json,
+            Command::Runs(RunsCommand::Retry(args) | RunsCommand::Resume(args)) => args.json,
+            Command::Runs(RunsCommand::Reset(args)) => args.reopen.json,
             Command::Schedules(SchedulesCommand::List(args)) => args.json,
             Command::Schedules(
                 SchedulesCommand::Pause(args)
@@ -328,6 +330,64 @@ pub(crate) enum RunsCommand {
     /// the run stops its steps within its poll interval. A directory held by a running hybrid
     /// world cannot be written from outside; cancel from that program instead.
     Cancel(CancelArgs),
+    /// Run a failed or quarantined run's failed part again: every step result recorded before
+    /// the last failure is kept and not run again.
+    ///
+    /// Recorded in the run's history with --by and --reason. Against --dir or --database-url
+    /// the workflow code is not at hand here, so the process that drives the run replays it
+    /// first (and quarantines it again if its code still diverges); through --server, or
+    /// `World::reopen` in the program, the replay is checked before anything is recorded.
+    Retry(ReopenArgs),
+    /// Run a failed or quarantined run again from a command position of its failed attempt
+    /// (`worlds runs show` lists them), keeping what came before.
+    Reset(ResetArgs),
+    /// Let a quarantined run go on from where it stopped, once its code was fixed (check with
+    /// `verify` in the program first).
+    Resume(ReopenArgs),
+}
+
+/// Options of `worlds runs retry` and `worlds runs resume`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ReopenArgs {
+    /// Run id or workflow id.
+    pub(crate) id: String,
+
+    /// The world's data directory.
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
+
+    /// A world on PostgreSQL instead of a directory.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+
+    /// Why, recorded in the `run_reopened` event.
+    #[arg(long)]
+    pub(crate) reason: Option<String>,
+
+    /// Who asks, recorded in the `run_reopened` event (default: $USER). Through --server
+    /// the server records the API key instead.
+    #[arg(long)]
+    pub(crate) by: Option<String>,
+
+    /// A running world's API instead of the directory or database.
+    #[command(flatten)]
+    pub(crate) remote: ServerArgs,
+
+    /// Print the outcome as one JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Options of `worlds runs reset`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ResetArgs {
+    /// The first command position to run again (#N in `worlds runs show`).
+    #[arg(long)]
+    pub(crate) position: u32,
+
+    /// The run and where it lives.
+    #[command(flatten)]
+    pub(crate) reopen: ReopenArgs,
 }
 
 /// Options of `worlds runs cancel`.

@@ -14,6 +14,7 @@ mod keys;
 mod logs;
 mod postgres;
 mod remote;
+mod reopen;
 mod schedules;
 mod serve;
 mod show;
@@ -23,6 +24,8 @@ use std::process::ExitCode;
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
+
+use worlds_engine::model::ReopenRequest;
 
 use crate::cli::{
     Cli, Command, DbCommand, HooksCommand, KeysCommand, RunsCommand, SchedulesCommand,
@@ -124,6 +127,17 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Runs(RunsCommand::List(args)) => inspect::list(&args, &mut std::io::stdout()),
         Command::Runs(RunsCommand::Show(args)) => show::show(&args, &mut std::io::stdout()),
         Command::Runs(RunsCommand::Cancel(args)) => cancel::cancel(&args, &mut std::io::stdout()),
+        Command::Runs(RunsCommand::Retry(args)) => {
+            reopen::reopen(&args, ReopenRequest::retry(), &mut std::io::stdout())
+        }
+        Command::Runs(RunsCommand::Resume(args)) => {
+            reopen::reopen(&args, ReopenRequest::resume(), &mut std::io::stdout())
+        }
+        Command::Runs(RunsCommand::Reset(args)) => reopen::reopen(
+            &args.reopen,
+            ReopenRequest::reset(args.position),
+            &mut std::io::stdout(),
+        ),
         Command::Schedules(SchedulesCommand::List(args)) => {
             schedules::list(&args, &mut std::io::stdout())
         }

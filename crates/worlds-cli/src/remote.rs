@@ -152,6 +152,17 @@ pub(crate) fn cancel(client: &Client, args: &CancelArgs) -> anyhow::Result<Workf
         .map_err(explained)
 }
 
+/// `worlds runs retry|reset|resume --server`.
+pub(crate) fn reopen(
+    client: &Client,
+    id: &str,
+    request: &worlds_engine::model::ReopenRequest,
+) -> anyhow::Result<worlds_engine::model::Reopened> {
+    runtime()?
+        .block_on(client.reopen(id, request))
+        .map_err(explained)
+}
+
 /// `worlds hooks resume TOKEN --data JSON`.
 pub(crate) fn resume_hook(args: &HookResumeArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let payload: serde_json::Value = serde_json::from_str(&args.data)

@@ -26,7 +26,7 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use worlds_engine::hooks::HookResumed;
-use worlds_engine::model::{Page, ResolveData};
+use worlds_engine::model::{Page, ReopenRequest, Reopened, ResolveData};
 use worlds_engine::schedule::ScheduleConfig;
 use worlds_engine::{
     ErrorBody, ErrorKind, Event, RunStatus, StructuredError, WorkflowOptions, WorkflowState,
@@ -274,6 +274,19 @@ impl Client {
                 .json(&serde_json::json!({ "reason": reason })),
         )
         .await
+    }
+
+    /// Reopens a failed or quarantined run (`POST /v1/runs/{id}/retry`, `/reset` or
+    /// `/resume`, as `request.action` says; `request.by` is ignored: the server records the
+    /// caller's key). See `World::reopen` for what each keeps.
+    pub async fn reopen(&self, id: &str, request: &ReopenRequest) -> Result<Reopened, ClientError> {
+        let path = format!("/v1/runs/{}/{}", segment(id), request.action.as_str());
+        let mut body = serde_json::json!({ "reason": request.reason });
+        if let Some(position) = request.position {
+            body["position"] = position.into();
+        }
+        self.call(self.request(Method::POST, &path).json(&body))
+            .await
     }
 
     /// One page of a run's history, oldest first, from `cursor`.

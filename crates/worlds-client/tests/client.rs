@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use worlds_client::{Client, ClientError, RunFilter};
-use worlds_engine::model::ResolveData;
+use worlds_engine::model::{ReopenRequest, ResolveData};
 use worlds_engine::prelude::*;
 use worlds_engine::ErrorKind;
 use worlds_server::auth::{KeyRing, Scope};
@@ -137,4 +137,76 @@ async fn the_client_starts_reads_waits_cancels_and_maps_errors() {
     assert!(matches!(gone, ClientError::Transport(_)), "{gone}");
     assert_eq!(gone.kind(), Some(ErrorKind::Unavailable));
     world.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_client_retries_resets_and_resumes_with_the_servers_refusals() {
+    let mut config = WorldConfig::memory();
+    config.failure_strategy = FailureStrategy::Ignore;
+    let world = Arc::new(World::new(config).unwrap());
+    let fixed = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let check = {
+        let fixed = fixed.clone();
+        activity("check", move |_ctx: ActivityContext, n: u64| {
+            let fixed = fixed.clone();
+            async move {
+                if fixed.load(std::sync::atomic::Ordering::SeqCst) {
+                    Ok::<_, StepError>(n)
+                } else {
+                    Err(StepError::fatal("not yet"))
+                }
+            }
+        })
+    };
+    let flow = {
+        let check = check.clone();
+        workflow("checked", move |ctx: WorkflowContext, n: u64| {
+            let check = check.clone();
+            async move { Ok::<_, WorkflowError>(ctx.run(&check, n).await?) }
+        })
+    };
+    world.register(&check).unwrap().register(&flow).unwrap();
+    world.start().await.unwrap();
+    let keys = Arc::new(KeyRing::new());
+    let key = keys
+        .create("t", Scope::Write, world.clock().now_ms(), None)
+        .key;
+    let server = serve(world.clone(), "127.0.0.1:0", ApiOptions::with_keys(keys))
+        .await
+        .unwrap();
+    let client = Client::new(&format!("http://{}", server.local_addr()), &key).unwrap();
+    let run = client
+        .start("checked", &7, WorkflowOptions::default())
+        .await
+        .unwrap();
+    let failed = client
+        .result(&run.run_id, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(failed.status, RunStatus::Failed);
+
+    let refused = client
+        .reopen(&run.run_id, &ReopenRequest::resume())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Some("CONFLICT"), "{refused}");
+    let refused = client
+        .reopen(&run.run_id, &ReopenRequest::reset(5))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), Some("INVALID_INPUT"), "{refused}");
+
+    fixed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let reopened = client
+        .reopen(&run.run_id, &ReopenRequest::reset(0).reason("fixed"))
+        .await
+        .unwrap();
+    assert_eq!((reopened.attempt, reopened.kept_until), (2, 0));
+    let done = client
+        .result(&run.run_id, Duration::from_secs(10))
+        .await
+        .unwrap();
+    assert_eq!(done.status, RunStatus::Completed);
+    assert_eq!(done.output, Some(serde_json::json!(7)));
+    server.shutdown().await;
 }

@@ -77,7 +77,7 @@ use worlds_engine::http::{serve_connections, Limits};
 use worlds_engine::{World, WorldError};
 
 use auth::{AuthProvider, Guard, KeyAuth, KeyRing, Scope};
-use routes::{health, hooks, keys, metrics, runs, schedules, streams, workers, Api};
+use routes::{health, hooks, keys, metrics, recovery, runs, schedules, streams, workers, Api};
 
 /// Room for a request's envelope (workflow name, options, token) on top of the world's payload
 /// limit.
@@ -199,6 +199,9 @@ impl Routes {
         let write = OpenApiRouter::new()
             .routes(routes!(runs::start))
             .routes(routes!(runs::cancel))
+            .routes(routes!(recovery::retry))
+            .routes(routes!(recovery::reset))
+            .routes(routes!(recovery::resume))
             .routes(routes!(hooks::resume));
         let admin = OpenApiRouter::new()
             .routes(routes!(schedules::create))

@@ -180,7 +180,7 @@ fn code(body: &Value) -> &str {
 }
 
 /// Every guarded route, as the OpenAPI document names it, with the scope it needs.
-const ROUTES: [(&str, &str, Scope); 28] = [
+const ROUTES: [(&str, &str, Scope); 31] = [
     ("GET", "/v1/runs", Scope::Read),
     ("GET", "/v1/runs/{id}", Scope::Read),
     ("GET", "/v1/runs/{id}/result", Scope::Read),
@@ -189,6 +189,9 @@ const ROUTES: [(&str, &str, Scope); 28] = [
     ("GET", "/v1/runs/{id}/waits", Scope::Read),
     ("POST", "/v1/runs", Scope::Write),
     ("POST", "/v1/runs/{id}/cancel", Scope::Write),
+    ("POST", "/v1/runs/{id}/retry", Scope::Write),
+    ("POST", "/v1/runs/{id}/reset", Scope::Write),
+    ("POST", "/v1/runs/{id}/resume", Scope::Write),
     ("POST", "/v1/hooks/resume", Scope::Write),
     ("GET", "/v1/hooks", Scope::Read),
     ("GET", "/v1/hooks/{id}", Scope::Read),

@@ -34,7 +34,9 @@ impl Engine {
         }
         let state = WorkflowState::from_history(&history)?;
         let reopening = plan_reopen(&state, &history, &request)?;
-        self.check_replays(&state, &history, &reopening)?;
+        if request.replay_check {
+            self.check_replays(&state, &history, &reopening)?;
+        }
         self.journal.append(run_id, vec![reopening.clone()]).await?;
         let reopened = Reopened::from_event(run_id, &reopening);
         world_log!(
@@ -50,7 +52,11 @@ impl Engine {
             by = request.by.as_deref().unwrap_or("-"),
             reason = request.reason.as_deref().unwrap_or("-"),
         );
-        self.drive_reopened(run_id, reopened.attempt).await?;
+        if self.registry.workflow(&state.name).is_some() {
+            self.drive_reopened(run_id, reopened.attempt).await?;
+        }
+        // Otherwise a process that has its workflow drives it (claims it, or reads it back
+        // on start).
         Ok(reopened)
     }
 

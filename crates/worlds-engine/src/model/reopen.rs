@@ -48,6 +48,10 @@ pub struct ReopenRequest {
     pub reason: Option<String>,
     /// The bulk operation this is part of: a run it already reopened is not reopened again.
     pub operation: Option<String>,
+    /// Replay the new attempt against the registered code before recording anything (the
+    /// default). Off only where the workflow's code is not at hand (the `worlds` tool): the
+    /// process that drives the run replays it then, and quarantines it again if it diverges.
+    pub replay_check: bool,
 }
 
 impl ReopenRequest {
@@ -58,6 +62,7 @@ impl ReopenRequest {
             by: None,
             reason: None,
             operation: None,
+            replay_check: true,
         }
     }
 
@@ -85,6 +90,13 @@ impl ReopenRequest {
     /// Records why.
     pub fn reason(mut self, why: impl Into<String>) -> Self {
         self.reason = Some(why.into());
+        self
+    }
+
+    /// Records the reopening without replaying it here first (see
+    /// [`replay_check`](Self::replay_check)).
+    pub fn without_replay_check(mut self) -> Self {
+        self.replay_check = false;
         self
     }
 

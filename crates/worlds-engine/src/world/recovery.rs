@@ -27,19 +27,21 @@ impl World {
     /// use worlds_engine::prelude::*;
     /// use worlds_engine::model::ReopenRequest;
     ///
-    /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let flow = workflow("hello", |_ctx: WorkflowContext, name: String| async move {
+    ///     Ok::<_, WorkflowError>(format!("hello, {name}"))
+    /// });
     /// let world = World::new(WorldConfig::memory())?;
-    /// world.register(workflow("hello", |_ctx, name: String| async move {
-    ///     Ok(format!("hello, {name}"))
-    /// }))?;
+    /// world.register(&flow)?;
     /// world.start().await?;
-    /// let run = world.execute("hello", "ada").await?;
-    /// run.result::<String>().await?;
-    /// // A completed run cannot be retried.
-    /// let refused = world.reopen(run.run_id(), ReopenRequest::retry().by("ops")).await;
-    /// assert!(refused.is_err());
-    /// # world.stop().await;
-    /// # Ok::<_, WorldError>(()) }).unwrap();
+    /// let run = world.execute(&flow, "ada".to_owned(), WorkflowOptions::default()).await?;
+    /// run.result().await?;
+    /// // Only a failed run can be reopened: this one completed.
+    /// let refused = world.reopen(&run.id, ReopenRequest::retry().by("ops")).await;
+    /// assert!(refused.unwrap_err().to_string().contains("is completed"));
+    /// world.shutdown().await?;
+    /// # Ok::<(), WorldError>(())
+    /// # }).unwrap();
     /// ```
     pub async fn reopen(
         &self,

@@ -403,7 +403,12 @@ impl LeaseStore for FileStore {
             let path = log.path.clone();
             locked(&file, &path, || {
                 member.clear_note(&run_id)?;
-                catch_up(&self.memory, &run_id, log, true)
+                catch_up(&self.memory, &run_id, log, true)?;
+                if !log.finished {
+                    // A finished run reopened elsewhere is nobody's now: claimable.
+                    log.holder = member.lease_of(&run_id);
+                }
+                Ok(())
             })?;
             changed.push(run_id);
         }

@@ -618,7 +618,13 @@ impl EventStore for FileStore {
             if log.finished && !appended.status.is_terminal() {
                 // Reopened by hand: nobody drives it until a member claims it (the lease goes
                 // before the events land, so a crash in between leaves it finished, not held
-                // by a process that is not driving it).
+                // by a process that is not driving it). Its last holder, if alive, is told,
+                // so it reads the run back and may claim it.
+                if let Some(holder) = member.lease_of(run_id) {
+                    if holder != member.id && member.is_alive(&holder) {
+                        member.notify(&holder, run_id)?;
+                    }
+                }
                 member.release_lease(run_id)?;
                 log.holder = None;
             } else if log.holder.as_deref() != Some(member.id.as_str()) {

@@ -1,0 +1,313 @@
+//! `worlds runs retry|reset|resume`: reopens a failed or quarantined run in a world's
+//! directory, on PostgreSQL, or through a world's API.
+//!
+//! The `worlds` tool does not have the program's workflow code, so against a directory or a
+//! database it records the reopening without replaying it first: the process that drives the
+//! run (the one that has its workflow) replays it when it picks it up, and quarantines it
+//! again if the code still diverges. Through `--server` the serving program checks the replay
+//! before anything is recorded.
+
+use std::io::Write;
+
+use worlds_engine::model::{ReopenRequest, Reopened};
+use worlds_engine::{World, WorldError};
+
+use crate::cli::ReopenArgs;
+use crate::escape::escaped;
+use crate::inspect::{not_found_hint, Place};
+use crate::writer::with_world;
+
+/// Runs `worlds runs retry`, `reset` or `resume` (`request` says which).
+pub(crate) fn reopen(
+    args: &ReopenArgs,
+    request: ReopenRequest,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let action = request.action;
+    let mut request = request;
+    request.reason = args.reason.clone();
+    if let Some(client) = crate::remote::client(&args.remote)? {
+        let reopened = crate::remote::reopen(&client, &args.id, &request)?;
+        return report(args, &reopened, true, out);
+    }
+    let by = args
+        .by
+        .clone()
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "worlds runs".to_owned());
+    let request = request.by(by).without_replay_check();
+    let instead = format!(
+        "{action} the run through its API (`worlds runs {action} ID --server URL --api-key KEY` when it serves one), or from that program (World::reopen), or stop it and run this command again."
+    );
+    let place = Place::of(&args.dir, &args.database);
+    let reopen = async |world: &World| match world.reopen(&args.id, request).await {
+        Ok(reopened) => Ok(reopened),
+        Err(e @ WorldError::NotFound { .. }) => Err(not_found_hint(e, &place)),
+        Err(e) => Err(anyhow::Error::new(e).context(format!("could not {action} {}", args.id))),
+    };
+    let reopened = match &place {
+        Place::Dir(dir) => with_world(dir, &instead, reopen)?,
+        Place::Database(db) => crate::postgres::with_world(db, reopen)?,
+    };
+    report(args, &reopened, false, out)
+}
+
+/// What the command says of the reopened run.
+fn report(
+    args: &ReopenArgs,
+    reopened: &Reopened,
+    replayed: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string(reopened)?)?;
+        return Ok(());
+    }
+    if reopened.already {
+        writeln!(
+            out,
+            "run {} was already reopened",
+            escaped(&reopened.run_id)
+        )?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "run {} reopened ({}): attempt {} runs again from command #{}, keeping what came before",
+        escaped(&reopened.run_id),
+        reopened.action,
+        reopened.attempt,
+        reopened.kept_until
+    )?;
+    if !replayed {
+        writeln!(
+            out,
+            "not replayed here: the process that runs its workflow replays it when it picks it up, and quarantines it again if the code still does not match"
+        )?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use worlds_engine::clock::SystemClock;
+    use worlds_engine::prelude::*;
+    use worlds_engine::{EventKind, WorkflowState};
+
+    use super::*;
+
+    /// `a; b`, where b fails while `broken` is set; calls counted.
+    struct Flow {
+        broken: Arc<AtomicBool>,
+        a: Arc<AtomicUsize>,
+        b: Arc<AtomicUsize>,
+    }
+
+    impl Flow {
+        fn new() -> Self {
+            Flow {
+                broken: Arc::new(AtomicBool::new(true)),
+                a: Arc::default(),
+                b: Arc::default(),
+            }
+        }
+
+        fn register(&self, world: &World) {
+            let a = {
+                let calls = self.a.clone();
+                activity("cli-a", move |_ctx: ActivityContext, n: u64| {
+                    let calls = calls.clone();
+                    async move {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        Ok::<_, StepError>(n + 1)
+                    }
+                })
+            };
+            let b = {
+                let (calls, broken) = (self.b.clone(), self.broken.clone());
+                activity("cli-b", move |_ctx: ActivityContext, n: u64| {
+                    let (calls, broken) = (calls.clone(), broken.clone());
+                    async move {
+                        calls.fetch_add(1, Ordering::SeqCst);
+                        if broken.load(Ordering::SeqCst) {
+                            return Err(StepError::fatal("down"));
+                        }
+                        Ok::<_, StepError>(n + 1)
+                    }
+                })
+            };
+            let (sa, sb) = (a.clone(), b.clone());
+            let flow = workflow("cli-reopen", move |ctx: WorkflowContext, n: u64| {
+                let (a, b) = (sa.clone(), sb.clone());
+                async move {
+                    let x = ctx.run(&a, n).await?;
+                    Ok::<_, WorkflowError>(ctx.run(&b, x).await?)
+                }
+            });
+            world.register(&a).unwrap();
+            world.register(&b).unwrap();
+            world.register(&flow).unwrap();
+        }
+
+        fn counts(&self) -> (usize, usize) {
+            (self.a.load(Ordering::SeqCst), self.b.load(Ordering::SeqCst))
+        }
+    }
+
+    fn config(dir: &Path, persistence: Persistence) -> WorldConfig {
+        let mut config = WorldConfig::default();
+        config.persistence = persistence;
+        config.persistence_path = dir.to_path_buf();
+        config.failure_strategy = FailureStrategy::Ignore;
+        config.shared_poll_interval = Duration::from_millis(20).into();
+        config
+    }
+
+    fn args(dir: &Path, id: &str, json: bool) -> ReopenArgs {
+        ReopenArgs {
+            id: id.to_owned(),
+            dir: dir.to_path_buf(),
+            database: crate::cli::DatabaseArgs::default(),
+            reason: Some("upstream fixed".into()),
+            by: Some("dana".into()),
+            remote: crate::cli::ServerArgs::default(),
+            json,
+        }
+    }
+
+    async fn ended(world: &World, id: &str) -> WorkflowState {
+        ended_after(world, id, 0).await
+    }
+
+    /// The run's state once an attempt after `attempt` has ended.
+    async fn ended_after(world: &World, id: &str, attempt: u32) -> WorkflowState {
+        tokio::time::timeout(Duration::from_secs(10), async {
+            loop {
+                let state = world.query(id).await.unwrap();
+                if state.status.is_terminal() && state.attempt > attempt {
+                    return state;
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
+        })
+        .await
+        .unwrap()
+    }
+
+    async fn failed_run(world: &World) -> String {
+        let run = world
+            .execute_by_name::<u64, u64>("cli-reopen", 1, WorkflowOptions::default())
+            .await
+            .unwrap();
+        assert_eq!(ended(world, &run.id).await.status, RunStatus::Failed);
+        run.id
+    }
+
+    /// A file world is running and failed the run; the command reopens it from outside and
+    /// that world picks it up.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_running_file_world_picks_up_a_run_retried_from_outside() {
+        let dir = tempfile::tempdir().unwrap();
+        let flow = Flow::new();
+        let world = World::with_clock(config(dir.path(), Persistence::File), Arc::new(SystemClock))
+            .unwrap();
+        flow.register(&world);
+        world.start().await.unwrap();
+        let id = failed_run(&world).await;
+        flow.broken.store(false, Ordering::SeqCst);
+
+        let path = dir.path().to_path_buf();
+        let run_id = id.clone();
+        let printed = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            reopen(
+                &args(&path, &run_id, true),
+                ReopenRequest::retry(),
+                &mut out,
+            )
+            .unwrap();
+            String::from_utf8(out).unwrap()
+        })
+        .await
+        .unwrap();
+        let reopened: Reopened = serde_json::from_str(printed.trim()).unwrap();
+        assert_eq!((reopened.attempt, reopened.kept_until), (2, 1));
+
+        // The world driving the directory hears of it and claims it.
+        let state = ended_after(&world, &id, 1).await;
+        assert_eq!(state.status, RunStatus::Completed, "{:?}", state.error);
+        assert_eq!(flow.counts(), (1, 2), "a kept, b ran again");
+        let by = state.history.iter().find_map(|e| match &e.kind {
+            EventKind::RunReopened { by, reason, .. } => Some((by.clone(), reason.clone())),
+            _ => None,
+        });
+        assert_eq!(
+            by,
+            Some((Some("dana".into()), Some("upstream fixed".into())))
+        );
+        world.shutdown().await.unwrap();
+    }
+
+    /// No world is running on a hybrid directory: the reopening is recorded, and the next
+    /// world to open it drives the run; a completed run is refused.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_next_world_drives_a_run_retried_while_none_ran() {
+        let dir = tempfile::tempdir().unwrap();
+        let flow = Flow::new();
+        let id = {
+            let world = World::new(config(dir.path(), Persistence::Hybrid)).unwrap();
+            flow.register(&world);
+            world.start().await.unwrap();
+            let id = failed_run(&world).await;
+            world.shutdown().await.unwrap();
+            id
+        };
+        let path = dir.path().to_path_buf();
+        let run_id = id.clone();
+        let text = tokio::task::spawn_blocking(move || {
+            let mut out = Vec::new();
+            reopen(
+                &args(&path, &run_id, false),
+                ReopenRequest::retry(),
+                &mut out,
+            )
+            .unwrap();
+            String::from_utf8(out).unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(
+            text.contains("attempt 2 runs again from command #1"),
+            "{text}"
+        );
+        assert!(text.contains("not replayed here"), "{text}");
+
+        flow.broken.store(false, Ordering::SeqCst);
+        let world = World::new(config(dir.path(), Persistence::Hybrid)).unwrap();
+        flow.register(&world);
+        world.start().await.unwrap();
+        let state = ended(&world, &id).await;
+        assert_eq!(state.status, RunStatus::Completed, "{:?}", state.error);
+        assert_eq!(flow.counts(), (1, 2));
+        world.shutdown().await.unwrap();
+        drop(world);
+
+        let path = dir.path().to_path_buf();
+        tokio::task::spawn_blocking(move || {
+            let err = reopen(
+                &args(&path, &id, false),
+                ReopenRequest::retry(),
+                &mut Vec::new(),
+            )
+            .unwrap_err();
+            assert!(format!("{err:#}").contains("is completed"), "{err:#}");
+        })
+        .await
+        .unwrap();
+    }
+}

@@ -818,6 +818,7 @@ async fn a_quarantined_run_says_where_code_and_history_part() {
     let key = keys
         .create("viewer", Scope::Read, world.clock().now_ms(), None)
         .key;
+    let operator = keys.create("operator", Scope::Write, world.clock().now_ms(), None);
     let server = serve(world.clone(), "127.0.0.1:0", ApiOptions::with_keys(keys))
         .await
         .unwrap();
@@ -845,6 +846,69 @@ async fn a_quarantined_run_says_where_code_and_history_part() {
     );
     let listed = session.text(&format!("{base}/?quarantined=true")).await;
     assert!(listed.contains(&run.id), "the quarantine view lists it");
+    assert!(
+        !page.contains("id=\"recover\""),
+        "a read key is not offered recovery"
+    );
+
+    // Recovery: resuming under the code that broke it is refused with where it parts; once
+    // the code is fixed, resuming lets it finish, recorded with the operator's key.
+    let acting = Session::sign_in(&base, &operator.key).await;
+    let page = acting.text(&format!("{base}/runs/{}", run.id)).await;
+    let recover = page
+        .split("id=\"recover\"")
+        .nth(1)
+        .and_then(|rest| rest.split("</section>").next())
+        .unwrap_or_else(|| panic!("no recovery controls: {page}"));
+    assert!(recover.contains("Resume where it stopped"), "{recover}");
+    assert!(recover.contains("#0 hook (done)"), "{recover}");
+    let post = |action: &'static str| {
+        let (acting, base, id) = (&acting, base.clone(), run.id.clone());
+        async move {
+            acting
+                .http
+                .post(format!("{base}/runs/{id}/recover/{action}"))
+                .header("cookie", &acting.cookie)
+                .header("origin", &base)
+                .form(&[("reason", "fixed the flip"), ("position", "0")])
+                .send()
+                .await
+                .unwrap()
+        }
+    };
+    let refused = post("resume").await;
+    assert_eq!(refused.status().as_u16(), 409);
+    let text = refused.text().await.unwrap();
+    assert!(text.contains("would diverge again"), "{text}");
+    deployed_v2.store(false, std::sync::atomic::Ordering::SeqCst);
+    let resumed = post("resume").await;
+    assert_eq!(resumed.status().as_u16(), 303);
+    let to = resumed.headers()["location"].to_str().unwrap();
+    assert!(to.contains("notice=Reopened"), "{to}");
+    let state = tokio::time::timeout(BOUND, async {
+        loop {
+            let state = run.query().await.unwrap();
+            if state.status == RunStatus::Completed {
+                return state;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the resumed run completes");
+    let recorded = state.history.iter().find_map(|e| match &e.kind {
+        worlds_engine::EventKind::RunReopened { by, reason, .. } => {
+            Some((by.clone(), reason.clone()))
+        }
+        _ => None,
+    });
+    assert_eq!(
+        recorded,
+        Some((
+            Some(format!("key:{}", operator.record.id)),
+            Some("fixed the flip".to_owned())
+        ))
+    );
     server.shutdown().await;
     world.shutdown().await.unwrap();
 }

@@ -25,6 +25,9 @@ pub use options::{ActivityOptions, FailureStrategy, OnConflict, WorkflowOptions}
 pub use query::{
     ListQuery, Page, ResolveData, SortOrder, StatusFilter, WorkflowQueryFilter, DEFAULT_PAGE_SIZE,
 };
-pub use reopen::{attempt_view, plan_reopen, reopened_by, AttemptView, ReopenRequest, Reopened};
+pub use reopen::{
+    attempt_commands, attempt_view, plan_reopen, reopened_by, AttemptCommand, AttemptView,
+    ReopenRequest, Reopened,
+};
 pub use state::{ActivityState, ActivityStatus, CompensationState, PendingRetry, WorkflowState};
 pub use waits::{waits, Wait, WaitOn, LATE_MS, QUEUED_MS};

@@ -219,13 +219,30 @@ pub fn attempt_view<E: Borrow<Event>>(history: &[E]) -> AttemptView {
     view
 }
 
-/// The commands of the current attempt, by position: whether each has its result, and the
-/// positions that resolved with an error.
+/// A command of a run's current attempt, as a reset offers it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptCommand {
+    /// Its position (what a reset names).
+    pub position: u32,
+    /// What it is: `step 'charge'`, `sleep`, `child 'ship'`, `hook`, …
+    pub label: String,
+    /// True if its result is recorded (false: it was still open when the run stopped).
+    pub has_result: bool,
+    /// True if its result is an error (a step's final failure, a child's failure, a hook
+    /// that expired or conflicted).
+    pub failed: bool,
+}
+
+/// The commands of the current attempt of `history`, in position order (records carried
+/// over from an earlier attempt included, under their new positions).
+pub fn attempt_commands<E: Borrow<Event>>(history: &[E]) -> Vec<AttemptCommand> {
+    Commands::of(history).issued.into_values().collect()
+}
+
+/// The commands of the current attempt, by position.
 struct Commands {
     base: u32,
-    /// Position → has its result.
-    issued: BTreeMap<u32, bool>,
-    last_error: Option<u32>,
+    issued: BTreeMap<u32, AttemptCommand>,
 }
 
 impl Commands {
@@ -234,27 +251,60 @@ impl Commands {
         let mut commands = Commands {
             base: view.base,
             issued: BTreeMap::new(),
-            last_error: None,
         };
         for event in view.events(history) {
             let Some(position) = event.kind.position() else {
                 continue;
             };
+            let issued = |label: String, has_result: bool| AttemptCommand {
+                position,
+                label,
+                has_result,
+                failed: false,
+            };
             match &event.kind {
-                EventKind::ActivityScheduled { .. }
-                | EventKind::TimerScheduled { .. }
-                | EventKind::ChildWorkflowStarted { .. }
-                | EventKind::HookCreated { .. } => {
-                    commands.issued.entry(position).or_insert(false);
+                EventKind::ActivityScheduled { name, .. } => {
+                    commands
+                        .issued
+                        .insert(position, issued(format!("step '{name}'"), false));
+                }
+                EventKind::TimerScheduled { .. } => {
+                    commands
+                        .issued
+                        .insert(position, issued("sleep".into(), false));
+                }
+                EventKind::ChildWorkflowStarted { name, .. } => {
+                    commands
+                        .issued
+                        .insert(position, issued(format!("child '{name}'"), false));
+                }
+                EventKind::HookCreated { .. } => {
+                    commands
+                        .issued
+                        .insert(position, issued("hook".into(), false));
                 }
                 // Resolved when issued.
-                EventKind::ValueRecorded { .. }
-                | EventKind::PatchRecorded { .. }
-                | EventKind::CompensationAdded { .. } => {
-                    commands.issued.insert(position, true);
+                EventKind::ValueRecorded { kind, .. } => {
+                    let label = format!(
+                        "ctx.{}()",
+                        serde_json::to_value(kind)
+                            .ok()
+                            .and_then(|v| v.as_str().map(str::to_owned))
+                            .unwrap_or_default()
+                    );
+                    commands.issued.insert(position, issued(label, true));
+                }
+                EventKind::PatchRecorded { patch_id, .. } => {
+                    commands
+                        .issued
+                        .insert(position, issued(format!("patch '{patch_id}'"), true));
+                }
+                EventKind::CompensationAdded { .. } => {
+                    commands
+                        .issued
+                        .insert(position, issued("compensation".into(), true));
                 }
                 kind if kind.resolves_command() => {
-                    commands.issued.insert(position, true);
                     let failed = matches!(
                         kind,
                         EventKind::ActivityFailed { .. }
@@ -262,9 +312,12 @@ impl Commands {
                             | EventKind::HookExpired { .. }
                             | EventKind::HookConflict { .. }
                     );
-                    if failed {
-                        commands.last_error = commands.last_error.max(Some(position));
-                    }
+                    let entry = commands
+                        .issued
+                        .entry(position)
+                        .or_insert_with(|| issued("hook".into(), false));
+                    entry.has_result = true;
+                    entry.failed = failed;
                 }
                 _ => {}
             }
@@ -283,9 +336,18 @@ impl Commands {
     /// The first command without its result.
     fn first_open(&self) -> Option<u32> {
         self.issued
-            .iter()
-            .find(|(_, resolved)| !**resolved)
-            .map(|(p, _)| *p)
+            .values()
+            .find(|c| !c.has_result)
+            .map(|c| c.position)
+    }
+
+    /// The last command whose result is an error.
+    fn last_error(&self) -> Option<u32> {
+        self.issued
+            .values()
+            .rev()
+            .find(|c| c.failed)
+            .map(|c| c.position)
     }
 }
 
@@ -328,7 +390,7 @@ pub fn plan_reopen<E: Borrow<Event>>(
     let (base, end) = (commands.base, commands.end());
     let open = commands.first_open();
     let wanted = match request.action {
-        ReopenAction::Retry => commands.last_error.unwrap_or(end),
+        ReopenAction::Retry => commands.last_error().unwrap_or(end),
         ReopenAction::Resume => end,
         ReopenAction::Reset => {
             let Some(position) = request.position else {

@@ -39,6 +39,7 @@ pub(crate) fn routes(provider: Arc<dyn AuthProvider>, api: &Api) -> Router<Api> 
         .route("/", get(pages::runs))
         .route("/runs/{id}", get(pages::run))
         .route("/runs/{id}/cancel", post(pages::cancel))
+        .route("/runs/{id}/recover/{action}", post(pages::recover))
         .route("/runs/{id}/hooks/{hook}/resume", post(pages::resume_hook))
         .route(
             "/runs/{id}/hooks/{hook}/check",

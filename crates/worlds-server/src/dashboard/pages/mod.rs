@@ -9,7 +9,7 @@ mod runs;
 mod schedules;
 
 pub(crate) use live::{live, live_stream};
-pub(crate) use run::{cancel, check_hook_payload, resume_hook, run};
+pub(crate) use run::{cancel, check_hook_payload, recover, resume_hook, run};
 pub(crate) use runs::runs;
 pub(crate) use schedules::{change_schedule, schedules, workers};
 

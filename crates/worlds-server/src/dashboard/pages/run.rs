@@ -1,5 +1,8 @@
 //! One run's page — what happened and why, its timeline, what it waits on, its history —
-//! and the actions on it: cancel, resume a hook (its payload checked first).
+//! and the actions on it: cancel, resume a hook (its payload checked first), and for a failed
+//! run retry, reset or resume (recorded with the signed-in key and the reason given).
+
+use worlds_engine::model::ReopenRequest;
 
 use super::*;
 
@@ -23,6 +26,42 @@ struct Why {
     headline: String,
     error: String,
     compensations: Vec<String>,
+}
+
+/// The recovery controls of a failed run.
+struct RecoverView {
+    quarantined: bool,
+    /// The failed attempt's commands a reset may start from: (position, label).
+    positions: Vec<(u32, String)>,
+}
+
+impl RecoverView {
+    /// Offered for a failed run that is not a child (its parent already took its failure).
+    fn of(state: &WorkflowState, history: &[Event]) -> Option<RecoverView> {
+        if state.status != RunStatus::Failed || state.parent_id.is_some() {
+            return None;
+        }
+        let mut positions = Vec::new();
+        for command in worlds_engine::model::attempt_commands(history) {
+            let result = match (command.has_result, command.failed) {
+                (false, _) => "no result",
+                (true, true) => "failed",
+                (true, false) => "done",
+            };
+            positions.push((
+                command.position,
+                format!("#{} {} ({result})", command.position, command.label),
+            ));
+            if !command.has_result {
+                // Nothing after a command without a result can be kept.
+                break;
+            }
+        }
+        Some(RecoverView {
+            quarantined: state.quarantine.is_some(),
+            positions,
+        })
+    }
 }
 
 struct HookView {
@@ -49,6 +88,7 @@ struct RunPage {
     waiting: Vec<WaitLine>,
     hooks: Vec<HookView>,
     can_cancel: bool,
+    recover: Option<RecoverView>,
     timeline: Timeline,
     events: Vec<EventView>,
     truncated: bool,
@@ -125,6 +165,7 @@ async fn run_page(
         waiting: waiting_on(&state, &history, now),
         hooks,
         can_cancel: acts && !state.status.is_terminal(),
+        recover: RecoverView::of(&state, &history).filter(|_| acts),
         timeline,
         events: shown.into_iter().map(|e| event_view(e, start)).collect(),
         truncated,
@@ -353,6 +394,63 @@ pub(crate) async fn cancel(
         ))
         .into_response(),
         Err(e) => run_page(&api, &principal, &id, e.to_string(), StatusCode::CONFLICT).await,
+    }
+}
+
+#[derive(Deserialize)]
+pub(crate) struct RecoverForm {
+    #[serde(default)]
+    reason: String,
+    /// For a reset.
+    position: Option<u32>,
+}
+
+/// Retries, resets or resumes a failed run (`action`), recorded with the signed-in key.
+pub(crate) async fn recover(
+    State(api): State<Api>,
+    Extension(principal): Extension<Principal>,
+    Path((id, action)): Path<(String, String)>,
+    Form(form): Form<RecoverForm>,
+) -> Response {
+    if !may_act(&principal) {
+        return forbidden(&principal, "retry, reset or resume runs");
+    }
+    let request = match (action.as_str(), form.position) {
+        ("retry", _) => ReopenRequest::retry(),
+        ("resume", _) => ReopenRequest::resume(),
+        ("reset", Some(position)) => ReopenRequest::reset(position),
+        _ => {
+            return run_page(
+                &api,
+                &principal,
+                &id,
+                "Choose retry, resume, or reset with a position.".into(),
+                StatusCode::BAD_REQUEST,
+            )
+            .await
+        }
+    };
+    let mut request = request.by(principal.subject.clone());
+    if !form.reason.trim().is_empty() {
+        request.reason = Some(form.reason.trim().to_owned());
+    }
+    match api.world.reopen(&id, request).await {
+        Ok(reopened) => {
+            let notice = format!(
+                "Reopened ({}): attempt {} runs again from command #{}.",
+                reopened.action, reopened.attempt, reopened.kept_until
+            );
+            Redirect::to(&format!(
+                "/runs/{}?{}",
+                segment(&id),
+                query(&[("notice", notice)])
+            ))
+            .into_response()
+        }
+        Err(e) => {
+            let status = StatusCode::from_u16(e.http_status()).unwrap_or(StatusCode::CONFLICT);
+            run_page(&api, &principal, &id, e.to_string(), status).await
+        }
     }
 }
 

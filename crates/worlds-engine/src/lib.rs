@@ -125,6 +125,7 @@ pub use config::{
     DATABASE_URL_ENV, DATA_DIR_ENV, DEFAULT_DATA_DIR,
 };
 pub use engine::activity::ActivityContext;
+pub use engine::bulk::{BulkAction, BulkProgress, BulkRefusal, BulkRequest, BULK_WORKFLOW};
 pub use engine::context::{CommandFuture, WorkflowContext, WorkflowMetadata};
 pub use engine::definitions::{activity, workflow, Activity, Definition, Workflow};
 pub use engine::errors::{ContextError, StepError, WorkflowError};

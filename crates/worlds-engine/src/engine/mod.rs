@@ -23,6 +23,7 @@ pub(crate) mod activity;
 pub(crate) mod ambient;
 mod api;
 mod beats;
+pub(crate) mod bulk;
 pub(crate) mod context;
 pub(crate) mod definitions;
 mod ending;

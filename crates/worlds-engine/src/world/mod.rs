@@ -1,6 +1,7 @@
 //! The world: the object a program creates, registers definitions on, and starts runs with.
 
 mod batch;
+mod bulk;
 mod handle;
 mod hooks;
 mod keys;
@@ -143,8 +144,14 @@ impl World {
         hook_kit: crate::hooks::HookKit,
         log_store: Option<Arc<dyn crate::telemetry::logs::LogStore>>,
     ) -> World {
+        let engine = Arc::new(Engine::new(config, clock, store, hook_kit, log_store));
+        // The built-in workflow of bulk operations, in every world so any can drive one.
+        let bulk = crate::engine::bulk::bulk_workflow(Arc::downgrade(&engine));
+        if let Err(e) = engine.register(bulk.into()) {
+            tracing::error!(error = %e, "could not register the bulk operations workflow");
+        }
         World {
-            engine: Arc::new(Engine::new(config, clock, store, hook_kit, log_store)),
+            engine,
             workers: WorkerPool::default(),
             lifecycle: Mutex::new(Lifecycle::default()),
         }

@@ -30,6 +30,7 @@ impl Cli {
             Command::Runs(RunsCommand::Cancel(args)) => args.json,
             Command::Runs(RunsCommand::Retry(args) | RunsCommand::Resume(args)) => args.json,
             Command::Runs(RunsCommand::Reset(args)) => args.reopen.json,
+            Command::Runs(RunsCommand::Bulk(args)) => args.json,
             Command::Schedules(SchedulesCommand::List(args)) => args.json,
             Command::Schedules(
                 SchedulesCommand::Pause(args)
@@ -344,6 +345,82 @@ pub(crate) enum RunsCommand {
     /// Let a quarantined run go on from where it stopped, once its code was fixed (check with
     /// `verify` in the program first).
     Resume(ReopenArgs),
+    /// Cancel, retry or resume every run a filter matches, as one durable operation.
+    ///
+    /// The operation is itself a run: it survives crashes, acts on each run once however
+    /// often it is interrupted, and leaves out runs created after it. Submitting again under
+    /// the same --operation name follows the first one. Against --dir the command drives it
+    /// here; against --database-url the running members drive it; through --server the
+    /// serving world does.
+    Bulk(BulkArgs),
+}
+
+/// What `worlds runs bulk` does to each run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub(crate) enum BulkActionArg {
+    /// Cancel it (finished runs are skipped).
+    Cancel,
+    /// Retry a failed run from its failed part.
+    Retry,
+    /// Resume a quarantined run.
+    Resume,
+}
+
+/// Options of `worlds runs bulk`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct BulkArgs {
+    /// What to do to each run.
+    #[arg(value_enum)]
+    pub(crate) action: BulkActionArg,
+
+    /// Only runs in this status (repeat for several).
+    #[arg(long = "status", value_name = "STATUS")]
+    pub(crate) statuses: Vec<RunStatus>,
+
+    /// Only runs of this workflow name.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) name: Option<String>,
+
+    /// Only runs whose workflow id starts with this.
+    #[arg(long, value_name = "PREFIX")]
+    pub(crate) workflow_id_prefix: Option<String>,
+
+    /// Only runs accepted by a world of this code version.
+    #[arg(long, value_name = "VERSION")]
+    pub(crate) code_version: Option<String>,
+
+    /// Only quarantined runs.
+    #[arg(long)]
+    pub(crate) quarantined: bool,
+
+    /// A name for the operation: running the command again under it follows the first
+    /// operation instead of starting another.
+    #[arg(long, value_name = "NAME")]
+    pub(crate) operation: Option<String>,
+
+    /// Why, recorded on each run acted on.
+    #[arg(long)]
+    pub(crate) reason: Option<String>,
+
+    /// Who asks (default: $USER). Through --server the server records the API key.
+    #[arg(long)]
+    pub(crate) by: Option<String>,
+
+    /// The world's data directory.
+    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
+    pub(crate) dir: PathBuf,
+
+    /// A world on PostgreSQL instead of a directory.
+    #[command(flatten)]
+    pub(crate) database: DatabaseArgs,
+
+    /// A running world's API instead of the directory or database.
+    #[command(flatten)]
+    pub(crate) remote: ServerArgs,
+
+    /// Print the final progress as one JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// Options of `worlds runs retry` and `worlds runs resume`.

@@ -133,6 +133,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Runs(RunsCommand::Resume(args)) => {
             reopen::reopen(&args, ReopenRequest::resume(), &mut std::io::stdout())
         }
+        Command::Runs(RunsCommand::Bulk(args)) => reopen::bulk(&args, &mut std::io::stdout()),
         Command::Runs(RunsCommand::Reset(args)) => reopen::reopen(
             &args.reopen,
             ReopenRequest::reset(args.position),

@@ -163,6 +163,24 @@ pub(crate) fn reopen(
         .map_err(explained)
 }
 
+/// `worlds runs bulk --server`: submits the operation and follows it to its end.
+pub(crate) fn bulk(
+    client: &Client,
+    request: &worlds_engine::BulkRequest,
+) -> anyhow::Result<worlds_engine::BulkProgress> {
+    runtime()?.block_on(async {
+        let mut progress = client.bulk(request).await.map_err(explained)?;
+        while !progress.done {
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            progress = client
+                .bulk_progress(&progress.id)
+                .await
+                .map_err(explained)?;
+        }
+        Ok(progress)
+    })
+}
+
 /// `worlds hooks resume TOKEN --data JSON`.
 pub(crate) fn resume_hook(args: &HookResumeArgs, out: &mut impl Write) -> anyhow::Result<()> {
     let payload: serde_json::Value = serde_json::from_str(&args.data)

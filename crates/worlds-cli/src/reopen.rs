@@ -1,5 +1,6 @@
 //! `worlds runs retry|reset|resume`: reopens a failed or quarantined run in a world's
-//! directory, on PostgreSQL, or through a world's API.
+//! directory, on PostgreSQL, or through a world's API; `worlds runs bulk` does it (or cancels)
+//! over every run a filter matches.
 //!
 //! The `worlds` tool does not have the program's workflow code, so against a directory or a
 //! database it records the reopening without replaying it first: the process that drives the
@@ -10,9 +11,11 @@
 use std::io::Write;
 
 use worlds_engine::model::{ReopenRequest, Reopened};
-use worlds_engine::{World, WorldError};
+use worlds_engine::{
+    BulkAction, BulkProgress, BulkRequest, WorkflowQueryFilter, World, WorldError,
+};
 
-use crate::cli::ReopenArgs;
+use crate::cli::{BulkActionArg, BulkArgs, ReopenArgs};
 use crate::escape::escaped;
 use crate::inspect::{not_found_hint, Place};
 use crate::writer::with_world;
@@ -83,6 +86,94 @@ fn report(
         writeln!(
             out,
             "not replayed here: the process that runs its workflow replays it when it picks it up, and quarantines it again if the code still does not match"
+        )?;
+    }
+    Ok(())
+}
+
+/// Runs `worlds runs bulk`: submits the operation, follows it to its end, says what it did.
+pub(crate) fn bulk(args: &BulkArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let action = match args.action {
+        BulkActionArg::Cancel => BulkAction::Cancel,
+        BulkActionArg::Retry => BulkAction::Retry,
+        BulkActionArg::Resume => BulkAction::Resume,
+    };
+    let mut filter = WorkflowQueryFilter::new();
+    match args.statuses.as_slice() {
+        [] => {}
+        [one] => filter = filter.status(*one),
+        many => filter = filter.status(many.to_vec()),
+    }
+    filter.workflow_name = args.name.clone();
+    filter.workflow_id_prefix = args.workflow_id_prefix.clone();
+    filter.code_version = args.code_version.clone();
+    filter.quarantined = args.quarantined.then_some(true);
+    let mut request = BulkRequest::new(action, filter);
+    request.reason = args.reason.clone();
+    request.name = args.operation.clone();
+    if let Some(client) = crate::remote::client(&args.remote)? {
+        let progress = crate::remote::bulk(&client, &request)?;
+        return bulk_report(args, &progress, out);
+    }
+    request.by = Some(
+        args.by
+            .clone()
+            .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+            .unwrap_or_else(|| "worlds runs".to_owned()),
+    );
+    let instead = format!(
+        "run it through the world's API (`worlds runs bulk {action} … --server URL --api-key KEY` when it serves one), or from that program (World::bulk), or stop it and run this command again."
+    );
+    let place = Place::of(&args.dir, &args.database);
+    let progress = match &place {
+        // Driven here: this world has the operations' workflow (and only it, so the runs it
+        // reopens are left to the program that has theirs).
+        Place::Dir(dir) => with_world(dir, &instead, async |world: &World| {
+            world.start().await?;
+            let id = world.bulk(request).await?;
+            let progress = world.bulk_progress_when_done(&id).await?;
+            world.shutdown().await?;
+            Ok(progress)
+        })?,
+        // Driven by the members running the world.
+        Place::Database(db) => crate::postgres::with_world(db, async |world: &World| {
+            let id = world.bulk(request).await?;
+            loop {
+                let progress = world.bulk_progress(&id).await?;
+                if progress.done {
+                    return Ok(progress);
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        })?,
+    };
+    bulk_report(args, &progress, out)
+}
+
+fn bulk_report(
+    args: &BulkArgs,
+    progress: &BulkProgress,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string(progress)?)?;
+        return Ok(());
+    }
+    writeln!(
+        out,
+        "operation {}: {} run(s) matched, {} acted on, {} left as they were, {} refused",
+        escaped(&progress.id),
+        progress.matched,
+        progress.applied,
+        progress.skipped,
+        progress.refused
+    )?;
+    for refusal in &progress.refusals {
+        writeln!(
+            out,
+            "  {}: {}",
+            escaped(&refusal.run_id),
+            escaped(&refusal.error)
         )?;
     }
     Ok(())
@@ -309,5 +400,61 @@ mod tests {
         })
         .await
         .unwrap();
+    }
+
+    /// A bulk retry from the command line over a hybrid directory no world holds: the
+    /// command drives the operation, and the next world with the workflow drives the runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bulk_retry_from_the_command_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let flow = Flow::new();
+        let ids = {
+            let world = World::new(config(dir.path(), Persistence::Hybrid)).unwrap();
+            flow.register(&world);
+            world.start().await.unwrap();
+            let mut ids = Vec::new();
+            for _ in 0..3 {
+                ids.push(failed_run(&world).await);
+            }
+            world.shutdown().await.unwrap();
+            ids
+        };
+        let path = dir.path().to_path_buf();
+        let printed = tokio::task::spawn_blocking(move || {
+            let args = BulkArgs {
+                action: crate::cli::BulkActionArg::Retry,
+                statuses: vec![RunStatus::Failed],
+                name: Some("cli-reopen".into()),
+                workflow_id_prefix: None,
+                code_version: None,
+                quarantined: false,
+                operation: Some("nightly-retry".into()),
+                reason: Some("upstream fixed".into()),
+                by: Some("dana".into()),
+                dir: path,
+                database: crate::cli::DatabaseArgs::default(),
+                remote: crate::cli::ServerArgs::default(),
+                json: false,
+            };
+            let mut out = Vec::new();
+            bulk(&args, &mut out).unwrap();
+            String::from_utf8(out).unwrap()
+        })
+        .await
+        .unwrap();
+        assert!(
+            printed.contains("3 run(s) matched, 3 acted on, 0 left as they were, 0 refused"),
+            "{printed}"
+        );
+        flow.broken.store(false, Ordering::SeqCst);
+        let world = World::new(config(dir.path(), Persistence::Hybrid)).unwrap();
+        flow.register(&world);
+        world.start().await.unwrap();
+        for id in &ids {
+            let state = ended_after(&world, id, 1).await;
+            assert_eq!(state.status, RunStatus::Completed, "{:?}", state.error);
+        }
+        assert_eq!(flow.counts(), (3, 6));
+        world.shutdown().await.unwrap();
     }
 }

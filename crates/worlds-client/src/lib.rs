@@ -29,7 +29,8 @@ use worlds_engine::hooks::HookResumed;
 use worlds_engine::model::{Page, ReopenRequest, Reopened, ResolveData};
 use worlds_engine::schedule::ScheduleConfig;
 use worlds_engine::{
-    ErrorBody, ErrorKind, Event, RunStatus, StructuredError, WorkflowOptions, WorkflowState,
+    BulkProgress, BulkRequest, ErrorBody, ErrorKind, Event, RunStatus, StructuredError,
+    WorkflowOptions, WorkflowState,
 };
 
 /// What went wrong with a call.
@@ -286,6 +287,26 @@ impl Client {
             body["position"] = position.into();
         }
         self.call(self.request(Method::POST, &path).json(&body))
+            .await
+    }
+
+    /// Starts a bulk operation (`POST /v1/bulk`) and answers its progress so far; follow it
+    /// with [`bulk_progress`](Self::bulk_progress). `request.by` is ignored: the server
+    /// records the caller's key.
+    pub async fn bulk(&self, request: &BulkRequest) -> Result<BulkProgress, ClientError> {
+        let body = serde_json::json!({
+            "action": request.action,
+            "filter": request.filter,
+            "reason": request.reason,
+            "name": request.name,
+        });
+        self.call(self.request(Method::POST, "/v1/bulk").json(&body))
+            .await
+    }
+
+    /// How far bulk operation `id` got (`GET /v1/bulk/{id}`).
+    pub async fn bulk_progress(&self, id: &str) -> Result<BulkProgress, ClientError> {
+        self.call(self.request(Method::GET, &format!("/v1/bulk/{}", segment(id))))
             .await
     }
 

@@ -185,6 +185,7 @@ impl Routes {
             .routes(routes!(runs::events))
             .routes(routes!(runs::waits))
             .routes(routes!(runs::steps))
+            .routes(routes!(recovery::bulk_progress))
             .routes(routes!(hooks::of_run))
             .routes(routes!(streams::names))
             .routes(routes!(streams::chunks))
@@ -202,6 +203,7 @@ impl Routes {
             .routes(routes!(recovery::retry))
             .routes(routes!(recovery::reset))
             .routes(routes!(recovery::resume))
+            .routes(routes!(recovery::bulk))
             .routes(routes!(hooks::resume));
         let admin = OpenApiRouter::new()
             .routes(routes!(schedules::create))

@@ -180,7 +180,7 @@ fn code(body: &Value) -> &str {
 }
 
 /// Every guarded route, as the OpenAPI document names it, with the scope it needs.
-const ROUTES: [(&str, &str, Scope); 31] = [
+const ROUTES: [(&str, &str, Scope); 33] = [
     ("GET", "/v1/runs", Scope::Read),
     ("GET", "/v1/runs/{id}", Scope::Read),
     ("GET", "/v1/runs/{id}/result", Scope::Read),
@@ -192,6 +192,8 @@ const ROUTES: [(&str, &str, Scope); 31] = [
     ("POST", "/v1/runs/{id}/retry", Scope::Write),
     ("POST", "/v1/runs/{id}/reset", Scope::Write),
     ("POST", "/v1/runs/{id}/resume", Scope::Write),
+    ("POST", "/v1/bulk", Scope::Write),
+    ("GET", "/v1/bulk/{id}", Scope::Read),
     ("POST", "/v1/hooks/resume", Scope::Write),
     ("GET", "/v1/hooks", Scope::Read),
     ("GET", "/v1/hooks/{id}", Scope::Read),

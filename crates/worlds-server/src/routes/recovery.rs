@@ -1,10 +1,13 @@
-//! `/v1/runs/{id}/retry|reset|resume`: reopening a failed or quarantined run by hand. Each is
-//! recorded in the run's history with the caller's identity and the reason given.
+//! `/v1/runs/{id}/retry|reset|resume`: reopening a failed or quarantined run by hand, and
+//! `/v1/bulk`: doing it (or cancelling) over every run a filter matches. Each is recorded in
+//! the run's history with the caller's identity and the reason given.
 
 use axum::extract::{Path, State};
+use axum::http::StatusCode;
 use axum::{Extension, Json};
 use serde::Deserialize;
 use worlds_engine::model::{ReopenRequest, Reopened};
+use worlds_engine::{BulkAction, BulkProgress, BulkRequest, WorkflowQueryFilter};
 
 use super::runs::{run_id_of, RunId};
 use super::Api;
@@ -110,4 +113,79 @@ pub(crate) async fn resume(
 ) -> Result<Json<Reopened>, ApiError> {
     let reason = body.and_then(|Json(b)| b.reason);
     reopen(&api, &principal, &id, ReopenRequest::resume(), reason).await
+}
+
+/// `POST /v1/bulk`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct Bulk {
+    /// `cancel`, `retry` or `resume`.
+    #[schema(value_type = String)]
+    action: BulkAction,
+    /// Which runs: `status`, `workflow_name`, `workflow_id_prefix`, `code_version`,
+    /// `started_after`, `started_before` (ms since the Unix epoch), `quarantined`. Paging
+    /// fields are ignored.
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    filter: WorkflowQueryFilter,
+    /// Why, recorded on each run acted on.
+    reason: Option<String>,
+    /// A name for the operation: submitting again under it answers the first one.
+    name: Option<String>,
+}
+
+/// How far a bulk operation got.
+#[derive(utoipa::ToSchema)]
+#[schema(as = BulkProgress)]
+#[allow(dead_code)]
+pub(crate) struct BulkProgressDoc {
+    /// The operation's id (a run of the built-in `worlds.bulk` workflow).
+    id: String,
+    /// Its run status.
+    status: String,
+    /// Runs matched so far.
+    matched: u64,
+    /// Runs acted on.
+    applied: u64,
+    /// Runs left as they were (already finished, already reopened by this operation).
+    skipped: u64,
+    /// Runs the action was refused for.
+    refused: u64,
+    /// The first refusals: `{run_id, error}`.
+    refusals: Vec<serde_json::Value>,
+    /// True once every page is done.
+    done: bool,
+}
+
+/// Starts a bulk operation — cancel, retry or resume every run a filter matches — as a
+/// durable run, and answers its progress so far. Each run is acted on once, however often
+/// the operation is interrupted; runs created after it are not in it.
+#[utoipa::path(post, path = "/v1/bulk", tag = "runs",
+    request_body(content = Bulk),
+    security(("api_key" = [])),
+    responses((status = 202, body = BulkProgressDoc), (status = 400, body = ErrorDoc)))]
+pub(crate) async fn bulk(
+    State(api): State<Api>,
+    Extension(principal): Extension<Principal>,
+    Json(body): Json<Bulk>,
+) -> Result<(StatusCode, Json<BulkProgress>), ApiError> {
+    let mut request = BulkRequest::new(body.action, body.filter).by(principal.subject.clone());
+    request.reason = body.reason;
+    request.name = body.name;
+    let id = api.world.bulk(request).await?;
+    Ok((
+        StatusCode::ACCEPTED,
+        Json(api.world.bulk_progress(&id).await?),
+    ))
+}
+
+/// How far a bulk operation got.
+#[utoipa::path(get, path = "/v1/bulk/{id}", tag = "runs", params(RunId),
+    security(("api_key" = [])),
+    responses((status = 200, body = BulkProgressDoc), (status = 400, description = "The run is not a bulk operation", body = ErrorDoc), (status = 404, body = ErrorDoc)))]
+pub(crate) async fn bulk_progress(
+    State(api): State<Api>,
+    Path(id): Path<String>,
+) -> Result<Json<BulkProgress>, ApiError> {
+    Ok(Json(api.world.bulk_progress(&id).await?))
 }

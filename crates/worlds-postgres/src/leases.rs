@@ -136,32 +136,43 @@ impl LeaseStore for PostgresStore {
 
     async fn claim_runs(
         &self,
-        can_run: &(dyn for<'n> Fn(&'n str) -> bool + Send + Sync),
+        can_run: &worlds_engine::store::CanRun<'_>,
     ) -> Result<Vec<String>, WorldError> {
         if !self.inner.joined {
             // A visitor has no heartbeat: a run it took would look abandoned at once.
             return Ok(Vec::new());
         }
         let me = &self.inner.member_id;
-        let names: Vec<Vec<u8>> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT DISTINCT r.name FROM runs r WHERE {CLAIMABLE}"
+        let kinds: Vec<(Vec<u8>, Option<Vec<u8>>)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT DISTINCT r.name, r.code_version FROM runs r WHERE {CLAIMABLE}"
         )))
         .bind(me)
         .bind(self.lease_secs())
         .fetch_all(&self.inner.pool)
         .await
         .map_err(|e| self.err("finding runs to claim", e))?;
-        let names: Vec<Vec<u8>> = names
+        let (names, versions): (Vec<Vec<u8>>, Vec<Option<Vec<u8>>>) = kinds
             .into_iter()
-            .filter(|n| std::str::from_utf8(n).is_ok_and(can_run))
-            .collect();
+            .filter(|(name, version)| {
+                let version = match version {
+                    Some(v) => match std::str::from_utf8(v) {
+                        Ok(v) => Some(v),
+                        Err(_) => return false,
+                    },
+                    None => None,
+                };
+                std::str::from_utf8(name).is_ok_and(|name| can_run(name, version))
+            })
+            .unzip();
         if names.is_empty() {
             return Ok(Vec::new());
         }
         // The locking select is a CTE: the planner cannot run it once per updated row.
         let rows = sqlx::query(sqlx::AssertSqlSafe(format!(
             "WITH c AS (
-                 SELECT r.run_id FROM runs r WHERE {CLAIMABLE} AND r.name = ANY($3)
+                 SELECT r.run_id FROM runs r WHERE {CLAIMABLE} AND EXISTS (
+                     SELECT 1 FROM UNNEST($3::bytea[], $5::bytea[]) AS k(name, version)
+                     WHERE k.name = r.name AND k.version IS NOT DISTINCT FROM r.code_version)
                  ORDER BY r.run_id LIMIT $4 FOR UPDATE OF r SKIP LOCKED
              )
              UPDATE runs SET owner = $1, epoch = runs.epoch + 1
@@ -172,6 +183,7 @@ impl LeaseStore for PostgresStore {
         .bind(self.lease_secs())
         .bind(&names)
         .bind(CLAIM_BATCH)
+        .bind(&versions)
         .fetch_all(&self.inner.pool)
         .await
         .map_err(|e| self.err("claiming runs", e))?;

@@ -12,7 +12,7 @@ use worlds_postgres::{PostgresOptions, PostgresStore};
 
 use common::pair::Pair;
 
-fn any(_: &str) -> bool {
+fn any(_: &str, _: Option<&str>) -> bool {
     true
 }
 
@@ -51,7 +51,7 @@ async fn only_one_store_claims_an_unowned_run_and_the_creator_holds_its_runs() {
         .unwrap();
     assert!(pair
         .b
-        .claim_runs(&|_: &str| false)
+        .claim_runs(&|_: &str, _: Option<&str>| false)
         .await
         .unwrap()
         .is_empty());

@@ -18,7 +18,7 @@ fn sleep(run_id: &str, fire_at: i64, position: u32) -> Timer {
     }
 }
 
-fn any(_: &str) -> bool {
+fn any(_: &str, _: Option<&str>) -> bool {
     true
 }
 

@@ -17,7 +17,7 @@ use common::pair::Pair;
 /// Within this long a notification must have arrived.
 const HINT: Duration = Duration::from_secs(1);
 
-fn any(_: &str) -> bool {
+fn any(_: &str, _: Option<&str>) -> bool {
     true
 }
 

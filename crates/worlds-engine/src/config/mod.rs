@@ -130,6 +130,12 @@ pub struct WorldConfig {
     /// Default none.
     #[serde(alias = "codeVersion")]
     pub code_version: Option<String>,
+    /// Drive only runs accepted by a world of this same [`code_version`](Self::code_version)
+    /// (bulk operations excepted): during a rolling deploy, runs started by the old code keep
+    /// running on processes of the old code until they drain, and the new code takes only its
+    /// own. Needs `code_version`. Default false.
+    #[serde(default, alias = "pinCodeVersion")]
+    pub pin_code_version: bool,
     /// Interval between heartbeats (and the most often an activity heartbeat is written to
     /// history). Default 5 s.
     #[serde(alias = "heartbeatInterval")]
@@ -226,6 +232,7 @@ impl Default for WorldConfig {
             persistence_path: default_data_dir(),
             failure_strategy: FailureStrategy::Retry,
             code_version: None,
+            pin_code_version: false,
             heartbeat_interval: Dur(Duration::from_millis(5000)),
             heartbeat_timeout: Dur(Duration::from_millis(30000)),
             max_payload_bytes: 4 * 1024 * 1024,
@@ -306,6 +313,12 @@ impl WorldConfig {
                     "must be a non-empty name of at most 200 bytes without NUL (a release tag or a commit)",
                 );
             }
+        }
+        if self.pin_code_version && self.code_version.is_none() {
+            return bad(
+                "pin_code_version",
+                "needs code_version: a world pinned to its code version must say which version it runs",
+            );
         }
         self.webhook_server.validate()?;
         Ok(())

@@ -251,7 +251,11 @@ impl Engine {
             accepting.clone(),
             config.shared_poll_interval.as_millis() as i64,
         );
-        let recovery = Recovery::new(store.clone(), store.clone(), registry.clone());
+        let pinned = config
+            .pin_code_version
+            .then(|| config.code_version.clone())
+            .flatten();
+        let recovery = Recovery::new(store.clone(), store.clone(), registry.clone(), pinned);
         Self {
             config,
             clock,

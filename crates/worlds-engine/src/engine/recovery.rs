@@ -43,6 +43,9 @@ pub(crate) struct Recovery {
     events: Arc<dyn EventStore>,
     /// Which workflows this process can run.
     registry: Arc<Registry>,
+    /// The code version this world is pinned to, if it is: it drives only runs of that
+    /// version ([`WorldConfig::pin_code_version`](crate::WorldConfig::pin_code_version)).
+    pinned: Option<String>,
 }
 
 /// An unfinished run as read back.
@@ -84,20 +87,47 @@ impl Recovery {
         leases: Arc<dyn LeaseStore>,
         events: Arc<dyn EventStore>,
         registry: Arc<Registry>,
+        pinned: Option<String>,
     ) -> Self {
         Recovery {
             leases,
             events,
             registry,
+            pinned,
         }
     }
 
-    /// The unfinished runs this world should drive: all of them, or on a store shared by
-    /// several processes, those no live process drives (now claimed by this one).
+    /// True if this world drives runs of code version `version` (and workflow `name`): any,
+    /// unless it is pinned to its own; bulk operations run anywhere.
+    fn drives_version(&self, name: &str, version: Option<&str>) -> bool {
+        match &self.pinned {
+            Some(mine) => name == super::bulk::BULK_WORKFLOW || version == Some(mine.as_str()),
+            None => true,
+        }
+    }
+
+    /// The unfinished runs this world should drive: all of them (of its code version, if it
+    /// is pinned to it), or on a store shared by several processes, those no live process
+    /// drives (now claimed by this one).
     pub(crate) async fn claim(&self) -> Result<Vec<String>, WorldError> {
         let registry = &self.registry;
-        let can_run = |name: &str| registry.workflow(name).is_some();
-        self.leases.claim_runs(&can_run).await
+        let can_run = |name: &str, version: Option<&str>| {
+            registry.workflow(name).is_some() && self.drives_version(name, version)
+        };
+        let claimed = self.leases.claim_runs(&can_run).await?;
+        if self.pinned.is_none() || self.leases.is_shared() {
+            return Ok(claimed);
+        }
+        // A store of one process hands out every run: leave the other versions' runs (and
+        // their unregistered workflows) to a world of their version.
+        let mut mine = Vec::with_capacity(claimed.len());
+        for run_id in claimed {
+            let state = self.leases.get_run(&run_id, ResolveData::None).await?;
+            if self.drives_version(&state.name, state.code_version.as_deref()) {
+                mine.push(run_id);
+            }
+        }
+        Ok(mine)
     }
 
     /// The runs another process wrote to since the last call (on a shared store).

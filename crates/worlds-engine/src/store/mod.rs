@@ -299,6 +299,12 @@ pub trait HookStore: Send + Sync {
     async fn list_waiting_hooks(&self, query: &ListQuery) -> Result<Page<HookRecord>, WorldError>;
 }
 
+/// Which runs a process can drive, given a run's workflow name and code version (the
+/// [`WorldConfig::code_version`](crate::WorldConfig::code_version) that accepted it): its
+/// workflow is registered there, and, for a world pinned to its code version, the versions
+/// match.
+pub type CanRun<'a> = dyn for<'n> Fn(&'n str, Option<&'n str>) -> bool + Send + Sync + 'a;
+
 /// Sharing runs between processes: which runs this process drives, and what others changed.
 #[async_trait]
 pub trait LeaseStore: RunStore {
@@ -318,13 +324,10 @@ pub trait LeaseStore: RunStore {
     }
 
     /// The unfinished runs this process should start driving, now leased to it: on a shared
-    /// store, those no live process drives and whose workflow `can_run` (given its name) says
-    /// this process can run; each is returned once, when its lease is taken. A store of one
+    /// store, those no live process drives and that `can_run` (given the run's workflow name
+    /// and code version) says this process can run; each is returned once, when its lease is taken. A store of one
     /// process returns every unfinished run.
-    async fn claim_runs(
-        &self,
-        can_run: &(dyn for<'n> Fn(&'n str) -> bool + Send + Sync),
-    ) -> Result<Vec<String>, WorldError> {
+    async fn claim_runs(&self, can_run: &CanRun<'_>) -> Result<Vec<String>, WorldError> {
         let _ = can_run;
         self.unfinished_runs().await
     }

@@ -313,7 +313,7 @@ impl LeaseStore for FileStore {
 
     async fn claim_runs(
         &self,
-        can_run: &(dyn for<'n> Fn(&'n str) -> bool + Send + Sync),
+        can_run: &crate::store::CanRun<'_>,
     ) -> Result<Vec<String>, WorldError> {
         let member = self.writable()?;
         self.load_new_runs()?;
@@ -361,7 +361,7 @@ impl LeaseStore for FileStore {
                     return Ok(false);
                 }
                 let state = now(self.memory.get_run(&run_id, ResolveData::None))?;
-                if !can_run(&state.name) {
+                if !can_run(&state.name, state.code_version.as_deref()) {
                     return Ok(false);
                 }
                 member.take_lease(&run_id)?;

@@ -21,7 +21,7 @@ pub async fn claims_hand_out_unfinished_runs_once_and_nothing_changes_externally
         .unwrap();
     let unfinished: BTreeSet<String> = [pending, running].into_iter().collect();
 
-    let any = |_: &str| true;
+    let any = |_: &str, _: Option<&str>| true;
     let first: BTreeSet<String> = store.claim_runs(&any).await.unwrap().into_iter().collect();
     let second: BTreeSet<String> = store.claim_runs(&any).await.unwrap().into_iter().collect();
     assert!(!first.contains(&done) && !second.contains(&done));
@@ -50,7 +50,7 @@ pub async fn claims_hand_out_unfinished_runs_once_and_nothing_changes_externally
 /// reopening.
 pub async fn a_reopened_run_is_claimed_again_and_takes_its_new_attempt(store: Arc<dyn Store>) {
     let m = Maker::new();
-    let any = |_: &str| true;
+    let any = |_: &str, _: Option<&str>| true;
     let run = m.create(&*store, "reopen").await;
     m.append(&*store, &run, vec![started(), failed()])
         .await

@@ -256,7 +256,79 @@ pub(crate) fn doctor(args: &DoctorArgs, out: &mut impl Write) -> anyhow::Result<
         usize::MAX,
     ))?;
     out.write_all(format_doctor(&runs, store.wal_summary(), store.warnings()).as_bytes())?;
+    let stuck = futures::executor::block_on(stuck_runs(&store, &runs, crate::show::now_ms()))?;
+    out.write_all(format_stuck(&stuck).as_bytes())?;
     Ok(())
+}
+
+/// Most unfinished runs the doctor reads the histories of, looking for stuck ones.
+pub(crate) const STUCK_SCAN: usize = 10_000;
+/// Most stuck runs the doctor names.
+const STUCK_SHOWN: usize = 20;
+
+/// A run in flight whose waiting looks wrong, and why ([`worlds_engine::model::waits`]).
+pub(crate) struct Stuck {
+    pub(crate) run_id: String,
+    pub(crate) workflow: String,
+    pub(crate) concern: String,
+}
+
+/// The runs among `runs` (unfinished ones, at most [`STUCK_SCAN`]) whose waiting looks wrong
+/// at `now`: a timer or retry long overdue, a step past its timeout or silent past its
+/// heartbeat timeout, a hook past its expiry, work queued for minutes with no worker.
+pub(crate) async fn stuck_runs(
+    store: &(impl worlds_engine::store::EventStore + ?Sized),
+    runs: &[WorkflowState],
+    now: Millis,
+) -> anyhow::Result<Vec<Stuck>> {
+    let mut stuck = Vec::new();
+    let unfinished = runs
+        .iter()
+        .filter(|r| !r.status.is_terminal())
+        .take(STUCK_SCAN);
+    for run in unfinished {
+        let history = store.history(&run.id, 0).await?;
+        let events: Vec<&worlds_engine::Event> = history.iter().map(|e| &**e).collect();
+        let state = match worlds_engine::WorkflowState::from_history(&events) {
+            Ok(state) => state,
+            Err(_) => continue,
+        };
+        for wait in worlds_engine::model::waits(&state, &events, now) {
+            if let Some(concern) = wait.concern {
+                stuck.push(Stuck {
+                    run_id: run.id.clone(),
+                    workflow: run.name.clone(),
+                    concern,
+                });
+            }
+        }
+    }
+    Ok(stuck)
+}
+
+/// The doctor's lines about stuck runs (nothing if there are none).
+pub(crate) fn format_stuck(stuck: &[Stuck]) -> String {
+    let mut text = String::new();
+    if stuck.is_empty() {
+        return text;
+    }
+    let runs: std::collections::BTreeSet<&str> = stuck.iter().map(|s| s.run_id.as_str()).collect();
+    text.push_str(&format!(
+        "stuck: {} run(s) wait on something that looks wrong (`worlds runs show ID` says more)\n",
+        runs.len()
+    ));
+    for s in stuck.iter().take(STUCK_SHOWN) {
+        text.push_str(&format!(
+            "  {} ({}): {}\n",
+            escaped(&s.run_id),
+            escaped(&s.workflow),
+            escaped(&s.concern)
+        ));
+    }
+    if stuck.len() > STUCK_SHOWN {
+        text.push_str(&format!("  … and {} more\n", stuck.len() - STUCK_SHOWN));
+    }
+    text
 }
 
 /// Tells stderr what a read-only open found and left alone.
@@ -748,7 +820,7 @@ mod tests {
 
     #[test]
     fn doctor_reports_healthy_torn_and_corrupt_stores() {
-        let (f, [done, failed, _]) = populate();
+        let (f, [done, failed, pending]) = populate();
         let (result, text) = doctor_output(f.dir());
         result.unwrap();
         for expected in [
@@ -761,6 +833,9 @@ mod tests {
         ] {
             assert!(text.contains(expected), "{expected:?} in\n{text}");
         }
+        // Queued since the fixture's clock (years ago), nothing has picked it up.
+        assert!(text.contains("stuck: 1 run(s)"), "{text}");
+        assert!(text.contains(&format!("  {pending} (report): ")), "{text}");
 
         let path = log_of(&f.dir(), &done);
         let good_len = std::fs::metadata(&path).unwrap().len();

@@ -139,7 +139,7 @@ async fn children_of<S: RunStore + ?Sized>(
     children
 }
 
-fn now_ms() -> Millis {
+pub(crate) fn now_ms() -> Millis {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))

@@ -12,6 +12,7 @@ use std::time::Duration;
 
 use anyhow::bail;
 use sqlx::Row;
+use worlds_engine::{ResolveData, RunStatus, WorkflowQueryFilter};
 use worlds_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION};
 
 use super::{connect, leave, probe, unusable, Database};
@@ -106,13 +107,30 @@ pub(crate) fn doctor(db: &Database, out: &mut impl Write) -> anyhow::Result<()> 
         writeln!(out, "problem: {}", db.scrub(&problem))?;
         bail!("1 problem found (see above)");
     }
-    let findings = runtime.block_on(async {
+    let (findings, stuck) = runtime.block_on(async {
         let store = connect(db).await?;
-        let findings = findings(&store).await;
+        let found = async {
+            let findings = findings(&store).await?;
+            let unfinished = WorkflowQueryFilter::new()
+                .status([
+                    RunStatus::Pending,
+                    RunStatus::Running,
+                    RunStatus::Compensating,
+                ])
+                .resolve_data(ResolveData::None)
+                .oldest_first();
+            let (runs, _) =
+                crate::inspect::collect_runs(&store, unfinished, crate::inspect::STUCK_SCAN)
+                    .await?;
+            let stuck = crate::inspect::stuck_runs(&store, &runs, crate::show::now_ms()).await?;
+            anyhow::Ok((findings, stuck))
+        }
+        .await;
         leave(&store).await;
-        findings.map_err(|e| db.error(format!("{e:#}")))
+        found.map_err(|e| db.error(format!("{e:#}")))
     })?;
-    let text = format_findings(&findings);
+    let mut text = format_findings(&findings);
+    text.push_str(&crate::inspect::format_stuck(&stuck));
     out.write_all(text.as_bytes())?;
     let problems = text.lines().filter(|l| l.starts_with("problem:")).count();
     if problems > 0 {

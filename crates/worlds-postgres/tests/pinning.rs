@@ -22,7 +22,7 @@ async fn member(schema: &str, version: &str) -> World {
     config.code_version = Some(version.into());
     config.pin_code_version = true;
     let world = worlds_postgres::open(config).await.unwrap();
-    world.register(&parked()).unwrap();
+    world.register(parked()).unwrap();
     world.start().await.unwrap();
     world
 }

@@ -812,6 +812,9 @@ pub(crate) enum WorkloadArg {
     /// The dashboard with a full store: its runs page with N (1 000 000) runs stored, and the
     /// page of a run of K (3 334) steps, about 10 000 events.
     D1,
+    /// The deploy check: `verify` over N (10 000) unfinished runs of K (3) steps, with the
+    /// code unchanged and with a change that breaks exactly half of them.
+    V1,
     /// W1, W2, W3, W5 (file and hybrid only) and W6, in that order.
     All,
 }

@@ -485,6 +485,21 @@ pub(crate) fn details(kind: &EventKind, names: &BTreeMap<u32, &str>, start: Mill
         EventKind::WorkflowFailed { error } => error.message.clone(),
         EventKind::WorkflowCancelled { reason } => reason.clone().unwrap_or_default(),
         EventKind::WorkflowQuarantined { reason } => reason.clone(),
+        EventKind::RunReopened {
+            action,
+            attempt,
+            kept_until,
+            by,
+            reason,
+            ..
+        } => format!(
+            "{action} by {} as attempt {attempt}, from command #{kept_until}{}",
+            by.as_deref().unwrap_or("?"),
+            reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ),
         EventKind::CompensationAdded {
             compensation_id, ..
         }

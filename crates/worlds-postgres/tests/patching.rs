@@ -7,10 +7,9 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use worlds_engine::prelude::*;
-use worlds_engine::{HookStatus, ResolveData, WorkflowState};
+use worlds_engine::{HookStatus, WorkflowState};
 
 fn counting(name: &str, calls: &Arc<AtomicUsize>) -> Activity<u64, u64> {
     let calls = calls.clone();
@@ -21,20 +20,6 @@ fn counting(name: &str, calls: &Arc<AtomicUsize>) -> Activity<u64, u64> {
             Ok::<_, StepError>(n + 1)
         }
     })
-}
-
-async fn until(world: &World, id: &str, done: impl Fn(&WorkflowState) -> bool) -> WorkflowState {
-    tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let state = world.get_run(id, ResolveData::None).await.unwrap();
-            if done(&state) {
-                return state;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("run {id} did not get there"))
 }
 
 /// The run waits on its `hook`-th hook (from 1).
@@ -89,12 +74,12 @@ async fn parked_runs_finish_on_their_own_branch() {
             .execute(&flow, n, WorkflowOptions::default())
             .await
             .unwrap();
-        until(&world, &run.id, |s| waits_on(s, 1)).await;
+        common::until(&world, &run.id, |s| waits_on(s, 1)).await;
         runs.push(run);
     }
     for n in 0..50u64 {
         world.resume_hook(&format!("one-{n}"), &()).await.unwrap();
-        until(&world, &runs[n as usize].id, |s| waits_on(s, 2)).await;
+        common::until(&world, &runs[n as usize].id, |s| waits_on(s, 2)).await;
     }
     assert_eq!(old.load(Ordering::SeqCst), 50);
 
@@ -108,15 +93,15 @@ async fn parked_runs_finish_on_their_own_branch() {
         );
     }
     for n in 50..110u64 {
-        until(&world, &runs[n as usize].id, |s| waits_on(s, 1)).await;
+        common::until(&world, &runs[n as usize].id, |s| waits_on(s, 1)).await;
         world.resume_hook(&format!("one-{n}"), &()).await.unwrap();
     }
     for n in 0..110u64 {
-        until(&world, &runs[n as usize].id, |s| waits_on(s, 2)).await;
+        common::until(&world, &runs[n as usize].id, |s| waits_on(s, 2)).await;
         world.resume_hook(&format!("two-{n}"), &()).await.unwrap();
     }
     for (n, run) in runs.iter().enumerate() {
-        until(&world, &run.id, |s| s.status.is_terminal()).await;
+        common::until(&world, &run.id, |s| s.status.is_terminal()).await;
         // With its history.
         let state = world.query(&run.id).await.unwrap();
         assert_eq!(state.status, RunStatus::Completed, "{:?}", state.error);

@@ -6,7 +6,7 @@ mod common;
 use std::time::Duration;
 
 use worlds_engine::prelude::*;
-use worlds_engine::{ResolveData, WorkflowState};
+use worlds_engine::ResolveData;
 
 fn parked() -> Workflow<u64, u64> {
     workflow("parked", |ctx: WorkflowContext, n: u64| async move {
@@ -27,20 +27,6 @@ async fn member(schema: &str, version: &str) -> World {
     world
 }
 
-async fn until(world: &World, id: &str, done: impl Fn(&WorkflowState) -> bool) -> WorkflowState {
-    tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let state = world.get_run(id, ResolveData::None).await.unwrap();
-            if done(&state) {
-                return state;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("run {id} did not get there"))
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pinned_members_claim_only_runs_of_their_version() {
     if !common::database_up().await {
@@ -54,7 +40,7 @@ async fn pinned_members_claim_only_runs_of_their_version() {
             .execute(&parked(), n, WorkflowOptions::default())
             .await
             .unwrap();
-        until(&v1, &run.id, |s| !s.hooks.is_empty()).await;
+        common::until(&v1, &run.id, |s| !s.hooks.is_empty()).await;
         old.push(run.id);
     }
     // The old code goes away (dropped, its leases released); the new code is up.
@@ -65,9 +51,9 @@ async fn pinned_members_claim_only_runs_of_their_version() {
         .execute(&parked(), 100, WorkflowOptions::default())
         .await
         .unwrap();
-    until(&v2, &new.id, |s| !s.hooks.is_empty()).await;
+    common::until(&v2, &new.id, |s| !s.hooks.is_empty()).await;
     v2.resume_hook("pin-100", &1u64).await.unwrap();
-    until(&v2, &new.id, |s| s.status == RunStatus::Completed).await;
+    common::until(&v2, &new.id, |s| s.status == RunStatus::Completed).await;
     for n in 0..5u64 {
         v2.resume_hook(&format!("pin-{n}"), &n).await.unwrap();
     }
@@ -80,7 +66,7 @@ async fn pinned_members_claim_only_runs_of_their_version() {
     // A v1 member comes back and drains them.
     let again = member(&schema, "v1").await;
     for id in &old {
-        until(&again, id, |s| s.status == RunStatus::Completed).await;
+        common::until(&again, id, |s| s.status == RunStatus::Completed).await;
     }
     again.shutdown().await.unwrap();
     v2.shutdown().await.unwrap();

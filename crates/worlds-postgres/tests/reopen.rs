@@ -6,11 +6,9 @@ mod common;
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::time::Duration;
 
 use worlds_engine::model::ReopenRequest;
 use worlds_engine::prelude::*;
-use worlds_engine::{ResolveData, WorkflowState};
 
 fn counting(name: &str, calls: &Arc<AtomicUsize>, broken: &Arc<AtomicBool>) -> Activity<u64, u64> {
     let (calls, broken) = (calls.clone(), broken.clone());
@@ -24,20 +22,6 @@ fn counting(name: &str, calls: &Arc<AtomicUsize>, broken: &Arc<AtomicBool>) -> A
             Ok::<_, StepError>(n + 1)
         }
     })
-}
-
-async fn until(world: &World, id: &str, done: impl Fn(&WorkflowState) -> bool) -> WorkflowState {
-    tokio::time::timeout(Duration::from_secs(30), async {
-        loop {
-            let state = world.get_run(id, ResolveData::None).await.unwrap();
-            if done(&state) {
-                return state;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    })
-    .await
-    .unwrap_or_else(|_| panic!("run {id} did not get there"))
 }
 
 struct Member {
@@ -97,7 +81,7 @@ async fn a_run_failed_in_one_member_is_retried_from_another() {
         ids.push(run.id);
     }
     for id in &ids {
-        let state = until(&first.world, id, |s| s.status.is_terminal()).await;
+        let state = common::until(&first.world, id, |s| s.status.is_terminal()).await;
         assert_eq!(state.status, RunStatus::Failed);
     }
     let count = |i: usize| calls[i].load(Ordering::SeqCst);
@@ -115,7 +99,7 @@ async fn a_run_failed_in_one_member_is_retried_from_another() {
         assert_eq!(reopened.kept_until, 1);
     }
     for (n, id) in ids.iter().enumerate() {
-        until(&second.world, id, |s| s.status.is_terminal()).await;
+        common::until(&second.world, id, |s| s.status.is_terminal()).await;
         let state = second.world.query(id).await.unwrap();
         assert_eq!(state.status, RunStatus::Completed, "{:?}", state.error);
         assert_eq!(

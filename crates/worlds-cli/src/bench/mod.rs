@@ -8,6 +8,7 @@ mod dashboard;
 mod http;
 mod members;
 mod report;
+mod v1;
 mod w1;
 mod w2;
 mod w3;
@@ -176,6 +177,7 @@ async fn run_one(workload: WorkloadArg, settings: &Settings) -> anyhow::Result<R
         WorkloadArg::W5 => w5::run(settings).await,
         WorkloadArg::W6 => w6::run(settings).await,
         WorkloadArg::D1 => dashboard::run(settings).await,
+        WorkloadArg::V1 => v1::run(settings).await,
         WorkloadArg::All => bail!("`all` is not a single workload"),
     }
 }

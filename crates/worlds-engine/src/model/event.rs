@@ -447,6 +447,37 @@ pub enum EventKind {
     },
 }
 
+/// Matches the kinds that concern a command position, binding it to `$p`: `Some($then)` for
+/// them, `None` for the others. One list for reading and for renumbering.
+macro_rules! positioned {
+    ($kind:expr, $p:ident => $then:expr) => {
+        match $kind {
+            EventKind::ActivityScheduled { position: $p, .. }
+            | EventKind::ActivityStarted { position: $p, .. }
+            | EventKind::ActivityCompleted { position: $p, .. }
+            | EventKind::ActivityFailed { position: $p, .. }
+            | EventKind::ActivityRetry { position: $p, .. }
+            | EventKind::ActivityHeartbeat { position: $p, .. }
+            | EventKind::TimerScheduled { position: $p, .. }
+            | EventKind::TimerFired { position: $p }
+            | EventKind::ChildWorkflowStarted { position: $p, .. }
+            | EventKind::ChildWorkflowCompleted { position: $p, .. }
+            | EventKind::ChildWorkflowFailed { position: $p, .. }
+            | EventKind::ValueRecorded { position: $p, .. }
+            | EventKind::PatchRecorded { position: $p, .. }
+            | EventKind::CompensationAdded { position: $p, .. }
+            | EventKind::CompensationExecuted { position: $p, .. }
+            | EventKind::CompensationFailed { position: $p, .. }
+            | EventKind::HookCreated { position: $p, .. }
+            | EventKind::HookReceived { position: $p, .. }
+            | EventKind::HookConflict { position: $p, .. }
+            | EventKind::HookExpired { position: $p, .. }
+            | EventKind::HookDisposed { position: $p, .. } => Some($then),
+            _ => None,
+        }
+    };
+}
+
 impl EventKind {
     /// True for what reaches a run from outside it — a cancellation, a hook's payload, a
     /// child's result — which any process may record. Everything else is recorded by the
@@ -548,59 +579,13 @@ impl EventKind {
 
     /// The command position this event concerns, if it concerns one.
     pub fn position(&self) -> Option<u32> {
-        match self {
-            EventKind::ActivityScheduled { position, .. }
-            | EventKind::ActivityStarted { position, .. }
-            | EventKind::ActivityCompleted { position, .. }
-            | EventKind::ActivityFailed { position, .. }
-            | EventKind::ActivityRetry { position, .. }
-            | EventKind::ActivityHeartbeat { position, .. }
-            | EventKind::TimerScheduled { position, .. }
-            | EventKind::TimerFired { position }
-            | EventKind::ChildWorkflowStarted { position, .. }
-            | EventKind::ChildWorkflowCompleted { position, .. }
-            | EventKind::ChildWorkflowFailed { position, .. }
-            | EventKind::ValueRecorded { position, .. }
-            | EventKind::PatchRecorded { position, .. }
-            | EventKind::CompensationAdded { position, .. }
-            | EventKind::CompensationExecuted { position, .. }
-            | EventKind::CompensationFailed { position, .. }
-            | EventKind::HookCreated { position, .. }
-            | EventKind::HookReceived { position, .. }
-            | EventKind::HookConflict { position, .. }
-            | EventKind::HookExpired { position, .. }
-            | EventKind::HookDisposed { position, .. } => Some(*position),
-            _ => None,
-        }
+        positioned!(self, position => *position)
     }
 
     /// The command position this event concerns, to change it (a record carried into a
     /// reopened attempt is renumbered).
     pub(crate) fn position_mut(&mut self) -> Option<&mut u32> {
-        match self {
-            EventKind::ActivityScheduled { position, .. }
-            | EventKind::ActivityStarted { position, .. }
-            | EventKind::ActivityCompleted { position, .. }
-            | EventKind::ActivityFailed { position, .. }
-            | EventKind::ActivityRetry { position, .. }
-            | EventKind::ActivityHeartbeat { position, .. }
-            | EventKind::TimerScheduled { position, .. }
-            | EventKind::TimerFired { position }
-            | EventKind::ChildWorkflowStarted { position, .. }
-            | EventKind::ChildWorkflowCompleted { position, .. }
-            | EventKind::ChildWorkflowFailed { position, .. }
-            | EventKind::ValueRecorded { position, .. }
-            | EventKind::PatchRecorded { position, .. }
-            | EventKind::CompensationAdded { position, .. }
-            | EventKind::CompensationExecuted { position, .. }
-            | EventKind::CompensationFailed { position, .. }
-            | EventKind::HookCreated { position, .. }
-            | EventKind::HookReceived { position, .. }
-            | EventKind::HookConflict { position, .. }
-            | EventKind::HookExpired { position, .. }
-            | EventKind::HookDisposed { position, .. } => Some(position),
-            _ => None,
-        }
+        positioned!(self, position => position)
     }
 
     /// True for events that resolve a workflow command (the workflow is woken with a result).

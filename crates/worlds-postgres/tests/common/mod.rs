@@ -75,3 +75,25 @@ pub async fn fixture() -> Fixture {
         drop_schema(&schema).await;
     })
 }
+
+/// The run's state once `done` holds, read every 20 ms for at most 30 s.
+pub async fn until(
+    world: &worlds_engine::World,
+    id: &str,
+    done: impl Fn(&worlds_engine::WorkflowState) -> bool,
+) -> worlds_engine::WorkflowState {
+    tokio::time::timeout(std::time::Duration::from_secs(30), async {
+        loop {
+            let state = world
+                .get_run(id, worlds_engine::ResolveData::None)
+                .await
+                .unwrap();
+            if done(&state) {
+                return state;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("run {id} did not get there"))
+}

@@ -338,6 +338,20 @@ fn event_view(event: &Event, start: Millis) -> EventView {
         | EventKind::CompensationFailed { error, .. }
         | EventKind::ChildWorkflowFailed { error, .. } => error.message.clone(),
         EventKind::ChildWorkflowStarted { child_id, .. } => child_id.clone(),
+        EventKind::RunReopened {
+            action,
+            kept_until,
+            by,
+            reason,
+            ..
+        } => format!(
+            "{action} by {}, from command #{kept_until}{}",
+            by.as_deref().unwrap_or("?"),
+            reason
+                .as_deref()
+                .map(|r| format!(": {r}"))
+                .unwrap_or_default()
+        ),
         _ => String::new(),
     };
     let class = match &event.kind {

@@ -35,7 +35,7 @@ fn parked(
         async move {
             let mut value = n;
             for i in 0..k {
-                let which = if i == 0 && n % 2 == 0 && changed.load(Ordering::Relaxed) {
+                let which = if i == 0 && n.is_multiple_of(2) && changed.load(Ordering::Relaxed) {
                     &other
                 } else {
                     &step
@@ -125,7 +125,7 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
     diverged.sort_unstable();
     let mut expected: Vec<&str> = ids
         .iter()
-        .filter(|(i, _)| i % 2 == 0)
+        .filter(|(i, _)| i.is_multiple_of(2))
         .map(|(_, id)| id.as_str())
         .collect();
     expected.sort_unstable();

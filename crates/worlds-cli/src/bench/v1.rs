@@ -155,7 +155,8 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
     result.peak_rss_mb = rss;
     result.steps_per_s = None;
     result.notes = format!(
-        "verify of {n} unfinished runs ({k} steps and a pending timer each, read back by a new world on the same store): unchanged code {unchanged_s:.2} s, 0 reported; changed code {changed_s:.2} s, exactly the {} runs of even input reported; wall_s = the slower pass",
+        "verify of {n} unfinished runs ({k} steps and a pending timer each{}): unchanged code {unchanged_s:.2} s, 0 reported; changed code {changed_s:.2} s, exactly the {} runs of even input reported; wall_s = the slower pass",
+        if durable { ", read back by a new world on the same directory" } else { "" },
         expected.len()
     );
     Ok(result)

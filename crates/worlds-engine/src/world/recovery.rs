@@ -6,7 +6,8 @@ use crate::model::{ReopenRequest, Reopened};
 use super::World;
 
 impl World {
-    /// Reopens a failed or quarantined run so it goes on, keeping what it recorded:
+    /// Reopens a failed or quarantined run (by run id or workflow id) so it goes on, keeping
+    /// what it recorded:
     ///
     /// - [`ReopenRequest::retry`] runs the failed part again — every step result recorded
     ///   before the last failure is kept and not run again;
@@ -43,11 +44,11 @@ impl World {
     /// # Ok::<(), WorldError>(())
     /// # }).unwrap();
     /// ```
-    pub async fn reopen(
-        &self,
-        run_id: &str,
-        request: ReopenRequest,
-    ) -> Result<Reopened, WorldError> {
-        self.engine.reopen(run_id, request).await
+    pub async fn reopen(&self, id: &str, request: ReopenRequest) -> Result<Reopened, WorldError> {
+        let run = self
+            .engine
+            .get_run(id, crate::model::ResolveData::None)
+            .await?;
+        self.engine.reopen(&run.id, request).await
     }
 }

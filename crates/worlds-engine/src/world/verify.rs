@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 pub use crate::engine::verify::HistoryVerdict;
@@ -110,6 +111,9 @@ impl fmt::Display for VerifyReport {
     }
 }
 
+/// Histories `verify` reads at once.
+const VERIFY_READS_IN_FLIGHT: usize = 16;
+
 impl World {
     /// Replays the history of every run in flight (and every quarantined run) against the
     /// workflow code registered in this world, without running any step or recording
@@ -136,8 +140,16 @@ impl World {
             ids = ids.into_iter().step_by(every).collect();
         }
         let mut report = VerifyReport::default();
-        for run_id in ids {
-            let (name, replayed) = match self.engine.verify_run(&run_id).await {
+        // Histories are read a few at a time: on a database each read is a round trip.
+        let engine = &self.engine;
+        let mut replays = futures::stream::iter(ids)
+            .map(|run_id| async move {
+                let found = engine.verify_run(&run_id).await;
+                (run_id, found)
+            })
+            .buffered(VERIFY_READS_IN_FLIGHT);
+        while let Some((run_id, found)) = replays.next().await {
+            let (name, replayed) = match found {
                 Ok(found) => found,
                 Err(WorldError::NotFound { .. }) => {
                     report.skipped += 1;

@@ -109,7 +109,16 @@ impl From<JsonRejection> for ApiError {
                 Value::Null,
             );
         }
-        Self::invalid("body", rejection.body_text())
+        let mut message = rejection.body_text();
+        // serde_json's words for the two refusals a caller cannot guess the cause of.
+        if message.contains("hex escape") || message.contains("surrogate") {
+            message.push_str(
+                " (a \\uD800–\\uDFFF escape must be one half of a surrogate pair: a lone surrogate is not text)",
+            );
+        } else if message.contains("recursion limit") {
+            message.push_str(" (JSON nested deeper than 128 levels is refused)");
+        }
+        Self::invalid("body", message)
     }
 }
 

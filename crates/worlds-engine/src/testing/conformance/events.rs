@@ -536,3 +536,49 @@ pub async fn events_by_correlation_id_follow_a_step_a_hook_and_a_child(store: Ar
         &store.list_events_by_correlation_id(&step, &nonsense).await
     ));
 }
+
+/// Payloads holding a NUL escape, a lone surrogate escape and other control escapes are stored
+/// and read back byte for byte (history and state), whatever the backend keeps text in.
+pub async fn payloads_with_nul_and_lone_surrogate_escapes_round_trip(store: Arc<dyn Store>) {
+    let m = Maker::new();
+    let run = m.create(&*store, "odd-text").await;
+    let odd = r#"{"nul":"a\u0000b","lone":"\ud800","tab":"\t","bell":"\u0007"}"#;
+    let output = Payload::from_json(odd).unwrap();
+    m.append(
+        &*store,
+        &run,
+        vec![
+            started(),
+            scheduled(0, "odd"),
+            step_started(0),
+            EventKind::ActivityCompleted {
+                position: 0,
+                attempt: 1,
+                output: output.clone(),
+            },
+        ],
+    )
+    .await
+    .unwrap();
+    let history = store.history(&run, 0).await.unwrap();
+    match &history.last().unwrap().kind {
+        EventKind::ActivityCompleted { output: read, .. } => {
+            assert_eq!(
+                read.as_json(),
+                output.as_json(),
+                "history keeps the text as written"
+            );
+        }
+        other => panic!("{other:?}"),
+    }
+    let state = store.get_run(&run, ResolveData::All).await.unwrap();
+    let step = state.activity(0).unwrap();
+    assert_eq!(
+        step.output.as_ref().map(Payload::as_json),
+        Some(output.as_json())
+    );
+    // Decoded, the NUL is a character; the lone surrogate cannot be text and says so.
+    let nul: serde_json::Value = serde_json::from_str(r#""a\u0000b""#).unwrap();
+    assert_eq!(nul, serde_json::json!("a\u{0}b"));
+    assert!(output.decode::<serde_json::Value>().is_err());
+}

@@ -174,6 +174,7 @@ macro_rules! store_conformance {
             history_tip_shows_every_accepted_event_at_once,
             list_events_pages_both_ways_and_strips_payloads,
             events_by_correlation_id_follow_a_step_a_hook_and_a_child,
+            payloads_with_nul_and_lone_surrogate_escapes_round_trip,
             // steps.rs
             steps_are_found_by_id_and_listed_in_pages,
             // hooks.rs

@@ -295,15 +295,15 @@ fn duration(value: &Expr, key: &str) -> syn::Result<u64> {
         syn::Error::new(
             text.span(),
             format!(
-                "invalid duration {:?}: write a whole number followed by ms, s, m or h, \
-                 e.g. \"250ms\", \"30s\", \"5m\", \"1h\"",
+                "invalid duration {:?}: write a whole number followed by ms, s, m, h or d, \
+                 e.g. \"250ms\", \"30s\", \"5m\", \"1h\", \"7d\"",
                 text.value()
             ),
         )
     })
 }
 
-/// The engine's duration syntax (`^(\d+)(ms|s|m|h)$`), checked at compile time.
+/// The engine's duration syntax (`^(\d+)(ms|s|m|h|d)$`), checked at compile time.
 fn parse_millis(text: &str) -> Option<u64> {
     let digits_end = text
         .bytes()
@@ -315,6 +315,7 @@ fn parse_millis(text: &str) -> Option<u64> {
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
+        "d" => 86_400_000,
         _ => return None,
     };
     digits.parse::<u64>().ok()?.checked_mul(factor)

@@ -1,7 +1,7 @@
 //! Durations as users write them.
 //!
 //! Configuration accepts a duration either as a string with a unit (`"250ms"`, `"5s"`, `"2m"`,
-//! `"1h"`) or as a whole number of milliseconds. [`parse_duration`] reads the string form,
+//! `"1h"`, `"7d"`) or as a whole number of milliseconds. [`parse_duration`] reads the string form,
 //! [`IntoDuration`] accepts both forms in Rust code, and [`Dur`] accepts both forms in serialized
 //! data.
 //!
@@ -30,10 +30,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum DurationError {
-    /// The text is not a whole number followed by `ms`, `s`, `m` or `h`.
+    /// The text is not a whole number followed by `ms`, `s`, `m`, `h` or `d`.
     #[error(
-        "invalid duration {input:?}: expected a whole number followed by ms, s, m or h \
-         (for example \"250ms\", \"5s\", \"2m\", \"1h\"), or a number of milliseconds"
+        "invalid duration {input:?}: expected a whole number followed by ms, s, m, h or d \
+         (for example \"250ms\", \"5s\", \"2m\", \"1h\", \"7d\"), or a number of milliseconds"
     )]
     Invalid {
         /// The rejected text.
@@ -56,9 +56,9 @@ pub enum DurationError {
     },
 }
 
-/// Parses `"<digits><unit>"` where the unit is `ms`, `s`, `m` or `h`.
+/// Parses `"<digits><unit>"` where the unit is `ms`, `s`, `m`, `h` or `d` (24 hours).
 ///
-/// The text must match `^(\d+)(ms|s|m|h)$` exactly: no spaces, no sign, no fraction, lower-case
+/// The text must match `^(\d+)(ms|s|m|h|d)$` exactly: no spaces, no sign, no fraction, lower-case
 /// units. A bare number such as `"5"` is rejected, so that a missing unit is never guessed; pass
 /// an integer to [`IntoDuration`] for milliseconds. Values above `u64::MAX` milliseconds are a
 /// [`DurationError::Overflow`].
@@ -68,6 +68,7 @@ pub enum DurationError {
 /// use worlds_engine::duration::parse_duration;
 ///
 /// assert_eq!(parse_duration("1h").unwrap(), Duration::from_secs(3_600));
+/// assert_eq!(parse_duration("7d").unwrap(), Duration::from_secs(7 * 86_400));
 /// assert_eq!(parse_duration("0ms").unwrap(), Duration::ZERO);
 /// assert!(parse_duration(" 5s").is_err());
 /// assert!(parse_duration("1.5s").is_err());
@@ -90,6 +91,7 @@ pub fn parse_duration(s: &str) -> Result<Duration, DurationError> {
         "s" => 1_000,
         "m" => 60_000,
         "h" => 3_600_000,
+        "d" => 86_400_000,
         _ => return Err(invalid()),
     };
     if digits.is_empty() {
@@ -295,7 +297,13 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    const UNITS: [(&str, u64); 4] = [("ms", 1), ("s", 1_000), ("m", 60_000), ("h", 3_600_000)];
+    const UNITS: [(&str, u64); 5] = [
+        ("ms", 1),
+        ("s", 1_000),
+        ("m", 60_000),
+        ("h", 3_600_000),
+        ("d", 86_400_000),
+    ];
 
     #[test]
     fn parses_each_unit() {
@@ -303,6 +311,7 @@ mod tests {
         assert_eq!(parse_duration("5s"), Ok(Duration::from_secs(5)));
         assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
         assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3_600)));
+        assert_eq!(parse_duration("3d"), Ok(Duration::from_secs(3 * 86_400)));
         assert_eq!(parse_duration("0ms"), Ok(Duration::ZERO));
         assert_eq!(parse_duration("007s"), Ok(Duration::from_secs(7)));
     }
@@ -348,8 +357,8 @@ mod tests {
         let message = parse_duration("5x").unwrap_err().to_string();
         assert_eq!(
             message,
-            "invalid duration \"5x\": expected a whole number followed by ms, s, m or h \
-             (for example \"250ms\", \"5s\", \"2m\", \"1h\"), or a number of milliseconds"
+            "invalid duration \"5x\": expected a whole number followed by ms, s, m, h or d \
+             (for example \"250ms\", \"5s\", \"2m\", \"1h\", \"7d\"), or a number of milliseconds"
         );
         let message = parse_duration("99999999999999999999h")
             .unwrap_err()

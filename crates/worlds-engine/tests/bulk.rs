@@ -47,7 +47,7 @@ async fn setup() -> Setup {
         }
     });
     let nap = workflow("nap", |ctx: WorkflowContext, _: ()| async move {
-        ctx.sleep("24h").await?;
+        ctx.sleep("1d").await?;
         Ok::<_, WorkflowError>(())
     });
     let t = TestWorld::with_config(memory_config()).await;

@@ -393,6 +393,7 @@ fn parse_duration_accepts_exactly_the_spec_format() {
         ("5s", ms(5_000)),
         ("2m", ms(120_000)),
         ("1h", ms(3_600_000)),
+        ("2d", ms(172_800_000)),
         ("007s", ms(7_000)),
         ("18446744073709551615ms", ms(u64::MAX)),
     ];
@@ -400,8 +401,8 @@ fn parse_duration_accepts_exactly_the_spec_format() {
         assert_eq!(parse_duration(text), Ok(expected), "{text:?}");
     }
     let bad = [
-        "", "5", "ms", "5x", "5d", "5S", "5Ms", " 5s", "5s ", "5 s", "1.5s", "-5s", "+5s", "5sms",
-        "٣s",
+        "", "5", "ms", "5x", "5w", "5D", "5S", "5Ms", " 5s", "5s ", "5 s", "1.5s", "-5s", "+5s",
+        "5sms", "٣s",
     ];
     for text in bad {
         assert_eq!(

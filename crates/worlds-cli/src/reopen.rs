@@ -408,16 +408,36 @@ mod tests {
     async fn a_bulk_retry_from_the_command_line() {
         let dir = tempfile::tempdir().unwrap();
         let flow = Flow::new();
-        let ids = {
+        let nap = workflow("cli-nap", |ctx: WorkflowContext, _: ()| async move {
+            ctx.sleep("1h").await?;
+            Ok::<_, WorkflowError>(())
+        });
+        let (ids, sleeper) = {
             let world = World::new(config(dir.path(), Persistence::Hybrid)).unwrap();
             flow.register(&world);
+            world.register(&nap).unwrap();
             world.start().await.unwrap();
             let mut ids = Vec::new();
             for _ in 0..3 {
                 ids.push(failed_run(&world).await);
             }
+            // A run in flight the command's world must leave alone (it does not have its
+            // workflow; the directory may be opened in hybrid mode, where a started world
+            // takes up every unfinished run unless it is pinned).
+            let sleeper = world
+                .execute(&nap, (), WorkflowOptions::default())
+                .await
+                .unwrap()
+                .id;
+            tokio::time::timeout(Duration::from_secs(10), async {
+                while world.query(&sleeper).await.unwrap().status != RunStatus::Running {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+            .await
+            .unwrap();
             world.shutdown().await.unwrap();
-            ids
+            (ids, sleeper)
         };
         let path = dir.path().to_path_buf();
         let printed = tokio::task::spawn_blocking(move || {
@@ -449,12 +469,44 @@ mod tests {
         flow.broken.store(false, Ordering::SeqCst);
         let world = World::new(config(dir.path(), Persistence::Hybrid)).unwrap();
         flow.register(&world);
+        world.register(&nap).unwrap();
         world.start().await.unwrap();
         for id in &ids {
             let state = ended_after(&world, id, 1).await;
             assert_eq!(state.status, RunStatus::Completed, "{:?}", state.error);
         }
         assert_eq!(flow.counts(), (3, 6));
+        let state = world.query(&sleeper).await.unwrap();
+        assert_eq!(
+            state.status,
+            RunStatus::Running,
+            "still sleeping, not failed by the command: {:?}",
+            state.error
+        );
         world.shutdown().await.unwrap();
+    }
+
+    /// The command's world is pinned to a code version of its own, so that starting it (for
+    /// `runs bulk`) takes up no run but its operations, on a directory of one process too.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_commands_world_is_pinned_to_a_version_of_its_own() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let world = World::new(config(dir.path(), Persistence::Hybrid)).unwrap();
+            world.start().await.unwrap();
+            world.shutdown().await.unwrap();
+        }
+        let path = dir.path().to_path_buf();
+        let pinned = tokio::task::spawn_blocking(move || {
+            crate::writer::with_world(&path, "", async |world: &World| {
+                let config = world.config();
+                Ok((config.pin_code_version, config.code_version.clone()))
+            })
+        })
+        .await
+        .unwrap()
+        .unwrap();
+        assert!(pinned.0, "pinned");
+        assert!(pinned.1.unwrap().starts_with("worlds-cli-"));
     }
 }

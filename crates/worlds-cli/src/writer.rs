@@ -48,6 +48,12 @@ pub(crate) fn with_world<T>(
         // The world is never started, so no workflow code asks for a hook token: a key of its
         // own keeps the command from creating `state/hook-key` or warning about it.
         config.hook_secret = Some(HookSecret(format!("{:032x}", rand_seed())));
+        // Only `runs bulk` starts it, to drive its operation: pinned to a code version of its
+        // own, it leaves every other run where it is (on a directory of one process a started
+        // world would otherwise take up every unfinished run, and fail those whose workflow it
+        // does not have).
+        config.code_version = Some(format!("worlds-cli-{:x}", rand_seed()));
+        config.pin_code_version = true;
         let world = World::new(config).map_err(|e| match e.kind() {
             ErrorKind::Unavailable => anyhow::anyhow!(
                 "{e}\n\nA world in hybrid mode owns {}: {instead}",

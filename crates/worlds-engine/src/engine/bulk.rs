@@ -29,6 +29,8 @@ pub const BULK_WORKFLOW: &str = "worlds.bulk";
 pub(crate) const PAGE_SIZE: usize = 100;
 /// Refusals kept per page (the counts hold them all).
 const REFUSALS_KEPT: usize = 20;
+/// Refusals an operation's progress keeps, over all its pages.
+const PROGRESS_REFUSALS_KEPT: usize = 100;
 
 /// What a bulk operation does to each run its filter matches.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -172,7 +174,7 @@ impl BulkProgress {
         self.applied += page.applied;
         self.skipped += page.skipped;
         self.refused += page.refused;
-        let room = 100usize.saturating_sub(self.refusals.len());
+        let room = PROGRESS_REFUSALS_KEPT.saturating_sub(self.refusals.len());
         self.refusals
             .extend(page.refusals.iter().take(room).cloned());
     }

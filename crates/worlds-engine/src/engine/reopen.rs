@@ -34,11 +34,12 @@ impl Engine {
         }
         let state = WorkflowState::from_history(&history)?;
         let reopening = plan_reopen(&state, &history, &request)?;
+        let reopened = Reopened::from_event(run_id, &reopening)
+            .ok_or_else(|| WorldError::Internal("a reopening that is not run_reopened".into()))?;
         if request.replay_check {
             self.check_replays(&state, &history, &reopening)?;
         }
-        self.journal.append(run_id, vec![reopening.clone()]).await?;
-        let reopened = Reopened::from_event(run_id, &reopening);
+        self.journal.append(run_id, vec![reopening]).await?;
         world_log!(
             self.logs,
             INFO,

@@ -465,22 +465,22 @@ pub struct Reopened {
 }
 
 impl Reopened {
-    pub(crate) fn from_event(run_id: &str, event: &EventKind) -> Self {
-        let (action, attempt, kept_until) = match event {
+    /// What `event` (a `run_reopened`) does to run `run_id`; `None` for any other event.
+    pub(crate) fn from_event(run_id: &str, event: &EventKind) -> Option<Self> {
+        match event {
             EventKind::RunReopened {
                 action,
                 attempt,
                 kept_until,
                 ..
-            } => (*action, *attempt, *kept_until),
-            _ => (ReopenAction::Retry, 0, 0),
-        };
-        Reopened {
-            run_id: run_id.to_owned(),
-            action,
-            attempt,
-            kept_until,
-            already: false,
+            } => Some(Reopened {
+                run_id: run_id.to_owned(),
+                action: *action,
+                attempt: *attempt,
+                kept_until: *kept_until,
+                already: false,
+            }),
+            _ => None,
         }
     }
 

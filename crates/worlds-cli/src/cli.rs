@@ -42,7 +42,11 @@ impl Cli {
             Command::Keys(KeysCommand::Create(args)) => args.json,
             Command::Keys(KeysCommand::List(args)) => args.json,
             Command::Keys(KeysCommand::Revoke(args)) => args.json,
-            Command::Doctor(_) | Command::Dev(_) | Command::Db(_) | Command::Serve(_) => false,
+            Command::Doctor(_)
+            | Command::Dev(_)
+            | Command::Db(_)
+            | Command::Serve(_)
+            | Command::Simulate(_) => false,
         }
     }
 }
@@ -119,6 +123,30 @@ pub(crate) enum Command {
     /// database as digests; a key is shown once, when it is created).
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Run the bundled demo workflows under the deterministic simulation (a soak).
+    ///
+    /// For each seed, the demo's runs are made again on virtual time while the process crashes
+    /// and restarts, the store fails writes, workers stop heartbeating and the clock jumps;
+    /// every run must finish as it does without faults, no recorded step may run again and
+    /// every compensation must run once. Prints the schedules run, the crashes and the writes;
+    /// on a broken promise, the seed that reproduces it and what broke (exit 1).
+    Simulate(SimulateArgs),
+}
+
+/// Options of `worlds simulate`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct SimulateArgs {
+    /// How many seeds (schedules) to run.
+    #[arg(long, default_value_t = 1000)]
+    pub(crate) seeds: u64,
+
+    /// The first seed; seeds run from it upwards.
+    #[arg(long, default_value_t = 0)]
+    pub(crate) from: u64,
+
+    /// How many demo runs each schedule makes (the workflows take turns).
+    #[arg(long, default_value_t = 4)]
+    pub(crate) runs: usize,
 }
 
 /// Options of `worlds serve`.

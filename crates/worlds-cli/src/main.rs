@@ -18,6 +18,7 @@ mod reopen;
 mod schedules;
 mod serve;
 mod show;
+mod simulate;
 mod writer;
 
 use std::process::ExitCode;
@@ -162,5 +163,6 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Keys(KeysCommand::Create(args)) => keys::create(&args, &mut std::io::stdout()),
         Command::Keys(KeysCommand::List(args)) => keys::list(&args, &mut std::io::stdout()),
         Command::Keys(KeysCommand::Revoke(args)) => keys::revoke(&args, &mut std::io::stdout()),
+        Command::Simulate(args) => simulate::run(&args, &mut std::io::stdout()),
     }
 }

@@ -58,7 +58,8 @@
 //! | `fetch` | no | durable HTTP requests: `WorkflowContext::fetch`, `current::fetch` and the `fetch` module (reqwest, rustls) |
 //! | `prometheus` | no | `World::metrics_prometheus` and `telemetry::prometheus`, with the run-duration histogram (prometheus-client) |
 //! | `console-log` | no | `WorldLogs::init` and `telemetry::logs::ClockTime`: a ready-made subscriber that also prints to the console (tracing-subscriber's `fmt`) |
-//! | `test-util` | no | the `testing` module: `TestWorld`, an in-memory world on virtual time |
+//! | `test-util` | no | the `testing` module: `TestWorld`, an in-memory world on virtual time; the storage conformance suite; the deterministic simulation |
+//! | `fuzzing` | no | entry points for the fuzz targets in `fuzz/`; not an API |
 //!
 //! [`WorldConfig`] has the same fields whatever the features (`webhook_server` included), so a
 //! configuration reads the same with or without them.
@@ -86,7 +87,7 @@
 //! | [`ids`] | the prefixed identifiers of runs, steps, events, hooks and chunks |
 //! | [`http`] | the webhook endpoint's options, and with `http` its router and server |
 //! | `fetch` | durable HTTP requests (feature `fetch`) |
-//! | `testing` | the virtual-time test harness (feature `test-util`) |
+//! | `testing` | the virtual-time test harness and the deterministic simulation with fault injection (feature `test-util`) |
 
 #![forbid(unsafe_code)]
 
@@ -100,6 +101,9 @@ mod engine;
 pub mod error;
 #[cfg(feature = "fetch")]
 pub mod fetch;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod hooks;
 pub mod http;
 pub mod ids;

@@ -41,6 +41,8 @@ const LAYERS: &[&[&str]] = &[
     &["world", "runtime", "testing"],
     // Commands a user's own binary answers, over a world.
     &["cli"],
+    // The fuzz targets' entry points, over the readers of outside input.
+    &["fuzzing"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {

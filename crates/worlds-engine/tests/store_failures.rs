@@ -9,7 +9,7 @@ use common::wrapped_store::WrappedStore;
 use common::Counter;
 use worlds_engine::prelude::*;
 use worlds_engine::testing::{TestWorld, TestWorldOptions};
-use worlds_engine::{ActivityStatus, Event, EventKind};
+use worlds_engine::{ActivityStatus, Event, EventKind, ResolveData};
 
 /// The retry of a failed attempt cannot be recorded: the attempt must not stay "running".
 #[tokio::test]
@@ -58,4 +58,191 @@ async fn a_retry_that_could_not_be_recorded_is_settled_from_history() {
     // Attempt 1 ended as lost (its failure never reached the store); attempt 2 succeeded.
     assert_eq!((step.attempt, calls.get()), (2, 2));
     assert!(store.refuse.lock().unwrap().as_ref().unwrap().times == 0);
+}
+
+// Found by the simulation (`testing::simulation`): writes that fail, or that land and report a
+// failure all the same (a connection cut after the commit), must not leave a run stuck or
+// turn into a failure of the run.
+
+fn world_on(store: &Arc<WrappedStore>, autostart: bool) -> TestWorldOptions {
+    TestWorldOptions {
+        store: Some(store.clone() as Arc<dyn worlds_engine::store::Store>),
+        autostart,
+        ..TestWorldOptions::default()
+    }
+}
+
+fn double() -> Activity<u64, u64> {
+    activity("double", |_ctx: ActivityContext, n: u64| async move {
+        Ok::<_, StepError>(n * 2)
+    })
+}
+
+fn simple(step: &Activity<u64, u64>) -> Workflow<u64, u64> {
+    let step = step.clone();
+    workflow("simple", move |ctx: WorkflowContext, n: u64| {
+        let step = step.clone();
+        async move { Ok::<_, WorkflowError>(ctx.run(&step, n).await?) }
+    })
+}
+
+fn parent_of(child: &Workflow<u64, u64>) -> Workflow<u64, u64> {
+    let child = child.clone();
+    workflow("parent", move |ctx: WorkflowContext, n: u64| {
+        let child = child.clone();
+        async move {
+            let got = ctx
+                .execute_child(&child, n, WorkflowOptions::default())
+                .await?;
+            Ok::<_, WorkflowError>(got + 1)
+        }
+    })
+    // A failed child fails the parent for good: no attempt of the whole workflow hides it.
+    .with_options(WorkflowOptions::new().failure_strategy(FailureStrategy::Ignore))
+}
+
+fn is_start(events: &[Event]) -> bool {
+    events
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::WorkflowQueued(q) if q.parent_id.is_none()))
+}
+
+fn is_child_start(events: &[Event]) -> bool {
+    events
+        .iter()
+        .any(|e| matches!(&e.kind, EventKind::WorkflowQueued(q) if q.parent_id.is_some()))
+}
+
+fn is_completion(events: &[Event]) -> bool {
+    events
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::WorkflowCompleted { .. }))
+}
+
+fn is_child_result(events: &[Event]) -> bool {
+    events
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::ChildWorkflowCompleted { .. }))
+}
+
+/// Runs the background resync (it waits a moment before it reads runs back), then the run.
+async fn finish(t: &TestWorld, id: &str) -> worlds_engine::WorkflowState {
+    t.settle().await;
+    t.advance("1s").await;
+    t.run_until_complete(id, "10m").await.unwrap()
+}
+
+#[tokio::test]
+async fn a_start_that_landed_but_reported_a_failure_still_runs() {
+    let store = Arc::new(WrappedStore::default());
+    store.fail_after_writing(1, is_start);
+    let t = TestWorld::with_options(world_on(&store, true)).await;
+    let step = double();
+    let flow = simple(&step);
+    t.register(&step).unwrap().register(&flow).unwrap();
+    let options = WorkflowOptions::new().workflow_id("order-7");
+    assert!(t.execute(&flow, 7, options).await.is_err());
+    let state = finish(&t, "order-7").await;
+    assert_eq!(state.status, RunStatus::Completed);
+}
+
+#[tokio::test]
+async fn a_child_whose_creation_could_not_be_written_is_created_again_not_failed() {
+    let store = Arc::new(WrappedStore::default());
+    store.refuse(1, is_child_start);
+    let t = TestWorld::with_options(world_on(&store, true)).await;
+    let step = double();
+    let child = simple(&step);
+    let parent = parent_of(&child);
+    t.register(&step).unwrap().register(&child).unwrap();
+    t.register(&parent).unwrap();
+    let run = t
+        .execute(&parent, 5, WorkflowOptions::default())
+        .await
+        .unwrap();
+    let state = finish(&t, &run.id).await;
+    assert_eq!(
+        store.refuse.lock().unwrap().as_ref().unwrap().times,
+        0,
+        "the refusal was used"
+    );
+    assert_eq!(state.status, RunStatus::Completed, "{:?}", state.error);
+    assert_eq!(run.result().await.unwrap(), 11);
+}
+
+#[tokio::test]
+async fn a_child_whose_end_landed_but_reported_a_failure_still_reaches_its_parent() {
+    let store = Arc::new(WrappedStore::default());
+    // The first completion written is the child's (the parent waits on it).
+    store.fail_after_writing(1, is_completion);
+    let t = TestWorld::with_options(world_on(&store, true)).await;
+    let step = double();
+    let child = simple(&step);
+    let parent = parent_of(&child);
+    t.register(&step).unwrap().register(&child).unwrap();
+    t.register(&parent).unwrap();
+    let run = t
+        .execute(&parent, 5, WorkflowOptions::default())
+        .await
+        .unwrap();
+    let state = finish(&t, &run.id).await;
+    assert_eq!(state.status, RunStatus::Completed);
+    assert_eq!(run.result().await.unwrap(), 11);
+}
+
+#[tokio::test]
+async fn a_finished_child_whose_result_the_parent_never_recorded_reaches_it_after_a_restart() {
+    let store = Arc::new(WrappedStore::default());
+    // The process cannot record the child's result in the parent, then dies.
+    store.refuse(usize::MAX, is_child_result);
+    let step = double();
+    let child = simple(&step);
+    let parent = parent_of(&child);
+    let run_id = {
+        let t = TestWorld::with_options(world_on(&store, true)).await;
+        t.register(&step).unwrap().register(&child).unwrap();
+        t.register(&parent).unwrap();
+        let run = t
+            .execute(&parent, 5, WorkflowOptions::default())
+            .await
+            .unwrap();
+        t.settle().await;
+        t.advance("5s").await;
+        let state = t.world().get_run(&run.id, ResolveData::None).await.unwrap();
+        assert_eq!(state.status, RunStatus::Running);
+        run.id
+    };
+    store.heal();
+    let t = TestWorld::with_options(world_on(&store, false)).await;
+    t.register(&step).unwrap().register(&child).unwrap();
+    t.register(&parent).unwrap();
+    t.world().start().await.unwrap();
+    let state = finish(&t, &run_id).await;
+    assert_eq!(state.status, RunStatus::Completed);
+    assert_eq!(state.output.unwrap().decode::<u64>().unwrap(), 11);
+}
+
+#[tokio::test]
+async fn a_hook_payload_that_landed_but_reported_a_failure_still_wakes_its_run() {
+    let store = Arc::new(WrappedStore::default());
+    store.fail_after_writing(1, |events: &[Event]| {
+        events
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::HookReceived { .. }))
+    });
+    let t = TestWorld::with_options(world_on(&store, true)).await;
+    let flow = workflow("approve", |ctx: WorkflowContext, _: ()| async move {
+        let hook = ctx.create_hook_with::<String>(HookOptions::new().token("approve-1"));
+        Ok::<_, WorkflowError>(hook.wait().await?)
+    });
+    t.register(&flow).unwrap();
+    let run = t
+        .execute(&flow, (), WorkflowOptions::default())
+        .await
+        .unwrap();
+    t.settle().await;
+    assert!(t.resume_hook("approve-1", "yes").await.is_err());
+    let state = finish(&t, &run.id).await;
+    assert_eq!(state.status, RunStatus::Completed);
+    assert_eq!(run.result().await.unwrap(), "yes");
 }

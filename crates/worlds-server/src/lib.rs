@@ -61,6 +61,9 @@
 pub mod auth;
 mod dashboard;
 pub mod error;
+#[cfg(any(test, feature = "fuzzing"))]
+#[doc(hidden)]
+pub mod fuzzing;
 mod openapi;
 mod routes;
 

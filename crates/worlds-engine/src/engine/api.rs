@@ -217,14 +217,12 @@ impl Engine {
         payload: Payload,
     ) -> Result<HookResumed, WorldError> {
         let record = self.store.get_hook(hook_id).await?;
+        let digest = record.hook.token_digest;
         let resumed = self
             .hooks
-            .resume_digest(record.hook.token_digest, None, |_| {
-                Ok(Opened::payload(payload))
-            })
-            .await?;
-        self.runs.schedule(&resumed.run_id);
-        Ok(resumed)
+            .resume_digest(digest.clone(), None, |_| Ok(Opened::payload(payload)))
+            .await;
+        self.after_delivery(&digest, resumed).await
     }
 
     /// Checks `payload` against the hook's type without delivering it.
@@ -388,8 +386,33 @@ impl Engine {
         method: Option<&str>,
         open: impl FnOnce(&HookState) -> Result<Opened, WorldError>,
     ) -> Result<HookResumed, WorldError> {
-        let resumed = self.hooks.resume(token, method, open).await?;
-        self.runs.schedule(&resumed.run_id);
-        Ok(resumed)
+        let resumed = self.hooks.resume(token, method, open).await;
+        self.after_delivery(&crate::hooks::token_digest(token), resumed)
+            .await
+    }
+
+    /// Wakes the run a delivery resumed. If the store failed, the payload may have landed all
+    /// the same (a cut connection after the commit): the hook's run is resumed from its
+    /// history, which reads it, and the sender is told to try again (a repeat is refused, or
+    /// answered as before for a signed webhook request).
+    async fn after_delivery(
+        &self,
+        digest: &str,
+        resumed: Result<HookResumed, WorldError>,
+    ) -> Result<HookResumed, WorldError> {
+        match resumed {
+            Ok(resumed) => {
+                self.runs.schedule(&resumed.run_id);
+                Ok(resumed)
+            }
+            Err(e) => {
+                if super::resync::is_passing(&e) {
+                    if let Ok(Some(found)) = self.store.find_hook(digest).await {
+                        self.resync_if_passing(&found.run_id, &e);
+                    }
+                }
+                Err(e)
+            }
+        }
     }
 }

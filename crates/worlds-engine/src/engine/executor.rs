@@ -467,6 +467,11 @@ impl Engine {
             )
             .await;
         if let Err(e) = created {
+            if super::resync::is_passing(&e) {
+                // The store could not be reached: not the child's fault. The parent resumes
+                // from its history, whose recovery creates the child if it is still missing.
+                return Err(e);
+            }
             let code = match e.kind() {
                 crate::error::ErrorKind::NotFound => codes::NOT_REGISTERED,
                 crate::error::ErrorKind::PayloadTooLarge => codes::PAYLOAD_TOO_LARGE,

@@ -178,6 +178,40 @@ impl Recovery {
     }
 }
 
+impl Recovery {
+    /// Children of `run` that finished without their result reaching its history (the process
+    /// died between the child's end and the parent's record of it), as they ended.
+    pub(crate) async fn finished_children(&self, run: &Unfinished) -> Vec<WorkflowState> {
+        let reported: std::collections::HashSet<u32> = run
+            .history
+            .iter()
+            .filter_map(|event| match &event.kind {
+                EventKind::ChildWorkflowCompleted { position, .. }
+                | EventKind::ChildWorkflowFailed { position, .. } => Some(*position),
+                _ => None,
+            })
+            .collect();
+        let mut finished = Vec::new();
+        for event in &run.history {
+            let EventKind::ChildWorkflowStarted {
+                position, child_id, ..
+            } = &event.kind
+            else {
+                continue;
+            };
+            if reported.contains(position) {
+                continue;
+            }
+            if let Ok(child) = self.leases.get_run(child_id, ResolveData::All).await {
+                if child.status.is_terminal() {
+                    finished.push(child);
+                }
+            }
+        }
+        finished
+    }
+}
+
 impl Plan {
     /// What `run` needs, from its state and history alone.
     pub(crate) fn of(run: &Unfinished) -> Plan {
@@ -308,6 +342,11 @@ impl Engine {
                 )
                 .await?;
                 found.children_created += 1;
+            }
+            if run.state.status == RunStatus::Running {
+                for child in self.recovery.finished_children(&run).await {
+                    self.notify_parent(&child).await;
+                }
             }
             for step in plan.steps {
                 match step {

@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{ErrorKind, WorldError};
+use crate::model::ResolveData;
 
 use super::Engine;
 
@@ -83,13 +84,34 @@ impl Engine {
         }
     }
 
-    /// Lets go of the run in memory and resumes it from its history.
+    /// Lets go of the run in memory and resumes it from its history. A run whose end landed
+    /// although its write reported a failure is finished instead: what its end sets off (its
+    /// parent hearing of it, its hooks disposed) happens now.
     async fn resync(&self, run_id: &str) {
         self.local_steps.forget_run(run_id);
         self.runs.let_go(run_id, false, None);
+        match self.store.get_run(run_id, ResolveData::All).await {
+            Ok(state) if state.status.is_terminal() => {
+                self.on_terminal(&Arc::new(state)).await;
+                return;
+            }
+            Ok(_) => {}
+            Err(e) if is_passing(&e) => {
+                self.resyncs.push(run_id);
+                return;
+            }
+            // Never created (a creation that failed and did not land): nothing to resume.
+            Err(WorldError::NotFound { .. }) => return,
+            Err(e) => {
+                tracing::warn!(run_id, error = %e, "could not read the run back to resume it");
+                return;
+            }
+        }
         match self.recover_runs(vec![run_id.to_owned()]).await {
             Ok(_) => {}
             Err(e) if is_passing(&e) => self.resyncs.push(run_id),
+            // A creation that failed and did not land after all: nothing to resume.
+            Err(WorldError::NotFound { .. }) => {}
             Err(e) => {
                 tracing::warn!(run_id, error = %e, "could not resume the run from its history")
             }

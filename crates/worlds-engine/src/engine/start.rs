@@ -125,6 +125,9 @@ impl Engine {
         let created = self.journal.create_runs(firsts).await;
         let mut admitted = Vec::with_capacity(bulk.len());
         for ((i, new), outcome) in bulk.into_iter().zip(created) {
+            if let Err(refused) = &outcome {
+                self.resync_if_passing(&new.first.run_id, refused);
+            }
             results[i] = Some(outcome.map(|()| new.started()));
             if results[i].as_ref().is_some_and(Result::is_ok) {
                 admitted.push(new);
@@ -300,7 +303,12 @@ impl Engine {
                     _ => Err(WorldError::Conflict { message }),
                 }
             }
-            Err(refused) => Err(refused),
+            Err(refused) => {
+                // Not reached, or reached but not confirmed (a connection cut after the
+                // commit): if the run was created after all, it is picked up from the store.
+                self.resync_if_passing(&new.first.run_id, &refused);
+                Err(refused)
+            }
         }
     }
 

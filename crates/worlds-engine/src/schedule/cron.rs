@@ -202,8 +202,14 @@ impl CronExpr {
     }
 
     /// The first time the expression matches strictly after `after` (ms since the Unix epoch).
+    /// An instant beyond the dates a calendar can name (past the year 9999) has none.
     pub fn next_after(&self, after: Millis) -> Result<Millis, CronError> {
-        let start = self.zoned(after);
+        let Some(start) = self.zoned(after) else {
+            return Err(CronError::NoFutureTime {
+                expression: self.expression.clone(),
+                after: format!("{after} ms since the Unix epoch (beyond the calendar's range)"),
+            });
+        };
         self.cron
             .find_next_occurrence(&start, false)
             .map(|at| at.timestamp().as_millisecond())
@@ -213,17 +219,18 @@ impl CronExpr {
     /// The last time the expression matches at or before `at`, if it ever does.
     pub fn latest_at_or_before(&self, at: Millis) -> Option<Millis> {
         self.cron
-            .find_previous_occurrence(&self.zoned(at), true)
+            .find_previous_occurrence(&self.zoned(at)?, true)
             .ok()
             .map(|found| found.timestamp().as_millisecond())
     }
 
-    /// `at`, cut to its whole second (cron times are whole seconds), in this zone.
-    fn zoned(&self, at: Millis) -> Zoned {
+    /// `at`, cut to its whole second (cron times are whole seconds), in this zone; `None`
+    /// beyond the calendar's range.
+    fn zoned(&self, at: Millis) -> Option<Zoned> {
         let second = at.div_euclid(1000);
         Timestamp::from_second(second)
-            .unwrap_or(Timestamp::UNIX_EPOCH)
-            .to_zoned(self.zone.clone())
+            .ok()
+            .map(|t| t.to_zoned(self.zone.clone()))
     }
 
     fn no_future_time(&self, start: &Zoned) -> CronError {
@@ -292,6 +299,41 @@ fn explain(expression: &str, error: &CronerError) -> CronError {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    proptest::proptest! {
+        /// Expressions built from the characters cron fields use parse or are refused with a
+        /// reason; one that parses finds a next time after, and a previous time at or before,
+        /// any instant.
+        #[test]
+        fn near_miss_expressions_parse_or_are_refused(
+            fields in proptest::collection::vec("[0-9*/,\\-LW#?A-Z]{1,6}", 1..7),
+            at in -10_000_000_000_000i64..300_000_000_000_000,
+        ) {
+            let expression = fields.join(" ");
+            if let Ok(cron) = CronExpr::parse(&expression, None) {
+                if let Ok(next) = cron.next_after(at) {
+                    proptest::prop_assert!(next > at);
+                }
+                if let Some(latest) = cron.latest_at_or_before(at) {
+                    proptest::prop_assert!(latest <= at);
+                }
+            }
+        }
+    }
+
+    /// Found by fuzzing: an instant past the calendar's range was read as the Unix epoch, so
+    /// the "next" time came out in 1970.
+    #[test]
+    fn instants_beyond_the_calendar_have_no_next_time() {
+        let cron = CronExpr::parse("0 2 * * *", Some("America/New_York")).unwrap();
+        let far = 253_402_300_799_000;
+        match cron.next_after(far) {
+            Ok(next) => assert!(next > far, "next {next} is not after {far}"),
+            Err(e) => assert!(matches!(e, CronError::NoFutureTime { .. }), "{e}"),
+        }
+        assert!(cron.latest_at_or_before(far).is_none_or(|at| at <= far));
+        assert!(cron.next_after(i64::MAX).is_err());
+    }
 
     /// `YYYY-MM-DDTHH:MM:SSZ` → ms.
     fn ms(text: &str) -> Millis {

@@ -23,6 +23,8 @@
 //! read from a [`MemoryStore`] they keep in front of the disk, so the reads are written once.
 
 mod file;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) use file::fuzz as file_fuzz;
 mod hook_index;
 mod hybrid;
 mod keys;

@@ -14,6 +14,7 @@
 
 pub mod conformance;
 mod fixtures;
+pub mod simulation;
 
 pub use fixtures::{read_history_fixture, replay_history, write_history_fixture};
 

@@ -33,24 +33,66 @@ pub struct WrappedStore {
 pub struct Refusal {
     pub matches: fn(&[Event]) -> bool,
     pub times: usize,
+    /// The write lands before the error is returned, as when a connection is cut after the
+    /// commit.
+    pub lands: bool,
 }
 
 impl WrappedStore {
     /// Refuses the next `times` appends that `matches`, as an unreachable store would.
     pub fn refuse(&self, times: usize, matches: fn(&[Event]) -> bool) {
-        *self.refuse.lock().unwrap() = Some(Refusal { matches, times });
+        *self.refuse.lock().unwrap() = Some(Refusal {
+            matches,
+            times,
+            lands: false,
+        });
     }
 
-    fn refused(&self, events: &[Event]) -> Result<(), WorldError> {
+    /// Lets the next `times` writes that `matches` land, then answers `Unavailable` all the
+    /// same, as a store whose connection was cut after the commit does.
+    pub fn fail_after_writing(&self, times: usize, matches: fn(&[Event]) -> bool) {
+        *self.refuse.lock().unwrap() = Some(Refusal {
+            matches,
+            times,
+            lands: true,
+        });
+    }
+
+    /// Stops refusing.
+    pub fn heal(&self) {
+        *self.refuse.lock().unwrap() = None;
+    }
+
+    /// `Some(lands)` if this write is to fail.
+    fn refused(&self, events: &[Event]) -> Option<bool> {
         let mut refuse = self.refuse.lock().unwrap();
         match refuse.as_mut() {
             Some(r) if r.times > 0 && (r.matches)(events) => {
                 r.times -= 1;
-                Err(WorldError::Unavailable(
-                    "the test store refuses this append, as an unreachable store would".into(),
-                ))
+                Some(r.lands)
             }
-            _ => Ok(()),
+            _ => None,
+        }
+    }
+
+    /// Performs a write as the current refusal says.
+    async fn write<T>(
+        &self,
+        events: &[Event],
+        write: impl std::future::Future<Output = Result<T, WorldError>>,
+    ) -> Result<T, WorldError> {
+        let unavailable = || {
+            WorldError::Unavailable(
+                "the test store refuses this write, as an unreachable store would".into(),
+            )
+        };
+        match self.refused(events) {
+            None => write.await,
+            Some(false) => Err(unavailable()),
+            Some(true) => {
+                write.await?;
+                Err(unavailable())
+            }
         }
     }
 }
@@ -58,7 +100,8 @@ impl WrappedStore {
 #[async_trait]
 impl RunStore for WrappedStore {
     async fn create_run(&self, first: Event) -> Result<(), WorldError> {
-        self.inner.create_run(first).await
+        let events = [first.clone()];
+        self.write(&events, self.inner.create_run(first)).await
     }
     async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
         self.inner.get_run(id, resolve).await
@@ -81,8 +124,8 @@ impl LeaseStore for WrappedStore {}
 #[async_trait]
 impl EventStore for WrappedStore {
     async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
-        self.refused(&events)?;
-        self.inner.append(run_id, events).await
+        let copy = events.clone();
+        self.write(&copy, self.inner.append(run_id, events)).await
     }
     async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
         if from_seq == 0 {

@@ -42,6 +42,8 @@
 mod checksums;
 mod create;
 mod format;
+#[cfg(any(test, feature = "fuzzing"))]
+pub(crate) mod fuzz;
 mod keys;
 mod lease;
 mod log;

@@ -73,7 +73,7 @@ pub(in crate::store) fn encode_into(buf: &mut Vec<u8>, event: &Event) -> serde_j
 
 /// Turns the JSON object at `buf[start..]` into a record: its closing brace is replaced by the
 /// checksum field, then the brace and a newline.
-fn seal(buf: &mut Vec<u8>, start: usize) {
+pub(super) fn seal(buf: &mut Vec<u8>, start: usize) {
     debug_assert_eq!(buf.last(), Some(&b'}'));
     buf.pop();
     let crc = checksum(&buf[start..]);

@@ -160,10 +160,15 @@ async fn members_survive_kills_and_pauses() {
     if !common::database_up().await {
         return;
     }
-    let runs: u64 = std::env::var("WORLDS_MEMBERS_RUNS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(RUNS);
+    let env = |name: &str, default: u64| -> u64 {
+        std::env::var(name)
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(default)
+    };
+    let runs = env("WORLDS_MEMBERS_RUNS", RUNS);
+    let faults = env("WORLDS_MEMBERS_FAULTS", 12) as u32;
+    let deadline = Duration::from_secs(env("WORLDS_MEMBERS_DEADLINE_S", DEADLINE.as_secs()));
     let schema = common::fresh_schema();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("executions.log");
@@ -213,12 +218,13 @@ async fn members_survive_kills_and_pauses() {
     };
     while unfinished().await > 0 {
         assert!(
-            started.elapsed() < DEADLINE,
-            "the workload did not finish in {DEADLINE:?} ({kills} kills, {pauses} pauses)"
+            started.elapsed() < deadline,
+            "the workload did not finish in {deadline:?} ({kills} kills, {pauses} pauses)"
         );
         tokio::time::sleep(Duration::from_millis(rng.random_range(700..1500))).await;
-        // Faults only while there is work left to disturb, and a few of each.
-        if kills + pauses >= 12 {
+        // Faults only while there is work left to disturb, and a few of each (the soak,
+        // `scripts/kill-soak`, asks for more with WORLDS_MEMBERS_FAULTS).
+        if kills + pauses >= faults {
             continue;
         }
         let victim = rng.random_range(0..members.len());

@@ -258,7 +258,28 @@ pub(crate) fn doctor(args: &DoctorArgs, out: &mut impl Write) -> anyhow::Result<
     out.write_all(format_doctor(&runs, store.wal_summary(), store.warnings()).as_bytes())?;
     let stuck = futures::executor::block_on(stuck_runs(&store, &runs, crate::show::now_ms()))?;
     out.write_all(format_stuck(&stuck).as_bytes())?;
+    if let Ok(fs) = rustix::fs::statvfs(&args.dir) {
+        let block = fs.f_frsize.max(1);
+        let free = fs.f_bavail.saturating_mul(block);
+        let total = fs.f_blocks.saturating_mul(block);
+        out.write_all(format_disk(free, total).as_bytes())?;
+    }
     Ok(())
+}
+
+/// Below this much free space (or 5 % of the disk), the doctor warns.
+const LOW_DISK_BYTES: u64 = 256 << 20;
+
+/// The free space of the directory's filesystem, with a warning when it runs low.
+fn format_disk(free: u64, total: u64) -> String {
+    let gib = |bytes: u64| bytes as f64 / (1u64 << 30) as f64;
+    let mut text = format!("disk: {:.2} GiB free of {:.2} GiB\n", gib(free), gib(total));
+    if free == 0 {
+        text.push_str("warning: the disk is full: writes fail with STORAGE_FULL and new runs are refused; nothing acknowledged is lost. Free space on it: a world on file storage goes on by itself, one on hybrid storage after a restart\n");
+    } else if free < LOW_DISK_BYTES || free.saturating_mul(20) < total {
+        text.push_str("warning: the disk is nearly full: once it is, writes fail with STORAGE_FULL and new runs are refused; free space on it\n");
+    }
+    text
 }
 
 /// Most unfinished runs the doctor reads the histories of, looking for stuck ones.
@@ -799,6 +820,24 @@ mod tests {
             compensation_id: "refund".to_owned(),
         };
         assert_eq!(details(&kind, &names, 0), "refund");
+    }
+
+    #[test]
+    fn the_doctor_warns_of_a_full_or_nearly_full_disk() {
+        let gib = 1u64 << 30;
+        assert_eq!(
+            format_disk(100 * gib, 200 * gib),
+            "disk: 100.00 GiB free of 200.00 GiB\n"
+        );
+        let low = format_disk(gib, 200 * gib);
+        assert!(low.contains("warning: the disk is nearly full"), "{low}");
+        let small = format_disk(100 << 20, gib);
+        assert!(small.contains("nearly full"), "{small}");
+        let full = format_disk(0, 200 * gib);
+        assert!(
+            full.contains("warning: the disk is full: writes fail with STORAGE_FULL"),
+            "{full}"
+        );
     }
 
     fn doctor_output(dir: PathBuf) -> (anyhow::Result<()>, String) {

@@ -41,13 +41,19 @@ pub enum ErrorKind {
     /// The caller could not be recognized: no credentials, wrong ones, or a webhook request
     /// whose signature does not hold (401).
     Unauthenticated,
+    /// The disk the store writes to is full (or over its quota): nothing was written and
+    /// nothing acknowledged was lost; the world goes on by itself once space is freed (507).
+    StorageFull,
+    /// The disk the store writes to failed a read or write (EIO): nothing was acknowledged;
+    /// the world tries again by itself (503).
+    StorageIo,
     /// A fault inside the engine or its storage (500).
     Internal,
 }
 
 impl ErrorKind {
     /// Every kind.
-    pub const ALL: [ErrorKind; 14] = [
+    pub const ALL: [ErrorKind; 16] = [
         ErrorKind::NotFound,
         ErrorKind::Conflict,
         ErrorKind::InvalidInput,
@@ -61,6 +67,8 @@ impl ErrorKind {
         ErrorKind::MethodNotAllowed,
         ErrorKind::RequestTimeout,
         ErrorKind::Unauthenticated,
+        ErrorKind::StorageFull,
+        ErrorKind::StorageIo,
         ErrorKind::Internal,
     ];
 
@@ -81,6 +89,8 @@ impl ErrorKind {
             ErrorKind::MethodNotAllowed => "METHOD_NOT_ALLOWED",
             ErrorKind::RequestTimeout => "REQUEST_TIMEOUT",
             ErrorKind::Unauthenticated => "UNAUTHENTICATED",
+            ErrorKind::StorageFull => "STORAGE_FULL",
+            ErrorKind::StorageIo => "STORAGE_IO",
             ErrorKind::Internal => "INTERNAL",
         }
     }
@@ -98,7 +108,8 @@ impl ErrorKind {
             ErrorKind::InvalidInput => 400,
             ErrorKind::PayloadTooLarge => 413,
             ErrorKind::Timeout => 504,
-            ErrorKind::Unavailable => 503,
+            ErrorKind::Unavailable | ErrorKind::StorageIo => 503,
+            ErrorKind::StorageFull => 507,
             ErrorKind::Unsupported => 501,
             ErrorKind::Gone => 410,
             ErrorKind::MethodNotAllowed => 405,
@@ -250,6 +261,12 @@ pub enum WorldError {
         /// What was wrong and what to do.
         message: String,
     },
+    /// The store's disk is full: the write was not made. Say which file and what to free.
+    #[error("{0}")]
+    StorageFull(String),
+    /// The store's disk failed a read or write (EIO).
+    #[error("{0}")]
+    StorageIo(String),
     /// A fault in the engine or its storage.
     #[error("internal error: {0}")]
     Internal(String),
@@ -278,6 +295,8 @@ impl WorldError {
             WorldError::MethodNotAllowed { .. } => ErrorKind::MethodNotAllowed,
             WorldError::RequestTimeout(_) => ErrorKind::RequestTimeout,
             WorldError::Unauthenticated { .. } => ErrorKind::Unauthenticated,
+            WorldError::StorageFull(_) => ErrorKind::StorageFull,
+            WorldError::StorageIo(_) => ErrorKind::StorageIo,
             WorldError::Internal(_) => ErrorKind::Internal,
         }
     }

@@ -429,7 +429,10 @@ fn crash_loop(persistence: &str) {
         acked.len(),
         began.elapsed().as_secs_f64()
     );
-    assert!(kills >= wanted * 4 / 5, "only {kills} of {wanted} kills landed");
+    assert!(
+        kills >= wanted * 4 / 5,
+        "only {kills} of {wanted} kills landed"
+    );
     assert!(
         re_executions * 10 <= steps,
         "{re_executions} re-executions for {steps} steps"

@@ -47,9 +47,13 @@ impl Resyncs {
     }
 }
 
-/// True for an error that says the store could not be reached, not that the call was wrong.
+/// True for an error that says the store could not be reached or could not write (a full or
+/// failing disk), not that the call was wrong: trying again later may succeed.
 pub(crate) fn is_passing(error: &WorldError) -> bool {
-    error.kind() == ErrorKind::Unavailable
+    matches!(
+        error.kind(),
+        ErrorKind::Unavailable | ErrorKind::StorageFull | ErrorKind::StorageIo
+    )
 }
 
 impl Engine {

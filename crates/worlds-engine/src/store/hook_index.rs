@@ -66,6 +66,34 @@ impl HookIndex {
     }
 
     /// Records what stored events did to the run's hooks; `state` is the run after them.
+    /// Files the run's hooks again from `state` alone, dropping whatever the index held for
+    /// the run: after events it had applied were taken back (a write that failed).
+    pub(super) fn rebuild_run(&mut self, run_id: &str, state: &WorkflowState) {
+        self.by_digest
+            .retain(|_, holder| holder.at.run_id != run_id);
+        if state.status.is_terminal() {
+            return;
+        }
+        for hook in &state.hooks {
+            let held_elsewhere = self
+                .by_digest
+                .get(&hook.token_digest)
+                .is_some_and(|holder| holder.live);
+            if !held_elsewhere {
+                self.by_digest.insert(
+                    hook.token_digest.clone(),
+                    Holder {
+                        at: HookRef {
+                            run_id: run_id.to_owned(),
+                            position: hook.position,
+                        },
+                        live: hook.is_live(),
+                    },
+                );
+            }
+        }
+    }
+
     pub(super) fn apply(&mut self, run_id: &str, events: &[Event], state: &WorkflowState) {
         for event in events {
             match &event.kind {

@@ -88,8 +88,15 @@ impl FileStore {
                 Ok(())
             }
             Err(e) => {
-                log.broken = true;
-                Err(Self::inconsistent(&run_id, &path, &e))
+                // Nothing reached the run's place (the log is written aside and linked in
+                // whole): take the run back, so the id and workflow id are free for a retry.
+                self.memory.discard_created(&run);
+                self.logs.lock().remove(&run_id);
+                if let Some(workflow_id) = &workflow_id {
+                    member.release_workflow_id(workflow_id);
+                }
+                let _ = member.release_lease(&run_id);
+                Err(e)
             }
         }
     }

@@ -20,8 +20,22 @@ pub(in crate::store) const TMP_SUFFIX: &str = ".tmp";
 /// Longest run id accepted as a file name.
 const MAX_RUN_ID_LEN: usize = 200;
 
+/// The error for a failed file operation: a full disk (`ENOSPC`, `EDQUOT`) and a failing one
+/// (`EIO`) have kinds of their own, which the engine treats as passing.
 pub(in crate::store) fn io_error(what: &str, path: &Path, err: std::io::Error) -> WorldError {
-    WorldError::Internal(format!("file store: {what} {}: {err}", path.display()))
+    use std::io::ErrorKind as Io;
+    const EIO: i32 = 5;
+    match err.kind() {
+        Io::StorageFull | Io::QuotaExceeded => WorldError::StorageFull(format!(
+            "file store: {what} {}: the disk is full ({err}); nothing was written: free space on it and the world goes on by itself",
+            path.display()
+        )),
+        _ if err.raw_os_error() == Some(EIO) => WorldError::StorageIo(format!(
+            "file store: {what} {}: the disk failed the operation ({err}); nothing was acknowledged: check the disk (dmesg) — the world tries again by itself",
+            path.display()
+        )),
+        _ => WorldError::Internal(format!("file store: {what} {}: {err}", path.display())),
+    }
 }
 
 /// Makes a rename or a new file in `dir` durable. Directories cannot be opened for syncing on

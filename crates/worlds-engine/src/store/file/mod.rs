@@ -655,8 +655,22 @@ impl EventStore for FileStore {
                     Ok(appended)
                 }
                 Err(e) => {
-                    log.broken = true;
-                    Err(Self::inconsistent(run_id, &path, &e))
+                    // Cut off whatever part of the lines reached the file, so the log ends
+                    // where the store last acknowledged it, and take the events back: the next
+                    // append starts clean (a full disk goes on once space is freed). If even
+                    // that fails, the run stays refused until the store is opened again.
+                    let restored = file
+                        .set_len(log.len)
+                        .and_then(|()| file.sync_data())
+                        .map_err(|e| io_error("could not cut back", &path, e))
+                        .and_then(|()| self.memory.discard_unpublished(&run));
+                    match restored {
+                        Ok(_) => Err(e),
+                        Err(_) => {
+                            log.broken = true;
+                            Err(Self::inconsistent(run_id, &path, &e))
+                        }
+                    }
                 }
             }
         })

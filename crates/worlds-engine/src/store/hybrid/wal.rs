@@ -37,6 +37,16 @@ pub(super) enum Wait {
 /// A write to publish once it is durable: the run, and its length after the write.
 pub(super) type Publish = (RunHandle, u64);
 
+/// The first failed write or sync of the write-ahead log.
+#[derive(Debug, Clone)]
+pub(super) struct Failure {
+    why: String,
+    /// The disk was full (or over its quota).
+    full: bool,
+    /// The disk failed the operation (EIO).
+    io: bool,
+}
+
 /// Where the queued lines are. Tickets number writes from 1 in queue order; the WAL holds them
 /// in that order.
 #[derive(Default)]
@@ -57,7 +67,7 @@ struct State {
     sync_wanted: u64,
     /// A write or sync failed: memory holds events the disk may not; every later write is
     /// refused.
-    failed: Option<String>,
+    failed: Option<Failure>,
     /// The store is closing: the threads empty the queue, sync and stop.
     closing: bool,
     /// The writer thread has stopped (closing, queue empty).
@@ -286,7 +296,14 @@ impl Wal {
     /// Records a failed write or sync and wakes everyone, who then see it.
     fn fail(&self, state: &mut State, error: &std::io::Error) {
         tracing::error!(file = %self.path.display(), error = %error, "hybrid store: WAL write failed");
-        state.failed = Some(error.to_string());
+        state.failed = Some(Failure {
+            why: error.to_string(),
+            full: matches!(
+                error.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            ),
+            io: error.raw_os_error() == Some(5),
+        });
         self.to_sync.notify_one();
         self.to_write.notify_one();
         self.written.notify_waiters();
@@ -321,11 +338,24 @@ impl Wal {
         Ok(true)
     }
 
-    /// The error for a write after a failed one.
-    fn failed(&self, why: &str) -> WorldError {
-        WorldError::Internal(format!(
-            "hybrid store is now inconsistent: a write to {} failed ({why}); reopen the store (restart the world) to recover from disk",
-            self.path.display()
-        ))
+    /// The error for a write after a failed one. The write-ahead log stops at its first
+    /// failure (what memory holds beyond the disk cannot be trusted), so the world must be
+    /// restarted, which reads back everything acknowledged.
+    fn failed(&self, failure: &Failure) -> WorldError {
+        let path = self.path.display();
+        let why = &failure.why;
+        if failure.full {
+            WorldError::StorageFull(format!(
+                "hybrid store: the disk of {path} is full ({why}); nothing unacknowledged was kept and nothing acknowledged was lost: free space on it, then restart the world"
+            ))
+        } else if failure.io {
+            WorldError::StorageIo(format!(
+                "hybrid store: the disk of {path} failed a write ({why}); nothing acknowledged was lost: check the disk, then restart the world"
+            ))
+        } else {
+            WorldError::Internal(format!(
+                "hybrid store is now inconsistent: a write to {path} failed ({why}); reopen the store (restart the world) to recover from disk"
+            ))
+        }
     }
 }

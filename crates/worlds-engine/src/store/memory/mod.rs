@@ -140,6 +140,32 @@ impl Index {
         Ok(())
     }
 
+    /// Takes back what [`add_run`](Self::add_run) filed for the run `id` (whose state is
+    /// `state`): its creation was never published.
+    fn remove_run(&mut self, id: &Arc<str>, state: &WorkflowState) {
+        self.ids.remove(id);
+        if self.custom_workflow_id.remove(id) {
+            self.by_workflow_id.remove(state.workflow_id.as_str());
+        }
+        if let Some(set) = self.by_name.get_mut(&state.name) {
+            set.remove(id);
+        }
+        if let Some(parent) = &state.parent_id {
+            if let Some(set) = self.by_parent.get_mut(parent) {
+                set.remove(id);
+            }
+        }
+        if let Some(key) = &state.idempotency_key {
+            if self
+                .by_idempotency_key
+                .get(key)
+                .is_some_and(|(run, _)| run == id)
+            {
+                self.by_idempotency_key.remove(key);
+            }
+        }
+    }
+
     /// Files the run under `now`, removing it from the statuses it may have been filed under.
     fn set_status(&mut self, run_id: &Arc<str>, was: &[RunStatus], now: RunStatus) {
         for status in was {
@@ -313,6 +339,42 @@ impl MemoryStore {
             },
             run,
         ))
+    }
+
+    /// Takes back a run whose creation was never published (its write failed): it is gone
+    /// from every index, its workflow id free again.
+    pub(crate) fn discard_created(&self, run: &RunHandle) {
+        let state = {
+            let entry = run.entry.lock();
+            if entry.visible != 0 {
+                return;
+            }
+            entry.state.clone()
+        };
+        let mut index = self.index.lock();
+        index.remove_run(&run.run_id, &state);
+        self.runs.write().remove(&run.run_id);
+    }
+
+    /// Takes back the run's events that were never published (their write failed): the
+    /// history ends at what readers see, the state and hook index are rebuilt from it. Returns
+    /// how many events were dropped.
+    pub(crate) fn discard_unpublished(&self, run: &RunHandle) -> Result<usize, WorldError> {
+        let mut entry = run.entry.lock();
+        let visible = entry.visible();
+        let dropped = entry.history.len() - visible;
+        if dropped == 0 || visible == 0 {
+            return Ok(0);
+        }
+        let touched = entry.history[visible..]
+            .iter()
+            .any(|e| touches_hooks(std::slice::from_ref(&**e)));
+        entry.history.truncate(visible);
+        entry.state = WorkflowState::from_history(&entry.history)?;
+        if touched {
+            self.hooks.lock().rebuild_run(&run.run_id, &entry.state);
+        }
+        Ok(dropped)
     }
 
     /// Makes the run's first `upto` events visible to readers (no-op for those already are),

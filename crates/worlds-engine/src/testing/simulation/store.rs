@@ -139,11 +139,16 @@ fn dead() -> WorldError {
     WorldError::Unavailable("simulated crash: this process is dead".into())
 }
 
-/// The error an injected write fault gives.
-fn io_fault() -> WorldError {
-    WorldError::Unavailable(
-        "simulated store fault: the write failed with an I/O error (EIO/ENOSPC)".into(),
-    )
+/// The error an injected write fault gives: a full disk, a failing disk, or a store that
+/// could not be reached.
+fn io_fault(which: u8) -> WorldError {
+    match which % 3 {
+        0 => WorldError::StorageFull("simulated store fault: the disk is full (ENOSPC)".into()),
+        1 => WorldError::StorageIo("simulated store fault: the disk failed the write (EIO)".into()),
+        _ => {
+            WorldError::Unavailable("simulated store fault: the store could not be reached".into())
+        }
+    }
 }
 
 impl ProcessStore {
@@ -218,13 +223,14 @@ impl ProcessStore {
                 return Err(self.planned_crash());
             }
         }
-        let (fails, lands) = {
+        let (fails, lands, which) = {
             let mut rng = self.rng.lock();
             let fails = self.plan.error_rate > 0.0 && rng.random_bool(self.plan.error_rate);
-            (fails, !fails || rng.random_bool(0.5))
+            let lands = !fails || rng.random_bool(0.5);
+            (fails, lands, rng.random::<u8>())
         };
         if !lands {
-            return Err(io_fault());
+            return Err(io_fault(which));
         }
         let written = write.await?;
         self.disk.writes.fetch_add(1, Ordering::SeqCst);
@@ -235,7 +241,7 @@ impl ProcessStore {
             }
         }
         if fails {
-            return Err(io_fault());
+            return Err(io_fault(which));
         }
         Ok(written)
     }

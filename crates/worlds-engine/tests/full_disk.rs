@@ -105,34 +105,38 @@ async fn start_until_full(t: &TestWorld, flow: &Workflow<u64, usize>) -> (Vec<St
     panic!("the disk never filled up");
 }
 
-#[tokio::test]
-async fn a_full_disk_refuses_new_work_and_the_file_store_goes_on_once_space_is_freed() {
-    let Some(disk) = Disk::mount("2m") else {
-        return;
-    };
-    let store: Arc<dyn Store> = Arc::new(FileStore::open(disk.path()).unwrap());
+/// A started world over `store` with the `notes` workflow, five runs in flight, then the disk
+/// filled under them and runs started until one is refused. Returns the world, the
+/// acknowledged runs, the refusal and the filler file.
+async fn fill_under_runs(
+    disk: &Disk,
+    store: Arc<dyn Store>,
+) -> (TestWorld, Vec<String>, WorldError, PathBuf) {
     let t = TestWorld::with_options(world_on(store)).await;
     let step = note();
     let flow = notes(&step);
     t.register(&step).unwrap().register(&flow).unwrap();
     t.world().start().await.unwrap();
-
-    // Runs take their first step, then sleep; the disk is filled under them.
     let mut acked = Vec::new();
     for n in 0..5 {
-        acked.push(
-            t.execute(&flow, n, WorkflowOptions::default())
-                .await
-                .unwrap()
-                .id
-                .clone(),
-        );
+        let run = t.execute(&flow, n, WorkflowOptions::default()).await;
+        acked.push(run.unwrap().id.clone());
     }
     t.settle().await;
     let filler = disk.fill();
     let (more, refused) = start_until_full(&t, &flow).await;
     acked.extend(more);
     assert_eq!(refused.kind(), ErrorKind::StorageFull, "{refused}");
+    (t, acked, refused, filler)
+}
+
+#[tokio::test]
+async fn a_full_disk_refuses_new_work_and_the_file_store_goes_on_once_space_is_freed() {
+    let Some(disk) = Disk::mount("2m") else {
+        return;
+    };
+    let store: Arc<dyn Store> = Arc::new(FileStore::open(disk.path()).unwrap());
+    let (t, mut acked, refused, filler) = fill_under_runs(&disk, store).await;
     assert_eq!(refused.kind().code(), "STORAGE_FULL");
     assert!(refused.to_string().contains("disk is full"), "{refused}");
     // The sleeping runs wake to a disk that takes nothing: they wait, failing nothing.
@@ -159,7 +163,7 @@ async fn a_full_disk_refuses_new_work_and_the_file_store_goes_on_once_space_is_f
         );
     }
     let after = t
-        .execute(&flow, 99, WorkflowOptions::default())
+        .execute_by_name::<u64, usize>("notes", 99, WorkflowOptions::default())
         .await
         .unwrap();
     t.run_until_complete(&after.id, "1h").await.unwrap();
@@ -180,41 +184,22 @@ async fn a_full_disk_under_the_hybrid_store_loses_nothing_acknowledged_and_a_res
     let Some(disk) = Disk::mount("2m") else {
         return;
     };
-    let step = note();
-    let flow = notes(&step);
-    let filler;
-    let acked = {
+    let (acked, filler) = {
         let store: Arc<dyn Store> = Arc::new(HybridStore::open(disk.path()).unwrap());
-        let t = TestWorld::with_options(world_on(store)).await;
-        t.register(&step).unwrap().register(&flow).unwrap();
-        t.world().start().await.unwrap();
-        let mut acked = Vec::new();
-        for n in 0..5 {
-            acked.push(
-                t.execute(&flow, n, WorkflowOptions::default())
-                    .await
-                    .unwrap()
-                    .id
-                    .clone(),
-            );
-        }
-        t.settle().await;
-        filler = disk.fill();
-        let (more, refused) = start_until_full(&t, &flow).await;
-        acked.extend(more);
-        assert_eq!(refused.kind(), ErrorKind::StorageFull, "{refused}");
+        let (t, acked, refused, filler) = fill_under_runs(&disk, store).await;
         assert!(
             refused.to_string().contains("restart the world"),
             "{refused}"
         );
         // A restart: this world lets go of the directory (its writes are refused meanwhile).
         let _ = t.world().shutdown().await;
-        acked
+        (acked, filler)
     };
     std::fs::remove_file(&filler).unwrap();
     let store: Arc<dyn Store> = Arc::new(HybridStore::open(disk.path()).unwrap());
     let t = TestWorld::with_options(world_on(store)).await;
-    t.register(&step).unwrap().register(&flow).unwrap();
+    let step = note();
+    t.register(&step).unwrap().register(&notes(&step)).unwrap();
     t.world().start().await.unwrap();
     for id in &acked {
         let state = t.run_until_complete(id, "1h").await.unwrap();

@@ -199,7 +199,7 @@ async fn a_full_disk_under_the_hybrid_store_loses_nothing_acknowledged_and_a_res
     let store: Arc<dyn Store> = Arc::new(HybridStore::open(disk.path()).unwrap());
     let t = TestWorld::with_options(world_on(store)).await;
     let step = note();
-    t.register(&step).unwrap().register(&notes(&step)).unwrap();
+    t.register(&step).unwrap().register(notes(&step)).unwrap();
     t.world().start().await.unwrap();
     for id in &acked {
         let state = t.run_until_complete(id, "1h").await.unwrap();

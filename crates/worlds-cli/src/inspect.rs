@@ -275,7 +275,7 @@ fn format_disk(free: u64, total: u64) -> String {
     let gib = |bytes: u64| bytes as f64 / (1u64 << 30) as f64;
     let mut text = format!("disk: {:.2} GiB free of {:.2} GiB\n", gib(free), gib(total));
     if free == 0 {
-        text.push_str("warning: the disk is full: writes fail with STORAGE_FULL and new runs are refused; nothing acknowledged is lost. Free space on it: a world on file storage goes on by itself, one on hybrid storage after a restart\n");
+        text.push_str("warning: the disk is full: writes fail with STORAGE_FULL and new runs are refused; nothing acknowledged is lost. Free space on it: the world goes on by itself\n");
     } else if free < LOW_DISK_BYTES || free.saturating_mul(20) < total {
         text.push_str("warning: the disk is nearly full: once it is, writes fail with STORAGE_FULL and new runs are refused; free space on it\n");
     }

@@ -179,28 +179,72 @@ async fn a_full_disk_refuses_new_work_and_the_file_store_goes_on_once_space_is_f
     }
 }
 
+/// One start with a deadline of real time: the hybrid store holds a write the full disk
+/// refused until the disk takes it, and its writer waits that long. `None` if it was still
+/// waiting at the deadline (so not acknowledged).
+async fn start_within(t: &TestWorld, n: u64) -> Option<Result<String, WorldError>> {
+    let start = t.execute_by_name::<u64, usize>("notes", n, WorkflowOptions::default());
+    match tokio::time::timeout(std::time::Duration::from_millis(300), start).await {
+        Ok(started) => Some(started.map(|run| run.id.clone())),
+        Err(_) => None,
+    }
+}
+
 #[tokio::test]
-async fn a_full_disk_under_the_hybrid_store_loses_nothing_acknowledged_and_a_restart_goes_on() {
+async fn a_full_disk_under_the_hybrid_store_holds_its_writes_and_goes_on_once_space_is_freed() {
     let Some(disk) = Disk::mount("2m") else {
         return;
     };
-    let (acked, filler) = {
-        let store: Arc<dyn Store> = Arc::new(HybridStore::open(disk.path()).unwrap());
-        let (t, acked, refused, filler) = fill_under_runs(&disk, store).await;
-        assert!(
-            refused.to_string().contains("restart the world"),
-            "{refused}"
-        );
-        // A restart: this world lets go of the directory (its writes are refused meanwhile).
-        let _ = t.world().shutdown().await;
-        (acked, filler)
-    };
-    std::fs::remove_file(&filler).unwrap();
     let store: Arc<dyn Store> = Arc::new(HybridStore::open(disk.path()).unwrap());
     let t = TestWorld::with_options(world_on(store)).await;
     let step = note();
     t.register(&step).unwrap().register(notes(&step)).unwrap();
     t.world().start().await.unwrap();
+    let mut acked = Vec::new();
+    for n in 0..5 {
+        acked.push(start_within(&t, n).await.unwrap().unwrap());
+    }
+    t.settle().await;
+
+    // The disk fills: the write it refuses is held (its writer waits), later ones are refused.
+    let filler = disk.fill();
+    let mut refused = None;
+    for n in 5..10_000 {
+        match start_within(&t, n).await {
+            Some(Ok(id)) => acked.push(id),
+            Some(Err(e)) => {
+                refused = Some(e);
+                break;
+            }
+            None => {}
+        }
+    }
+    let refused = refused.expect("the full disk refused a start");
+    assert_eq!(refused.kind(), ErrorKind::StorageFull, "{refused}");
+    assert!(
+        refused.to_string().contains("goes on by itself"),
+        "{refused}"
+    );
+
+    // Space returns: the held writes land and new starts are taken, with no restart.
+    std::fs::remove_file(&filler).unwrap();
+    // The writer tries the held write again every quarter second.
+    let mut last = None;
+    for _ in 0..40 {
+        match start_within(&t, 99).await {
+            Some(Ok(id)) => {
+                last = Some(Ok(id));
+                break;
+            }
+            other => last = other,
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    match last {
+        Some(Ok(id)) => acked.push(id),
+        other => panic!("the store takes no start once the disk has space: {other:?}"),
+    }
+    t.advance("1s").await;
     for id in &acked {
         let state = t.run_until_complete(id, "1h").await.unwrap();
         assert_eq!(
@@ -209,5 +253,12 @@ async fn a_full_disk_under_the_hybrid_store_loses_nothing_acknowledged_and_a_res
             "{id}: {:?}",
             state.error
         );
+    }
+    t.world().shutdown().await.unwrap();
+    drop(t);
+    let reopened = HybridStore::open(disk.path()).unwrap();
+    for id in &acked {
+        let state = reopened.get_run(id, ResolveData::None).await.unwrap();
+        assert_eq!(state.status, RunStatus::Completed, "{id} after reopening");
     }
 }

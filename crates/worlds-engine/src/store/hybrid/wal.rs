@@ -19,6 +19,9 @@ use crate::error::WorldError;
 use crate::store::file::io_error;
 use crate::store::memory::RunHandle;
 
+/// How long the writer waits before it tries again a write the disk refused (a full disk).
+const RETRY_DELAY: Duration = Duration::from_millis(250);
+
 /// The longest written lines stay unsynced when no writer waits for their sync: writes made
 /// without waiting share the sync of the next write that waits, or get their own after this.
 const NOWAIT_DELAY: Duration = Duration::from_millis(2);
@@ -45,6 +48,32 @@ pub(super) struct Failure {
     full: bool,
     /// The disk failed the operation (EIO).
     io: bool,
+    /// The refused write waits to be tried again (the log is stalled, not failed).
+    waiting: bool,
+}
+
+impl Failure {
+    fn of(error: &std::io::Error) -> Failure {
+        Failure {
+            why: error.to_string(),
+            full: matches!(
+                error.kind(),
+                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+            ),
+            io: error.raw_os_error() == Some(5),
+            waiting: false,
+        }
+    }
+}
+
+/// True for a refused write worth trying again once it was cut off the file: a full disk, or
+/// one over its quota. (A disk that failed the write, `EIO`, may have lost what was written
+/// before it; that failure is final.)
+fn stalls(error: &std::io::Error) -> bool {
+    matches!(
+        error.kind(),
+        std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
+    )
 }
 
 /// Where the queued lines are. Tickets number writes from 1 in queue order; the WAL holds them
@@ -68,17 +97,39 @@ struct State {
     /// A write or sync failed: memory holds events the disk may not; every later write is
     /// refused.
     failed: Option<Failure>,
+    /// A write the disk refused (and that was cut off the file whole) waits to be tried again:
+    /// new writes are refused meanwhile, the queued ones are kept and written once the disk
+    /// takes them.
+    stalled: Option<Failure>,
     /// The store is closing: the threads empty the queue, sync and stop.
     closing: bool,
     /// The writer thread has stopped (closing, queue empty).
     writer_done: bool,
 }
 
+/// The file the writer appends to, and its length: where a write the disk refused part-way is
+/// cut back to.
+struct Current {
+    file: Arc<File>,
+    len: u64,
+}
+
+impl Current {
+    fn new(file: File) -> Current {
+        // Opened for appending at its end; an unreadable length only disables the cut-back.
+        let len = file.metadata().map(|m| m.len()).unwrap_or(u64::MAX);
+        Current {
+            file: Arc::new(file),
+            len,
+        }
+    }
+}
+
 /// The log, its queue and the two threads' meeting points.
 pub(super) struct Wal {
     /// The file the writer appends to. Held while writing, so that a compaction can switch
     /// files between two writes (see [`Wal::switch`]).
-    file: Mutex<Arc<File>>,
+    file: Mutex<Current>,
     /// Named in errors.
     path: PathBuf,
     state: Mutex<State>,
@@ -98,7 +149,7 @@ impl Wal {
     /// A log appending to `file` (at `path`).
     pub(super) fn new(file: File, path: &Path) -> Wal {
         Wal {
-            file: Mutex::new(Arc::new(file)),
+            file: Mutex::new(Current::new(file)),
             path: path.to_path_buf(),
             state: Mutex::new(State::default()),
             to_write: Condvar::new(),
@@ -127,7 +178,7 @@ impl Wal {
         apply: impl FnOnce() -> Result<(T, Vec<u8>, Option<Publish>), WorldError>,
     ) -> Result<(T, Option<u64>), WorldError> {
         let mut state = self.state.lock();
-        if let Some(why) = &state.failed {
+        if let Some(why) = state.failed.as_ref().or(state.stalled.as_ref()) {
             return Err(self.failed(why));
         }
         if state.closing {
@@ -203,6 +254,22 @@ impl Wal {
                 if state.failed.is_some() {
                     return;
                 }
+                if state.stalled.is_some() {
+                    if state.closing {
+                        // What waits can no longer be written: its writers are told so.
+                        state.failed = state.stalled.take().map(|f| Failure {
+                            waiting: false,
+                            ..f
+                        });
+                        self.wake_all();
+                        return;
+                    }
+                    // Try again after a pause (a close or new space ends it early).
+                    self.to_write.wait_for(&mut state, RETRY_DELAY);
+                    if state.closing {
+                        continue;
+                    }
+                }
                 if state.buf.is_empty() {
                     state.writer_done = true;
                     self.to_sync.notify_one();
@@ -214,20 +281,53 @@ impl Wal {
                     state.enqueued,
                 )
             };
-            let result = {
-                let file = self.file.lock();
-                (&**file).write_all(&buf)
+            // The file's length before the write, so that a write the disk refuses part-way (a
+            // full disk takes what fits) can be cut off whole and tried again later.
+            let (result, cut) = {
+                let mut current = self.file.lock();
+                let result = (&*current.file).write_all(&buf);
+                match &result {
+                    Ok(()) => {
+                        current.len = current.len.saturating_add(buf.len() as u64);
+                        (result, false)
+                    }
+                    Err(_) => {
+                        let cut =
+                            current.len != u64::MAX && current.file.set_len(current.len).is_ok();
+                        (result, cut)
+                    }
+                }
             };
             {
                 let mut state = self.state.lock();
                 match result {
                     Ok(()) => {
+                        if state.stalled.take().is_some() {
+                            tracing::info!(file = %self.path.display(), "hybrid store: the disk takes writes again");
+                        }
                         // The syncer waits for work, or for a writer to want a sync.
                         if state.written == state.durable || state.sync_wanted > state.durable {
                             self.to_sync.notify_one();
                         }
                         state.written = upto;
                         state.unsynced.extend(writes);
+                    }
+                    Err(e) if cut && stalls(&e) => {
+                        // Nothing of it stayed in the file: keep it, in order, ahead of what
+                        // was queued since, and try again.
+                        if state.stalled.is_none() {
+                            tracing::error!(file = %self.path.display(), error = %e, "hybrid store: the disk refused a write; new writes are refused until it takes it");
+                        }
+                        state.stalled = Some(Failure {
+                            waiting: true,
+                            ..Failure::of(&e)
+                        });
+                        let mut held = buf;
+                        held.append(&mut state.buf);
+                        state.buf = held;
+                        let mut held_writes = writes;
+                        held_writes.append(&mut state.queued);
+                        state.queued = held_writes;
                     }
                     Err(e) => self.fail(&mut state, &e),
                 }
@@ -266,10 +366,10 @@ impl Wal {
             // The file and what it holds, read together: every write counted in `written` is
             // in this file, or in one synced when a compaction switched away from it.
             let (file, upto, writes) = {
-                let file = self.file.lock();
+                let current = self.file.lock();
                 let mut state = self.state.lock();
                 (
-                    file.clone(),
+                    current.file.clone(),
                     state.written,
                     std::mem::take(&mut state.unsynced),
                 )
@@ -296,14 +396,12 @@ impl Wal {
     /// Records a failed write or sync and wakes everyone, who then see it.
     fn fail(&self, state: &mut State, error: &std::io::Error) {
         tracing::error!(file = %self.path.display(), error = %error, "hybrid store: WAL write failed");
-        state.failed = Some(Failure {
-            why: error.to_string(),
-            full: matches!(
-                error.kind(),
-                std::io::ErrorKind::StorageFull | std::io::ErrorKind::QuotaExceeded
-            ),
-            io: error.raw_os_error() == Some(5),
-        });
+        state.failed = Some(Failure::of(error));
+        self.wake_all();
+    }
+
+    /// Wakes both threads and every waiting writer, who then see what changed.
+    fn wake_all(&self) {
         self.to_sync.notify_one();
         self.to_write.notify_one();
         self.written.notify_waiters();
@@ -324,17 +422,20 @@ impl Wal {
         &self,
         open: impl FnOnce() -> Result<File, WorldError>,
     ) -> Result<bool, WorldError> {
-        let mut file = self.file.lock();
-        let len = file
+        let mut current = self.file.lock();
+        let len = current
+            .file
             .metadata()
             .map_err(|e| io_error("could not read", &self.path, e))?
             .len();
         if len == 0 {
             return Ok(false);
         }
-        file.sync_data()
+        current
+            .file
+            .sync_data()
             .map_err(|e| io_error("could not sync", &self.path, e))?;
-        *file = Arc::new(open()?);
+        *current = Current::new(open()?);
         Ok(true)
     }
 
@@ -344,9 +445,13 @@ impl Wal {
     fn failed(&self, failure: &Failure) -> WorldError {
         let path = self.path.display();
         let why = &failure.why;
-        if failure.full {
+        if failure.full && failure.waiting {
             WorldError::StorageFull(format!(
-                "hybrid store: the disk of {path} is full ({why}); nothing unacknowledged was kept and nothing acknowledged was lost: free space on it, then restart the world"
+                "hybrid store: the disk of {path} is full ({why}); this write was not made and nothing acknowledged was lost. Free space on it: the writes already accepted are kept and written once it takes them, and the world goes on by itself"
+            ))
+        } else if failure.full {
+            WorldError::StorageFull(format!(
+                "hybrid store: the disk of {path} is full ({why}) and the store closed before it took the writes waiting; nothing acknowledged was lost: free space on it, then restart the world"
             ))
         } else if failure.io {
             WorldError::StorageIo(format!(

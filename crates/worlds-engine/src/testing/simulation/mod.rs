@@ -56,6 +56,8 @@
 //! during an attempt counts as one), can finish differently under faults without any promise
 //! being broken. Turn off the faults that matter for such a workflow ([`Faults`]).
 
+mod faults;
+mod outcome;
 mod store;
 
 use std::sync::Arc;
@@ -68,206 +70,18 @@ use super::{TestWorld, TestWorldOptions, DEFAULT_START};
 use crate::clock::Millis;
 use crate::config::WorldConfig;
 use crate::duration::{Dur, IntoDuration};
-use crate::error::{codes, WorldError};
+use crate::error::WorldError;
 use crate::model::{OnConflict, ResolveData, WorkflowOptions};
 use crate::store::{EventStore, RunStore};
 use crate::world::World;
-use crate::RunStatus;
 
+pub use faults::Faults;
+use outcome::describe;
+pub use outcome::{RunOutcome, SeedReport, SimulationFailure, SimulationReport};
 use store::{Disk, ProcessStore, WritePlan};
 
 /// Registers a program's workflows and activities on a world, as the program does at start.
 type Setup = dyn Fn(&World) -> Result<(), WorldError> + Send + Sync;
-
-/// The faults a schedule may inject. [`Faults::default`] turns every kind on, at rates that
-/// make most schedules meet several; [`Faults::none`] turns them all off.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct Faults {
-    /// Most crashes (with a restart) per schedule; each schedule draws 0 to this many, at
-    /// random writes, each just before or just after its write lands. Default 3.
-    pub crashes: u32,
-    /// Chance that a write fails with an I/O error (half of those land anyway: the error came
-    /// after the commit). Default 0.02.
-    pub write_error_rate: f64,
-    /// Most scheduler turns a store call is held back (a slow disk), reordering tasks.
-    /// Default 4.
-    pub max_delay_turns: u32,
-    /// Chance, at each quiet point, that a worker stops heartbeating (its task is handed to
-    /// another once the liveness monitor notices). Default 0.05.
-    pub freeze_worker_rate: f64,
-    /// Chance, at each quiet point, that the clock jumps forward by up to
-    /// [`max_clock_jump`](Self::max_clock_jump). Default 0.05.
-    pub clock_jump_rate: f64,
-    /// The longest clock jump. Default 10 minutes.
-    pub max_clock_jump: Dur,
-    /// Hook payloads are sent from the start (before their hook exists, retried until it does)
-    /// or after a random delay of up to this long. Default 1 hour.
-    pub max_delivery_delay: Dur,
-    /// Send each hook payload a second time after it was accepted. Turn it off for hooks that
-    /// take many payloads, where a second one is meant to count. Default true.
-    pub duplicate_deliveries: bool,
-}
-
-impl Default for Faults {
-    fn default() -> Self {
-        Faults {
-            crashes: 3,
-            write_error_rate: 0.02,
-            max_delay_turns: 4,
-            freeze_worker_rate: 0.05,
-            clock_jump_rate: 0.05,
-            max_clock_jump: Dur::from_millis(10 * 60_000),
-            max_delivery_delay: Dur::from_millis(3_600_000),
-            duplicate_deliveries: true,
-        }
-    }
-}
-
-impl Faults {
-    /// No faults at all: how the reference run is made.
-    pub fn none() -> Self {
-        Faults {
-            crashes: 0,
-            write_error_rate: 0.0,
-            max_delay_turns: 0,
-            freeze_worker_rate: 0.0,
-            clock_jump_rate: 0.0,
-            max_clock_jump: Dur::ZERO,
-            max_delivery_delay: Dur::ZERO,
-            duplicate_deliveries: false,
-        }
-    }
-
-    /// Sets [`crashes`](Self::crashes).
-    pub fn crashes(mut self, most: u32) -> Self {
-        self.crashes = most;
-        self
-    }
-
-    /// Sets [`write_error_rate`](Self::write_error_rate).
-    pub fn write_error_rate(mut self, rate: f64) -> Self {
-        self.write_error_rate = rate;
-        self
-    }
-
-    /// Sets [`freeze_worker_rate`](Self::freeze_worker_rate).
-    pub fn freeze_worker_rate(mut self, rate: f64) -> Self {
-        self.freeze_worker_rate = rate;
-        self
-    }
-
-    /// Sets [`clock_jump_rate`](Self::clock_jump_rate) and [`max_clock_jump`](Self::max_clock_jump).
-    pub fn clock_jumps(mut self, rate: f64, most: impl IntoDuration) -> Self {
-        self.clock_jump_rate = rate;
-        self.max_clock_jump = Dur(most.into_duration().unwrap_or_default());
-        self
-    }
-
-    /// Sets [`duplicate_deliveries`](Self::duplicate_deliveries).
-    pub fn duplicate_deliveries(mut self, on: bool) -> Self {
-        self.duplicate_deliveries = on;
-        self
-    }
-}
-
-/// How one run finished: what a schedule is compared on.
-#[derive(Debug, Clone)]
-pub struct RunOutcome {
-    /// The workflow id the simulation gave the run (`sim-<n>`, in the order of the starts).
-    pub workflow_id: String,
-    /// Its final status.
-    pub status: RunStatus,
-    /// Its result, if it completed.
-    pub output: Option<Value>,
-    /// Its error's code and message, if it failed.
-    pub error: Option<(Option<String>, String)>,
-    /// Compensations recorded as run.
-    pub compensations: usize,
-    /// A compensation failed because faults took every attempt its step was allowed.
-    pub compensation_lost: bool,
-    /// Its history, one event type per event (`activity_completed`, …), with the command
-    /// position where there is one: shown when a schedule fails, not compared.
-    pub timeline: Vec<String>,
-}
-
-impl PartialEq for RunOutcome {
-    fn eq(&self, other: &Self) -> bool {
-        (
-            &self.workflow_id,
-            self.status,
-            &self.output,
-            &self.error,
-            self.compensations,
-        ) == (
-            &other.workflow_id,
-            other.status,
-            &other.output,
-            &other.error,
-            other.compensations,
-        )
-    }
-}
-
-impl RunOutcome {
-    /// True if the run (or one of its compensations) failed because an attempt of a step was
-    /// lost (a crash, a frozen worker) when it had no attempt left: faults may take every
-    /// attempt a step is allowed, and the engine says so instead of trying forever.
-    pub fn ended_by_lost_attempt(&self) -> bool {
-        self.compensation_lost
-            || self.error.as_ref().is_some_and(|(code, _)| {
-                matches!(
-                    code.as_deref(),
-                    Some(codes::WORKER_LOST | codes::HEARTBEAT_TIMEOUT)
-                )
-            })
-    }
-
-    /// True if `other` (the run under faults) ended as this one (its fault-free reference) did:
-    /// the same status, output, error and compensations — or it
-    /// [ended by a lost attempt](Self::ended_by_lost_attempt), which a schedule may do.
-    pub fn same_ending(&self, other: &RunOutcome) -> bool {
-        self.workflow_id == other.workflow_id
-            && (other.ended_by_lost_attempt() && !self.ended_by_lost_attempt() || self == other)
-    }
-}
-
-/// What a passed schedule went through.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SeedReport {
-    /// The seed.
-    pub seed: u64,
-    /// Times the process crashed and was restarted.
-    pub crashes: u32,
-    /// Writes that reached the store.
-    pub writes: u64,
-    /// Runs that failed because faults took every attempt one of their steps was allowed.
-    pub lost_attempt_endings: u64,
-}
-
-/// What [`Simulation::run`] went through, over all its seeds.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct SimulationReport {
-    /// Schedules run (all passed).
-    pub seeds: u64,
-    /// Crashes over all schedules.
-    pub crashes: u64,
-    /// Writes over all schedules.
-    pub writes: u64,
-    /// Runs, over all schedules, that failed because faults took every attempt one of their
-    /// steps was allowed.
-    pub lost_attempt_endings: u64,
-}
-
-/// A schedule that broke a promise, or a simulation that could not run.
-#[derive(Debug, Clone, thiserror::Error)]
-#[error("seed {seed}: {}; replay it with Simulation::run_seed({seed})", problems.join("; "))]
-pub struct SimulationFailure {
-    /// The seed whose schedule failed (`u64::MAX` for the reference run).
-    pub seed: u64,
-    /// What went wrong, one sentence each.
-    pub problems: Vec<String>,
-}
 
 /// A start the simulation makes.
 #[derive(Debug, Clone)]
@@ -778,21 +592,4 @@ async fn explain(test: &TestWorld, run_id: &str) -> String {
         on.join(", "),
         last.join(", ")
     )
-}
-
-fn describe(outcome: &RunOutcome) -> String {
-    let mut text = outcome.status.to_string();
-    if let Some(output) = &outcome.output {
-        text.push_str(&format!(" with {output}"));
-    }
-    if let Some((code, message)) = &outcome.error {
-        text.push_str(&format!(
-            " ({}{message})",
-            code.as_deref()
-                .map(|c| format!("{c}: "))
-                .unwrap_or_default()
-        ));
-    }
-    text.push_str(&format!(", {} compensations", outcome.compensations));
-    text
 }

@@ -25,11 +25,17 @@ use super::Engine;
 /// burst of failures (every task of a cut connection) makes one round.
 const PAUSE_MS: i64 = 200;
 
+/// At most one warning per this long about failed store calls; the others are counted in it.
+const WARN_EVERY_MS: i64 = 10_000;
+
 /// Runs waiting to be resumed from their history.
 #[derive(Default)]
 pub(crate) struct Resyncs {
     pending: Mutex<Vec<String>>,
     wake: Notify,
+    /// When the last warning was logged, and how many failures went unlogged since: a full
+    /// disk fails every run's writes each round, which would otherwise flood the log.
+    warned: Mutex<(Option<i64>, u64)>,
 }
 
 impl Resyncs {
@@ -56,6 +62,23 @@ pub(crate) fn is_passing(error: &WorldError) -> bool {
     )
 }
 
+/// Whether a failure at `now` is warned about, given when the last warning was and how many
+/// failures were not warned about since (`warned`, updated): `Some(n)` to warn, mentioning the
+/// `n` failures since the last warning; `None` to stay quiet (the failure is counted).
+fn warn_now(warned: &mut (Option<i64>, u64), now: i64) -> Option<u64> {
+    match warned.0 {
+        Some(at) if now.saturating_sub(at) < WARN_EVERY_MS => {
+            warned.1 += 1;
+            None
+        }
+        _ => {
+            let quiet = warned.1;
+            *warned = (Some(now), 0);
+            Some(quiet)
+        }
+    }
+}
+
 impl Engine {
     /// Called where a store call for `run_id` failed: if the failure is a passing one, the run
     /// is resumed from its history shortly. Returns true if it was queued.
@@ -63,7 +86,19 @@ impl Engine {
         if !is_passing(error) {
             return false;
         }
-        tracing::warn!(run_id, error = %error, "the store failed for this run; resuming it from its history shortly");
+        let now = self.clock.now_ms();
+        let quiet = warn_now(&mut self.resyncs.warned.lock(), now);
+        match quiet {
+            Some(also) => tracing::warn!(
+                run_id,
+                error = %error,
+                also_failed_since_last_warning = also,
+                "the store failed for this run; resuming it from its history shortly"
+            ),
+            None => {
+                tracing::debug!(run_id, error = %error, "the store failed for this run; resuming it from its history shortly")
+            }
+        }
         self.resyncs.push(run_id);
         true
     }
@@ -119,6 +154,29 @@ impl Engine {
             Err(e) => {
                 tracing::warn!(run_id, error = %e, "could not resume the run from its history")
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failures_are_warned_about_once_per_period_with_a_count_of_the_others() {
+        let mut warned = (None, 0);
+        // (time of the failure, what is logged)
+        let table = [
+            (0, Some(0)),
+            (1_000, None),
+            (9_999, None),
+            (10_000, Some(2)),
+            (10_001, None),
+            (25_000, Some(1)),
+            (40_000, Some(0)),
+        ];
+        for (now, expected) in table {
+            assert_eq!(warn_now(&mut warned, now), expected, "at {now}");
         }
     }
 }

@@ -130,6 +130,27 @@ async fn fill_under_runs(
     (t, acked, refused, filler)
 }
 
+/// Drives every run in `acked` to its end and checks each completed.
+async fn all_complete(t: &TestWorld, acked: &[String]) {
+    for id in acked {
+        let state = t.run_until_complete(id, "1h").await.unwrap();
+        assert_eq!(
+            state.status,
+            RunStatus::Completed,
+            "{id}: {:?}",
+            state.error
+        );
+    }
+}
+
+/// Checks that every run in `acked` is recorded completed in `store` (reopened from disk).
+async fn completed_on_disk(store: &impl RunStore, acked: &[String]) {
+    for id in acked {
+        let state = store.get_run(id, ResolveData::None).await.unwrap();
+        assert_eq!(state.status, RunStatus::Completed, "{id} after reopening");
+    }
+}
+
 #[tokio::test]
 async fn a_full_disk_refuses_new_work_and_the_file_store_goes_on_once_space_is_freed() {
     let Some(disk) = Disk::mount("2m") else {
@@ -153,15 +174,7 @@ async fn a_full_disk_refuses_new_work_and_the_file_store_goes_on_once_space_is_f
     // Space returns: the world goes on by itself, and takes new work again.
     std::fs::remove_file(&filler).unwrap();
     t.advance("1s").await;
-    for id in &acked {
-        let state = t.run_until_complete(id, "1h").await.unwrap();
-        assert_eq!(
-            state.status,
-            RunStatus::Completed,
-            "{id}: {:?}",
-            state.error
-        );
-    }
+    all_complete(&t, &acked).await;
     let after = t
         .execute_by_name::<u64, usize>("notes", 99, WorkflowOptions::default())
         .await
@@ -172,11 +185,7 @@ async fn a_full_disk_refuses_new_work_and_the_file_store_goes_on_once_space_is_f
     drop(t);
 
     // Everything acknowledged is on disk, whole.
-    let reopened = FileStore::open(disk.path()).unwrap();
-    for id in &acked {
-        let state = reopened.get_run(id, ResolveData::None).await.unwrap();
-        assert_eq!(state.status, RunStatus::Completed, "{id} after reopening");
-    }
+    completed_on_disk(&FileStore::open(disk.path()).unwrap(), &acked).await;
 }
 
 /// One start with a deadline of real time: the hybrid store holds a write the full disk
@@ -245,20 +254,8 @@ async fn a_full_disk_under_the_hybrid_store_holds_its_writes_and_goes_on_once_sp
         other => panic!("the store takes no start once the disk has space: {other:?}"),
     }
     t.advance("1s").await;
-    for id in &acked {
-        let state = t.run_until_complete(id, "1h").await.unwrap();
-        assert_eq!(
-            state.status,
-            RunStatus::Completed,
-            "{id}: {:?}",
-            state.error
-        );
-    }
+    all_complete(&t, &acked).await;
     t.world().shutdown().await.unwrap();
     drop(t);
-    let reopened = HybridStore::open(disk.path()).unwrap();
-    for id in &acked {
-        let state = reopened.get_run(id, ResolveData::None).await.unwrap();
-        assert_eq!(state.status, RunStatus::Completed, "{id} after reopening");
-    }
+    completed_on_disk(&HybridStore::open(disk.path()).unwrap(), &acked).await;
 }

@@ -129,9 +129,16 @@ impl Engine {
     async fn resync(&self, run_id: &str) {
         self.local_steps.forget_run(run_id);
         self.runs.let_go(run_id, false, None);
-        match self.store.get_run(run_id, ResolveData::All).await {
+        // A status read first (payloads left out): recovery reads the run whole anyway.
+        match self.store.get_run(run_id, ResolveData::None).await {
             Ok(state) if state.status.is_terminal() => {
-                self.on_terminal(&Arc::new(state)).await;
+                match self.store.get_run(run_id, ResolveData::All).await {
+                    Ok(state) => self.on_terminal(&Arc::new(state)).await,
+                    Err(e) if is_passing(&e) => self.resyncs.push(run_id),
+                    Err(e) => {
+                        tracing::warn!(run_id, error = %e, "could not read the run back to finish it")
+                    }
+                }
                 return;
             }
             Ok(_) => {}

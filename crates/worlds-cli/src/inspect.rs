@@ -387,9 +387,15 @@ pub(crate) fn format_doctor(
     for (status, count) in by_status {
         text.push_str(&format!("  {status}: {count}\n"));
     }
+    if wal.segments > 0 {
+        text.push_str(&format!(
+            "segments: {} files, {} records\n",
+            wal.segments, wal.segment_records
+        ));
+    }
     if wal.records > 0 {
         text.push_str(&format!(
-            "write-ahead log: {} records, {} not yet compacted into run logs\n",
+            "write-ahead log: {} records, {} not yet compacted\n",
             wal.records, wal.pending
         ));
     }
@@ -863,7 +869,7 @@ mod tests {
         let (result, text) = doctor_output(f.dir());
         result.unwrap();
         for expected in [
-            "format: 4",
+            "format: 5",
             "runs: 3 (16 events)",
             "  pending: 1",
             "  completed: 1",

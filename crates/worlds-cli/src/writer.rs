@@ -3,20 +3,23 @@
 //!
 //! In file mode the directory may be shared, so the command simply joins it like any other
 //! process. A directory held by a running hybrid world cannot be written from outside; the
-//! command says so. A hybrid directory no world holds is opened in hybrid mode when its
-//! write-ahead log has writes not yet compacted, so they are read first.
+//! command says so. A hybrid directory no world holds is opened in hybrid mode when it has
+//! segments or writes not yet compacted (file mode would first move them all into run logs).
 
 use std::path::Path;
 
 use anyhow::{bail, Context};
 use worlds_engine::{ErrorKind, HookSecret, Persistence, World, WorldConfig};
 
-/// How to open the directory for writing.
+/// How to open the directory for writing: hybrid if a hybrid world left segments or writes
+/// not yet compacted, which are its own format; file mode otherwise.
 pub(crate) fn persistence_for(dir: &Path) -> Persistence {
     let wal = dir.join("state").join("wal.ndjson");
+    let has_segments = std::fs::read_dir(dir.join("segments"))
+        .map(|mut entries| entries.next().is_some())
+        .unwrap_or(false);
     match std::fs::metadata(&wal) {
-        // Acknowledged writes not yet compacted into the run logs: only the hybrid store reads
-        // them.
+        _ if has_segments => Persistence::Hybrid,
         Ok(meta) if meta.len() > 0 => Persistence::Hybrid,
         _ => Persistence::File,
     }

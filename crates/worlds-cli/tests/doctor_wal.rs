@@ -1,6 +1,6 @@
 //! `worlds doctor` and `worlds runs show` on a hybrid directory whose latest work is only in the
-//! write-ahead log (a world killed before it compacted): they see that work, and they refuse a
-//! damaged WAL instead of calling the directory healthy.
+//! write-ahead log (a world killed before it compacted), or in its segments: they see that work,
+//! and they refuse a damaged WAL instead of calling the directory healthy.
 
 mod common;
 
@@ -75,7 +75,7 @@ fn doctor_and_runs_show_see_acknowledged_work_that_only_the_wal_holds() {
     for expected in [
         "runs: 2 (4 events)",
         "  running: 2",
-        "write-ahead log: 4 records, 4 not yet compacted into run logs",
+        "write-ahead log: 4 records, 4 not yet compacted",
         "healthy",
     ] {
         assert!(stdout.contains(expected), "{expected:?} in\n{stdout}");
@@ -117,4 +117,41 @@ fn doctor_refuses_a_damaged_wal_naming_the_file_and_offset() {
     );
     assert!(stderr.contains("wal.ndjson"), "{stderr}");
     assert!(stderr.contains(&format!("byte offset {last}")), "{stderr}");
+}
+
+#[test]
+fn doctor_and_cancel_read_compacted_segments() {
+    let dir = tempfile::tempdir().unwrap();
+    let live = dir.path().join("live");
+    let [first, second] = wal_only_directory(&live, &dir.path().join("unused"));
+    // Opening compacts the WAL into a segment.
+    drop(HybridStore::open(&live).unwrap());
+    assert!(live.join("segments/0000000001.ndjson").exists());
+
+    let out = worlds(&["doctor"], &live);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", text(&out.stderr));
+    for expected in [
+        "runs: 2 (4 events)",
+        "segments: 1 files, 4 records",
+        "healthy",
+    ] {
+        assert!(stdout.contains(expected), "{expected:?} in\n{stdout}");
+    }
+    // A write opens the directory in hybrid mode, which reads the segment as it is.
+    let out = worlds(&["runs", "cancel", &first], &live);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    assert!(live.join("segments/0000000001.ndjson").exists());
+    let out = worlds(&["runs", "show", &first], &live);
+    assert!(
+        text(&out.stdout).contains("cancelled"),
+        "{}",
+        text(&out.stdout)
+    );
+    let out = worlds(&["runs", "show", &second], &live);
+    assert!(
+        text(&out.stdout).contains("running"),
+        "{}",
+        text(&out.stdout)
+    );
 }

@@ -151,7 +151,7 @@ async fn a_newer_store_format_is_refused_with_both_versions() {
     let format = dir.path().join("state/format.json");
     let written: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(&format).unwrap()).unwrap();
-    assert_eq!(written, json!({ "format": 4 }));
+    assert_eq!(written, json!({ "format": 5 }));
 
     std::fs::write(&format, r#"{"format": 7}"#).unwrap();
     let err = FileStore::open(dir.path()).unwrap_err();
@@ -159,7 +159,7 @@ async fn a_newer_store_format_is_refused_with_both_versions() {
     let message = err.to_string();
     assert!(message.contains("format.json"), "{message}");
     assert!(
-        message.contains('7') && message.contains("up to 4"),
+        message.contains('7') && message.contains("up to 5"),
         "{message}"
     );
 }

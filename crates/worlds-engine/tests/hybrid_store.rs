@@ -13,11 +13,15 @@ use std::sync::Arc;
 
 use common::store_events::{log_of, populate, snapshot, started, step, Maker};
 use worlds_engine::prelude::*;
-use worlds_engine::store::{EventStore, HybridStore, RunStore};
+use worlds_engine::store::{EventStore, FileStore, HybridStore, RunStore};
 use worlds_engine::{ErrorKind, Event, EventKind, ResolveData};
 
 fn wal_of(dir: &Path) -> PathBuf {
     dir.join("state/wal.ndjson")
+}
+
+fn segment_of(dir: &Path, number: u64) -> PathBuf {
+    dir.join(format!("segments/{number:010}.ndjson"))
 }
 
 fn assert_dense(history: &[Arc<Event>]) {
@@ -43,9 +47,10 @@ async fn the_wal_alone_brings_everything_back_after_a_crash() {
 
     let reopened = HybridStore::open(&crashed).unwrap();
     assert_eq!(snapshot(&reopened, &[&a, &b, &c]).await, before);
-    // Opening compacted the WAL into the run logs.
+    // Opening compacted the WAL into a segment (no file per run).
     assert_eq!(fs::metadata(wal_of(&crashed)).unwrap().len(), 0);
-    assert!(log_of(&crashed, &a).exists());
+    assert!(!log_of(&crashed, &a).exists());
+    assert!(fs::metadata(segment_of(&crashed, 1)).unwrap().len() > 0);
     drop(reopened);
     let again = HybridStore::open(&crashed).unwrap();
     assert_eq!(snapshot(&again, &[&a, &b, &c]).await, before);
@@ -88,8 +93,9 @@ async fn a_crash_mid_compaction_leaves_no_duplicates() {
     crash_copy(dir.path(), crashed.path());
     drop(store);
 
-    // Compaction got part-way: run a's log is complete, run b's has its first two events, run
-    // c's was never written. The WAL was not truncated.
+    // A compaction of a build before segments (which moved records into run logs) got
+    // part-way: run a's log is complete, run b's has its first two events, run c's was never
+    // written. The WAL was not truncated.
     let wal = fs::read_to_string(wal_of(crashed.path())).unwrap();
     let lines_of = |run: &str| -> Vec<String> {
         wal.lines()
@@ -106,12 +112,117 @@ async fn a_crash_mid_compaction_leaves_no_duplicates() {
     for (_, history) in &after {
         assert_dense(history);
     }
-    // The run logs on disk are complete and dense too.
+    // What the logs lacked went to a segment, once: the logs and the segment hold each
+    // record exactly once between them.
     let log_b = fs::read_to_string(log_of(crashed.path(), &b)).unwrap();
-    assert_eq!(log_b.lines().count(), lines_of(&b).len());
+    assert_eq!(log_b.lines().count(), 2);
+    let segment = fs::read_to_string(segment_of(crashed.path(), 1)).unwrap();
+    let expected: String = [&lines_of(&b)[2..], &lines_of(&c)[..]].concat().concat();
+    let mut moved: Vec<&str> = segment.lines().collect();
+    let mut want: Vec<&str> = expected.lines().collect();
+    moved.sort_unstable();
+    want.sort_unstable();
+    assert_eq!(moved, want);
     drop(reopened);
     let again = HybridStore::open(crashed.path()).unwrap();
     assert_eq!(snapshot(&again, &[&a, &b, &c]).await, before);
+}
+
+#[tokio::test]
+async fn a_crash_mid_copy_into_a_segment_leaves_no_duplicates() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Maker::new();
+    let store = HybridStore::open(dir.path()).unwrap();
+    let (a, b, c) = populate(&store, &m).await;
+    let before = snapshot(&store, &[&a, &b, &c]).await;
+    let crashed = tempfile::tempdir().unwrap();
+    crash_copy(dir.path(), crashed.path());
+    drop(store);
+
+    // The compaction had copied the first half of the WAL and part of the next line into the
+    // segment when the process died; the WAL still holds every line.
+    let wal = fs::read(wal_of(crashed.path())).unwrap();
+    let ends: Vec<usize> = wal
+        .iter()
+        .enumerate()
+        .filter(|(_, b)| **b == b'\n')
+        .map(|(i, _)| i + 1)
+        .collect();
+    let half = ends[ends.len() / 2];
+    let mut copied = wal[..half].to_vec();
+    copied.extend_from_slice(&wal[half..half + 20]);
+    fs::write(segment_of(crashed.path(), 1), &copied).unwrap();
+
+    let reopened = HybridStore::open(crashed.path()).unwrap();
+    let after = snapshot(&reopened, &[&a, &b, &c]).await;
+    assert_eq!(after, before);
+    for (_, history) in &after {
+        assert_dense(history);
+    }
+    // The torn piece was cut off and the rest copied once: the segment is the WAL's lines.
+    assert_eq!(fs::read(segment_of(crashed.path(), 1)).unwrap(), wal);
+    assert_eq!(fs::metadata(wal_of(crashed.path())).unwrap().len(), 0);
+    drop(reopened);
+    let again = HybridStore::open(crashed.path()).unwrap();
+    assert_eq!(snapshot(&again, &[&a, &b, &c]).await, before);
+}
+
+#[tokio::test]
+async fn a_torn_line_in_an_older_segment_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Maker::new();
+    let store = HybridStore::open(dir.path()).unwrap();
+    populate(&store, &m).await;
+    store.compact().unwrap();
+    drop(store);
+    // Only the newest segment is ever appended to: a cut-short line in an older one is damage.
+    let first = fs::read(segment_of(dir.path(), 1)).unwrap();
+    fs::write(segment_of(dir.path(), 1), &first[..first.len() - 5]).unwrap();
+    fs::write(segment_of(dir.path(), 2), b"").unwrap();
+    let err = HybridStore::open(dir.path()).unwrap_err().to_string();
+    assert!(err.contains("0000000001.ndjson"), "{err}");
+    assert!(err.contains("incomplete line"), "{err}");
+    // Nothing was changed: the damaged file is as it was.
+    assert_eq!(
+        fs::read(segment_of(dir.path(), 1)).unwrap().len(),
+        first.len() - 5
+    );
+}
+
+#[tokio::test]
+async fn file_mode_moves_segments_and_the_wal_into_run_logs() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Maker::new();
+    let store = HybridStore::open(dir.path()).unwrap();
+    let (a, b, c) = populate(&store, &m).await;
+    store.compact().unwrap();
+    // More writes after the compaction: these are in the WAL only.
+    m.append(&store, &b, step(1)).await;
+    let before = snapshot(&store, &[&a, &b, &c]).await;
+    let crashed = tempfile::tempdir().unwrap();
+    crash_copy(dir.path(), crashed.path());
+    drop(store);
+    assert!(fs::metadata(wal_of(crashed.path())).unwrap().len() > 0);
+    assert!(segment_of(crashed.path(), 1).exists());
+
+    // Inspection sees everything and changes nothing.
+    let inspected = FileStore::open_read_only(crashed.path()).unwrap();
+    assert_eq!(snapshot(&inspected, &[&a, &b, &c]).await, before);
+    drop(inspected);
+    assert!(segment_of(crashed.path(), 1).exists());
+
+    let file = FileStore::open(crashed.path()).unwrap();
+    assert_eq!(snapshot(&file, &[&a, &b, &c]).await, before);
+    drop(file);
+    assert!(!segment_of(crashed.path(), 1).exists());
+    assert!(!wal_of(crashed.path()).exists());
+    for (run, (_, history)) in [&a, &b, &c].into_iter().zip(&before) {
+        let lines = fs::read_to_string(log_of(crashed.path(), run)).unwrap();
+        assert_eq!(lines.lines().count(), history.len(), "{run}");
+    }
+    // And back to hybrid mode: the run logs are read as they are.
+    let hybrid = HybridStore::open(crashed.path()).unwrap();
+    assert_eq!(snapshot(&hybrid, &[&a, &b, &c]).await, before);
 }
 
 #[tokio::test]

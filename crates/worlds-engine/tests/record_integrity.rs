@@ -181,14 +181,23 @@ async fn a_format_3_directory_is_read_as_it_is_and_migrated_when_opened_for_writ
     drop(store);
     let format: serde_json::Value =
         serde_json::from_str(&fs::read_to_string(root.join("state/format.json")).unwrap()).unwrap();
-    assert_eq!(format, json!({ "format": 4 }));
-    for path in [log_of(root, &run), log_of(root, &in_wal)] {
-        for line in fs::read_to_string(&path).unwrap().lines() {
+    assert_eq!(format, json!({ "format": 5 }));
+    let checksummed = |path: &Path| {
+        let text = fs::read_to_string(path).unwrap();
+        assert!(!text.is_empty(), "{}", path.display());
+        for line in text.lines() {
             let value: serde_json::Value = serde_json::from_str(line).unwrap();
             assert_eq!(value["crc"].as_str().map(str::len), Some(8), "{line}");
         }
-    }
-    FileStore::open(root).unwrap();
+    };
+    // The WAL's run was compacted into a segment; the run log stayed where it was.
+    checksummed(&root.join("segments/0000000001.ndjson"));
+    checksummed(&log_of(root, &run));
+    // In file mode the segment's records move into run logs of their own.
+    let store = FileStore::open(root).unwrap();
+    assert_eq!(store.history(&in_wal, 0).await.unwrap()[0].id, queued.id);
+    assert!(!root.join("segments/0000000001.ndjson").exists());
+    checksummed(&log_of(root, &in_wal));
 }
 
 #[tokio::test]

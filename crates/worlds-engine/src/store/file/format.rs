@@ -6,6 +6,7 @@
 //! | 2 | format 1 plus what processes sharing a directory need: `leases/`, `ids/`, `state/owners/`, `state/inbox/` |
 //! | 3 | format 2; a hybrid compaction in progress may leave `state/wal.next.ndjson` |
 //! | 4 | format 3; every record of a run log or write-ahead log ends with its checksum (see `record.rs`) |
+//! | 5 | format 4; a hybrid store compacts its WAL into `segments/{n}.ndjson` (many runs per file) instead of the run logs |
 //!
 //! Opening a directory of an older format for writing migrates it step by step; every step is
 //! idempotent and `format.json` is replaced (atomically) only after the step is done, so a crash
@@ -27,7 +28,7 @@ use super::lease::{member_dirs, reservation_name};
 use super::log::{io_error, list_run_logs, log_path, sync_dir, Records};
 
 /// The on-disk layout version this build reads and writes.
-pub(in crate::store) const STORE_FORMAT: u32 = 4;
+pub(in crate::store) const STORE_FORMAT: u32 = 5;
 
 #[derive(Serialize, Deserialize)]
 struct FormatFile {
@@ -38,7 +39,15 @@ struct FormatFile {
 type Migration = fn(&Path) -> Result<(), WorldError>;
 
 /// `MIGRATIONS[i]` takes format `i + 1` to format `i + 2`.
-const MIGRATIONS: [Migration; (STORE_FORMAT - 1) as usize] = [v1_to_v2, v2_to_v3, v3_to_v4];
+const MIGRATIONS: [Migration; (STORE_FORMAT - 1) as usize] =
+    [v1_to_v2, v2_to_v3, v3_to_v4, v4_to_v5];
+
+/// Format 5 lets a hybrid store compact into `segments/`, which a format 4 build would not
+/// read: a format 4 directory has no segments, so nothing needs changing, and a format 4 build
+/// refuses format 5 instead of missing them.
+fn v4_to_v5(_root: &Path) -> Result<(), WorldError> {
+    Ok(())
+}
 
 /// Format 3 lets a hybrid store's compaction leave a second write-ahead log,
 /// `state/wal.next.ndjson`, which a format 2 build would not read: a format 2 directory holds

@@ -5,7 +5,7 @@
 //!
 //! ```text
 //! root/
-//!   state/format.json                 {"format": 4}
+//!   state/format.json                 {"format": 5}
 //!   state/lock                        held shared by every file store (a hybrid store takes it exclusive)
 //!   state/owners/{member}.lock        held exclusive by one open store: its liveness
 //!   state/inbox/{member}/{run_id}     "run_id changed": a note for the member driving it
@@ -49,6 +49,7 @@ mod lease;
 mod log;
 mod read;
 mod record;
+mod unpack;
 mod wal_read;
 
 use std::collections::HashMap;
@@ -70,9 +71,11 @@ use lease::Membership;
 use log::{apply_events, list_run_logs_removing, LOG_SUFFIX, TMP_SUFFIX};
 pub(in crate::store) use log::{
     check_run_id, encode, io_error, list_run_logs, load_run_log, log_path, now, scan_headers_at,
-    sync_dir, truncate_torn, LogBatch, Records,
+    sync_dir, truncate_torn, Records,
 };
-pub(in crate::store) use wal_read::{WalReplay, WAL_FILES};
+pub(in crate::store) use wal_read::{
+    list_segments, segment_number, segment_path, WalReplay, SEGMENTS_DIR, WAL_FILES,
+};
 
 /// What the write-ahead logs of a hybrid store held when a [`FileStore`] read them (see
 /// [`FileStore::wal_summary`]).
@@ -80,9 +83,13 @@ pub(in crate::store) use wal_read::{WalReplay, WAL_FILES};
 pub struct WalSummary {
     /// Records in the WAL files, each verified.
     pub records: u64,
-    /// Of those, events not yet compacted into their run's log: acknowledged work that only the
-    /// WAL holds until the hybrid store next compacts.
+    /// Of those, events not yet compacted into a segment or their run's log: acknowledged work
+    /// that only the WAL holds until the hybrid store next compacts.
     pub pending: u64,
+    /// Segment files (`segments/`): the hybrid store's compacted records, many runs per file.
+    pub segments: u64,
+    /// Records in the segment files, each verified.
+    pub segment_records: u64,
 }
 
 /// The open log of one run.
@@ -184,6 +191,7 @@ impl FileStore {
         }
         sync_dir(&root)?;
         format::check_format(&root, false, false)?;
+        unpack::fold_hybrid_files(&root)?;
         let member = Membership::join(&root)?;
         member.sweep_dead_members();
 
@@ -227,16 +235,23 @@ impl FileStore {
         }
         let format = format::check_format(&root, true, false)?;
         let mut warnings = format.warnings;
-        // The WAL files are read before the run logs: a hybrid world running on the directory
-        // may compact meanwhile, moving events from its WAL into the logs, and logs only grow,
-        // so whatever the WAL held when it was read is then either still in it or in a log.
-        // (Read the other way round, a compaction in between would leave a gap.)
+        // The WAL files are read before the segments: a hybrid world running on the directory
+        // may compact meanwhile, moving events from its WAL into its newest segment, and
+        // segments only grow, so whatever the WAL held when it was read is then either still in
+        // it or in a segment. (Read the other way round, a compaction in between would leave a
+        // gap.) Run logs are written only by file mode, or by builds before segments.
         let state = root.join("state");
         let mut wals = Vec::new();
         for name in WAL_FILES {
             let path = state.join(name);
             if let Some(bytes) = wal_read::read_wal(&path)? {
                 wals.push((path, bytes));
+            }
+        }
+        let mut segments = Vec::new();
+        for path in list_segments(&root.join(SEGMENTS_DIR))? {
+            if let Some(bytes) = wal_read::read_wal(&path)? {
+                segments.push((path, bytes));
             }
         }
         let mut store = FileStore {
@@ -260,6 +275,13 @@ impl FileStore {
             counts.insert(run_id, loaded.count);
         }
         let mut replay = WalReplay::new(&store.memory, &counts, format.records, true);
+        let newest = segments.len().saturating_sub(1);
+        for (i, (path, bytes)) in segments.iter().enumerate() {
+            let replayed = replay.replay_segment(path, bytes, i == newest)?;
+            store.wal.segments += 1;
+            store.wal.segment_records += replayed.records;
+            warnings.extend(replayed.warning);
+        }
         for (path, bytes) in &wals {
             let replayed = replay.replay_bytes(path, bytes)?;
             store.wal.records += replayed.records;
@@ -267,7 +289,7 @@ impl FileStore {
             warnings.extend(replayed.warning);
         }
         drop(replay);
-        // Runs found only in the WAL have no log yet: reads find them in memory all the same.
+        // Runs only in segments or the WAL have no log: reads find them in memory all the same.
         for (run_id, count) in counts {
             let log = RunLog {
                 path: log_path(&store.workflows, &run_id),

@@ -1,6 +1,7 @@
-//! Reading a hybrid store's write-ahead logs (`state/wal.ndjson`, then `state/wal.next.ndjson`)
-//! into memory after the run logs: when a hybrid store opens, and read-only when a directory is
-//! inspected, so that what the WAL holds beyond the compacted logs is seen either way.
+//! Reading a hybrid store's compacted segments (`segments/{n}.ndjson`, by number) and then its
+//! write-ahead logs (`state/wal.ndjson`, then `state/wal.next.ndjson`) into memory after the run
+//! logs: when a hybrid store opens, and read-only when a directory is inspected, so that what
+//! they hold beyond the run logs is seen either way.
 
 use std::collections::HashMap;
 use std::fs;
@@ -22,6 +23,51 @@ pub(in crate::store) fn read_wal(path: &Path) -> Result<Option<Vec<u8>>, WorldEr
 
 /// The two WAL files under `state/`, in the order they are replayed.
 pub(in crate::store) const WAL_FILES: [&str; 2] = ["wal.ndjson", "wal.next.ndjson"];
+
+/// The directory under a store's root where a hybrid store compacts its WAL: segment files of
+/// many runs' records each, named by a number that grows with every new segment.
+pub(in crate::store) const SEGMENTS_DIR: &str = "segments";
+
+/// Suffix of a segment's file name.
+const SEGMENT_SUFFIX: &str = ".ndjson";
+
+/// The path of segment `number` under `dir`.
+pub(in crate::store) fn segment_path(dir: &Path, number: u64) -> std::path::PathBuf {
+    dir.join(format!("{number:010}{SEGMENT_SUFFIX}"))
+}
+
+/// The segment files under `dir`, oldest first; none if `dir` does not exist. Other files are
+/// left alone.
+pub(in crate::store) fn list_segments(dir: &Path) -> Result<Vec<std::path::PathBuf>, WorldError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io_error("could not list", dir, e)),
+    };
+    let mut numbered = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error("could not list", dir, e))?;
+        let name = entry.file_name();
+        let number = name
+            .to_str()
+            .and_then(|name| name.strip_suffix(SEGMENT_SUFFIX))
+            .and_then(|stem| stem.parse::<u64>().ok());
+        if let Some(number) = number {
+            numbered.push(number);
+        }
+    }
+    numbered.sort_unstable();
+    Ok(numbered.into_iter().map(|n| segment_path(dir, n)).collect())
+}
+
+/// The number in a segment's file name.
+pub(in crate::store) fn segment_number(path: &Path) -> Option<u64> {
+    path.file_name()?
+        .to_str()?
+        .strip_suffix(SEGMENT_SUFFIX)?
+        .parse()
+        .ok()
+}
 
 /// What [`WalReplay::replay`] found in one WAL file.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -70,6 +116,34 @@ impl<'a> WalReplay<'a> {
             Some(bytes) => self.replay_bytes(wal_path, &bytes),
             None => Ok(Replayed::default()),
         }
+    }
+
+    /// [`replay_bytes`](Self::replay_bytes) of a segment's contents. Only the newest segment
+    /// (`newest`) may end in a line a crash cut short (compaction was copying into it, and the
+    /// WAL still holds that line); in an older one such a line is corruption.
+    pub(in crate::store) fn replay_segment(
+        &mut self,
+        path: &Path,
+        bytes: &[u8],
+        newest: bool,
+    ) -> Result<Replayed, WorldError> {
+        if !newest && !bytes.is_empty() && bytes.last() != Some(&b'\n') {
+            let start = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
+            return Err(super::log::corrupt(
+                path,
+                start,
+                "an incomplete line in a segment that later ones follow",
+            ));
+        }
+        self.replay_bytes(path, bytes)
+    }
+
+    /// Events of each run held before the files replayed so far, plus what they added: where
+    /// the next record of each run belongs.
+    pub(in crate::store) fn positions(&self) -> HashMap<String, u64> {
+        let mut positions = self.counts.clone();
+        positions.extend(self.next.iter().map(|(run, next)| (run.clone(), *next)));
+        positions
     }
 
     /// [`replay`](Self::replay) of `bytes`, read from `wal_path` earlier.

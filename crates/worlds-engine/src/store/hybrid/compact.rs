@@ -1,14 +1,20 @@
-//! Compaction: moves the WAL's events into the per-run logs (every [`COMPACT_EVERY`], and on
-//! close). Replaying the WAL into memory when the store opens is `store/file/wal_read.rs`.
+//! Compaction: moves the WAL's records into the newest segment file (every [`COMPACT_EVERY`],
+//! and on close). Replaying segments and the WAL into memory when the store opens is
+//! `store/file/wal_read.rs`.
+//!
+//! A segment holds the records of many runs, each line exactly as the WAL held it, in the order
+//! they were written; a new one is started once the newest passes [`SEGMENT_BYTES`]. So a
+//! compaction costs one sequential write and one sync however many runs it touches (one file
+//! per run cost a file creation and a sync each).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::Read;
-use std::ops::Range;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::WorldError;
-use crate::store::file::{io_error, scan_headers_at, sync_dir, LogBatch};
+use crate::store::file::{io_error, scan_headers_at, segment_number, segment_path, sync_dir};
 
 use super::Inner;
 
@@ -18,11 +24,102 @@ const COMPACT_EVERY: Duration = Duration::from_secs(5);
 /// Bytes of the WAL compaction reads and moves at a time.
 const CHUNK: usize = 8 << 20;
 
+/// Size past which compaction starts a new segment.
+pub(super) const SEGMENT_BYTES: u64 = 64 << 20;
+
+/// The segment compaction appends to.
+pub(super) struct Segment {
+    dir: PathBuf,
+    number: u64,
+    path: PathBuf,
+    file: File,
+    len: u64,
+}
+
+impl Segment {
+    /// Opens the newest segment of `dir` for appending (`newest`, found by the open), or
+    /// creates the first one.
+    pub(super) fn open(dir: &Path, newest: Option<&Path>) -> Result<Segment, WorldError> {
+        match newest.and_then(|path| Some((path, segment_number(path)?))) {
+            Some((path, number)) => {
+                let file = OpenOptions::new()
+                    .append(true)
+                    .open(path)
+                    .map_err(|e| io_error("could not open", path, e))?;
+                let len = file
+                    .metadata()
+                    .map_err(|e| io_error("could not read", path, e))?
+                    .len();
+                Ok(Segment {
+                    dir: dir.to_path_buf(),
+                    number,
+                    path: path.to_path_buf(),
+                    file,
+                    len,
+                })
+            }
+            None => Segment::create(dir, 1),
+        }
+    }
+
+    /// Creates segment `number` (empty), and syncs the directory so that it survives a crash.
+    fn create(dir: &Path, number: u64) -> Result<Segment, WorldError> {
+        let path = segment_path(dir, number);
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| io_error("could not create", &path, e))?;
+        sync_dir(dir)?;
+        Ok(Segment {
+            dir: dir.to_path_buf(),
+            number,
+            path,
+            file,
+            len: 0,
+        })
+    }
+
+    /// Appends whole lines (not synced).
+    fn write(&mut self, lines: &[u8]) -> Result<(), WorldError> {
+        self.file
+            .write_all(lines)
+            .map_err(|e| io_error("could not write", &self.path, e))?;
+        self.len += lines.len() as u64;
+        Ok(())
+    }
+
+    /// Makes what was written durable.
+    fn sync(&self) -> Result<(), WorldError> {
+        self.file
+            .sync_data()
+            .map_err(|e| io_error("could not sync", &self.path, e))
+    }
+
+    /// Moves on to a new segment if this one holds `limit` bytes or more, syncing it first.
+    fn roll_if_full(&mut self, limit: u64) -> Result<(), WorldError> {
+        if self.len < limit {
+            return Ok(());
+        }
+        self.sync()?;
+        *self = Segment::create(&self.dir, self.number + 1)?;
+        Ok(())
+    }
+}
+
 /// What compaction keeps between runs, behind a mutex that serializes compactions (WAL writes
 /// go on meanwhile: they have their own).
 pub(super) struct Disk {
-    /// Events in each run's log on disk.
-    pub(super) counts: HashMap<String, u64>,
+    /// Where compacted records go; opened by the first compaction.
+    pub(super) segment: Option<Segment>,
+    /// The newest segment found when the store opened.
+    pub(super) newest: Option<PathBuf>,
+    /// Size past which a new segment is started: [`SEGMENT_BYTES`], smaller in tests.
+    pub(super) segment_bytes: u64,
+    /// Until the first compaction: the events of each run already in the run logs and segments.
+    /// A crash part-way through a compaction leaves some of the WAL's records in a segment
+    /// already; the first compaction passes over those. Every later WAL holds only new records.
+    pub(super) on_disk: Option<HashMap<String, u64>>,
     /// An earlier compaction failed part-way: compaction is off until the store is reopened (the
     /// WAL keeps everything, so nothing acknowledged is lost).
     pub(super) broken: Option<String>,
@@ -42,14 +139,16 @@ impl Inner {
             )));
         }
         let result = self.compact_locked(&mut disk, chunk);
-        if let Err(e) = &result {
-            disk.broken = Some(e.to_string());
+        match &result {
+            Ok(_) => disk.on_disk = None,
+            Err(e) => disk.broken = Some(e.to_string()),
         }
         result
     }
 
     /// Points the writer at `wal.next.ndjson` (unless a crash left it in use already), moves
-    /// the events of `wal.ndjson` into the run logs, then renames `wal.next.ndjson` over it.
+    /// the records of `wal.ndjson` into the newest segment, then renames `wal.next.ndjson` over
+    /// it.
     fn compact_locked(&self, disk: &mut Disk, chunk: usize) -> Result<usize, WorldError> {
         let state = self.wal_path.parent().unwrap_or(&self.root);
         // Only compaction (one at a time) creates or renames `next_path`.
@@ -67,30 +166,35 @@ impl Inner {
                 return Ok(0);
             }
         }
-        let moved = self.move_to_logs(disk, chunk)?;
-        // Every event of `wal.ndjson` is in its run's log and synced: it can go. The writer
-        // keeps appending to the renamed file.
+        let moved = self.move_to_segment(disk, chunk)?;
+        // Every record of `wal.ndjson` is in a segment and synced: it can go. The writer keeps
+        // appending to the renamed file.
         fs::rename(&self.next_path, &self.wal_path)
             .map_err(|e| io_error("could not rename", &self.next_path, e))?;
         sync_dir(state)?;
         Ok(moved)
     }
 
-    /// Appends the events of `wal.ndjson` that are not in their run's log yet to the logs, and
-    /// syncs them. Reads the WAL `chunk` bytes at a time, so compaction takes little memory
-    /// however much the WAL holds; every log touched is synced once, at the end.
-    fn move_to_logs(&self, disk: &mut Disk, chunk: usize) -> Result<usize, WorldError> {
+    /// Appends the records of `wal.ndjson` to the newest segment (those already there after a
+    /// crash passed over), and syncs it. Reads the WAL `chunk` bytes at a time, so compaction
+    /// takes little memory however much the WAL holds.
+    fn move_to_segment(&self, disk: &mut Disk, chunk: usize) -> Result<usize, WorldError> {
         let mut wal = match File::open(&self.wal_path) {
             Ok(file) => file,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
             Err(e) => return Err(io_error("could not read", &self.wal_path, e)),
         };
+        let segment = match &mut disk.segment {
+            Some(segment) => segment,
+            None => disk
+                .segment
+                .insert(Segment::open(&self.segments, disk.newest.as_deref())?),
+        };
+        let mut on_disk = disk.on_disk.as_mut();
         let mut buf = Vec::with_capacity(chunk);
         // The WAL offset of `buf[0]`.
         let mut base = 0;
-        let mut batch = LogBatch::default();
-        // Events written to each run's log by this compaction so far.
-        let mut written: HashMap<String, u64> = HashMap::new();
+        let mut moved = 0;
         loop {
             let want = chunk.saturating_sub(buf.len()).max(chunk / 8).max(1);
             let read = (&mut wal)
@@ -98,17 +202,21 @@ impl Inner {
                 .read_to_end(&mut buf)
                 .map_err(|e| io_error("could not read", &self.wal_path, e))?;
             let last = read == 0;
-            // Whole lines only, but for the last chunk (where an incomplete line is an error).
-            let end = if last {
-                buf.len()
-            } else {
-                match buf.iter().rposition(|&b| b == b'\n') {
-                    Some(i) => i + 1,
-                    None => continue, // a line longer than a chunk: read on
-                }
+            let end = match buf.iter().rposition(|&b| b == b'\n') {
+                Some(i) => i + 1,
+                None if last => 0,
+                None => continue, // a line longer than a chunk: read on
             };
+            if last && end < buf.len() {
+                return Err(WorldError::Internal(format!(
+                    "hybrid store: {} has an incomplete line at byte offset {} while open; not compacting",
+                    self.wal_path.display(),
+                    base + end
+                )));
+            }
             if end > 0 {
-                self.move_chunk(&disk.counts, &mut written, &mut batch, &buf[..end], base)?;
+                segment.roll_if_full(disk.segment_bytes)?;
+                moved += self.move_chunk(segment, on_disk.as_deref_mut(), &buf[..end], base)?;
             }
             if last {
                 break;
@@ -116,47 +224,38 @@ impl Inner {
             buf.drain(..end);
             base += end;
         }
-        drop(buf);
-        if batch.finish(&self.workflows)? {
-            sync_dir(&self.workflows)?;
-        }
-        let mut moved = 0;
-        for (run_id, count) in written {
-            moved += count as usize;
-            *disk.counts.entry(run_id).or_insert(0) += count;
-        }
+        segment.sync()?;
         Ok(moved)
     }
 
-    /// Writes the events of `bytes` (whole lines of the WAL from offset `base`) that are not in
-    /// their run's log yet to the logs, through `batch`; `counts` are the events each log held
-    /// before this compaction, `written` those this compaction added.
+    /// Appends the records of `bytes` (whole lines of the WAL from offset `base`) to `segment`,
+    /// passing over those `on_disk` says are there already. Every record's checksum is verified;
+    /// nothing else is decoded (this process wrote and checked the events when they were
+    /// appended, and the next open reads them whole).
     fn move_chunk(
         &self,
-        counts: &HashMap<String, u64>,
-        written: &mut HashMap<String, u64>,
-        batch: &mut LogBatch,
+        segment: &mut Segment,
+        on_disk: Option<&mut HashMap<String, u64>>,
         bytes: &[u8],
         base: usize,
-    ) -> Result<(), WorldError> {
-        // Lines of the events not yet in each run's log, in order, as byte ranges of `bytes`:
-        // a WAL line is the run log's line byte for byte, so only each record's checksum, run
-        // and `seq` are read (this process wrote and checked the events when they were
-        // appended, and the next open reads them whole).
-        let mut fresh: BTreeMap<String, Vec<Range<usize>>> = BTreeMap::new();
-        let scan = scan_headers_at(&self.wal_path, bytes, base, |offset, event| {
-            let run_id: &str = &event.run_id;
-            let have = counts.get(run_id).copied().unwrap_or(0)
-                + written.get(run_id).copied().unwrap_or(0);
-            let batched = fresh.get(run_id).map_or(0, Vec::len);
-            let expected = have + batched as u64;
-            if event.seq < expected {
+    ) -> Result<usize, WorldError> {
+        let Some(on_disk) = on_disk else {
+            let scan = scan_headers_at(&self.wal_path, bytes, base, |_, _| Ok(()))?;
+            segment.write(bytes)?;
+            return Ok(scan.count as usize);
+        };
+        // After a crash mid-compaction: only the records not in a segment yet, in order.
+        let mut fresh = Vec::with_capacity(bytes.len());
+        let mut moved = 0;
+        scan_headers_at(&self.wal_path, bytes, base, |offset, header| {
+            let have = on_disk.get(header.run_id.as_ref()).copied().unwrap_or(0);
+            if header.seq < have {
                 return Ok(());
             }
-            if event.seq > expected {
+            if header.seq > have {
                 return Err(format!(
-                    "event seq {} of run {} where seq {expected} was expected",
-                    event.seq, event.run_id
+                    "event seq {} of run {} where seq {have} was expected",
+                    header.seq, header.run_id
                 ));
             }
             let start = offset - base;
@@ -164,37 +263,18 @@ impl Inner {
                 .iter()
                 .position(|&b| b == b'\n')
                 .map_or(bytes.len(), |i| start + i + 1);
-            let line = start..end;
-            match fresh.get_mut(run_id) {
-                Some(lines) => lines.push(line),
+            fresh.extend_from_slice(&bytes[start..end]);
+            match on_disk.get_mut(header.run_id.as_ref()) {
+                Some(count) => *count += 1,
                 None => {
-                    fresh.insert(run_id.to_owned(), vec![line]);
+                    on_disk.insert(header.run_id.into_owned(), 1);
                 }
             }
+            moved += 1;
             Ok(())
         })?;
-        if scan.torn {
-            return Err(WorldError::Internal(format!(
-                "hybrid store: {} has an incomplete line at byte offset {} while open; not compacting",
-                self.wal_path.display(),
-                base + scan.good_end
-            )));
-        }
-        let mut lines = Vec::new();
-        for (run_id, ranges) in fresh {
-            lines.clear();
-            for range in &ranges {
-                lines.extend_from_slice(&bytes[range.clone()]);
-            }
-            batch.append(
-                &self.workflows,
-                &run_id,
-                counts.contains_key(&run_id),
-                &lines,
-            )?;
-            *written.entry(run_id).or_insert(0) += ranges.len() as u64;
-        }
-        Ok(())
+        segment.write(&fresh)?;
+        Ok(moved)
     }
 }
 
@@ -239,6 +319,51 @@ mod tests {
             0,
             EventKind::WorkflowQueued(Box::new(QueuedRun::new("w", run_id, input))),
         )
+    }
+
+    /// Segments roll over at their size limit; every segment is read back in order.
+    #[tokio::test]
+    async fn full_segments_are_followed_by_new_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = HybridStore::open(dir.path()).unwrap();
+        store.inner.disk.lock().segment_bytes = 600;
+        let runs: Vec<String> = (0..8).map(|i| format!("wrun_roll{i}")).collect();
+        for (i, run) in runs.iter().enumerate() {
+            store
+                .create_run(queued(run, Payload::null()))
+                .await
+                .unwrap();
+            let started = EventKind::WorkflowStarted {
+                attempt: 1,
+                first_position: 0,
+            };
+            store
+                .append(run, vec![event(run, 1, started)])
+                .await
+                .unwrap();
+            if i % 2 == 1 {
+                store.inner.compact_in_chunks(700).unwrap();
+            }
+        }
+        let mut before = Vec::new();
+        for run in &runs {
+            before.push(store.history(run, 0).await.unwrap());
+        }
+        drop(store);
+        let segments = crate::store::file::list_segments(&dir.path().join("segments")).unwrap();
+        let sizes: Vec<u64> = segments
+            .iter()
+            .map(|p| std::fs::metadata(p).unwrap().len())
+            .collect();
+        assert!(segments.len() >= 3, "{segments:?} {sizes:?}");
+        for path in &segments[..segments.len() - 1] {
+            let len = std::fs::metadata(path).unwrap().len();
+            assert!(len >= 600, "{} holds {len} bytes", path.display());
+        }
+        let reopened = HybridStore::open(dir.path()).unwrap();
+        for (run, history) in runs.iter().zip(before) {
+            assert_eq!(reopened.history(run, 0).await.unwrap(), history, "{run}");
+        }
     }
 
     /// A WAL read a few lines at a time — runs whose events span many chunks, and a line

@@ -1,15 +1,16 @@
 //! The hybrid store: a [`MemoryStore`] for every read, in front of one shared write-ahead log
-//! with group commit, compacted every 5 s into the same per-run logs the [`FileStore`] keeps.
+//! with group commit, compacted every 5 s into segment files that hold many runs each.
 //!
-//! Layout under the root directory (the file store's, plus the WAL and a lock):
+//! Layout under the root directory (the file store's, plus the WAL, the segments and a lock):
 //!
 //! ```text
 //! root/
-//!   state/format.json                 {"format": 4}
+//!   state/format.json                 {"format": 5}
 //!   state/lock                        held (exclusive) while a HybridStore has the directory open
 //!   state/wal.ndjson                  every acknowledged write not yet compacted, in order
 //!   state/wal.next.ndjson             while a compaction runs: the writes made since it began
-//!   workflows/{run_id}.events.ndjson  one record per line, in seq order
+//!   segments/{n}.ndjson               compacted records of many runs, in the order written; a new one past 64 MiB
+//!   workflows/{run_id}.events.ndjson  run logs of file mode (and of builds before segments): read, never written
 //!   streams/{run_id}/{name}.ndjson    stream chunks, outside the WAL (see `store/streams/files.rs`)
 //!   schedules/{id}.json               one schedule each, outside the WAL (see `store/schedules/files.rs`)
 //! ```
@@ -24,16 +25,17 @@
 //! once (durable within a few milliseconds, or with the next sync); `history_tip` reads the
 //! tip. Compaction ([`HybridStore::compact`], every 5 s on a Tokio runtime, and on
 //! [`close`](HybridStore::close) or drop; see `compact.rs`) first points the writer at a new
-//! `wal.next.ndjson`, so writers never wait for it; then appends the events of `wal.ndjson` to
-//! the per-run logs (all files written, then synced together), and finally renames
+//! `wal.next.ndjson`, so writers never wait for it; then appends the records of `wal.ndjson` to
+//! the newest segment (one write and one sync, however many runs), and finally renames
 //! `wal.next.ndjson` over `wal.ndjson`. So `wal.ndjson` is never empty while `wal.next.ndjson`
 //! exists.
 //!
-//! On [`HybridStore::open`] the run logs are loaded like the file store's, then `wal.ndjson` and
-//! `wal.next.ndjson` (if a crash interrupted a compaction) are replayed in that order: events
-//! already in their run's log (a crash mid-compaction) are skipped, the rest applied. A torn last
-//! WAL line is truncated with a warning; corruption anywhere else fails with the file and byte
-//! offset.
+//! On [`HybridStore::open`] the run logs are loaded like the file store's, then the segments by
+//! number, then `wal.ndjson` and `wal.next.ndjson` (if a crash interrupted a compaction): a
+//! record already loaded (a crash mid-compaction copied it before) is checked to be the same
+//! event and passed over, the rest applied. A torn last line of the WAL or of the newest segment
+//! is truncated with a warning; corruption anywhere else fails with the file and byte offset.
+//! A [`FileStore`] opening the directory later moves every record into the run logs first.
 //!
 //! [`FileStore`]: super::FileStore
 
@@ -55,8 +57,8 @@ use crate::model::{
 };
 
 use super::file::{
-    check_run_id, encode, io_error, list_run_logs, load_run_log, log_path, sync_dir, FileStore,
-    Records, WalReplay, WAL_FILES,
+    check_run_id, encode, io_error, list_run_logs, list_segments, load_run_log, log_path, sync_dir,
+    FileStore, Records, WalReplay, SEGMENTS_DIR, WAL_FILES,
 };
 use super::{
     Appended, EventStore, HookRecord, HookStore, IdempotencyStore, LeaseStore, MemoryStore,
@@ -67,7 +69,8 @@ use wal::{Publish, Wait, Wal};
 
 struct Inner {
     root: PathBuf,
-    workflows: PathBuf,
+    /// Where compaction moves the WAL's records (`segments/`).
+    segments: PathBuf,
     wal_path: PathBuf,
     /// Where writes go while a compaction moves `wal_path`'s events into the run logs.
     next_path: PathBuf,
@@ -127,14 +130,16 @@ impl HybridStore {
     pub fn open(root: impl AsRef<Path>) -> Result<HybridStore, WorldError> {
         let root = root.as_ref().to_path_buf();
         let workflows = root.join("workflows");
+        let segments = root.join(SEGMENTS_DIR);
         let state = root.join("state");
-        for dir in [&workflows, &state] {
+        for dir in [&workflows, &segments, &state] {
             fs::create_dir_all(dir).map_err(|e| io_error("could not create", dir, e))?;
         }
         sync_dir(&root)?;
         let lock = Self::lock(&state)?;
         FileStore::check_format(&state, false, true)?;
 
+        // Run logs: written in file mode, or by builds before segments.
         let memory = MemoryStore::new();
         let mut counts = HashMap::new();
         for run_id in list_run_logs(&workflows, false)? {
@@ -142,6 +147,13 @@ impl HybridStore {
             let loaded = load_run_log(&path, &run_id, &memory, false, Records::Checksummed)?;
             counts.insert(run_id, loaded.count);
         }
+        let mut replay = WalReplay::new(&memory, &counts, Records::Checksummed, false);
+        let segment_files = list_segments(&segments)?;
+        for (i, path) in segment_files.iter().enumerate() {
+            let bytes = fs::read(path).map_err(|e| io_error("could not read", path, e))?;
+            replay.replay_segment(path, &bytes, i + 1 == segment_files.len())?;
+        }
+        let on_disk = replay.positions();
 
         let [wal_name, next_name] = WAL_FILES;
         let wal_path = state.join(wal_name);
@@ -156,7 +168,6 @@ impl HybridStore {
             .open(active)
             .map_err(|e| io_error("could not open", active, e))?;
         sync_dir(&state)?;
-        let mut replay = WalReplay::new(&memory, &counts, Records::Checksummed, false);
         replay.replay(&wal_path)?;
         if interrupted {
             replay.replay(&next_path)?;
@@ -166,12 +177,15 @@ impl HybridStore {
         let inner = Arc::new(Inner {
             wal: Wal::new(wal, &wal_path),
             root,
-            workflows,
+            segments,
             wal_path,
             next_path,
             memory,
             disk: Mutex::new(Disk {
-                counts,
+                segment: None,
+                newest: segment_files.last().cloned(),
+                segment_bytes: compact::SEGMENT_BYTES,
+                on_disk: Some(on_disk),
                 broken: None,
             }),
             _lock: lock,

@@ -1,0 +1,209 @@
+//! Opening in file mode a directory last written in hybrid mode: the hybrid store keeps its
+//! compacted records in shared segment files and its newest ones in the write-ahead log, which
+//! processes sharing a directory do not read. Before a file store joins such a directory, every
+//! record found there is appended to its run's own log and the hybrid files are removed.
+//!
+//! A crash part-way is finished by the next open: a record whose `seq` its run's log already
+//! holds is passed over, so folding twice writes nothing twice.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File, OpenOptions};
+use std::io::Read;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+
+use crate::error::WorldError;
+
+use super::log::{
+    io_error, list_run_logs, log_path, scan_headers_at, sync_dir, truncate_torn, LogBatch,
+};
+use super::wal_read::{list_segments, SEGMENTS_DIR, WAL_FILES};
+
+/// Bytes of a source file read and moved at a time.
+const CHUNK: usize = 8 << 20;
+
+/// The hybrid files under `root` that hold records, in the order they were written: segments
+/// by number, then the write-ahead logs (empty ones left out). Each comes with whether it may
+/// end in a line a crash cut short: only the newest segment and the write-ahead logs can (such
+/// a line was never acknowledged).
+fn hybrid_sources(root: &Path) -> Result<Vec<(PathBuf, bool)>, WorldError> {
+    let segments = list_segments(&root.join(SEGMENTS_DIR))?;
+    let newest = segments.len().saturating_sub(1);
+    let mut sources: Vec<(PathBuf, bool)> = segments
+        .into_iter()
+        .enumerate()
+        .map(|(i, path)| (path, i == newest))
+        .collect();
+    for name in WAL_FILES {
+        let path = root.join("state").join(name);
+        match fs::metadata(&path) {
+            Ok(meta) if meta.len() > 0 => sources.push((path, true)),
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error("could not read", &path, e)),
+        }
+    }
+    Ok(sources)
+}
+
+/// Moves every record of a hybrid directory's segments and write-ahead logs into the per-run
+/// logs under `root/workflows` (synced), then removes those files. Does nothing, cheaply, when
+/// there are none. Needs the directory to itself: fails if any other store has it open.
+pub(in crate::store) fn fold_hybrid_files(root: &Path) -> Result<(), WorldError> {
+    if hybrid_sources(root)?.is_empty() {
+        return Ok(());
+    }
+    let lock_path = root.join("state").join("lock");
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&lock_path)
+        .map_err(|e| io_error("could not open", &lock_path, e))?;
+    match lock.try_lock() {
+        Ok(()) => {}
+        Err(fs::TryLockError::WouldBlock) => {
+            return Err(WorldError::Unavailable(format!(
+                "{} holds records of a world in hybrid mode and another process has it open; stop that world, or open the directory in hybrid mode",
+                root.display()
+            )))
+        }
+        Err(fs::TryLockError::Error(e)) => return Err(io_error("could not lock", &lock_path, e)),
+    }
+    // Listed again under the lock: a hybrid world may have compacted until it closed.
+    let sources = hybrid_sources(root)?;
+    let workflows = root.join("workflows");
+    let mut counts = log_counts(&workflows)?;
+    tracing::info!(
+        dir = %root.display(),
+        files = sources.len(),
+        "file store: moving a hybrid world's records into per-run logs"
+    );
+    let mut batch = LogBatch::default();
+    for (source, may_be_torn) in &sources {
+        move_records(source, &workflows, &mut counts, &mut batch, *may_be_torn)?;
+    }
+    if batch.finish(&workflows)? {
+        sync_dir(&workflows)?;
+    }
+    for (source, _) in &sources {
+        fs::remove_file(source).map_err(|e| io_error("could not remove", source, e))?;
+    }
+    sync_dir(&root.join("state"))?;
+    let segments = root.join(SEGMENTS_DIR);
+    if segments.is_dir() {
+        sync_dir(&segments)?;
+    }
+    drop(lock);
+    Ok(())
+}
+
+/// Events in each run's log under `workflows`; a torn last line is cut off first, so that
+/// records appended after it start on a line of their own.
+fn log_counts(workflows: &Path) -> Result<HashMap<String, u64>, WorldError> {
+    let mut counts = HashMap::new();
+    if !workflows.is_dir() {
+        return Ok(counts);
+    }
+    for run_id in list_run_logs(workflows, false)? {
+        let path = log_path(workflows, &run_id);
+        let bytes = fs::read(&path).map_err(|e| io_error("could not read", &path, e))?;
+        let scan = scan_headers_at(&path, &bytes, 0, |_, _| Ok(()))?;
+        if scan.torn {
+            truncate_torn(&path, scan.good_end, bytes.len())?;
+        }
+        counts.insert(run_id, scan.count);
+    }
+    Ok(counts)
+}
+
+/// Appends the records of `source` that are not in their run's log yet to the logs, through
+/// `batch`, reading `source` [`CHUNK`] bytes at a time. `counts` holds the events of each log
+/// and is advanced by what is added.
+fn move_records(
+    source: &Path,
+    workflows: &Path,
+    counts: &mut HashMap<String, u64>,
+    batch: &mut LogBatch,
+    may_be_torn: bool,
+) -> Result<(), WorldError> {
+    let mut file = File::open(source).map_err(|e| io_error("could not read", source, e))?;
+    let mut buf = Vec::with_capacity(CHUNK);
+    // The file offset of `buf[0]`.
+    let mut base = 0;
+    loop {
+        let want = CHUNK.saturating_sub(buf.len()).max(CHUNK / 8);
+        let read = (&mut file)
+            .take(want as u64)
+            .read_to_end(&mut buf)
+            .map_err(|e| io_error("could not read", source, e))?;
+        let end = match buf.iter().rposition(|&b| b == b'\n') {
+            Some(i) => i + 1,
+            None if read == 0 => 0,
+            None => continue, // a line longer than a chunk: read on
+        };
+        if end > 0 {
+            move_chunk(source, workflows, counts, batch, &buf[..end], base)?;
+        }
+        if read == 0 {
+            if end < buf.len() && !may_be_torn {
+                return Err(super::log::corrupt(
+                    source,
+                    base + end,
+                    "an incomplete line in a segment that later ones follow",
+                ));
+            }
+            return Ok(());
+        }
+        buf.drain(..end);
+        base += end;
+    }
+}
+
+/// Appends the records of `bytes` (whole lines of `source` from offset `base`) that are not in
+/// their run's log yet, run by run.
+fn move_chunk(
+    source: &Path,
+    workflows: &Path,
+    counts: &mut HashMap<String, u64>,
+    batch: &mut LogBatch,
+    bytes: &[u8],
+    base: usize,
+) -> Result<(), WorldError> {
+    // Each run's new lines, as byte ranges of `bytes`: a record is the same line in every file
+    // that holds it, so only its checksum, run and `seq` are read (the file store's open reads
+    // every event whole afterwards).
+    let mut fresh: BTreeMap<String, Vec<Range<usize>>> = BTreeMap::new();
+    scan_headers_at(source, bytes, base, |offset, header| {
+        let run_id: &str = &header.run_id;
+        let batched = fresh.get(run_id).map_or(0, Vec::len) as u64;
+        let expected = counts.get(run_id).copied().unwrap_or(0) + batched;
+        if header.seq < expected {
+            return Ok(());
+        }
+        if header.seq > expected {
+            return Err(format!(
+                "event seq {} of run {run_id} where seq {expected} was expected",
+                header.seq
+            ));
+        }
+        let start = offset - base;
+        let end = bytes[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |i| start + i + 1);
+        fresh.entry(run_id.to_owned()).or_default().push(start..end);
+        Ok(())
+    })?;
+    let mut lines = Vec::new();
+    for (run_id, ranges) in fresh {
+        lines.clear();
+        for range in &ranges {
+            lines.extend_from_slice(&bytes[range.clone()]);
+        }
+        let count = counts.entry(run_id.clone()).or_insert(0);
+        batch.append(workflows, &run_id, *count > 0, &lines)?;
+        *count += ranges.len() as u64;
+    }
+    Ok(())
+}

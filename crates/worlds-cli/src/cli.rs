@@ -843,6 +843,9 @@ pub(crate) enum WorkloadArg {
     /// The deploy check: `verify` over N (10 000) unfinished runs of K (3) steps, with the
     /// code unchanged and with a change that breaks exactly half of them.
     V1,
+    /// The edge of scale (file or hybrid): N (1 000 000) finished runs, closed, opened again in
+    /// a fresh process (time, memory per run) and asked for the failed ones.
+    S1,
     /// W1, W2, W3, W5 (file and hybrid only) and W6, in that order.
     All,
 }

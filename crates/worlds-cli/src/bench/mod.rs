@@ -8,6 +8,7 @@ mod dashboard;
 mod http;
 mod members;
 mod report;
+mod s1;
 mod v1;
 mod w1;
 mod w2;
@@ -106,6 +107,10 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         // The process W5 starts and kills: it prints no result.
         return runtime.block_on(w5::child(&settings, &dir));
     }
+    if let (WorkloadArg::S1, Some(dir)) = (args.workload, s1::child_dir()) {
+        // The process S1 opens its directory in: it prints what it measured.
+        return runtime.block_on(s1::child(&settings, &dir));
+    }
     let workloads = match args.workload {
         // W5 needs a disk to recover from; W4 (100 000 runs) is run on its own.
         WorkloadArg::All if matches!(settings.backend, Backend::Memory | Backend::Postgres) => {
@@ -178,6 +183,7 @@ async fn run_one(workload: WorkloadArg, settings: &Settings) -> anyhow::Result<R
         WorkloadArg::W6 => w6::run(settings).await,
         WorkloadArg::D1 => dashboard::run(settings).await,
         WorkloadArg::V1 => v1::run(settings).await,
+        WorkloadArg::S1 => s1::run(settings).await,
         WorkloadArg::All => bail!("`all` is not a single workload"),
     }
 }

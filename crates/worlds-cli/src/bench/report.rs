@@ -157,9 +157,20 @@ pub(crate) fn peak_rss_mb() -> Option<f64> {
     parse_vm_hwm(&status)
 }
 
+/// Resident set size of this process now (`VmRSS`), in MiB.
+pub(crate) fn rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    parse_status_kib(&status, "VmRSS:")
+}
+
 /// The `VmHWM` line of a `/proc/<pid>/status` text, in MiB.
 fn parse_vm_hwm(status: &str) -> Option<f64> {
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    parse_status_kib(status, "VmHWM:")
+}
+
+/// The line starting with `key` of a `/proc/<pid>/status` text, in MiB.
+fn parse_status_kib(status: &str, key: &str) -> Option<f64> {
+    let line = status.lines().find(|l| l.starts_with(key))?;
     let kib: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
     Some(round(kib / 1024.0, 1))
 }

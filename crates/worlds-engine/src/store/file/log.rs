@@ -114,7 +114,7 @@ pub(in crate::store) fn corrupt(
     ))
 }
 
-/// What [`scan_events`] found.
+/// What [`scan_events_at`] found.
 #[derive(Debug)]
 pub(in crate::store) struct Scan {
     /// Byte offset just past the last complete, accepted event.
@@ -123,21 +123,6 @@ pub(in crate::store) struct Scan {
     pub(in crate::store) torn: bool,
     /// How many events were accepted.
     pub(in crate::store) count: u64,
-}
-
-/// Reads records from `bytes` (the contents of `path`), handing each event with its byte
-/// offset to `each`, which may refuse it with a reason. A last line without its newline stops
-/// the scan and is reported as torn: only such a line can be an append a crash cut short.
-/// Everything else that is wrong is a corruption error naming the file and offset: a whole
-/// line whose checksum fails or that is not an event (even the last one), an event of a newer
-/// format, or a refused event.
-pub(in crate::store) fn scan_events(
-    path: &Path,
-    bytes: &[u8],
-    records: Records,
-    each: impl FnMut(usize, Event) -> Result<(), String>,
-) -> Result<Scan, WorldError> {
-    scan_events_at(path, bytes, 0, records, each)
 }
 
 /// Which records a file may hold.
@@ -168,8 +153,13 @@ impl Records {
     }
 }
 
-/// [`scan_events`] over a part of a file that starts at byte `base`: offsets handed to `each`
-/// and named in errors are offsets in the file; `good_end` is relative to `bytes`.
+/// Reads records from `bytes` (the part of `path` that starts at byte `base`), handing each
+/// event with its byte offset in the file to `each`, which may refuse it with a reason; offsets
+/// named in errors are offsets in the file, `good_end` is relative to `bytes`. A last line
+/// without its newline stops the scan and is reported as torn: only such a line can be an
+/// append a crash cut short. Everything else that is wrong is a corruption error naming the
+/// file and offset: a whole line whose checksum fails or that is not an event (even the last
+/// one), an event of a newer format, or a refused event.
 pub(in crate::store) fn scan_events_at(
     path: &Path,
     bytes: &[u8],
@@ -504,7 +494,9 @@ mod tests {
     }
 
     fn scan(bytes: &[u8]) -> Result<Scan, WorldError> {
-        scan_events(Path::new("log"), bytes, Records::Checksummed, |_, _| Ok(()))
+        scan_events_at(Path::new("log"), bytes, 0, Records::Checksummed, |_, _| {
+            Ok(())
+        })
     }
 
     #[test]

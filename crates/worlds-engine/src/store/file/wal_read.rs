@@ -4,13 +4,14 @@
 //! they hold beyond the run logs is seen either way.
 
 use std::collections::HashMap;
-use std::fs;
+use std::fs::{self, File};
+use std::io::Read;
 use std::path::Path;
 
 use crate::error::WorldError;
 use crate::store::{EventStore, MemoryStore, RunStore};
 
-use super::log::{check_run_id, io_error, now, scan_events, truncate_torn, Records};
+use super::log::{check_run_id, io_error, now, scan_events_at, truncate_torn, Records, Scan};
 
 /// The contents of the WAL file at `path`, `None` if there is none.
 pub(in crate::store) fn read_wal(path: &Path) -> Result<Option<Vec<u8>>, WorldError> {
@@ -20,6 +21,9 @@ pub(in crate::store) fn read_wal(path: &Path) -> Result<Option<Vec<u8>>, WorldEr
         Err(e) => Err(io_error("could not read", path, e)),
     }
 }
+
+/// Bytes of a segment read and replayed at a time.
+const CHUNK: usize = 8 << 20;
 
 /// The two WAL files under `state/`, in the order they are replayed.
 pub(in crate::store) const WAL_FILES: [&str; 2] = ["wal.ndjson", "wal.next.ndjson"];
@@ -146,28 +150,119 @@ impl<'a> WalReplay<'a> {
         positions
     }
 
+    /// Replays a segment file read [`CHUNK`] bytes at a time (segments are large; their bytes
+    /// need not be held at once). Only the newest segment (`newest`) may end in a line a crash
+    /// cut short; in an older one such a line is corruption.
+    pub(in crate::store) fn replay_segment_file(
+        &mut self,
+        path: &Path,
+        newest: bool,
+    ) -> Result<Replayed, WorldError> {
+        self.replay_segment_in_chunks(path, newest, CHUNK)
+    }
+
+    /// [`replay_segment_file`](Self::replay_segment_file), reading `chunk` bytes at a time.
+    fn replay_segment_in_chunks(
+        &mut self,
+        path: &Path,
+        newest: bool,
+        chunk: usize,
+    ) -> Result<Replayed, WorldError> {
+        let mut file = File::open(path).map_err(|e| io_error("could not read", path, e))?;
+        let mut buf = Vec::with_capacity(chunk);
+        // The file offset of `buf[0]`.
+        let mut base = 0;
+        let mut replayed = Replayed::default();
+        loop {
+            let want = chunk.saturating_sub(buf.len()).max(chunk / 8).max(1);
+            let read = (&mut file)
+                .take(want as u64)
+                .read_to_end(&mut buf)
+                .map_err(|e| io_error("could not read", path, e))?;
+            let end = match buf.iter().rposition(|&b| b == b'\n') {
+                Some(i) => i + 1,
+                None if read == 0 => 0,
+                None => continue, // a line longer than a chunk: read on
+            };
+            if end > 0 {
+                let (scan, pending) = self.apply(path, &buf[..end], base)?;
+                replayed.records += scan.count;
+                replayed.pending += pending;
+            }
+            if read == 0 {
+                if end < buf.len() {
+                    if !newest {
+                        return Err(super::log::corrupt(
+                            path,
+                            base + end,
+                            "an incomplete line in a segment that later ones follow",
+                        ));
+                    }
+                    replayed.warning = self.torn(path, base + end, base + buf.len())?;
+                }
+                return Ok(replayed);
+            }
+            buf.drain(..end);
+            base += end;
+        }
+    }
+
     /// [`replay`](Self::replay) of `bytes`, read from `wal_path` earlier.
     pub(in crate::store) fn replay_bytes(
         &mut self,
         wal_path: &Path,
         bytes: &[u8],
     ) -> Result<Replayed, WorldError> {
+        let (scan, pending) = self.apply(wal_path, bytes, 0)?;
+        let warning = if scan.torn {
+            self.torn(wal_path, scan.good_end, bytes.len())?
+        } else {
+            None
+        };
+        Ok(Replayed {
+            records: scan.count,
+            pending,
+            warning,
+        })
+    }
+
+    /// A torn last line from `good_end` to `len` in `path`: cut off, or, read-only, left in
+    /// place and described.
+    fn torn(&self, path: &Path, good_end: usize, len: usize) -> Result<Option<String>, WorldError> {
+        if self.read_only {
+            return Ok(Some(format!(
+                "{}: incomplete last line at byte offset {good_end} ({} bytes), left by a crash mid-write or a write in progress; opening the store for writing cuts it off",
+                path.display(),
+                len - good_end
+            )));
+        }
+        truncate_torn(path, good_end, len)?;
+        Ok(None)
+    }
+
+    /// Applies the records of `bytes` (from byte `base` of `path`) that are not in memory yet;
+    /// returns the scan and how many were applied.
+    fn apply(&mut self, path: &Path, bytes: &[u8], base: usize) -> Result<(Scan, u64), WorldError> {
         let (memory, counts, next) = (self.memory, self.counts, &mut self.next);
         let mut pending = 0;
-        let scan = scan_events(wal_path, bytes, self.records, |_, event| {
+        let scan = scan_events_at(path, bytes, base, self.records, |_, event| {
             check_run_id(&event.run_id).map_err(|e| e.to_string())?;
-            let expected = next
-                .entry(event.run_id.clone())
-                .or_insert_with(|| counts.get(&event.run_id).copied().unwrap_or(0));
+            let expected = match next.get_mut(event.run_id.as_str()) {
+                Some(expected) => expected,
+                None => {
+                    let held = counts.get(&event.run_id).copied().unwrap_or(0);
+                    next.entry(event.run_id.clone()).or_insert(held)
+                }
+            };
             if event.seq < *expected {
-                // Already compacted into the run's log before a crash: it must be the same
-                // event.
+                // Already loaded from an earlier file (a crash mid-compaction): it must be the
+                // same event.
                 let stored =
                     now(memory.history(&event.run_id, event.seq)).map_err(|e| e.to_string())?;
                 return match stored.first() {
                     Some(first) if first.id == event.id => Ok(()),
                     _ => Err(format!(
-                        "event {} of run {} at seq {} differs from the run log's",
+                        "event {} of run {} at seq {} differs from the one loaded before",
                         event.id, event.run_id, event.seq
                     )),
                 };
@@ -178,32 +273,129 @@ impl<'a> WalReplay<'a> {
                     event.seq, event.run_id
                 ));
             }
-            let run_id = event.run_id.clone();
+            *expected += 1;
             let stored = if event.seq == 0 {
                 now(memory.create_run(event))
             } else {
+                let run_id = event.run_id.clone();
                 now(memory.append(&run_id, vec![event])).map(|_| ())
             };
             stored.map_err(|e| format!("the history refuses this event: {e}"))?;
-            *expected += 1;
             pending += 1;
             Ok(())
         })?;
-        let mut warning = None;
-        if scan.torn && self.read_only {
-            warning = Some(format!(
-                "{}: incomplete last line at byte offset {} ({} bytes), left by a crash mid-write or a write in progress; opening the store for writing cuts it off",
-                wal_path.display(),
-                scan.good_end,
-                bytes.len() - scan.good_end
-            ));
-        } else if scan.torn {
-            truncate_torn(wal_path, scan.good_end, bytes.len())?;
+        Ok((scan, pending))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::model::{Event, EventKind, QueuedRun, EVENT_FORMAT_VERSION};
+    use crate::payload::Payload;
+    use crate::store::HybridStore;
+
+    fn event(run_id: &str, seq: u64, kind: EventKind) -> Event {
+        Event {
+            id: format!("evnt_{run_id}_{seq}"),
+            run_id: run_id.to_owned(),
+            seq: 0,
+            timestamp: 1,
+            version: EVENT_FORMAT_VERSION,
+            kind,
         }
-        Ok(Replayed {
-            records: scan.count,
-            pending,
-            warning,
-        })
+    }
+
+    /// A compacted segment of five runs, one with an input longer than the chunks below.
+    async fn segment() -> (tempfile::TempDir, std::path::PathBuf, Vec<String>) {
+        let dir = tempfile::tempdir().unwrap();
+        let store = HybridStore::open(dir.path()).unwrap();
+        let runs: Vec<String> = (0..5).map(|i| format!("wrun_seg{i}")).collect();
+        for (i, run) in runs.iter().enumerate() {
+            let input = if i == 3 {
+                Payload::from(serde_json::json!("x".repeat(2000)))
+            } else {
+                Payload::null()
+            };
+            let queued = QueuedRun::new("w", run, input);
+            let first = event(run, 0, EventKind::WorkflowQueued(Box::new(queued)));
+            store.create_run(first).await.unwrap();
+            let started = EventKind::WorkflowStarted {
+                attempt: 1,
+                first_position: 0,
+            };
+            store
+                .append(run, vec![event(run, 1, started)])
+                .await
+                .unwrap();
+        }
+        store.compact().unwrap();
+        drop(store);
+        let path = segment_path(&dir.path().join(SEGMENTS_DIR), 1);
+        (dir, path, runs)
+    }
+
+    async fn histories(memory: &MemoryStore, runs: &[String]) -> Vec<Vec<Arc<Event>>> {
+        let mut all = Vec::new();
+        for run in runs {
+            all.push(memory.history(run, 0).await.unwrap());
+        }
+        all
+    }
+
+    /// Read a little at a time (lines longer than a chunk, chunks ending mid-line), a segment
+    /// replays exactly as it does whole.
+    #[tokio::test]
+    async fn a_segment_read_in_small_chunks_replays_as_a_whole_one() {
+        let (_dir, path, runs) = segment().await;
+        let counts = HashMap::new();
+        let whole = MemoryStore::new();
+        let bytes = fs::read(&path).unwrap();
+        WalReplay::new(&whole, &counts, Records::Checksummed, false)
+            .replay_bytes(&path, &bytes)
+            .unwrap();
+        for chunk in [64, 333, 1 << 20] {
+            let chunked = MemoryStore::new();
+            let replayed = WalReplay::new(&chunked, &counts, Records::Checksummed, false)
+                .replay_segment_in_chunks(&path, true, chunk)
+                .unwrap();
+            assert_eq!(replayed.records, 10, "chunk {chunk}");
+            assert_eq!(
+                histories(&chunked, &runs).await,
+                histories(&whole, &runs).await
+            );
+        }
+    }
+
+    /// A cut-short last line is cut off in the newest segment and refused in an older one.
+    #[tokio::test]
+    async fn a_torn_segment_tail_is_cut_off_only_in_the_newest_segment() {
+        let (_dir, path, runs) = segment().await;
+        let bytes = fs::read(&path).unwrap();
+        let whole_len = bytes.len();
+        fs::write(&path, &bytes[..whole_len - 7]).unwrap();
+        let counts = HashMap::new();
+        let memory = MemoryStore::new();
+        let err = WalReplay::new(&memory, &counts, Records::Checksummed, false)
+            .replay_segment_in_chunks(&path, false, 100)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("incomplete line"), "{err}");
+        assert_eq!(fs::metadata(&path).unwrap().len() as usize, whole_len - 7);
+
+        let memory = MemoryStore::new();
+        let replayed = WalReplay::new(&memory, &counts, Records::Checksummed, false)
+            .replay_segment_in_chunks(&path, true, 100)
+            .unwrap();
+        assert_eq!(replayed.records, 9);
+        let last_line = bytes[..whole_len - 1]
+            .iter()
+            .rposition(|&b| b == b'\n')
+            .unwrap()
+            + 1;
+        assert_eq!(fs::metadata(&path).unwrap().len() as usize, last_line);
+        assert_eq!(histories(&memory, &runs[..4]).await.len(), 4);
     }
 }

@@ -150,8 +150,7 @@ impl HybridStore {
         let mut replay = WalReplay::new(&memory, &counts, Records::Checksummed, false);
         let segment_files = list_segments(&segments)?;
         for (i, path) in segment_files.iter().enumerate() {
-            let bytes = fs::read(path).map_err(|e| io_error("could not read", path, e))?;
-            replay.replay_segment(path, &bytes, i + 1 == segment_files.len())?;
+            replay.replay_segment_file(path, i + 1 == segment_files.len())?;
         }
         let on_disk = replay.positions();
 

@@ -1,0 +1,196 @@
+//! S1, the edge of scale on a durable backend: fill a directory with N finished runs
+//! (1 000 000 by default; one in a thousand failed), close the world, then open the directory
+//! in a fresh process and ask for the failed runs. Reports how long closing and opening took,
+//! the memory of the opened world per run, and the query's time. Not a contract workload: the
+//! targets of the storage work (open ≤ 15 s, `--status failed --limit 50` ≤ 50 ms).
+//!
+//! The open is timed in a child process (this binary again, with [`CHILD_DIR_VAR`] naming the
+//! directory), so that its peak memory is the opened world's alone, not the fill's.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context as _};
+use futures::{StreamExt, TryStreamExt};
+use serde::{Deserialize, Serialize};
+use worlds_engine::prelude::*;
+use worlds_engine::{RunStatus, WorkflowQueryFilter};
+
+use crate::cli::Backend;
+
+use super::{config, progress, report, Report, Settings};
+
+/// Set (to the world's directory) in the child process that opens the filled directory.
+pub(crate) const CHILD_DIR_VAR: &str = "WORLDS_BENCH_S1_DIR";
+
+/// Set to keep the filled directory (for profiling an open), instead of removing it.
+const KEEP_VAR: &str = "WORLDS_BENCH_S1_KEEP";
+
+/// Default number of runs.
+const N: usize = 1_000_000;
+/// One run in this many fails.
+const FAIL_EVERY: u64 = 1000;
+/// Starts in flight at once.
+const IN_FLIGHT: usize = 1024;
+/// Queries timed.
+const SAMPLES: usize = 7;
+/// The query's page size.
+const PAGE: usize = 50;
+
+/// The directory of the child role, if this process is the child of an S1 run.
+pub(crate) fn child_dir() -> Option<PathBuf> {
+    std::env::var_os(CHILD_DIR_VAR).map(PathBuf::from)
+}
+
+/// What the child measured, one JSON line on its stdout.
+#[derive(Debug, Serialize, Deserialize)]
+struct Opened {
+    open_s: f64,
+    runs: usize,
+    failed_found: usize,
+    rss_before_mb: f64,
+    peak_rss_mb: f64,
+    query_ms: Vec<f64>,
+}
+
+/// The workflow: returns its input, or fails for one input in [`FAIL_EVERY`].
+fn flow() -> Workflow<u64, u64> {
+    workflow("s1", |_ctx: WorkflowContext, i: u64| async move {
+        if i % FAIL_EVERY == 0 {
+            return Err(WorkflowError::msg(format!("run {i} fails on purpose")));
+        }
+        Ok(i)
+    })
+}
+
+/// Runs S1 (the parent role).
+pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
+    if !matches!(settings.backend, Backend::Hybrid | Backend::File) {
+        bail!("S1 opens a directory again: it needs `--backend hybrid` or `--backend file`");
+    }
+    let n = settings.n.unwrap_or(N);
+    progress(&format!(
+        "S1: {n} finished runs (1 in {FAIL_EVERY} failed), close, open in a fresh process, query"
+    ));
+    let flow = flow();
+    let config = config(settings, 0, None)?;
+    let dir = config.persistence_path.clone();
+    let world = World::new(config).context("could not create the world")?;
+    world.register(&flow)?;
+    world.start().await?;
+    let filling = Instant::now();
+    futures::stream::iter(0..n as u64)
+        .map(|i| {
+            let (world, flow) = (&world, &flow);
+            async move {
+                let handle = world.execute(flow, i, WorkflowOptions::default()).await?;
+                // A failed run is what the query looks for.
+                let _ = handle.result().await;
+                Ok::<_, WorldError>(())
+            }
+        })
+        .buffer_unordered(IN_FLIGHT)
+        .try_for_each(|()| async { Ok(()) })
+        .await?;
+    let fill = filling.elapsed();
+    progress(&format!(
+        "S1: filled in {:.1} s; closing",
+        fill.as_secs_f64()
+    ));
+    let closing = Instant::now();
+    world.shutdown().await?;
+    drop(world);
+    let close = closing.elapsed();
+
+    progress("S1: opening in a fresh process");
+    let opened = open_in_child(settings.backend, &dir);
+    if std::env::var_os(KEEP_VAR).is_some() {
+        progress(&format!("S1: the directory is kept: {}", dir.display()));
+    } else {
+        std::fs::remove_dir_all(&dir)
+            .with_context(|| format!("could not remove {}", dir.display()))?;
+    }
+    let opened = opened?;
+    if opened.runs != n {
+        bail!("the reopened world holds {} runs, not {n}", opened.runs);
+    }
+    let mut query = opened.query_ms.clone();
+    query.sort_by(f64::total_cmp);
+    let median = query[query.len() / 2];
+    let per_run_bytes = (opened.peak_rss_mb - opened.rss_before_mb) * 1024.0 * 1024.0 / n as f64;
+
+    let mut report = Report::new(settings.backend.name(), "S1", n, 0, opened.open_s);
+    report.workflows_per_s = None;
+    report.steps_per_s = None;
+    report.p50_ms = Some(report::round(median, 3));
+    report.peak_rss_mb = Some(opened.peak_rss_mb);
+    report.notes = format!(
+        "wall_s = open: a fresh process opens the directory (every run loaded); p50_ms = median of {SAMPLES} queries of the failed runs, {PAGE} a page ({} found on the page; all {:?} ms); peak_rss_mb = that process's VmHWM ({:.1} MiB before opening: {per_run_bytes:.0} bytes per run); the fill took {:.1} s ({IN_FLIGHT} runs in flight) and closing the world after it {:.3} s; {} workers",
+        opened.failed_found,
+        opened.query_ms,
+        opened.rss_before_mb,
+        fill.as_secs_f64(),
+        close.as_secs_f64(),
+        settings.workers
+    );
+    Ok(report)
+}
+
+/// Runs this binary as the child that opens `dir` and queries it; returns what it measured.
+fn open_in_child(backend: Backend, dir: &Path) -> anyhow::Result<Opened> {
+    let output = Command::new(std::env::current_exe().context("no path to this program")?)
+        .args(["bench", "--workload", "s1", "--backend", backend.name()])
+        .env(CHILD_DIR_VAR, dir)
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .context("could not start the child process")?;
+    if !output.status.success() {
+        bail!(
+            "the process that opens the directory failed ({})",
+            output.status
+        );
+    }
+    let line = String::from_utf8_lossy(&output.stdout);
+    serde_json::from_str(line.trim()).with_context(|| format!("unexpected child output {line:?}"))
+}
+
+/// The child role: opens the world on `dir` (not started, so nothing runs), times a query of
+/// the failed runs, and prints what it measured.
+pub(crate) async fn child(settings: &Settings, dir: &Path) -> anyhow::Result<()> {
+    let rss_before_mb = report::rss_mb().unwrap_or(0.0);
+    let config = config(settings, 0, Some(dir.to_path_buf()))?;
+    let opening = Instant::now();
+    let world = World::new(config).context("could not open the world")?;
+    let open_s = opening.elapsed().as_secs_f64();
+    let peak_rss_mb = report::peak_rss_mb().unwrap_or(0.0);
+    let runs = world
+        .count_runs(WorkflowQueryFilter::new(), usize::MAX)
+        .await?;
+    let mut query_ms = Vec::with_capacity(SAMPLES);
+    let mut failed_found = 0;
+    for _ in 0..SAMPLES {
+        let asking = Instant::now();
+        let page = world
+            .list_runs(
+                WorkflowQueryFilter::new()
+                    .status(RunStatus::Failed)
+                    .limit(PAGE),
+            )
+            .await?;
+        query_ms.push(report::round(super::ms(asking.elapsed()), 3));
+        failed_found = page.data.len();
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let opened = Opened {
+        open_s,
+        runs,
+        failed_found,
+        rss_before_mb,
+        peak_rss_mb,
+        query_ms,
+    };
+    println!("{}", serde_json::to_string(&opened)?);
+    Ok(())
+}

@@ -57,7 +57,7 @@ struct Opened {
 /// The workflow: returns its input, or fails for one input in [`FAIL_EVERY`].
 fn flow() -> Workflow<u64, u64> {
     workflow("s1", |_ctx: WorkflowContext, i: u64| async move {
-        if i % FAIL_EVERY == 0 {
+        if i.is_multiple_of(FAIL_EVERY) {
             return Err(WorkflowError::msg(format!("run {i} fails on purpose")));
         }
         Ok(i)

@@ -62,7 +62,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now_ms(&self) -> Millis {
-        // The one place in the engine that reads the system clock.
+        // With `sleep_until` below, the only place in the engine that reads the system clock.
         SystemTime::now()
             .duration_since(UNIX_EPOCH)
             .map(duration_ms)
@@ -70,8 +70,13 @@ impl Clock for SystemClock {
     }
 
     fn sleep_until(&self, deadline: Millis) -> BoxFuture<'static, ()> {
-        let wait = deadline.saturating_sub(self.now_ms()).max(0);
-        Box::pin(tokio::time::sleep(Duration::from_millis(wait as u64)))
+        // Measured from the precise time, not `now_ms`'s whole milliseconds, which would wake up
+        // to a millisecond late on top of the timer's own rounding up to the next millisecond.
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default();
+        let deadline = Duration::from_millis(u64::try_from(deadline).unwrap_or(0));
+        Box::pin(tokio::time::sleep(deadline.saturating_sub(now)))
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -233,6 +233,58 @@ fn scan_lines_at<'b, T>(
         scan.good_end = next;
     }
     Ok(scan)
+}
+
+/// Where [`read_whole_lines`] stopped: the complete lines end at `end`, the file at `len`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(in crate::store) struct LinesEnd {
+    pub(in crate::store) end: usize,
+    pub(in crate::store) len: usize,
+}
+
+impl LinesEnd {
+    /// The file ends in a line without its newline (from `end` to `len`).
+    pub(in crate::store) fn torn(&self) -> bool {
+        self.end < self.len
+    }
+}
+
+/// Reads `file` (at `path`) about `chunk` bytes at a time and hands `each` its complete lines,
+/// a run of them at a time with the file offset they start at, so that a file of any size is
+/// read with little memory; a line longer than a chunk is read whole. An incomplete last line
+/// is not handed over: the result says where it starts.
+pub(in crate::store) fn read_whole_lines(
+    file: &mut File,
+    path: &Path,
+    chunk: usize,
+    mut each: impl FnMut(&[u8], usize) -> Result<(), WorldError>,
+) -> Result<LinesEnd, WorldError> {
+    let mut buf = Vec::with_capacity(chunk);
+    // The file offset of `buf[0]`.
+    let mut base = 0;
+    loop {
+        let want = chunk.saturating_sub(buf.len()).max(chunk / 8).max(1);
+        let read = file
+            .take(want as u64)
+            .read_to_end(&mut buf)
+            .map_err(|e| io_error("could not read", path, e))?;
+        let end = match buf.iter().rposition(|&b| b == b'\n') {
+            Some(i) => i + 1,
+            None if read == 0 => 0,
+            None => continue, // a line longer than a chunk: read on
+        };
+        if end > 0 {
+            each(&buf[..end], base)?;
+        }
+        if read == 0 {
+            return Ok(LinesEnd {
+                end: base + end,
+                len: base + buf.len(),
+            });
+        }
+        buf.drain(..end);
+        base += end;
+    }
 }
 
 /// Cuts off an incomplete last line at `good_end` (of `len` bytes) and syncs the file.

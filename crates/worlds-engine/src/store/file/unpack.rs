@@ -8,14 +8,14 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File, OpenOptions};
-use std::io::Read;
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use crate::error::WorldError;
 
 use super::log::{
-    io_error, list_run_logs, log_path, scan_headers_at, sync_dir, truncate_torn, LogBatch,
+    io_error, list_run_logs, log_path, read_whole_lines, scan_headers_at, sync_dir, truncate_torn,
+    LogBatch,
 };
 use super::wal_read::{list_segments, SEGMENTS_DIR, WAL_FILES};
 
@@ -128,36 +128,17 @@ fn move_records(
     may_be_torn: bool,
 ) -> Result<(), WorldError> {
     let mut file = File::open(source).map_err(|e| io_error("could not read", source, e))?;
-    let mut buf = Vec::with_capacity(CHUNK);
-    // The file offset of `buf[0]`.
-    let mut base = 0;
-    loop {
-        let want = CHUNK.saturating_sub(buf.len()).max(CHUNK / 8);
-        let read = (&mut file)
-            .take(want as u64)
-            .read_to_end(&mut buf)
-            .map_err(|e| io_error("could not read", source, e))?;
-        let end = match buf.iter().rposition(|&b| b == b'\n') {
-            Some(i) => i + 1,
-            None if read == 0 => 0,
-            None => continue, // a line longer than a chunk: read on
-        };
-        if end > 0 {
-            move_chunk(source, workflows, counts, batch, &buf[..end], base)?;
-        }
-        if read == 0 {
-            if end < buf.len() && !may_be_torn {
-                return Err(super::log::corrupt(
-                    source,
-                    base + end,
-                    "an incomplete line in a segment that later ones follow",
-                ));
-            }
-            return Ok(());
-        }
-        buf.drain(..end);
-        base += end;
+    let lines = read_whole_lines(&mut file, source, CHUNK, |bytes, base| {
+        move_chunk(source, workflows, counts, batch, bytes, base)
+    })?;
+    if lines.torn() && !may_be_torn {
+        return Err(super::log::corrupt(
+            source,
+            lines.end,
+            "an incomplete line in a segment that later ones follow",
+        ));
     }
+    Ok(())
 }
 
 /// Appends the records of `bytes` (whole lines of `source` from offset `base`) that are not in

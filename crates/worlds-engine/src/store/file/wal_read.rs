@@ -5,13 +5,14 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File};
-use std::io::Read;
 use std::path::Path;
 
 use crate::error::WorldError;
 use crate::store::{EventStore, MemoryStore, RunStore};
 
-use super::log::{check_run_id, io_error, now, scan_events_at, truncate_torn, Records, Scan};
+use super::log::{
+    check_run_id, io_error, now, read_whole_lines, scan_events_at, truncate_torn, Records, Scan,
+};
 
 /// The contents of the WAL file at `path`, `None` if there is none.
 pub(in crate::store) fn read_wal(path: &Path) -> Result<Option<Vec<u8>>, WorldError> {
@@ -169,42 +170,24 @@ impl<'a> WalReplay<'a> {
         chunk: usize,
     ) -> Result<Replayed, WorldError> {
         let mut file = File::open(path).map_err(|e| io_error("could not read", path, e))?;
-        let mut buf = Vec::with_capacity(chunk);
-        // The file offset of `buf[0]`.
-        let mut base = 0;
         let mut replayed = Replayed::default();
-        loop {
-            let want = chunk.saturating_sub(buf.len()).max(chunk / 8).max(1);
-            let read = (&mut file)
-                .take(want as u64)
-                .read_to_end(&mut buf)
-                .map_err(|e| io_error("could not read", path, e))?;
-            let end = match buf.iter().rposition(|&b| b == b'\n') {
-                Some(i) => i + 1,
-                None if read == 0 => 0,
-                None => continue, // a line longer than a chunk: read on
-            };
-            if end > 0 {
-                let (scan, pending) = self.apply(path, &buf[..end], base)?;
-                replayed.records += scan.count;
-                replayed.pending += pending;
+        let lines = read_whole_lines(&mut file, path, chunk, |bytes, base| {
+            let (scan, pending) = self.apply(path, bytes, base)?;
+            replayed.records += scan.count;
+            replayed.pending += pending;
+            Ok(())
+        })?;
+        if lines.torn() {
+            if !newest {
+                return Err(super::log::corrupt(
+                    path,
+                    lines.end,
+                    "an incomplete line in a segment that later ones follow",
+                ));
             }
-            if read == 0 {
-                if end < buf.len() {
-                    if !newest {
-                        return Err(super::log::corrupt(
-                            path,
-                            base + end,
-                            "an incomplete line in a segment that later ones follow",
-                        ));
-                    }
-                    replayed.warning = self.torn(path, base + end, base + buf.len())?;
-                }
-                return Ok(replayed);
-            }
-            buf.drain(..end);
-            base += end;
+            replayed.warning = self.torn(path, lines.end, lines.len)?;
         }
+        Ok(replayed)
     }
 
     /// [`replay`](Self::replay) of `bytes`, read from `wal_path` earlier.

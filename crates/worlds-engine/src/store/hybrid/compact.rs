@@ -9,12 +9,14 @@
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
-use std::io::{Read, Write};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use crate::error::WorldError;
-use crate::store::file::{io_error, scan_headers_at, segment_number, segment_path, sync_dir};
+use crate::store::file::{
+    io_error, read_whole_lines, scan_headers_at, segment_number, segment_path, sync_dir,
+};
 
 use super::Inner;
 
@@ -191,38 +193,19 @@ impl Inner {
                 .insert(Segment::open(&self.segments, disk.newest.as_deref())?),
         };
         let mut on_disk = disk.on_disk.as_mut();
-        let mut buf = Vec::with_capacity(chunk);
-        // The WAL offset of `buf[0]`.
-        let mut base = 0;
+        let limit = disk.segment_bytes;
         let mut moved = 0;
-        loop {
-            let want = chunk.saturating_sub(buf.len()).max(chunk / 8).max(1);
-            let read = (&mut wal)
-                .take(want as u64)
-                .read_to_end(&mut buf)
-                .map_err(|e| io_error("could not read", &self.wal_path, e))?;
-            let last = read == 0;
-            let end = match buf.iter().rposition(|&b| b == b'\n') {
-                Some(i) => i + 1,
-                None if last => 0,
-                None => continue, // a line longer than a chunk: read on
-            };
-            if last && end < buf.len() {
-                return Err(WorldError::Internal(format!(
-                    "hybrid store: {} has an incomplete line at byte offset {} while open; not compacting",
-                    self.wal_path.display(),
-                    base + end
-                )));
-            }
-            if end > 0 {
-                segment.roll_if_full(disk.segment_bytes)?;
-                moved += self.move_chunk(segment, on_disk.as_deref_mut(), &buf[..end], base)?;
-            }
-            if last {
-                break;
-            }
-            buf.drain(..end);
-            base += end;
+        let lines = read_whole_lines(&mut wal, &self.wal_path, chunk, |bytes, base| {
+            segment.roll_if_full(limit)?;
+            moved += self.move_chunk(segment, on_disk.as_deref_mut(), bytes, base)?;
+            Ok(())
+        })?;
+        if lines.torn() {
+            return Err(WorldError::Internal(format!(
+                "hybrid store: {} has an incomplete line at byte offset {} while open; not compacting",
+                self.wal_path.display(),
+                lines.end
+            )));
         }
         segment.sync()?;
         Ok(moved)

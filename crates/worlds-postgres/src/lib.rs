@@ -297,21 +297,35 @@ fn plain_on_this_machine(url: &str, host: &str) -> bool {
         && matches!(host, "localhost" | "127.0.0.1" | "::1" | "[::1]")
 }
 
+/// The connection options for the server of `url`, as every connection of the world makes them:
+/// without TLS to this machine unless the URL or `PGSSLMODE` asks for it (see
+/// [`plain_on_this_machine`]). For tools that connect on their own (the `worlds` command's
+/// probe of a schema).
+///
+/// ```
+/// let options = worlds_postgres::server_options("postgres://postgres@127.0.0.1:5432/test")?;
+/// assert_eq!(options.get_port(), 5432);
+/// # Ok::<(), worlds_engine::WorldError>(())
+/// ```
+pub fn server_options(url: &str) -> Result<PgConnectOptions, WorldError> {
+    let base = PgConnectOptions::from_str(url).map_err(|e| WorldError::InvalidInput {
+        field: "url".into(),
+        message: format!("'{}' is not a PostgreSQL URL: {e}", redact(url)),
+    })?;
+    Ok(if plain_on_this_machine(url, base.get_host()) {
+        base.ssl_mode(PgSslMode::Disable)
+    } else {
+        base
+    })
+}
+
 /// The connection options for `url` under `options` (schema on the search path, timeouts,
 /// the application name), and `host:port` for messages.
 fn connect_options(
     url: &str,
     options: &PostgresOptions,
 ) -> Result<(PgConnectOptions, String), WorldError> {
-    let base = PgConnectOptions::from_str(url).map_err(|e| WorldError::InvalidInput {
-        field: "url".into(),
-        message: format!("'{}' is not a PostgreSQL URL: {e}", redact(url)),
-    })?;
-    let base = if plain_on_this_machine(url, base.get_host()) {
-        base.ssl_mode(PgSslMode::Disable)
-    } else {
-        base
-    };
+    let base = server_options(url)?;
     let server = format!("{}:{}", base.get_host(), base.get_port());
     // Named for the schema, so an operator (or a test) can tell one world's sessions from
     // another's in `pg_stat_activity`.

@@ -108,9 +108,9 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         // The process W5 starts and kills: it prints no result.
         return runtime.block_on(w5::child(&settings, &dir));
     }
-    if let (WorkloadArg::S1, Some(dir)) = (args.workload, s1::child_dir()) {
-        // The process S1 opens its directory in: it prints what it measured.
-        return runtime.block_on(s1::child(&settings, &dir));
+    if let (WorkloadArg::S1, Some(place)) = (args.workload, s1::child_place()) {
+        // The process S1 opens its store in: it prints what it measured.
+        return runtime.block_on(s1::child(&settings, &place));
     }
     let workloads = match args.workload {
         // W5 needs a disk to recover from; W4 (100 000 runs) is run on its own.

@@ -1,13 +1,15 @@
-//! S1, the edge of scale on a durable backend: fill a directory with N finished runs
-//! (1 000 000 by default; one in a thousand failed), close the world, then open the directory
-//! in a fresh process and ask for the failed runs. Reports how long closing and opening took,
-//! the memory of the opened world per run, and the query's time. Not a contract workload: the
-//! targets of the storage work (open ≤ 15 s, `--status failed --limit 50` ≤ 50 ms).
+//! S1, the edge of scale on a durable backend: fill a store with N finished runs (1 000 000 by
+//! default; one in a thousand failed), close the world, then open the store in a fresh process
+//! and ask for the failed runs. Reports how long closing and opening took, the memory of the
+//! opened world per run, and the query's time; on PostgreSQL also the whole
+//! `worlds runs list --status failed --limit 50` command. Not a contract workload: the targets of
+//! the storage work (open ≤ 15 s, `--status failed --limit 50` ≤ 50 ms).
 //!
-//! The open is timed in a child process (this binary again, with [`CHILD_DIR_VAR`] naming the
-//! directory), so that its peak memory is the opened world's alone, not the fill's.
+//! The open is timed in a child process (this binary again, with [`CHILD_PLACE_VAR`] naming the
+//! directory, or the schema on PostgreSQL), so that its peak memory is the opened world's alone,
+//! not the fill's.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -21,8 +23,9 @@ use crate::cli::Backend;
 
 use super::{config, progress, report, Report, Settings};
 
-/// Set (to the world's directory) in the child process that opens the filled directory.
-pub(crate) const CHILD_DIR_VAR: &str = "WORLDS_BENCH_S1_DIR";
+/// Set in the child process that opens the filled store: to the world's directory, or to its
+/// schema on PostgreSQL.
+pub(crate) const CHILD_PLACE_VAR: &str = "WORLDS_BENCH_S1_PLACE";
 
 /// Set to keep the filled directory (for profiling an open), instead of removing it.
 const KEEP_VAR: &str = "WORLDS_BENCH_S1_KEEP";
@@ -38,9 +41,9 @@ const SAMPLES: usize = 7;
 /// The query's page size.
 const PAGE: usize = 50;
 
-/// The directory of the child role, if this process is the child of an S1 run.
-pub(crate) fn child_dir() -> Option<PathBuf> {
-    std::env::var_os(CHILD_DIR_VAR).map(PathBuf::from)
+/// The directory (or schema) of the child role, if this process is the child of an S1 run.
+pub(crate) fn child_place() -> Option<String> {
+    std::env::var(CHILD_PLACE_VAR).ok()
 }
 
 /// What the child measured, one JSON line on its stdout.
@@ -66,8 +69,8 @@ fn flow() -> Workflow<u64, u64> {
 
 /// Runs S1 (the parent role).
 pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
-    if !matches!(settings.backend, Backend::Hybrid | Backend::File) {
-        bail!("S1 opens a directory again: it needs `--backend hybrid` or `--backend file`");
+    if settings.backend == Backend::Memory {
+        bail!("S1 opens a store again: it needs `--backend hybrid`, `file` or `postgres`");
     }
     let n = settings.n.unwrap_or(N);
     progress(&format!(
@@ -75,8 +78,11 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
     ));
     let flow = flow();
     let config = config(settings, 0, None)?;
-    let dir = config.persistence_path.clone();
-    let world = World::new(config).context("could not create the world")?;
+    let place = match settings.backend {
+        Backend::Postgres => config.database.schema.clone(),
+        _ => config.persistence_path.to_string_lossy().into_owned(),
+    };
+    let world = open(config).await?;
     world.register(&flow)?;
     world.start().await?;
     let filling = Instant::now();
@@ -104,12 +110,17 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
     let close = closing.elapsed();
 
     progress("S1: opening in a fresh process");
-    let opened = open_in_child(settings.backend, &dir);
-    if std::env::var_os(KEEP_VAR).is_some() {
-        progress(&format!("S1: the directory is kept: {}", dir.display()));
-    } else {
-        std::fs::remove_dir_all(&dir)
-            .with_context(|| format!("could not remove {}", dir.display()))?;
+    let opened = open_in_child(settings, &place);
+    let command = match (&opened, settings.backend) {
+        (Ok(_), Backend::Postgres) => Some(time_runs_list(settings, &place)?),
+        _ => None,
+    };
+    if settings.backend != Backend::Postgres {
+        if std::env::var_os(KEEP_VAR).is_some() {
+            progress(&format!("S1: the directory is kept: {place}"));
+        } else {
+            std::fs::remove_dir_all(&place).with_context(|| format!("could not remove {place}"))?;
+        }
     }
     let opened = opened?;
     if opened.runs != n {
@@ -125,8 +136,19 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
     report.steps_per_s = None;
     report.p50_ms = Some(report::round(median, 3));
     report.peak_rss_mb = Some(opened.peak_rss_mb);
+    let (opening, memory) = if settings.backend == Backend::Postgres {
+        (
+            "connects and checks the schema; nothing is loaded",
+            String::new(),
+        )
+    } else {
+        (
+            "every run loaded",
+            format!(": {per_run_bytes:.0} bytes per run"),
+        )
+    };
     report.notes = format!(
-        "wall_s = open: a fresh process opens the directory (every run loaded); p50_ms = median of {SAMPLES} queries of the failed runs, {PAGE} a page ({} found on the page; all {:?} ms); peak_rss_mb = that process's VmHWM ({:.1} MiB before opening: {per_run_bytes:.0} bytes per run); the fill took {:.1} s ({IN_FLIGHT} runs in flight) and closing the world after it {:.3} s; {} workers",
+        "wall_s = open: a fresh process opens the store ({opening}); p50_ms = median of {SAMPLES} queries of the failed runs, {PAGE} a page ({} found on the page; all {:?} ms); peak_rss_mb = that process's VmHWM ({:.1} MiB before opening{memory}); the fill took {:.1} s ({IN_FLIGHT} runs in flight) and closing the world after it {:.3} s; {} workers",
         opened.failed_found,
         opened.query_ms,
         opened.rss_before_mb,
@@ -134,14 +156,67 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
         close.as_secs_f64(),
         settings.workers
     );
+    if let Some(command) = command {
+        report.notes.push_str(&format!(
+            "; the whole command `worlds runs list --status failed --limit 50` (process start, connection, query, output): {command:?} ms"
+        ));
+    }
     Ok(report)
 }
 
-/// Runs this binary as the child that opens `dir` and queries it; returns what it measured.
-fn open_in_child(backend: Backend, dir: &Path) -> anyhow::Result<Opened> {
+/// Opens a benchmark world on `config`'s store (not started).
+async fn open(config: WorldConfig) -> anyhow::Result<World> {
+    let world = if config.persistence == Persistence::Postgres {
+        worlds_postgres::open(config).await
+    } else {
+        World::new(config)
+    };
+    world.context("could not open the world")
+}
+
+/// Times `worlds runs list --status failed --limit 50` on the PostgreSQL schema `schema`, a few
+/// times, as a user would run it: this binary in a process of its own.
+fn time_runs_list(settings: &Settings, schema: &str) -> anyhow::Result<Vec<f64>> {
+    let mut times = Vec::with_capacity(SAMPLES);
+    for _ in 0..SAMPLES {
+        let started = Instant::now();
+        let output = Command::new(std::env::current_exe().context("no path to this program")?)
+            .args([
+                "runs",
+                "list",
+                "--status",
+                "failed",
+                "--limit",
+                &PAGE.to_string(),
+            ])
+            .args(["--database-url", &settings.database_url, "--schema", schema])
+            .stdin(Stdio::null())
+            .output()
+            .context("could not run `worlds runs list`")?;
+        times.push(report::round(super::ms(started.elapsed()), 1));
+        if !output.status.success() {
+            bail!(
+                "`worlds runs list` failed: {}",
+                String::from_utf8_lossy(&output.stderr)
+            );
+        }
+    }
+    Ok(times)
+}
+
+/// Runs this binary as the child that opens the store at `place` and queries it; returns what
+/// it measured.
+fn open_in_child(settings: &Settings, place: &str) -> anyhow::Result<Opened> {
     let output = Command::new(std::env::current_exe().context("no path to this program")?)
-        .args(["bench", "--workload", "s1", "--backend", backend.name()])
-        .env(CHILD_DIR_VAR, dir)
+        .args([
+            "bench",
+            "--workload",
+            "s1",
+            "--backend",
+            settings.backend.name(),
+        ])
+        .args(["--database-url", &settings.database_url])
+        .env(CHILD_PLACE_VAR, place)
         .stdin(Stdio::null())
         .stderr(Stdio::inherit())
         .output()
@@ -156,13 +231,17 @@ fn open_in_child(backend: Backend, dir: &Path) -> anyhow::Result<Opened> {
     serde_json::from_str(line.trim()).with_context(|| format!("unexpected child output {line:?}"))
 }
 
-/// The child role: opens the world on `dir` (not started, so nothing runs), times a query of
+/// The child role: opens the world on `place` (not started, so nothing runs), times a query of
 /// the failed runs, and prints what it measured.
-pub(crate) async fn child(settings: &Settings, dir: &Path) -> anyhow::Result<()> {
+pub(crate) async fn child(settings: &Settings, place: &str) -> anyhow::Result<()> {
     let rss_before_mb = report::rss_mb().unwrap_or(0.0);
-    let config = config(settings, 0, Some(dir.to_path_buf()))?;
+    let settings = Settings {
+        schema: Some(place.to_owned()),
+        ..settings.clone()
+    };
+    let config = config(&settings, 0, Some(PathBuf::from(place)))?;
     let opening = Instant::now();
-    let world = World::new(config).context("could not open the world")?;
+    let world = open(config).await?;
     let open_s = opening.elapsed().as_secs_f64();
     let peak_rss_mb = report::peak_rss_mb().unwrap_or(0.0);
     let runs = world

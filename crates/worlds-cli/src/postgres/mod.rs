@@ -183,13 +183,10 @@ pub(crate) struct Probe {
 /// Connects once, reads the server's and the schema's versions, and disconnects. Fails with a
 /// message naming host and port when the server does not answer.
 pub(crate) async fn probe(db: &Database) -> anyhow::Result<Probe> {
-    let options = PgConnectOptions::from_str(db.url())
-        .map_err(|e| {
-            db.error(format!(
-                "'{}' is not a PostgreSQL URL: {e}",
-                redact_url(db.url())
-            ))
-        })?
+    // Without TLS to this machine, as the world connects: over TLS on the loopback each
+    // handshake waited ~40 ms for a delayed acknowledgement.
+    let options = worlds_postgres::server_options(db.url())
+        .map_err(|e| db.error(e.to_string()))?
         .application_name("worlds-cli");
     let unreachable = |detail: String| {
         db.error(format!(
@@ -401,7 +398,8 @@ pub(crate) fn with_world<T>(
 /// Drops a schema and everything in it (benchmarks and tests).
 pub(crate) async fn drop_schema(url: &str, schema: &str) -> Result<(), WorldError> {
     check_schema_name(schema).map_err(|e| WorldError::Internal(e.to_string()))?;
-    let mut conn = PgConnection::connect(url)
+    let options = worlds_postgres::server_options(url)?;
+    let mut conn = PgConnection::connect_with(&options)
         .await
         .map_err(|e| WorldError::Unavailable(format!("dropping schema '{schema}': {e}")))?;
     let result = sqlx::query(AssertSqlSafe(format!(

@@ -46,7 +46,22 @@ pub(crate) fn logs(bytes: &[u8], seal: bool) {
         let _ = apply_events(path, &run_id, bytes, 0, 0, &memory, records);
         let counts = HashMap::new();
         let memory = MemoryStore::new();
-        let _ = WalReplay::new(&memory, &counts, records, true).replay_bytes(path, bytes);
+        let whole = WalReplay::new(&memory, &counts, records, true).replay_bytes(path, bytes);
+        // A segment is read in chunks: that must come to the same as reading it whole.
+        for chunk in [7, 64] {
+            let memory = MemoryStore::new();
+            let chunked = WalReplay::new(&memory, &counts, records, true).replay_segment_from(
+                &mut &bytes[..],
+                path,
+                true,
+                chunk,
+            );
+            match (&whole, &chunked) {
+                (Ok(a), Ok(b)) => assert_eq!(a, b, "chunks of {chunk}"),
+                (Err(a), Err(b)) => assert_eq!(a.to_string(), b.to_string(), "chunks of {chunk}"),
+                _ => panic!("read whole: {whole:?}; in chunks of {chunk}: {chunked:?}"),
+            }
+        }
     }
 }
 

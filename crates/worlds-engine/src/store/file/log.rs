@@ -249,12 +249,12 @@ impl LinesEnd {
     }
 }
 
-/// Reads `file` (at `path`) about `chunk` bytes at a time and hands `each` its complete lines,
+/// Reads `file` (the contents of `path`) about `chunk` bytes at a time and hands `each` its complete lines,
 /// a run of them at a time with the file offset they start at, so that a file of any size is
 /// read with little memory; a line longer than a chunk is read whole. An incomplete last line
 /// is not handed over: the result says where it starts.
 pub(in crate::store) fn read_whole_lines(
-    file: &mut File,
+    file: &mut impl Read,
     path: &Path,
     chunk: usize,
     mut each: impl FnMut(&[u8], usize) -> Result<(), WorldError>,
@@ -264,7 +264,7 @@ pub(in crate::store) fn read_whole_lines(
     let mut base = 0;
     loop {
         let want = chunk.saturating_sub(buf.len()).max(chunk / 8).max(1);
-        let read = file
+        let read = (&mut *file)
             .take(want as u64)
             .read_to_end(&mut buf)
             .map_err(|e| io_error("could not read", path, e))?;

@@ -170,8 +170,20 @@ impl<'a> WalReplay<'a> {
         chunk: usize,
     ) -> Result<Replayed, WorldError> {
         let mut file = File::open(path).map_err(|e| io_error("could not read", path, e))?;
+        self.replay_segment_from(&mut file, path, newest, chunk)
+    }
+
+    /// [`replay_segment_in_chunks`](Self::replay_segment_in_chunks) of what `reader` holds (the
+    /// contents of `path`).
+    pub(in crate::store) fn replay_segment_from(
+        &mut self,
+        reader: &mut impl std::io::Read,
+        path: &Path,
+        newest: bool,
+        chunk: usize,
+    ) -> Result<Replayed, WorldError> {
         let mut replayed = Replayed::default();
-        let lines = read_whole_lines(&mut file, path, chunk, |bytes, base| {
+        let lines = read_whole_lines(reader, path, chunk, |bytes, base| {
             let (scan, pending) = self.apply(path, bytes, base)?;
             replayed.records += scan.count;
             replayed.pending += pending;

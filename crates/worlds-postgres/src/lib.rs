@@ -298,8 +298,9 @@ fn plain_on_this_machine(url: &str, host: &str) -> bool {
 }
 
 /// The connection options for the server of `url`, as every connection of the world makes them:
-/// without TLS to this machine unless the URL or `PGSSLMODE` asks for it (see
-/// [`plain_on_this_machine`]). For tools that connect on their own (the `worlds` command's
+/// without TLS to this machine (`localhost`, `127.0.0.1`, `::1`) unless the URL names an
+/// `sslmode` or `PGSSLMODE` is set — TLS to the loopback protects nothing and costs a delayed
+/// acknowledgement per handshake. For tools that connect on their own (the `worlds` command's
 /// probe of a schema).
 ///
 /// ```

@@ -74,7 +74,7 @@ pub(in crate::store) use log::{
     scan_headers_at, sync_dir, truncate_torn, Records,
 };
 pub(in crate::store) use wal_read::{
-    list_segments, segment_number, segment_path, WalReplay, SEGMENTS_DIR, WAL_FILES,
+    list_segments, segment_number, segment_path, WalReplay, SEGMENTS_DIR, SEGMENT_CHUNK, WAL_FILES,
 };
 
 /// What the write-ahead logs of a hybrid store held when a [`FileStore`] read them (see
@@ -277,7 +277,8 @@ impl FileStore {
         let mut replay = WalReplay::new(&store.memory, &counts, format.records, true);
         let newest = segments.len().saturating_sub(1);
         for (i, (path, bytes)) in segments.iter().enumerate() {
-            let replayed = replay.replay_segment(path, bytes, i == newest)?;
+            let replayed =
+                replay.replay_segment_from(&mut &bytes[..], path, i == newest, SEGMENT_CHUNK)?;
             store.wal.segments += 1;
             store.wal.segment_records += replayed.records;
             warnings.extend(replayed.warning);

@@ -24,7 +24,7 @@ pub(in crate::store) fn read_wal(path: &Path) -> Result<Option<Vec<u8>>, WorldEr
 }
 
 /// Bytes of a segment read and replayed at a time.
-const CHUNK: usize = 8 << 20;
+pub(in crate::store) const SEGMENT_CHUNK: usize = 8 << 20;
 
 /// The two WAL files under `state/`, in the order they are replayed.
 pub(in crate::store) const WAL_FILES: [&str; 2] = ["wal.ndjson", "wal.next.ndjson"];
@@ -123,26 +123,6 @@ impl<'a> WalReplay<'a> {
         }
     }
 
-    /// [`replay_bytes`](Self::replay_bytes) of a segment's contents. Only the newest segment
-    /// (`newest`) may end in a line a crash cut short (compaction was copying into it, and the
-    /// WAL still holds that line); in an older one such a line is corruption.
-    pub(in crate::store) fn replay_segment(
-        &mut self,
-        path: &Path,
-        bytes: &[u8],
-        newest: bool,
-    ) -> Result<Replayed, WorldError> {
-        if !newest && !bytes.is_empty() && bytes.last() != Some(&b'\n') {
-            let start = bytes.iter().rposition(|&b| b == b'\n').map_or(0, |i| i + 1);
-            return Err(super::log::corrupt(
-                path,
-                start,
-                "an incomplete line in a segment that later ones follow",
-            ));
-        }
-        self.replay_bytes(path, bytes)
-    }
-
     /// Events of each run held before the files replayed so far, plus what they added: where
     /// the next record of each run belongs.
     pub(in crate::store) fn positions(&self) -> HashMap<String, u64> {
@@ -151,7 +131,7 @@ impl<'a> WalReplay<'a> {
         positions
     }
 
-    /// Replays a segment file read [`CHUNK`] bytes at a time (segments are large; their bytes
+    /// Replays a segment file read [`SEGMENT_CHUNK`] bytes at a time (segments are large; their bytes
     /// need not be held at once). Only the newest segment (`newest`) may end in a line a crash
     /// cut short; in an older one such a line is corruption.
     pub(in crate::store) fn replay_segment_file(
@@ -159,7 +139,7 @@ impl<'a> WalReplay<'a> {
         path: &Path,
         newest: bool,
     ) -> Result<Replayed, WorldError> {
-        self.replay_segment_in_chunks(path, newest, CHUNK)
+        self.replay_segment_in_chunks(path, newest, SEGMENT_CHUNK)
     }
 
     /// [`replay_segment_file`](Self::replay_segment_file), reading `chunk` bytes at a time.
@@ -174,7 +154,7 @@ impl<'a> WalReplay<'a> {
     }
 
     /// [`replay_segment_in_chunks`](Self::replay_segment_in_chunks) of what `reader` holds (the
-    /// contents of `path`).
+    /// contents of `path`, perhaps read earlier).
     pub(in crate::store) fn replay_segment_from(
         &mut self,
         reader: &mut impl std::io::Read,

@@ -161,6 +161,17 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "N")]
     pub(crate) rate_limit: Option<std::num::NonZeroU32>,
 
+    /// The secret this server signs Workflow DevKit queue deliveries with (Standard Webhooks,
+    /// `whsec_…`); the app's World checks them with the same secret. Without it the server
+    /// takes no DevKit queue messages.
+    #[arg(
+        long,
+        env = "WORLDS_DELIVERY_SECRET",
+        hide_env_values = true,
+        value_name = "SECRET"
+    )]
+    pub(crate) delivery_secret: Option<String>,
+
     /// The world's data directory (file and hybrid storage).
     #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,

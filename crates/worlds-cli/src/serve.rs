@@ -47,6 +47,13 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         .await?,
     );
     Demo::new(&DemoOptions::new()).register(&world)?;
+    if let Some(secret) = &args.delivery_secret {
+        worlds_server::devkit::register_delivery(
+            &world,
+            worlds_engine::hooks::WebhookSignature::standard(secret.as_str()),
+        )
+        .context("--delivery-secret (WORLDS_DELIVERY_SECRET)")?;
+    }
     world.start().await?;
 
     let keys = ApiKeys::open(world.clone()).await?;

@@ -236,6 +236,7 @@ fn runs_show_does_not_say_what_happened_and_what_the_run_waits_for() {
         EventKind::TimerScheduled {
             position: 1,
             fire_at: now + 3_600_000,
+            timer_id: None,
         },
     ];
     // A run whose step is running in this process (the store that created it leases it).
@@ -274,6 +275,7 @@ fn runs_show_does_not_say_what_happened_and_what_the_run_waits_for() {
             EventKind::TimerScheduled {
                 position: 0,
                 fire_at: now - 7_200_000,
+                timer_id: None,
             },
         ];
         let events = events.into_iter().map(|k| event("wrun_stuck", k)).collect();

@@ -143,8 +143,8 @@ pub use model::{
 pub use payload::Payload;
 pub use worker::{WorkerInfo, WorkerStatus};
 pub use world::{
-    Divergence, HistoryVerdict, VerifyOptions, VerifyReport, WorkflowHandle, WorkflowVerified,
-    World, WorldKeys, WorldLogs, WorldSchedules, WorldStreams, WorldWorkers,
+    Divergence, ExternalRuns, HistoryVerdict, VerifyOptions, VerifyReport, WorkflowHandle,
+    WorkflowVerified, World, WorldKeys, WorldLogs, WorldSchedules, WorldStreams, WorldWorkers,
 };
 // The attributes that turn an `async fn` into a workflow, an activity or a durable step. They
 // share their names with the `activity` and `workflow` functions: macros live in a namespace of their own.

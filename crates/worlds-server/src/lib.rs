@@ -38,6 +38,8 @@
 //! | `GET /v1/runs/{id}/streams` | read | the names of the run's streams |
 //! | `GET /v1/runs/{id}/streams/{name}` | read | its chunks, paged: `cursor`, `limit` (text, or `base64` for binary data) |
 //! | `GET /v1/runs/{id}/streams/{name}/live` | read | Server-Sent Events: chunks from `from` (or after `Last-Event-ID`), then new ones, then `end` |
+//! | `POST /v1/runs/{id}/streams/{name}`, `…/close` | write | append the body as the stream's next chunk (201 `{index}`); close the stream (for runs driven from outside) |
+//! | `/v1/devkit/…` | read (`GET`), write | the Workflow DevKit's World: its runs, steps, events, hooks and queue (see [`devkit`]) |
 //! | `POST /v1/hooks/resume` | write | `{"token", "payload"}`: resume the hook waiting with that token |
 //! | `GET /v1/hooks` | read | the hooks waiting now, paged |
 //! | `GET /v1/hooks/{id}`, `GET /v1/runs/{id}/hooks` | read | a hook by id; a run's hooks, paged |
@@ -60,6 +62,7 @@
 
 pub mod auth;
 mod dashboard;
+pub mod devkit;
 pub mod error;
 #[cfg(any(test, feature = "fuzzing"))]
 #[doc(hidden)]
@@ -199,7 +202,16 @@ impl Routes {
             .routes(routes!(schedules::get))
             .routes(routes!(metrics::json))
             .routes(routes!(metrics::prometheus))
-            .routes(routes!(workers::list));
+            .routes(routes!(workers::list))
+            .routes(routes!(devkit::routes::list_runs))
+            .routes(routes!(devkit::routes::get_run))
+            .routes(routes!(devkit::routes::list_steps))
+            .routes(routes!(devkit::routes::get_step))
+            .routes(routes!(devkit::routes::find_step_by_id))
+            .routes(routes!(devkit::routes::list_events))
+            .routes(routes!(devkit::routes::events_by_correlation))
+            .routes(routes!(devkit::routes::get_hook))
+            .routes(routes!(devkit::routes::list_hooks));
         let write = OpenApiRouter::new()
             .routes(routes!(runs::start))
             .routes(routes!(runs::cancel))
@@ -207,7 +219,19 @@ impl Routes {
             .routes(routes!(recovery::reset))
             .routes(routes!(recovery::resume))
             .routes(routes!(recovery::bulk))
-            .routes(routes!(hooks::resume));
+            .routes(routes!(hooks::resume))
+            .routes(routes!(streams::write))
+            .routes(routes!(streams::close))
+            .routes(routes!(devkit::routes::create_run))
+            .routes(routes!(devkit::routes::update_run))
+            .routes(routes!(devkit::routes::cancel_run))
+            .routes(routes!(devkit::routes::create_step))
+            .routes(routes!(devkit::routes::update_step))
+            .routes(routes!(devkit::routes::create_event))
+            .routes(routes!(devkit::routes::create_hook))
+            .routes(routes!(devkit::routes::hook_by_token))
+            .routes(routes!(devkit::routes::dispose_hook))
+            .routes(routes!(devkit::routes::queue));
         let admin = OpenApiRouter::new()
             .routes(routes!(schedules::create))
             .routes(routes!(schedules::delete))
@@ -298,6 +322,7 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
     let state = Api {
         world,
         keys: world_keys,
+        devkit: devkit::RunLocks::new(),
     };
     let app = app
         .merge(document)

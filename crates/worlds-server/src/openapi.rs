@@ -77,6 +77,34 @@ engine_record!(
     "One thing an unfinished run waits on: `on` (`start`, `step_queued`, `step_running`, `step_retry`, `timer`, `hook`, `child`, `workflow_retry`) with its fields, `since`, `due`, and a `concern` when the waiting looks stuck (`worlds_engine::model::Wait`)."
 );
 engine_record!(
+    DevkitRun,
+    "A Workflow DevKit run: `runId`, `deploymentId`, `workflowName`, `status`, `input`, `output` or `error`, `startedAt`, `completedAt`, `createdAt`, `updatedAt` (ms since the epoch; absent fields left out)."
+);
+engine_record!(
+    DevkitStep,
+    "A Workflow DevKit step: `runId`, `stepId`, `stepName`, `status`, `input`, `output` or `error`, `attempt`, `startedAt` (the first attempt's), `completedAt`, `createdAt`, `updatedAt`, `retryAfter`."
+);
+engine_record!(
+    DevkitHook,
+    "A Workflow DevKit hook: `runId`, `hookId`, `token` (only where the caller gave it), `metadata`, `ownerId`, `projectId`, `environment`, `createdAt`."
+);
+engine_record!(
+    DevkitEvent,
+    "A Workflow DevKit event: `runId`, `eventId`, `eventType`, `correlationId`, `eventData`, `createdAt`."
+);
+engine_record!(
+    DevkitPage,
+    "One page of DevKit records: `data`, `cursor` (null on the last page), `hasMore`."
+);
+engine_record!(
+    DevkitQueued,
+    "A queued DevKit message: `messageId`, the id of the run that delivers it."
+);
+engine_record!(
+    DevkitBody,
+    "The body of a Workflow DevKit World call, as the `@worlds-engine/devkit-world` package sends it (camelCase fields; see the route's description)."
+);
+engine_record!(
     RunError,
     "How a run failed: `name`, `message`, `code`, `step`… (`worlds_engine::StructuredError`)."
 );

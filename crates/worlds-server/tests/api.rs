@@ -180,7 +180,7 @@ fn code(body: &Value) -> &str {
 }
 
 /// Every guarded route, as the OpenAPI document names it, with the scope it needs.
-const ROUTES: [(&str, &str, Scope); 33] = [
+const ROUTES: [(&str, &str, Scope); 54] = [
     ("GET", "/v1/runs", Scope::Read),
     ("GET", "/v1/runs/{id}", Scope::Read),
     ("GET", "/v1/runs/{id}/result", Scope::Read),
@@ -214,6 +214,27 @@ const ROUTES: [(&str, &str, Scope); 33] = [
     ("GET", "/v1/keys", Scope::Admin),
     ("POST", "/v1/keys", Scope::Admin),
     ("POST", "/v1/keys/{id}/revoke", Scope::Admin),
+    ("POST", "/v1/runs/{id}/streams/{name}", Scope::Write),
+    ("POST", "/v1/runs/{id}/streams/{name}/close", Scope::Write),
+    ("GET", "/v1/devkit/runs", Scope::Read),
+    ("GET", "/v1/devkit/runs/{id}", Scope::Read),
+    ("GET", "/v1/devkit/runs/{id}/steps", Scope::Read),
+    ("GET", "/v1/devkit/runs/{id}/steps/{step}", Scope::Read),
+    ("GET", "/v1/devkit/steps/{step}", Scope::Read),
+    ("GET", "/v1/devkit/runs/{id}/events", Scope::Read),
+    ("GET", "/v1/devkit/events", Scope::Read),
+    ("GET", "/v1/devkit/hooks/{hook}", Scope::Read),
+    ("GET", "/v1/devkit/hooks", Scope::Read),
+    ("POST", "/v1/devkit/runs", Scope::Write),
+    ("PATCH", "/v1/devkit/runs/{id}", Scope::Write),
+    ("POST", "/v1/devkit/runs/{id}/cancel", Scope::Write),
+    ("POST", "/v1/devkit/runs/{id}/steps", Scope::Write),
+    ("PATCH", "/v1/devkit/runs/{id}/steps/{step}", Scope::Write),
+    ("POST", "/v1/devkit/runs/{id}/events", Scope::Write),
+    ("POST", "/v1/devkit/runs/{id}/hooks", Scope::Write),
+    ("POST", "/v1/devkit/hooks/by-token", Scope::Write),
+    ("POST", "/v1/devkit/hooks/{hook}/dispose", Scope::Write),
+    ("POST", "/v1/devkit/queue", Scope::Write),
 ];
 
 /// A route's path with its parameters filled in.
@@ -227,7 +248,10 @@ fn concrete(path: &str) -> String {
     } else {
         "wrun_x"
     };
-    path.replace("{id}", id).replace("{name}", "log")
+    path.replace("{id}", id)
+        .replace("{name}", "log")
+        .replace("{step}", "step_x")
+        .replace("{hook}", "hook_x")
 }
 
 #[tokio::test]

@@ -544,6 +544,7 @@ impl WorkflowContext {
                 hook_type,
                 signature: signature.clone(),
                 chosen: chosen.is_some(),
+                metadata: None,
             },
         );
         Hook {

@@ -114,6 +114,10 @@ impl Engine {
         if state.status.is_terminal() {
             return Ok(Loaded::Finished);
         }
+        if state.external {
+            // Its code runs elsewhere: this engine only keeps its records.
+            return Ok(Loaded::Dormant);
+        }
         if state.retry_pending().is_some() {
             // Failed, waiting out the delay before its next attempt.
             return Ok(Loaded::Dormant);
@@ -355,7 +359,11 @@ impl Engine {
                     }
                 }
                 NewCommand::Timer { position, fire_at } => {
-                    events.push(EventKind::TimerScheduled { position, fire_at });
+                    events.push(EventKind::TimerScheduled {
+                        position,
+                        fire_at,
+                        timer_id: None,
+                    });
                     timers.push(Timer {
                         fire_at,
                         run_id: run_id.to_owned(),

@@ -109,6 +109,7 @@ impl Hooks {
             methods: hook.methods.clone(),
             hook_type: hook.hook_type.clone(),
             signature: hook.signature.clone(),
+            metadata: hook.metadata.clone(),
         };
         let first = if held { conflict.clone() } else { created };
         let appended = match self.journal.append(run_id, vec![first]).await {

@@ -29,6 +29,7 @@ pub(crate) mod definitions;
 mod ending;
 pub(crate) mod errors;
 mod executor;
+pub(crate) mod external;
 pub(crate) mod hook_handles;
 mod hooks;
 #[cfg(feature = "http")]

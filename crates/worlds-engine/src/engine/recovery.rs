@@ -318,6 +318,10 @@ impl Engine {
         let mut found = Recovered::default();
         for run_id in runs {
             let run = self.recovery.read(&run_id).await?;
+            if run.state.external {
+                // Driven from outside: nothing of it runs here.
+                continue;
+            }
             found.runs += 1;
             let before = found.clone();
             self.adopt(&run.state);
@@ -476,6 +480,7 @@ mod tests {
             EventKind::TimerScheduled {
                 position: 3,
                 fire_at: 9_000,
+                timer_id: None,
             },
         ]);
         let plan = Plan::of(&run);

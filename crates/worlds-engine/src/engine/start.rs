@@ -206,6 +206,7 @@ impl Engine {
                 max_retries: Some(options.max_retries.unwrap_or(DEFAULT_MAX_RETRIES)),
                 idempotency_key: options.idempotency_key.clone(),
                 code_version: self.config.code_version.clone(),
+                external: false,
             })),
         );
         Ok(NewRun {

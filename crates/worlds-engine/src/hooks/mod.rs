@@ -247,6 +247,8 @@ pub(crate) struct NewHook {
     pub(crate) signature: Option<String>,
     /// The caller chose the token, so it may clash with another live hook's.
     pub(crate) chosen: bool,
+    /// Data for whoever resumes it (an external runtime's hook metadata).
+    pub(crate) metadata: Option<crate::payload::Payload>,
 }
 
 /// What a step needs to recover a hook's token: the run, the hook's position and id (and the

@@ -117,6 +117,12 @@ pub struct QueuedRun {
     /// ([`WorldConfig::code_version`](crate::WorldConfig::code_version)), if it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code_version: Option<String>,
+    /// True for a run whose workflow code runs outside this engine (a Workflow DevKit app,
+    /// another language's runtime): its history is written through
+    /// [`World::external`](crate::World::external) by that runtime, and the engine stores it,
+    /// shows it and answers for it, but never executes, recovers or times it.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
 }
 
 impl QueuedRun {
@@ -137,6 +143,7 @@ impl QueuedRun {
             max_retries: None,
             idempotency_key: None,
             code_version: None,
+            external: false,
         }
     }
 }
@@ -325,6 +332,10 @@ pub enum EventKind {
         position: u32,
         /// When it fires, ms since the Unix epoch.
         fire_at: Millis,
+        /// The id an external runtime gave the wait (a DevKit `wait_…` correlation id), kept so
+        /// it can find the wait again; engine timers have none.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        timer_id: Option<String>,
     },
     /// The timer fired; this resolves the command.
     TimerFired {
@@ -411,6 +422,10 @@ pub enum EventKind {
         /// The named signature a webhook's requests must carry, if not the world's default.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         signature: Option<String>,
+        /// Data the creator attached to the hook for whoever resumes it (an external runtime's
+        /// hook metadata), if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        metadata: Option<Payload>,
     },
     /// The hook was resumed with a payload; this resolves the command.
     HookReceived {

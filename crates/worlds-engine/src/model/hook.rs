@@ -48,6 +48,10 @@ pub struct HookState {
     /// default, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub signature: Option<String>,
+    /// Data its creator attached for whoever resumes it (an external runtime's hook
+    /// metadata), if any.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<crate::payload::Payload>,
     /// When it was created.
     pub created_at: Millis,
     /// When it stops accepting payloads, if ever.

@@ -219,6 +219,9 @@ pub struct WorkflowState {
     /// The code version of the world that accepted the run, if it had one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code_version: Option<String>,
+    /// True for a run driven from outside the engine ([`QueuedRun::external`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub external: bool,
     /// Set when the run is quarantined: why.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quarantine: Option<String>,
@@ -272,6 +275,7 @@ impl WorkflowState {
             max_retries,
             idempotency_key,
             code_version,
+            external,
         } = &**run;
         Ok(WorkflowState {
             id: event.run_id.clone(),
@@ -295,6 +299,7 @@ impl WorkflowState {
             max_retries: *max_retries,
             idempotency_key: idempotency_key.clone(),
             code_version: code_version.clone(),
+            external: *external,
             quarantine: None,
             activities: Vec::new(),
             children: Vec::new(),
@@ -466,11 +471,21 @@ impl WorkflowState {
             EventKind::WorkflowCompleted { .. } => transition(RunStatus::Completed),
             EventKind::WorkflowFailed { .. } => transition(RunStatus::Failed),
             EventKind::WorkflowCancelled { .. } => transition(RunStatus::Cancelled),
-            EventKind::ActivityScheduled { position, .. } => {
+            EventKind::ActivityScheduled {
+                position,
+                activity_id,
+                ..
+            } => {
                 running()?;
                 if self.find_activity(*position).is_ok() {
                     return Err(WorldError::conflict(format!(
                         "run {} already has an activity at position {position}",
+                        self.id
+                    )));
+                }
+                if self.activities.iter().any(|a| a.id == *activity_id) {
+                    return Err(WorldError::conflict(format!(
+                        "run {} already has a step {activity_id}",
                         self.id
                     )));
                 }
@@ -566,14 +581,22 @@ impl WorkflowState {
             | EventKind::ValueRecorded { .. }
             | EventKind::PatchRecorded { .. }
             | EventKind::HookConflict { .. } => running(),
-            EventKind::HookCreated { position, .. } => {
+            EventKind::HookCreated {
+                position, hook_id, ..
+            } => {
                 running()?;
-                match self.hook(*position) {
-                    Some(_) => Err(WorldError::conflict(format!(
+                if self.hook(*position).is_some() {
+                    Err(WorldError::conflict(format!(
                         "run {} already has a hook at position {position}",
                         self.id
-                    ))),
-                    None => Ok(()),
+                    )))
+                } else if self.hooks.iter().any(|h| h.id == *hook_id) {
+                    Err(WorldError::conflict(format!(
+                        "run {} already has a hook {hook_id}",
+                        self.id
+                    )))
+                } else {
+                    Ok(())
                 }
             }
             EventKind::HookReceived { position, .. } => {
@@ -812,7 +835,9 @@ impl WorkflowState {
                     }
                 }
             }
-            EventKind::TimerScheduled { position, fire_at } => {
+            EventKind::TimerScheduled {
+                position, fire_at, ..
+            } => {
                 self.pending_timers.insert(*position, *fire_at);
             }
             EventKind::TimerFired { position } => {
@@ -834,6 +859,7 @@ impl WorkflowState {
                 methods,
                 hook_type,
                 signature,
+                metadata,
             } => self.hooks.push(HookState {
                 id: hook_id.clone(),
                 position: *position,
@@ -843,6 +869,7 @@ impl WorkflowState {
                 methods: methods.clone(),
                 hook_type: hook_type.clone(),
                 signature: signature.clone(),
+                metadata: metadata.clone(),
                 created_at: at,
                 expires_at: *expires_at,
                 received_at: None,
@@ -860,13 +887,20 @@ impl WorkflowState {
                 methods: Vec::new(),
                 hook_type: None,
                 signature: None,
+                metadata: None,
                 created_at: at,
                 expires_at: None,
                 received_at: None,
             }),
             EventKind::HookReceived { position, .. } => {
+                let iterated = self.external;
                 if let Some(h) = self.hook_mut(*position) {
-                    h.status = HookStatus::Received;
+                    // A run driven from outside iterates its hooks (the DevKit's `for await`
+                    // over a hook): each keeps waiting for the next payload, and holds its
+                    // token, until it is disposed.
+                    if !iterated {
+                        h.status = HookStatus::Received;
+                    }
                     h.received_at = Some(at);
                 }
             }

@@ -340,6 +340,7 @@ mod tests {
             EventKind::TimerScheduled {
                 position: 0,
                 fire_at: T0 + 3_600_000,
+                timer_id: None,
             },
         );
         let events = history(vec![started.clone(), sleep]);
@@ -390,6 +391,7 @@ mod tests {
                 hook_type: None,
                 signature: None,
                 expires_at: Some(T0 + 10_000),
+                metadata: None,
             },
         );
         let step = (

@@ -119,7 +119,9 @@ impl HookIndex {
                     if let Some(hook) = state.hook(*position) {
                         if let Some(holder) = self.by_digest.get_mut(&hook.token_digest) {
                             if holder.at.run_id == run_id && holder.at.position == *position {
-                                holder.live = false;
+                                // A hook of a run driven from outside keeps waiting after a
+                                // payload: it holds its token until it is disposed.
+                                holder.live = hook.is_live();
                             }
                         }
                     }

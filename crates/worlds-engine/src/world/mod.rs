@@ -2,6 +2,7 @@
 
 mod batch;
 mod bulk;
+mod external;
 mod handle;
 mod hooks;
 mod keys;
@@ -35,6 +36,7 @@ use crate::telemetry::logs::world_log;
 use crate::worker::WorkerPool;
 
 use crate::config::WorldConfig;
+pub use external::ExternalRuns;
 pub use handle::WorkflowHandle;
 pub use keys::WorldKeys;
 pub use schedules::WorldSchedules;

@@ -137,7 +137,9 @@ impl Timeline {
                     );
                 }
                 EventKind::WorkflowCompensating {} => last_step = None,
-                EventKind::TimerScheduled { position, fire_at } => {
+                EventKind::TimerScheduled {
+                    position, fire_at, ..
+                } => {
                     let i = rows.row(RowKind::Sleep, *position, "sleep");
                     rows.rows[i].bars.push(Bar {
                         start: t,
@@ -431,6 +433,7 @@ mod tests {
                 EventKind::TimerScheduled {
                     position: 1,
                     fire_at: 90,
+                    timer_id: None,
                 },
             ),
             event(

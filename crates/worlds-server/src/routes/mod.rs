@@ -20,4 +20,6 @@ pub(crate) struct Api {
     pub(crate) world: Arc<World>,
     /// The world's keys, when the server checks those (the `/v1/keys` routes manage them).
     pub(crate) keys: Option<Arc<crate::auth::ApiKeys>>,
+    /// Turns of the DevKit writes to each run.
+    pub(crate) devkit: Arc<crate::devkit::RunLocks>,
 }

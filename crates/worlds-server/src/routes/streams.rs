@@ -66,6 +66,49 @@ pub(crate) async fn names(
     Ok(Json(api.world.streams().list(&id).await?))
 }
 
+/// Where a chunk was written.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct Written {
+    /// Its place in the stream.
+    index: u64,
+}
+
+/// Appends the request body, as it is, as the next chunk of a run's stream (for runs whose
+/// code runs outside the engine; a workflow writes its own streams).
+#[utoipa::path(post, path = "/v1/runs/{id}/streams/{name}", tag = "streams",
+    params(("id" = String, Path, description = "A run id or workflow id"),
+        ("name" = String, Path, description = "The stream's name")),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream"),
+    security(("api_key" = [])),
+    responses((status = 201, body = Written), (status = 404, body = ErrorDoc),
+        (status = 409, description = "The stream is closed or the run has finished", body = ErrorDoc),
+        (status = 413, body = ErrorDoc)))]
+pub(crate) async fn write(
+    State(api): State<Api>,
+    Path((id, name)): Path<(String, String)>,
+    body: axum::body::Bytes,
+) -> Result<(axum::http::StatusCode, Json<Written>), ApiError> {
+    let chunk = api.world.streams().write(&id, &name, body).await?;
+    Ok((
+        axum::http::StatusCode::CREATED,
+        Json(Written { index: chunk.index }),
+    ))
+}
+
+/// Closes a run's stream: readers end after its last chunk. Closing it again does nothing.
+#[utoipa::path(post, path = "/v1/runs/{id}/streams/{name}/close", tag = "streams",
+    params(("id" = String, Path, description = "A run id or workflow id"),
+        ("name" = String, Path, description = "The stream's name")),
+    security(("api_key" = [])),
+    responses((status = 204, description = "Closed"), (status = 404, body = ErrorDoc)))]
+pub(crate) async fn close(
+    State(api): State<Api>,
+    Path((id, name)): Path<(String, String)>,
+) -> Result<axum::http::StatusCode, ApiError> {
+    api.world.streams().close(&id, &name).await?;
+    Ok(axum::http::StatusCode::NO_CONTENT)
+}
+
 /// `?cursor=&limit=` of a page of chunks.
 #[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]

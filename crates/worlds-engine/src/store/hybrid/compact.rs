@@ -372,6 +372,7 @@ mod tests {
                     EventKind::TimerScheduled {
                         position: n as u32,
                         fire_at: 10,
+                        timer_id: None,
                     }
                 };
                 store.append(run, vec![event(run, n, kind)]).await.unwrap();

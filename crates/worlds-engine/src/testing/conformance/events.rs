@@ -128,6 +128,7 @@ pub async fn append_after_terminal_is_a_conflict(store: Arc<dyn Store>) {
         EventKind::TimerScheduled {
             position: 1,
             fire_at: T0,
+            timer_id: None,
         },
     ] {
         let name = late.type_name();
@@ -451,6 +452,7 @@ pub async fn events_by_correlation_id_follow_a_step_a_hook_and_a_child(store: Ar
             methods: Vec::new(),
             hook_type: None,
             signature: None,
+            metadata: None,
         },
         EventKind::ChildWorkflowStarted {
             position: 2,

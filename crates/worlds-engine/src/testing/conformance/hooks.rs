@@ -6,17 +6,23 @@ use super::*;
 /// A hook created at `position` under a fresh hook id: (the id, the event kind).
 fn hook(m: &Maker, position: u32, digest: &str) -> (String, EventKind) {
     let id = m.ids.hook_id();
-    let kind = EventKind::HookCreated {
+    let kind = created(position, &id, digest);
+    (id, kind)
+}
+
+/// A `hook_created` with this id and token digest.
+pub(super) fn created(position: u32, hook_id: &str, digest: &str) -> EventKind {
+    EventKind::HookCreated {
         position,
-        hook_id: id.clone(),
+        hook_id: hook_id.to_owned(),
         token_digest: digest.to_owned(),
         expires_at: None,
         webhook: false,
         methods: Vec::new(),
         hook_type: None,
         signature: None,
-    };
-    (id, kind)
+        metadata: None,
+    }
 }
 
 fn received(position: u32, hook_id: &str) -> EventKind {

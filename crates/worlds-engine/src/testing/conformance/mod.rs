@@ -23,6 +23,7 @@
 
 mod api_keys;
 mod events;
+mod external;
 mod hooks;
 mod keys;
 mod leases;
@@ -34,6 +35,7 @@ mod timers;
 
 pub use api_keys::*;
 pub use events::*;
+pub use external::*;
 pub use hooks::*;
 pub use keys::*;
 pub use leases::*;
@@ -175,6 +177,8 @@ macro_rules! store_conformance {
             list_events_pages_both_ways_and_strips_payloads,
             events_by_correlation_id_follow_a_step_a_hook_and_a_child,
             payloads_with_nul_and_lone_surrogate_escapes_round_trip,
+            // external.rs
+            external_runs_keep_their_records_and_iterate_their_hooks,
             // steps.rs
             steps_are_found_by_id_and_listed_in_pages,
             // hooks.rs

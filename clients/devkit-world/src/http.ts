@@ -1,0 +1,134 @@
+/**
+ * Calls to the worlds-engine HTTP API: the key on every request, JSON in and out, errors as
+ * `WorkflowAPIError`s.
+ */
+import { type DevkitWorldConfig, serverUrl } from './config';
+import { apiError, unreachable } from './errors';
+
+/** Query parameters; `undefined` ones are left out. */
+export type Query = Record<string, string | number | boolean | undefined>;
+
+export interface CallOptions {
+  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  /** Path from the server's root, e.g. `/v1/devkit/runs`. */
+  path: string;
+  query?: Query;
+  /** A JSON body. */
+  json?: unknown;
+  /** Raw bytes (sent as application/octet-stream). */
+  bytes?: Uint8Array;
+  /** Extra headers. */
+  headers?: Record<string, string>;
+  signal?: AbortSignal;
+}
+
+/** How many times a 429 answer is retried, after the wait the server asks for. */
+const RATE_LIMIT_RETRIES = 3;
+/** The longest wait taken for a 429's Retry-After. */
+const RATE_LIMIT_MAX_WAIT_MS = 5_000;
+
+/** Encodes one path segment (ids and stream names may hold any character). */
+export function seg(value: string): string {
+  return encodeURIComponent(value);
+}
+
+/** The full URL of a path on the server, with its query. */
+export function urlFor(config: DevkitWorldConfig, path: string, query?: Query): string {
+  const url = new URL(`${serverUrl(config)}${path}`);
+  if (query) {
+    for (const [key, value] of Object.entries(query)) {
+      if (value !== undefined) url.searchParams.set(key, String(value));
+    }
+  }
+  return url.toString();
+}
+
+/** The headers every request carries. */
+export function baseHeaders(config: DevkitWorldConfig): Record<string, string> {
+  const headers: Record<string, string> = {};
+  if (config.apiKey) headers.authorization = `Bearer ${config.apiKey}`;
+  return headers;
+}
+
+/** Sends a request and returns the answer if it is 2xx; otherwise throws `WorkflowAPIError`. */
+export async function send(config: DevkitWorldConfig, options: CallOptions): Promise<Response> {
+  const url = urlFor(config, options.path, options.query);
+  const headers: Record<string, string> = {
+    accept: 'application/json',
+    ...baseHeaders(config),
+    ...options.headers,
+  };
+  let body: string | Uint8Array | undefined;
+  if (options.json !== undefined) {
+    headers['content-type'] = 'application/json';
+    body = JSON.stringify(options.json);
+  } else if (options.bytes !== undefined) {
+    headers['content-type'] = 'application/octet-stream';
+    body = options.bytes;
+  }
+  const request = { method: options.method, url };
+  for (let attempt = 0; ; attempt++) {
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method: options.method,
+        headers,
+        body,
+        signal: options.signal,
+      });
+    } catch (cause) {
+      if (options.signal?.aborted) throw cause;
+      throw unreachable(request, cause);
+    }
+    if (response.ok) return response;
+    const text = await response.text().catch(() => '');
+    if (response.status === 429 && attempt < RATE_LIMIT_RETRIES) {
+      await sleep(retryAfterMs(response.headers.get('retry-after')));
+      continue;
+    }
+    throw apiError(response.status, text, request, hintFor(response.status, config));
+  }
+}
+
+/** Sends a request and returns its JSON answer (`undefined` for an empty one). */
+export async function call<T = unknown>(
+  config: DevkitWorldConfig,
+  options: CallOptions
+): Promise<T> {
+  const response = await send(config, options);
+  const text = await response.text();
+  if (text.trim() === '') return undefined as T;
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new Error(
+      `${options.method} ${options.path}: the worlds server answered ${response.status} with a body that is not JSON`
+    );
+  }
+}
+
+function hintFor(status: number, config: DevkitWorldConfig): string | undefined {
+  if (status === 401 && !config.apiKey) return 'WORLDS_API_KEY is not set';
+  if (status === 401) return 'the server does not accept WORLDS_API_KEY';
+  if (status === 403) return 'the key in WORLDS_API_KEY lacks the scope for this route';
+  return undefined;
+}
+
+function retryAfterMs(header: string | null): number {
+  const seconds = header === null ? NaN : Number(header);
+  const ms = Number.isFinite(seconds) && seconds >= 0 ? seconds * 1000 : 1000;
+  return Math.min(ms, RATE_LIMIT_MAX_WAIT_MS);
+}
+
+export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    if (signal?.aborted) return resolve();
+    const timer = setTimeout(done, ms);
+    function done() {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', done);
+      resolve();
+    }
+    signal?.addEventListener('abort', done, { once: true });
+  });
+}

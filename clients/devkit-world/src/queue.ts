@@ -1,0 +1,153 @@
+/**
+ * The queue: messages are kept and delivered by the worlds server, which POSTs each one back to
+ * this app (`/.well-known/workflow/v1/flow` or `/step` under the callback URL) signed with the
+ * shared delivery secret. `createQueueHandler` checks the signature and runs the DevKit's
+ * handler; the answer tells the server what to do next:
+ *
+ * - `200 {"ok": true}`: done, the message is acknowledged;
+ * - `200 {"timeoutSeconds": N}`: deliver the same message again in N seconds;
+ * - `500`: the handler failed, retry with backoff (the server dead-letters it in the end);
+ * - `400` / `401`: the delivery is malformed or not signed by the server.
+ */
+import type { MessageId, Queue, ValidQueueName } from '@workflow/world';
+import {
+  callbackUrl,
+  DEFAULT_DEPLOYMENT_ID,
+  type DevkitWorldConfig,
+} from './config';
+import { call } from './http';
+import { decodeSecret, verifySignature } from './signature';
+
+type Handler = Parameters<Queue['createQueueHandler']>[1];
+type Prefix = Parameters<Queue['createQueueHandler']>[0];
+
+/** Sends a message to the server's queue. */
+export async function enqueue(
+  config: DevkitWorldConfig,
+  queueName: ValidQueueName,
+  message: unknown,
+  opts?: { deploymentId?: string; idempotencyKey?: string }
+): Promise<{ messageId: MessageId }> {
+  const body: Record<string, unknown> = {
+    queueName,
+    message,
+    callbackUrl: callbackUrl(config),
+  };
+  if (opts?.idempotencyKey !== undefined) body.idempotencyKey = opts.idempotencyKey;
+  if (opts?.deploymentId !== undefined) body.deploymentId = opts.deploymentId;
+  const answer = await call<{ messageId?: unknown }>(config, {
+    method: 'POST',
+    path: '/v1/devkit/queue',
+    json: body,
+  });
+  if (!answer || typeof answer.messageId !== 'string' || answer.messageId === '') {
+    throw new Error(`POST /v1/devkit/queue: the worlds server sent no messageId for ${queueName}`);
+  }
+  return { messageId: answer.messageId as MessageId };
+}
+
+export function deploymentId(config: DevkitWorldConfig): string {
+  return config.deploymentId ?? DEFAULT_DEPLOYMENT_ID;
+}
+
+/** Refusals already logged, so a misconfigured app says why once, not on every delivery. */
+const logged = new Set<string>();
+
+function refuse(status: 400 | 401, reason: string): Response {
+  if (status === 401 && !logged.has(reason)) {
+    logged.add(reason);
+    console.error(`[worlds-engine world] refusing a delivery: ${reason}`);
+  }
+  return Response.json({ error: reason }, { status });
+}
+
+const utf8 = new TextDecoder('utf-8', { fatal: true });
+
+/**
+ * The HTTP handler for deliveries of queues starting with `prefix`. It reads the settings when
+ * a request comes in, so it works from any World instance.
+ */
+export function queueHandler(
+  getConfig: () => DevkitWorldConfig,
+  prefix: Prefix,
+  handler: Handler
+): (req: Request) => Promise<Response> {
+  return async (req: Request): Promise<Response> => {
+    const secret = getConfig().deliverySecret;
+    if (!secret) {
+      return refuse(
+        401,
+        'WORLDS_DELIVERY_SECRET is not set, so this app cannot tell deliveries of the worlds server from forged ones: set it to the secret the server signs with'
+      );
+    }
+    let key: Buffer;
+    try {
+      key = decodeSecret(secret);
+    } catch (error) {
+      return refuse(401, (error as Error).message);
+    }
+
+    const raw = new Uint8Array(await req.arrayBuffer());
+    const verified = verifySignature(
+      key,
+      {
+        id: req.headers.get('webhook-id'),
+        timestamp: req.headers.get('webhook-timestamp'),
+        signature: req.headers.get('webhook-signature'),
+      },
+      raw
+    );
+    if (!verified.ok) return refuse(401, verified.reason);
+
+    const queueName = req.headers.get('x-vqs-queue-name');
+    const messageId = req.headers.get('x-vqs-message-id');
+    const attemptHeader = req.headers.get('x-vqs-message-attempt');
+    if (!queueName || !messageId || !attemptHeader) {
+      return refuse(
+        400,
+        'missing headers: x-vqs-queue-name, x-vqs-message-id and x-vqs-message-attempt are required'
+      );
+    }
+    if (messageId !== verified.id) {
+      return refuse(401, 'webhook-id (signed) and x-vqs-message-id differ');
+    }
+    const attempt = Number(attemptHeader);
+    if (!Number.isInteger(attempt) || attempt < 1) {
+      return refuse(400, 'x-vqs-message-attempt is not a positive integer');
+    }
+    if (!queueName.startsWith(prefix)) {
+      return refuse(400, `queue ${queueName} is not handled here (this route takes ${prefix}*)`);
+    }
+    let message: unknown;
+    try {
+      message = JSON.parse(utf8.decode(raw));
+    } catch {
+      return refuse(400, 'the body is not JSON');
+    }
+
+    try {
+      const result = await handler(message, {
+        attempt,
+        queueName: queueName as ValidQueueName,
+        messageId: messageId as MessageId,
+      });
+      const timeoutSeconds = (result as { timeoutSeconds?: unknown } | undefined)?.timeoutSeconds;
+      if (typeof timeoutSeconds === 'number' && Number.isFinite(timeoutSeconds)) {
+        return Response.json({ timeoutSeconds: Math.max(0, Math.ceil(timeoutSeconds)) });
+      }
+      return Response.json({ ok: true });
+    } catch (error) {
+      return new Response(errorText(error), {
+        status: 500,
+        headers: { 'content-type': 'text/plain; charset=utf-8' },
+      });
+    }
+  };
+}
+
+/** The error as text for the server's records (its stack when it has one), at most 8 KiB. */
+function errorText(error: unknown): string {
+  const text =
+    error instanceof Error ? error.stack || `${error.name}: ${error.message}` : String(error);
+  return text.length > 8192 ? `${text.slice(0, 8192)}…` : text;
+}

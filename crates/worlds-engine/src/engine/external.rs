@@ -1,0 +1,174 @@
+//! Runs driven from outside: their workflow code runs in another runtime (a Workflow DevKit
+//! app, another language's SDK), which writes their history through the world.
+//!
+//! The engine keeps such a run like any other — stored on every backend, listed, shown in the
+//! dashboard, its events checked by [`WorkflowState::check`] — but never executes it: loading
+//! one finds it dormant, recovery passes it over, and no timer of its own is armed for it. The
+//! outside runtime is the one that decides what happens next and records it here.
+
+use std::sync::Arc;
+
+use crate::error::WorldError;
+use crate::hooks::{token_digest, NewHook};
+use crate::model::{Event, EventKind, QueuedRun, ResolveData, WorkflowState};
+use crate::payload::Payload;
+use crate::store::{Appended, HookRef};
+
+use super::Engine;
+
+impl Engine {
+    /// Creates a run driven from outside, pending until its runtime records a start.
+    pub(crate) async fn create_external(
+        &self,
+        name: &str,
+        input: Payload,
+        code_version: Option<String>,
+    ) -> Result<WorkflowState, WorldError> {
+        check_name(name)?;
+        self.journal
+            .check_payload(|| format!("input of run of '{name}'"), &input)?;
+        let run_id = self.ids.run_id();
+        let mut queued = QueuedRun::new(name, run_id.clone(), input);
+        queued.code_version = code_version;
+        queued.external = true;
+        let first = self
+            .journal
+            .event(&run_id, EventKind::WorkflowQueued(Box::new(queued)));
+        let state = WorkflowState::from_first_event(&first)?;
+        self.journal.create_run(first).await?;
+        Ok(state)
+    }
+
+    /// The run, refused unless it is driven from outside (a conflict: the engine drives it).
+    pub(crate) async fn external_run(
+        &self,
+        run_id: &str,
+        resolve: ResolveData,
+    ) -> Result<WorkflowState, WorldError> {
+        let mut state = self.store.get_run(run_id, resolve).await?;
+        if state.external {
+            if resolve == ResolveData::All && state.history.is_empty() {
+                state.history = self
+                    .store
+                    .history(&state.id, 0)
+                    .await?
+                    .iter()
+                    .map(|e| (**e).clone())
+                    .collect();
+            }
+            Ok(state)
+        } else {
+            Err(WorldError::conflict(format!(
+                "run {} runs workflow '{}' in this engine; only runs driven from outside take \
+                 records through this interface",
+                state.id, state.name
+            )))
+        }
+    }
+
+    /// Appends records to a run driven from outside, checked like the engine's own; when one
+    /// ends the run, what follows an ending (waiters woken, streams closed, hooks released)
+    /// happens as for any run.
+    pub(crate) async fn append_external(
+        &self,
+        run_id: &str,
+        kinds: Vec<EventKind>,
+    ) -> Result<Appended, WorldError> {
+        let state = self.external_run(run_id, ResolveData::None).await?;
+        for kind in &kinds {
+            if let Some(payload) = payload_of(kind) {
+                self.journal.check_payload(
+                    || format!("{} of run {}", kind.type_name(), state.id),
+                    payload,
+                )?;
+            }
+        }
+        let appended = self.journal.append(&state.id, kinds).await?;
+        if appended.status.is_terminal() {
+            let ended = match &appended.ended {
+                Some(state) => state.clone(),
+                None => Arc::new(self.store.get_run(&state.id, ResolveData::All).await?),
+            };
+            self.on_terminal(&ended).await;
+        }
+        Ok(appended)
+    }
+
+    /// Records a hook with a caller-chosen token in a run driven from outside, under the rules
+    /// of the engine's own hooks: if a live hook elsewhere holds the token, the hook is recorded
+    /// as a conflict. Returns what was recorded, or `None` if the run finished meanwhile.
+    pub(crate) async fn create_external_hook(
+        &self,
+        run_id: &str,
+        hook: ExternalHook,
+    ) -> Result<Option<Vec<Arc<Event>>>, WorldError> {
+        let state = self.external_run(run_id, ResolveData::None).await?;
+        if let Some(metadata) = &hook.metadata {
+            self.journal
+                .check_payload(|| format!("metadata of hook {}", hook.hook_id), metadata)?;
+        }
+        let new = NewHook {
+            position: hook.position,
+            hook_id: hook.hook_id,
+            token_digest: token_digest(&hook.token),
+            expires_at: None,
+            webhook: false,
+            methods: Vec::new(),
+            hook_type: None,
+            signature: None,
+            chosen: true,
+            metadata: hook.metadata,
+        };
+        self.hooks.record(&state.id, new).await
+    }
+
+    /// The run that scheduled the step with this id (404 if none).
+    pub(crate) async fn step_run(&self, step_id: &str) -> Result<String, WorldError> {
+        Ok(self
+            .store
+            .get_step(step_id, ResolveData::None)
+            .await?
+            .run_id)
+    }
+
+    /// The hook holding this token in a run that has not finished, if any.
+    pub(crate) async fn hook_by_token(&self, token: &str) -> Result<Option<HookRef>, WorldError> {
+        self.store.find_hook(&token_digest(token)).await
+    }
+}
+
+/// A hook an outside runtime creates: its place, its id, its token, its metadata.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct ExternalHook {
+    /// Command position (unique among the run's hooks).
+    pub(crate) position: u32,
+    /// Hook id, unique in the run.
+    pub(crate) hook_id: String,
+    /// The token that resumes it; only its digest is stored.
+    pub(crate) token: String,
+    /// Data for whoever resumes it.
+    pub(crate) metadata: Option<Payload>,
+}
+
+/// The payload an event carries, if it is one whose size the world limits.
+fn payload_of(kind: &EventKind) -> Option<&Payload> {
+    match kind {
+        EventKind::ActivityScheduled { input, .. } => Some(input),
+        EventKind::ActivityCompleted { output, .. } | EventKind::WorkflowCompleted { output } => {
+            Some(output)
+        }
+        EventKind::HookReceived { payload, .. } => Some(payload),
+        _ => None,
+    }
+}
+
+/// A workflow name as an outside runtime may give it: not empty, at most 1024 bytes.
+fn check_name(name: &str) -> Result<(), WorldError> {
+    if name.is_empty() || name.len() > 1024 {
+        return Err(WorldError::invalid(
+            "workflowName",
+            "a workflow name must be 1 to 1024 bytes long",
+        ));
+    }
+    Ok(())
+}

@@ -152,5 +152,34 @@ async fn runs_the_engine_drives_take_no_outside_records() {
         .await
         .unwrap_err();
     assert_eq!(refused.kind(), worlds_engine::ErrorKind::InvalidInput);
+
+    // A failed external run cannot be reopened here: the engine has no code to run it with.
+    let run = world
+        .external()
+        .create("workflow//app.ts//fails", Payload::null(), None)
+        .await
+        .unwrap();
+    world
+        .external()
+        .append(
+            &run.id,
+            vec![
+                EventKind::WorkflowStarted {
+                    attempt: 1,
+                    first_position: 0,
+                },
+                EventKind::WorkflowFailed {
+                    error: worlds_engine::StructuredError::new("boom"),
+                },
+            ],
+        )
+        .await
+        .unwrap();
+    let refused = world
+        .reopen(&run.id, worlds_engine::model::ReopenRequest::retry())
+        .await
+        .unwrap_err();
+    assert_eq!(refused.kind(), worlds_engine::ErrorKind::Conflict);
+    assert!(refused.to_string().contains("outside"), "{refused}");
     world.shutdown().await.unwrap();
 }

@@ -968,3 +968,94 @@ fn askama_escape(text: &str) -> String {
         .replace('"', "&#34;")
         .replace('\'', "&#39;")
 }
+
+/// Without a browser: a Workflow DevKit run — driven by its app through `/v1/devkit` — has a
+/// page like any run: where it runs, its steps, its hook, its stream, and no recovery controls
+/// once it failed (the engine cannot run its code).
+#[tokio::test]
+async fn a_devkit_run_has_a_page_with_its_steps_hooks_and_streams() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let s = served().await;
+    let http = reqwest::Client::new();
+    let devkit = |method: reqwest::Method, path: &str, body: Value| {
+        http.request(method, format!("{}/v1/devkit{path}", s.base))
+            .bearer_auth(&s.admin)
+            .json(&body)
+            .send()
+    };
+    let run: Value = devkit(
+        reqwest::Method::POST,
+        "/runs",
+        json!({"workflowName": "workflow//app.ts//order", "deploymentId": "dpl_shop", "input": ["A-1"]}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let id = run["runId"].as_str().unwrap().to_owned();
+    for (method, path, body) in [
+        (
+            reqwest::Method::PATCH,
+            format!("/runs/{id}"),
+            json!({"status": "running"}),
+        ),
+        (
+            reqwest::Method::POST,
+            format!("/runs/{id}/steps"),
+            json!({"stepId": "step_charge_1", "stepName": "step//app.ts//charge", "input": [1200]}),
+        ),
+        (
+            reqwest::Method::PATCH,
+            format!("/runs/{id}/steps/step_charge_1"),
+            json!({"status": "completed", "output": ["ch_1"]}),
+        ),
+        (
+            reqwest::Method::POST,
+            format!("/runs/{id}/hooks"),
+            json!({"hookId": "hook_approve_1", "token": "approve-A-1"}),
+        ),
+    ] {
+        let answer = devkit(method, &path, body).await.unwrap();
+        assert!(answer.status().is_success(), "{path}: {}", answer.status());
+    }
+    let written = http
+        .post(format!(
+            "{}/v1/runs/{id}/streams/strm_progress_user",
+            s.base
+        ))
+        .bearer_auth(&s.admin)
+        .body("charged")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(written.status().as_u16(), 201);
+    devkit(
+        reqwest::Method::PATCH,
+        &format!("/runs/{id}"),
+        json!({"status": "failed", "error": {"message": "card declined"}}),
+    )
+    .await
+    .unwrap();
+
+    let signed_in = Session::sign_in(&s.base, &s.admin).await;
+    let page = signed_in.text(&format!("{}/runs/{id}", s.base)).await;
+    for expected in [
+        "workflow//app.ts//order",
+        "deployment dpl_shop",
+        "step//app.ts//charge",
+        "hook_approve_1",
+        "strm_progress_user",
+        "card declined",
+    ] {
+        assert!(page.contains(expected), "the page shows {expected}: {page}");
+    }
+    assert!(
+        !page.contains("/retry"),
+        "no retry offered for a run the engine cannot run"
+    );
+    let list = signed_in.text(&format!("{}/", s.base)).await;
+    assert!(list.contains(&id), "the runs list shows it");
+    s.server.shutdown().await;
+    s.world.shutdown().await.unwrap();
+}

@@ -33,6 +33,12 @@ impl Engine {
             }
         }
         let state = WorkflowState::from_history(&history)?;
+        if state.external {
+            return Err(WorldError::conflict(format!(
+                "run {} is driven from outside the engine (workflow '{}'); only its own runtime can run it again",
+                state.id, state.name
+            )));
+        }
         let reopening = plan_reopen(&state, &history, &request)?;
         let reopened = Reopened::from_event(run_id, &reopening)
             .ok_or_else(|| WorldError::Internal("a reopening that is not run_reopened".into()))?;

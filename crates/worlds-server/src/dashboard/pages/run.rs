@@ -17,6 +17,8 @@ struct RunView {
     duration: String,
     attempt: u32,
     parent: Option<String>,
+    /// For a run driven from outside: who drives it.
+    driven_by: Option<String>,
     input: String,
     output: String,
 }
@@ -38,7 +40,7 @@ struct RecoverView {
 impl RecoverView {
     /// Offered for a failed run that is not a child (its parent already took its failure).
     fn of(state: &WorkflowState, history: &[Event]) -> Option<RecoverView> {
-        if state.status != RunStatus::Failed || state.parent_id.is_some() {
+        if state.status != RunStatus::Failed || state.parent_id.is_some() || state.external {
             return None;
         }
         let mut positions = Vec::new();
@@ -179,6 +181,12 @@ async fn run_page(
             duration: duration_text(state.completed_at.unwrap_or(now) - state.created_at),
             attempt: state.attempt,
             parent: state.parent_id.clone(),
+            driven_by: state.external.then(|| match &state.code_version {
+                Some(deployment) => {
+                    format!("its app (deployment {deployment}), outside the engine")
+                }
+                None => "its app, outside the engine".to_owned(),
+            }),
             input: pretty(state.input.as_ref().map(|p| p.to_value())),
             output: pretty(state.output.as_ref().map(|p| p.to_value())),
         },

@@ -16,7 +16,7 @@ import {
   type DevkitWorldConfig,
 } from './config';
 import { call } from './http';
-import { decodeSecret, verifySignature } from './signature';
+import { decodeSecret, deliveryId, verifySignature } from './signature';
 
 type Handler = Parameters<Queue['createQueueHandler']>[1];
 type Prefix = Parameters<Queue['createQueueHandler']>[0];
@@ -108,8 +108,11 @@ export function queueHandler(
         'missing headers: x-vqs-queue-name, x-vqs-message-id and x-vqs-message-attempt are required'
       );
     }
-    if (messageId !== verified.id) {
-      return refuse(401, 'webhook-id (signed) and x-vqs-message-id differ');
+    if (verified.id !== deliveryId(messageId, attemptHeader, queueName)) {
+      return refuse(
+        401,
+        'the signed webhook-id does not match x-vqs-message-id, x-vqs-message-attempt and x-vqs-queue-name'
+      );
     }
     const attempt = Number(attemptHeader);
     if (!Number.isInteger(attempt) || attempt < 1) {

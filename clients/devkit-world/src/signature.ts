@@ -49,6 +49,14 @@ export function computeSignature(
  * The three headers of a signed delivery (what the server sends). Exposed for tests and tools
  * that need to sign a message the way the server does.
  */
+/**
+ * The id a delivery is signed under (its `webhook-id`): the message id, the attempt and the
+ * queue name, so that none of the three can be changed on a captured delivery.
+ */
+export function deliveryId(messageId: string, attempt: string, queueName: string): string {
+  return `${messageId}:${attempt}:${queueName}`;
+}
+
 export function signDelivery(
   secret: string,
   id: string,

@@ -54,7 +54,6 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         )
         .context("--delivery-secret (WORLDS_DELIVERY_SECRET)")?;
     }
-    world.start().await?;
 
     let keys = ApiKeys::open(world.clone()).await?;
     let now = world.clock().now_ms();
@@ -92,6 +91,9 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         burst: per_second.saturating_mul(std::num::NonZeroU32::MIN.saturating_add(1)),
     });
     let server = worlds_server::serve(world.clone(), addr, options).await?;
+    // Started once the API answers: the runs it resumes (DevKit deliveries among them) may
+    // call back into it at once.
+    world.start().await?;
     let place = match args.database.persistence(args.persistence) {
         PersistenceArg::Postgres => "the PostgreSQL world".to_owned(),
         PersistenceArg::Memory => "a world in memory".to_owned(),

@@ -440,6 +440,15 @@ async fn handler(
             .unwrap_or("")
             .to_owned()
     };
+    let signed_as = format!(
+        "{}:{}:{}",
+        header("x-vqs-message-id"),
+        header("x-vqs-message-attempt"),
+        header("x-vqs-queue-name")
+    );
+    if header("webhook-id") != signed_as {
+        return (AxumStatus::UNAUTHORIZED, "headers not signed".into());
+    }
     app.seen.lock().push((
         header("x-vqs-message-id"),
         header("x-vqs-message-attempt"),

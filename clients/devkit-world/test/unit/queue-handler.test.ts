@@ -1,6 +1,6 @@
 import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { createWorld } from '../../src/index';
-import { signDelivery } from '../../src/signature';
+import { deliveryId, signDelivery } from '../../src/signature';
 
 const secret = `whsec_${Buffer.from('a delivery secret of 32 bytes!!!').toString('base64')}`;
 const queueName = '__wkf_step_step//workflows/addition.ts//add';
@@ -11,17 +11,31 @@ function delivery(options: {
   headers?: Record<string, string | undefined>;
   sign?: boolean;
   timestamp?: number;
+  /** The id to sign under; by default the one the (final) headers call for. */
+  signedId?: string;
 }): Request {
   const body = options.body ?? JSON.stringify({ workflowRunId: 'wrun_1', stepId: 'step_1' });
-  const signed = options.sign === false ? {} : signDelivery(secret, messageId, body, options.timestamp);
   const headers: Record<string, string> = {
     'content-type': 'application/json',
     'x-vqs-queue-name': queueName,
     'x-vqs-message-id': messageId,
     'x-vqs-message-attempt': '2',
-    ...signed,
   };
   for (const [name, value] of Object.entries(options.headers ?? {})) {
+    if (value === undefined) delete headers[name];
+    else headers[name] = value;
+  }
+  const id =
+    options.signedId ??
+    deliveryId(
+      headers['x-vqs-message-id'] ?? '',
+      headers['x-vqs-message-attempt'] ?? '',
+      headers['x-vqs-queue-name'] ?? ''
+    );
+  if (options.sign !== false) Object.assign(headers, signDelivery(secret, id, body, options.timestamp));
+  // Overridden signature headers replace what was signed.
+  for (const [name, value] of Object.entries(options.headers ?? {})) {
+    if (!name.startsWith('webhook-')) continue;
     if (value === undefined) delete headers[name];
     else headers[name] = value;
   }
@@ -123,8 +137,15 @@ describe('the queue handler', () => {
     const stale = delivery({ timestamp: Math.floor(Date.now() / 1000) - 600 });
     expect((await handle(stale)).status).toBe(401);
 
-    const otherId = delivery({ headers: { 'x-vqs-message-id': 'msg_other' } });
-    expect((await handle(otherId)).status).toBe(401);
+    // A captured delivery replayed with another message id, attempt or queue.
+    const original = deliveryId(messageId, '2', queueName);
+    for (const changed of [
+      { 'x-vqs-message-id': 'msg_other' },
+      { 'x-vqs-message-attempt': '3' },
+      { 'x-vqs-queue-name': '__wkf_step_step//workflows/other.ts//drop' },
+    ]) {
+      expect((await handle(delivery({ headers: changed, signedId: original }))).status).toBe(401);
+    }
 
     expect(handler).not.toHaveBeenCalled();
   });

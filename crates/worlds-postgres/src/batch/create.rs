@@ -237,13 +237,17 @@ impl PostgresStore {
     /// What this store knows of a run it just created: it holds the run (epoch 1) and has its
     /// state; other processes hear of a new run.
     pub(crate) fn created(&self, state: WorkflowState, first: Arc<Event>) {
-        self.inner.held.lock().insert(
-            state.id.clone(),
-            Held {
-                epoch: 1,
-                seen_seq: 1,
-            },
-        );
+        // A run driven from outside is nobody's to hold: whichever process its runtime calls
+        // writes it, under the row lock of each append.
+        if !state.external {
+            self.inner.held.lock().insert(
+                state.id.clone(),
+                Held {
+                    epoch: 1,
+                    seen_seq: 1,
+                },
+            );
+        }
         let run_id = state.id.clone();
         self.cache_put(&run_id, (1, 1), Arc::new(state), &[first]);
         self.announce(crate::notify::Change::Claimable, &run_id);

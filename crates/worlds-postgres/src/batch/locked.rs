@@ -157,7 +157,9 @@ impl PostgresStore {
             // it. Anything else from a process that does not hold the unfinished run is a late
             // write of one that lost it (its lease expired and it was forgotten here). A
             // finished run refuses it below, by its status.
+            // A run driven from outside has no holder: any process may write it.
             None if !w.state.status.is_terminal()
+                && !w.state.external
                 && !events.iter().all(|e| e.kind.comes_from_outside()) =>
             {
                 return Err(WorldError::LeaseLost {

@@ -11,6 +11,8 @@
 //!   [Standard Webhooks](https://www.standardwebhooks.com/) signature (`webhook-id`,
 //!   `webhook-timestamp`, `webhook-signature`) made with the server's delivery secret, which
 //!   the app checks before it runs anything: its routes are not open to whoever can reach them.
+//!   The signed id is `{message id}:{attempt}:{queue}`, so the app also knows those three
+//!   headers are the server's.
 //! - **Answers**: `2xx {"timeoutSeconds": N}` — deliver the same message again after N
 //!   seconds (a durable sleep; the attempt number goes up); any other `2xx` — delivered, the run
 //!   completes; `5xx` or no answer — retried with exponential backoff ([`retry_policy`]), then
@@ -141,7 +143,10 @@ pub(crate) fn workflow(signature: WebhookSignature) -> Workflow<Delivery, u32> {
                         .header("x-vqs-message-attempt", attempt.to_string())
                         .retry(retry_policy())
                         .timeout(ANSWER_TIMEOUT);
-                    for (name, value) in signature.sign(&message_id, body.as_bytes(), now) {
+                    // Signed under message id, attempt and queue, so a captured delivery cannot
+                    // be replayed as another attempt or to another queue.
+                    let signed_id = format!("{message_id}:{attempt}:{}", delivery.queue_name);
+                    for (name, value) in signature.sign(&signed_id, body.as_bytes(), now) {
                         request = request.header(name, value);
                     }
                     let response = match ctx.fetch(&delivery.url, request).await {

@@ -13,6 +13,7 @@
  */
 import type { World } from '@workflow/world';
 import { type DevkitWorldConfig, resolveConfig } from './config';
+import { send } from './continuity';
 import { deploymentId, enqueue, queueHandler } from './queue';
 import { createStorage } from './storage';
 import { closeStream, readStream, writeChunk } from './streams';
@@ -35,7 +36,9 @@ export function createWorld(overrides: DevkitWorldConfig = {}): World {
       return deploymentId(getConfig());
     },
     queue(queueName, message, opts) {
-      return enqueue(getConfig(), queueName, message, opts);
+      return send(queueName, message, opts, (keyedOpts) =>
+        enqueue(getConfig(), queueName, message, keyedOpts)
+      );
     },
     createQueueHandler(prefix, handler) {
       return queueHandler(getConfig, prefix, handler);

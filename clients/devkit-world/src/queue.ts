@@ -10,45 +10,14 @@
  * - `400` / `401`: the delivery is malformed or not signed by the server.
  */
 import type { MessageId, Queue, ValidQueueName } from '@workflow/world';
-import {
-  callbackUrl,
-  DEFAULT_DEPLOYMENT_ID,
-  type DevkitWorldConfig,
-} from './config';
-import { call } from './http';
+import type { DevkitWorldConfig } from './config';
+import { continueAfter, handlingStep, stepDelivery } from './continuity';
 import { decodeSecret, deliveryId, verifySignature } from './signature';
+
+export { deploymentId, enqueue } from './queue-client';
 
 type Handler = Parameters<Queue['createQueueHandler']>[1];
 type Prefix = Parameters<Queue['createQueueHandler']>[0];
-
-/** Sends a message to the server's queue. */
-export async function enqueue(
-  config: DevkitWorldConfig,
-  queueName: ValidQueueName,
-  message: unknown,
-  opts?: { deploymentId?: string; idempotencyKey?: string }
-): Promise<{ messageId: MessageId }> {
-  const body: Record<string, unknown> = {
-    queueName,
-    message,
-    callbackUrl: callbackUrl(config),
-  };
-  if (opts?.idempotencyKey !== undefined) body.idempotencyKey = opts.idempotencyKey;
-  if (opts?.deploymentId !== undefined) body.deploymentId = opts.deploymentId;
-  const answer = await call<{ messageId?: unknown }>(config, {
-    method: 'POST',
-    path: '/v1/devkit/queue',
-    json: body,
-  });
-  if (!answer || typeof answer.messageId !== 'string' || answer.messageId === '') {
-    throw new Error(`POST /v1/devkit/queue: the worlds server sent no messageId for ${queueName}`);
-  }
-  return { messageId: answer.messageId as MessageId };
-}
-
-export function deploymentId(config: DevkitWorldConfig): string {
-  return config.deploymentId ?? DEFAULT_DEPLOYMENT_ID;
-}
 
 /** Refusals already logged, so a misconfigured app says why once, not on every delivery. */
 const logged = new Set<string>();
@@ -128,16 +97,22 @@ export function queueHandler(
       return refuse(400, 'the body is not JSON');
     }
 
+    const step = prefix === '__wkf_step_' ? stepDelivery(messageId, message) : undefined;
     try {
-      const result = await handler(message, {
-        attempt,
-        queueName: queueName as ValidQueueName,
-        messageId: messageId as MessageId,
-      });
+      const result = await handlingStep(step, () =>
+        handler(message, {
+          attempt,
+          queueName: queueName as ValidQueueName,
+          messageId: messageId as MessageId,
+        })
+      );
       const timeoutSeconds = (result as { timeoutSeconds?: unknown } | undefined)?.timeoutSeconds;
       if (typeof timeoutSeconds === 'number' && Number.isFinite(timeoutSeconds)) {
         return Response.json({ timeoutSeconds: Math.max(0, Math.ceil(timeoutSeconds)) });
       }
+      // The workflow goes on after the step even if the runtime's own continuation was lost
+      // (see continuity.ts): the same key makes the two one message.
+      if (step) await continueAfter(getConfig(), step);
       return Response.json({ ok: true });
     } catch (error) {
       return new Response(errorText(error), {

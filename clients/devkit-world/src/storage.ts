@@ -16,6 +16,7 @@ import {
   stepFromWire,
   stepUpdateToWire,
 } from './convert';
+import { requeueStep } from './continuity';
 import { notSupported, runNotFound } from './errors';
 import { type CallOptions, call, type Query, seg } from './http';
 
@@ -93,13 +94,30 @@ export function createStorage(getConfig: () => DevkitWorldConfig): Storage {
 
   const steps: Storage['steps'] = {
     async create(runId, data) {
-      return stepFromWire(
-        await post(`/runs/${seg(runId)}/steps`, {
-          stepId: data.stepId,
-          stepName: data.stepName,
-          input: data.input,
-        })
-      );
+      try {
+        return stepFromWire(
+          await post(`/runs/${seg(runId)}/steps`, {
+            stepId: data.stepId,
+            stepName: data.stepName,
+            input: data.input,
+          })
+        );
+      } catch (error) {
+        // The step exists: if it never started, its message may have been lost between the
+        // two calls that made them (see continuity.ts). The 409 is the runtime's answer still.
+        // The server's 409 says what the step is, and the run's name and start.
+        const refused = error as { status?: unknown; details?: unknown };
+        const details = refused.details as
+          | { step?: unknown; workflowName?: unknown; startedAt?: unknown }
+          | undefined;
+        if (refused.status === 409 && details?.step && typeof details.workflowName === 'string') {
+          const step = stepFromWire(details.step);
+          const startedAt =
+            typeof details.startedAt === 'number' ? new Date(details.startedAt) : undefined;
+          await requeueStep(getConfig(), step, { workflowName: details.workflowName, startedAt });
+        }
+        throw error;
+      }
     },
     async get(runId, stepId, params) {
       const path =

@@ -22,6 +22,12 @@ macro_rules! say {
     }};
 }
 
+/// Workers a server taking DevKit deliveries keeps at least, and may grow to.
+const DEVKIT_MIN_WORKERS: usize = 8;
+const DEVKIT_MAX_WORKERS: usize = 64;
+/// How long a DevKit message's idempotency key finds the message it made.
+const DEVKIT_IDEMPOTENCY_TTL: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 /// `worlds serve`.
 pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -37,6 +43,16 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     let interrupt = tokio::signal::ctrl_c();
     let mut config = WorldConfig::default();
     config.logs.console = false;
+    if args.delivery_secret.is_some() {
+        // Each DevKit delivery holds a worker while the app handles it (a step of the app may
+        // run for a while): room for many at once from the start, not after the autoscaler's
+        // first steps.
+        config.min_workers = config.min_workers.max(DEVKIT_MIN_WORKERS);
+        config.max_workers = config.max_workers.max(DEVKIT_MAX_WORKERS);
+        // A message queued again after a crash (its idempotency key) may come minutes later:
+        // it must still find the first.
+        config.idempotency_ttl = config.idempotency_ttl.max(DEVKIT_IDEMPOTENCY_TTL.into());
+    }
     let world = Arc::new(
         crate::dev::open_world(
             args.database.persistence(args.persistence),

@@ -3,7 +3,7 @@
 //! workflow, recovered or timed by the engine, before or after the world reopens.
 
 use worlds_engine::prelude::*;
-use worlds_engine::{ActivityStatus, EventKind, Payload, ResolveData, RunStatus};
+use worlds_engine::{ActivityStatus, EventKind, Payload, RunStatus};
 
 fn hybrid(dir: &std::path::Path) -> WorldConfig {
     let mut config = WorldConfig::default();
@@ -78,11 +78,7 @@ async fn the_engine_keeps_an_external_run_and_never_drives_it() {
     world.start().await.unwrap();
     // Time for a worker to pick the run up, were it queued.
     tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-    let state = world
-        .external()
-        .get(&run_id, ResolveData::All)
-        .await
-        .unwrap();
+    let state = world.external().get_with_history(&run_id).await.unwrap();
     assert_eq!(state.status, RunStatus::Running);
     assert_eq!(state.activities[0].status, ActivityStatus::Scheduled);
     assert_eq!(state.history.len(), 5, "queued, started, step, timer, hook");

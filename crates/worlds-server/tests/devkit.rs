@@ -153,6 +153,11 @@ async fn a_devkit_run_is_an_engine_run_its_app_drives() {
         (status, body["code"].as_str()),
         (StatusCode::CONFLICT, Some("CONFLICT"))
     );
+    // What the app needs to queue the step's message again, should it have been lost.
+    assert_eq!(body["details"]["step"]["stepName"], "add");
+    assert_eq!(body["details"]["step"]["attempt"], 0);
+    assert_eq!(body["details"]["workflowName"], "workflow//w.ts//add");
+    assert_eq!(body["details"]["startedAt"], json!(T0));
     let started = json!({"eventType": "step_started", "correlationId": "step_a"});
     s.post(&format!("/runs/{id}/events"), started.clone()).await;
     let (_, step) = s

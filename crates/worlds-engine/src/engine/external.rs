@@ -45,17 +45,8 @@ impl Engine {
         run_id: &str,
         resolve: ResolveData,
     ) -> Result<WorkflowState, WorldError> {
-        let mut state = self.store.get_run(run_id, resolve).await?;
+        let state = self.store.get_run(run_id, resolve).await?;
         if state.external {
-            if resolve == ResolveData::All && state.history.is_empty() {
-                state.history = self
-                    .store
-                    .history(&state.id, 0)
-                    .await?
-                    .iter()
-                    .map(|e| (**e).clone())
-                    .collect();
-            }
             Ok(state)
         } else {
             Err(WorldError::conflict(format!(
@@ -64,6 +55,24 @@ impl Engine {
                 state.id, state.name
             )))
         }
+    }
+
+    /// The run with its payloads and its whole history in [`WorkflowState::history`].
+    pub(crate) async fn external_run_with_history(
+        &self,
+        run_id: &str,
+    ) -> Result<WorkflowState, WorldError> {
+        let mut state = self.external_run(run_id, ResolveData::All).await?;
+        if state.history.is_empty() {
+            state.history = self
+                .store
+                .history(&state.id, 0)
+                .await?
+                .iter()
+                .map(|e| (**e).clone())
+                .collect();
+        }
+        Ok(state)
     }
 
     /// Appends records to a run driven from outside, checked like the engine's own; when one

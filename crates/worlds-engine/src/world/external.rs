@@ -65,10 +65,16 @@ impl ExternalRuns<'_> {
             .await
     }
 
-    /// The run (by run id or workflow id), with its payloads and its whole history in
-    /// [`WorkflowState::history`] when `resolve` is [`ResolveData::All`]. Errors: no such run (404), a run the engine drives (409).
+    /// The run (by run id or workflow id), its payloads left out with [`ResolveData::None`],
+    /// without its history. Errors: no such run (404), a run the engine drives (409).
     pub async fn get(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
         self.world.engine.external_run(id, resolve).await
+    }
+
+    /// The run with its payloads and its whole history in [`WorkflowState::history`].
+    /// Errors: no such run (404), a run the engine drives (409).
+    pub async fn get_with_history(&self, id: &str) -> Result<WorkflowState, WorldError> {
+        self.world.engine.external_run_with_history(id).await
     }
 
     /// Records what the run's runtime did, atomically: all the records are stored or none.

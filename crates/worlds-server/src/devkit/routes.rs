@@ -108,9 +108,22 @@ impl Paging {
     }
 }
 
-/// The run (driven from outside) with its history.
+/// The run (driven from outside) with its payloads and its history.
 async fn load(api: &Api, run_id: &str) -> Result<WorkflowState, WorldError> {
+    api.world.external().get_with_history(run_id).await
+}
+
+/// The run (driven from outside) with its payloads, without its history: what most writes
+/// plan on (a history read on every call would make a run's calls cost its length each).
+async fn load_state(api: &Api, run_id: &str) -> Result<WorkflowState, WorldError> {
     api.world.external().get(run_id, ResolveData::All).await
+}
+
+/// Whether a write plans on the run's history or on its state alone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Reads {
+    State,
+    History,
 }
 
 /// Plans a write on the run's current state and records it, taking turns with the other
@@ -119,12 +132,16 @@ async fn load(api: &Api, run_id: &str) -> Result<WorkflowState, WorldError> {
 async fn record(
     api: &Api,
     run_id: &str,
+    reads: Reads,
     plan: impl Fn(&WorkflowState) -> Result<Vec<EventKind>, WorldError>,
 ) -> Result<(WorkflowState, Vec<Arc<Event>>), ApiError> {
     let _turn = api.devkit.lock(run_id).await;
     let mut tries = 0;
     loop {
-        let mut state = load(api, run_id).await?;
+        let mut state = match reads {
+            Reads::State => load_state(api, run_id).await?,
+            Reads::History => load(api, run_id).await?,
+        };
         let kinds = plan(&state)?;
         if kinds.is_empty() {
             return Ok((state, Vec::new()));
@@ -280,7 +297,10 @@ pub(crate) async fn update_run(
     body: Body<RunUpdate>,
 ) -> Result<Json<DevkitRun>, ApiError> {
     let Json(update) = body?;
-    let (state, _) = record(&api, &id, |state| writes::run_update(state, &update)).await?;
+    let (state, _) = record(&api, &id, Reads::State, |state| {
+        writes::run_update(state, &update)
+    })
+    .await?;
     Ok(Json(DevkitRun::of(&state)))
 }
 
@@ -297,7 +317,10 @@ pub(crate) async fn cancel_run(
         status: Some("cancelled".into()),
         ..RunUpdate::default()
     };
-    let (state, _) = record(&api, &id, |state| writes::run_update(state, &update)).await?;
+    let (state, _) = record(&api, &id, Reads::State, |state| {
+        writes::run_update(state, &update)
+    })
+    .await?;
     Ok(Json(DevkitRun::of(&state)))
 }
 
@@ -325,7 +348,8 @@ fn find_step(state: &WorkflowState, step_id: &str) -> Result<DevkitStep, ApiErro
         })
 }
 
-/// `steps.create`: 409 if the run has the step already, 410 if the run has finished.
+/// `steps.create`: 409 if the run has the step already (its `details` hold the step, the
+/// run's `workflowName` and `startedAt`), 410 if the run has finished.
 #[utoipa::path(post, path = "/v1/devkit/runs/{id}/steps", tag = "devkit", request_body = DevkitBody,
     params(("id" = String, Path, description = "A run id")),
     security(("api_key" = [])),
@@ -337,10 +361,28 @@ pub(crate) async fn create_step(
 ) -> Result<(StatusCode, Json<DevkitStep>), ApiError> {
     let Json(body) = body?;
     let input = raw_payload(body.input.as_deref(), "[]")?;
-    let (state, _) = record(&api, &id, |state| {
+    let created = record(&api, &id, Reads::State, |state| {
         writes::step_create(state, &body.step_id, &body.step_name, input.clone())
     })
-    .await?;
+    .await;
+    let (state, _) = match created {
+        Ok(created) => created,
+        Err(refused) if refused.status() == StatusCode::CONFLICT => {
+            // The step exists: say what it is, so the app can queue its message again if that
+            // was lost (a step that never started), without another call.
+            let state = load_state(&api, &id).await?;
+            let Ok(step) = find_step(&state, &body.step_id) else {
+                return Err(refused);
+            };
+            let run = DevkitRun::of(&state);
+            return Err(refused.with_details(serde_json::json!({
+                "step": step,
+                "workflowName": run.workflow_name,
+                "startedAt": run.started_at,
+            })));
+        }
+        Err(refused) => return Err(refused),
+    };
     Ok((StatusCode::CREATED, Json(find_step(&state, &body.step_id)?)))
 }
 
@@ -403,7 +445,7 @@ pub(crate) async fn update_step(
 ) -> Result<Json<DevkitStep>, ApiError> {
     let Json(update) = body?;
     let at = now(&api);
-    let (state, _) = record(&api, &id, |state| {
+    let (state, _) = record(&api, &id, Reads::History, |state| {
         writes::step_update(state, &step, &update, at)
     })
     .await?;
@@ -423,7 +465,10 @@ pub(crate) async fn create_event(
     body: Body<NewEvent>,
 ) -> Result<(StatusCode, Json<DevkitEvent>), ApiError> {
     let Json(event) = body?;
-    let (state, appended) = record(&api, &id, |state| writes::event_create(state, &event)).await?;
+    let (state, appended) = record(&api, &id, Reads::History, |state| {
+        writes::event_create(state, &event)
+    })
+    .await?;
     let correlation = event.correlation_id.clone().unwrap_or_default();
     let found = records::last_event(&state.history, &event.event_type, &correlation);
     let answer = match found {
@@ -575,7 +620,7 @@ pub(crate) async fn create_hook(
         .map(|raw| writes::payload(Some(raw)))
         .transpose()?;
     let _turn = api.devkit.lock(&id).await;
-    let state = load(&api, &id).await?;
+    let state = load_state(&api, &id).await?;
     if state.status.is_terminal() {
         return Err(writes::finished(&state).into());
     }
@@ -613,7 +658,7 @@ pub(crate) async fn create_hook(
         }
         .into());
     }
-    let state = load(&api, &state.id).await?;
+    let state = load_state(&api, &state.id).await?;
     Ok((
         StatusCode::CREATED,
         Json(hook_of(&state, &body.hook_id, Some(&body.token))?),
@@ -630,7 +675,7 @@ pub(crate) async fn get_hook(
     Path(hook): Path<String>,
 ) -> Result<Json<DevkitHook>, ApiError> {
     let run_id = api.world.get_hook(&hook).await?.run_id;
-    let state = load(&api, &run_id).await?;
+    let state = load_state(&api, &run_id).await?;
     Ok(Json(hook_of(&state, &hook, None)?))
 }
 
@@ -656,7 +701,7 @@ pub(crate) async fn hook_by_token(
     let Some(at) = api.world.external().hook_by_token(&body.token).await? else {
         return Err(not_found().into());
     };
-    let state = load(&api, &at.run_id).await?;
+    let state = load_state(&api, &at.run_id).await?;
     let hook = state
         .hooks
         .iter()
@@ -693,7 +738,7 @@ pub(crate) async fn list_hooks(
         cursor: q.cursor,
         sort_order: q.sort_order,
     };
-    let state = load(&api, &q.run_id).await?;
+    let state = load_state(&api, &q.run_id).await?;
     let hooks = state
         .hooks
         .iter()
@@ -713,7 +758,10 @@ pub(crate) async fn dispose_hook(
     Path(hook): Path<String>,
 ) -> Result<Json<DevkitHook>, ApiError> {
     let run_id = api.world.get_hook(&hook).await?.run_id;
-    let (state, _) = record(&api, &run_id, |state| writes::hook_dispose(state, &hook)).await?;
+    let (state, _) = record(&api, &run_id, Reads::State, |state| {
+        writes::hook_dispose(state, &hook)
+    })
+    .await?;
     Ok(Json(hook_of(&state, &hook, None)?))
 }
 

@@ -413,6 +413,27 @@ async fn a_second_open_is_refused_naming_hybrid_and_the_alternatives() {
     HybridStore::open(dir.path()).unwrap();
 }
 
+/// A child process being spawned holds a copy of every open file until it runs its program, so
+/// a store dropped and reopened at that moment finds its own old lock held for a while: the
+/// reopen waits for it instead of failing.
+#[test]
+fn a_reopen_waits_out_a_lock_held_for_a_moment() {
+    let dir = tempfile::tempdir().unwrap();
+    drop(HybridStore::open(dir.path()).unwrap());
+    let lock = fs::OpenOptions::new()
+        .write(true)
+        .open(dir.path().join("state/lock"))
+        .unwrap();
+    lock.try_lock()
+        .expect("nobody holds the lock after the drop");
+    let holder = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        drop(lock);
+    });
+    HybridStore::open(dir.path()).expect("the lock was free again within a moment");
+    holder.join().unwrap();
+}
+
 #[tokio::test]
 async fn a_world_resumes_on_a_hybrid_store() {
     let dir = tempfile::tempdir().unwrap();

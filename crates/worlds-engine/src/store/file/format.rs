@@ -24,6 +24,7 @@ use std::io::{BufRead, BufReader};
 use crate::model::{Event, EventKind};
 
 use super::checksums::v3_to_v4;
+use super::dir_lock;
 use super::lease::{member_dirs, reservation_name};
 use super::log::{io_error, list_run_logs, log_path, sync_dir, Records};
 
@@ -185,17 +186,13 @@ fn read_format(path: &Path) -> Result<Option<u32>, WorldError> {
 fn migrate(root: &Path, dir_lock_held: bool) -> Result<(), WorldError> {
     let state = root.join("state");
     let path = state.join("format.json");
-    let open_lock = |name: &str| {
-        let path = state.join(name);
-        OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map(|file| (file, path.clone()))
-            .map_err(|e| io_error("could not open", &path, e))
-    };
-    let (guard, guard_path) = open_lock("migrate.lock")?;
+    let guard_path = state.join("migrate.lock");
+    let guard = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&guard_path)
+        .map_err(|e| io_error("could not open", &guard_path, e))?;
     guard
         .lock()
         .map_err(|e| io_error("could not lock", &guard_path, e))?;
@@ -211,20 +208,14 @@ fn migrate(root: &Path, dir_lock_held: bool) -> Result<(), WorldError> {
     let _dir_lock = if dir_lock_held {
         None
     } else {
-        let (dir_lock, dir_lock_path) = open_lock("lock")?;
-        match dir_lock.try_lock() {
-            Ok(()) => Some(dir_lock),
-            Err(fs::TryLockError::WouldBlock) => {
-                return Err(WorldError::Unavailable(format!(
-                    "file store: {} is format {found} and must be migrated to format {STORE_FORMAT}, which needs the directory to itself, but another process has it open (it holds {}); stop the other processes (they may run an older worlds-engine), then open it again",
-                    root.display(),
-                    dir_lock_path.display()
-                )))
-            }
-            Err(fs::TryLockError::Error(e)) => {
-                return Err(io_error("could not lock", &dir_lock_path, e))
-            }
-        }
+        let Some(lock) = dir_lock::take(&state, dir_lock::Mode::Exclusive)? else {
+            return Err(WorldError::Unavailable(format!(
+                "file store: {} is format {found} and must be migrated to format {STORE_FORMAT}, which needs the directory to itself, but another process has it open (it holds {}); stop the other processes (they may run an older worlds-engine), then open it again",
+                root.display(),
+                state.join("lock").display()
+            )));
+        };
+        Some(lock)
     };
     for version in found..STORE_FORMAT {
         tracing::info!(

@@ -31,6 +31,7 @@ use crate::error::WorldError;
 use crate::model::ResolveData;
 use crate::store::{LeaseStore, RunStore};
 
+use super::dir_lock;
 use super::log::{io_error, now, TMP_SUFFIX};
 use super::{catch_up, locked, FileStore, Slot};
 
@@ -78,24 +79,12 @@ impl Membership {
         for dir in [&owners, &inbox_root, &leases, &ids] {
             fs::create_dir_all(dir).map_err(|e| io_error("could not create", dir, e))?;
         }
-        let lock_path = root.join("state").join("lock");
-        let dir_lock = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .read(true)
-            .write(true)
-            .open(&lock_path)
-            .map_err(|e| io_error("could not open", &lock_path, e))?;
-        match dir_lock.try_lock_shared() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                return Err(WorldError::Unavailable(format!(
-                    "{} is held by a world in hybrid mode, which must be its directory's only user; stop that world, or run every process in file mode",
-                    root.display()
-                )))
-            }
-            Err(fs::TryLockError::Error(e)) => return Err(io_error("could not lock", &lock_path, e)),
-        }
+        let Some(shared) = dir_lock::take(&root.join("state"), dir_lock::Mode::Shared)? else {
+            return Err(WorldError::Unavailable(format!(
+                "{} is held by a world in hybrid mode, which must be its directory's only user; stop that world, or run every process in file mode",
+                root.display()
+            )));
+        };
         let id = format!("m{}-{:016x}", std::process::id(), rand::random::<u64>());
         let owner_path = owners.join(format!("{id}.lock"));
         // The lock file appears under its name already locked (created under another name,
@@ -124,7 +113,7 @@ impl Membership {
             inbox,
             ids,
             _owner_lock: owner_lock,
-            _dir_lock: dir_lock,
+            _dir_lock: shared,
         })
     }
 

@@ -41,6 +41,7 @@
 
 mod checksums;
 mod create;
+pub(in crate::store) mod dir_lock;
 mod format;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) mod fuzz;

@@ -7,12 +7,13 @@
 //! holds is passed over, so folding twice writes nothing twice.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::{self, File, OpenOptions};
+use std::fs::{self, File};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use crate::error::WorldError;
 
+use super::dir_lock;
 use super::log::{
     io_error, list_run_logs, log_path, read_whole_lines, scan_headers_at, sync_dir, truncate_torn,
     LogBatch,
@@ -53,23 +54,12 @@ pub(in crate::store) fn fold_hybrid_files(root: &Path) -> Result<(), WorldError>
     if hybrid_sources(root)?.is_empty() {
         return Ok(());
     }
-    let lock_path = root.join("state").join("lock");
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&lock_path)
-        .map_err(|e| io_error("could not open", &lock_path, e))?;
-    match lock.try_lock() {
-        Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => {
-            return Err(WorldError::Unavailable(format!(
-                "{} holds records of a world in hybrid mode and another process has it open; stop that world, or open the directory in hybrid mode",
-                root.display()
-            )))
-        }
-        Err(fs::TryLockError::Error(e)) => return Err(io_error("could not lock", &lock_path, e)),
-    }
+    let Some(lock) = dir_lock::take(&root.join("state"), dir_lock::Mode::Exclusive)? else {
+        return Err(WorldError::Unavailable(format!(
+            "{} holds records of a world in hybrid mode and another process has it open; stop that world, or open the directory in hybrid mode",
+            root.display()
+        )));
+    };
     // Listed again under the lock: a hybrid world may have compacted until it closed.
     let sources = hybrid_sources(root)?;
     let workflows = root.join("workflows");

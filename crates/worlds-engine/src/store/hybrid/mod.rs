@@ -57,8 +57,8 @@ use crate::model::{
 };
 
 use super::file::{
-    check_run_id, encode, io_error, list_run_logs, list_segments, load_run_log, log_path, sync_dir,
-    FileStore, Records, WalReplay, SEGMENTS_DIR, WAL_FILES,
+    check_run_id, dir_lock, encode, io_error, list_run_logs, list_segments, load_run_log, log_path,
+    sync_dir, FileStore, Records, WalReplay, SEGMENTS_DIR, WAL_FILES,
 };
 use super::{
     Appended, EventStore, HookRecord, HookStore, IdempotencyStore, LeaseStore, MemoryStore,
@@ -220,24 +220,15 @@ impl HybridStore {
         })
     }
 
-    /// Takes the exclusive lock on `state/lock`.
+    /// Takes the exclusive lock on `state/lock` (see `store/file/dir_lock.rs`).
     fn lock(state: &Path) -> Result<File, WorldError> {
-        let path = state.join("lock");
-        let file = OpenOptions::new()
-            .create(true)
-            .truncate(false)
-            .write(true)
-            .open(&path)
-            .map_err(|e| io_error("could not open", &path, e))?;
-        match file.try_lock() {
-            Ok(()) => Ok(file),
-            Err(fs::TryLockError::WouldBlock) => Err(WorldError::Unavailable(format!(
+        dir_lock::take(state, dir_lock::Mode::Exclusive)?.ok_or_else(|| {
+            WorldError::Unavailable(format!(
                 "hybrid store: another process (or another store in this one) owns {} in hybrid mode (it holds {}); hybrid storage is for one process per directory: use Persistence::File for several processes on one host, or PostgreSQL across machines",
                 state.parent().unwrap_or(state).display(),
-                path.display()
-            ))),
-            Err(fs::TryLockError::Error(e)) => Err(io_error("could not lock", &path, e)),
-        }
+                state.join("lock").display()
+            ))
+        })
     }
 
     /// `(appends, fsyncs)` since open: writes acknowledged (`create_run` and `append` calls that

@@ -2,7 +2,11 @@
 //! written only by their outside runtime — never executed, failed for an unregistered
 //! workflow, recovered or timed by the engine, before or after the world reopens.
 
+use std::sync::Arc;
+
 use worlds_engine::prelude::*;
+use worlds_engine::store::HybridStore;
+use worlds_engine::testing::{TestWorld, TestWorldOptions};
 use worlds_engine::{ActivityStatus, EventKind, Payload, RunStatus};
 
 fn hybrid(dir: &std::path::Path) -> WorldConfig {
@@ -15,7 +19,7 @@ fn hybrid(dir: &std::path::Path) -> WorldConfig {
 #[tokio::test]
 async fn the_engine_keeps_an_external_run_and_never_drives_it() {
     let dir = tempfile::tempdir().unwrap();
-    let run_id = {
+    let (run_id, past) = {
         let world = World::new(hybrid(dir.path())).unwrap();
         world.start().await.unwrap();
         let external = world.external();
@@ -69,15 +73,22 @@ async fn the_engine_keeps_an_external_run_and_never_drives_it() {
         );
         assert_eq!(external.step_run("step_app_1").await.unwrap(), run.id);
         world.shutdown().await.unwrap();
-        run.id
+        (run.id, past)
     };
 
     // Reopened: recovery passes the run over; it is neither failed for its unregistered
     // workflow nor advanced.
-    let world = World::new(hybrid(dir.path())).unwrap();
-    world.start().await.unwrap();
-    // Time for a worker to pick the run up, were it queued.
-    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    // A test world on the same directory: it settles (every task a worker could take has
+    // run) and moves time past the run's timer.
+    let store = Arc::new(HybridStore::open(dir.path()).unwrap());
+    let test = TestWorld::with_options(TestWorldOptions {
+        store: Some(store),
+        initial_time: past,
+        ..TestWorldOptions::default()
+    })
+    .await;
+    test.advance("1h").await;
+    let world = test.world();
     let state = world.external().get_with_history(&run_id).await.unwrap();
     assert_eq!(state.status, RunStatus::Running);
     assert_eq!(state.activities[0].status, ActivityStatus::Scheduled);

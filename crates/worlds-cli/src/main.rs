@@ -32,12 +32,25 @@ use crate::cli::{
     Cli, Command, DbCommand, HooksCommand, KeysCommand, RunsCommand, SchedulesCommand,
 };
 
+/// Turns transparent huge pages off for this process. mimalloc asks the kernel for them on its
+/// arenas, and the first touch of each 2 MiB page then zeroes all of it inside one page fault:
+/// a pause of a fraction of a millisecond in whichever worker allocates, which lands in the
+/// latency tails (most after an idle spell, when freed memory has been returned and is touched
+/// anew), and several times the kernel time of small pages. Measured in docs/BENCHMARKS.md
+/// ("Huge pages"). Where the call is refused (an old kernel, a sandbox), the process runs as
+/// before, silently: it changes speed, never behaviour.
+fn no_huge_pages() {
+    #[cfg(target_os = "linux")]
+    let _ = rustix::thread::disable_transparent_huge_pages(true);
+}
+
 // The engine allocates many small, short-lived values per step (events, ids, tasks); mimalloc
 // serves those markedly faster than the system allocator (see docs/BENCHMARKS.md).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    no_huge_pages();
     let parsed = Cli::command()
         .try_get_matches()
         .and_then(|matches| Cli::from_arg_matches(&matches).map(|cli| (cli, matches)));

@@ -247,7 +247,79 @@ async fn activity_routed_to_a_task_queue_runs_on_its_dedicated_worker(mode: Mode
     assert!(general_worker(&workers).tasks_completed >= 3);
 }
 
+/// With one worker, a run's next task (the step its workflow task scheduled, the workflow task
+/// its step's completion calls for) runs before the runs waiting in the queue: runs finish one
+/// after another instead of all together at the end. After 16 such follow-ups in a row (8
+/// steps) the worker serves the queue once, so a long run cannot keep the others waiting.
+async fn a_worker_carries_a_run_on_before_serving_the_queue(mode: Mode) {
+    let gate = Arc::new(Semaphore::new(0));
+    let hold = hold(&gate);
+    let order: Arc<Mutex<Vec<String>>> = Arc::default();
+    let seen = order.clone();
+    let note = activity("note", move |_ctx: ActivityContext, label: String| {
+        let seen = seen.clone();
+        async move {
+            seen.lock().push(label);
+            Ok::<_, StepError>(())
+        }
+    });
+    let h = hold.clone();
+    let blocker = workflow("blocker", move |ctx: WorkflowContext, _: ()| {
+        let h = h.clone();
+        async move { Ok::<_, WorkflowError>(ctx.run(&h, ()).await?) }
+    });
+    let n = note.clone();
+    let job = workflow(
+        "steps",
+        move |ctx: WorkflowContext, (name, steps): (String, u32)| {
+            let n = n.clone();
+            async move {
+                for i in 1..=steps {
+                    ctx.run(&n, format!("{name}{i}")).await?;
+                }
+                Ok::<_, WorkflowError>(())
+            }
+        },
+    );
+    let t = test_world_with(mode, one_worker()).await;
+    t.register(&hold)
+        .unwrap()
+        .register(&note)
+        .unwrap()
+        .register(&blocker)
+        .unwrap()
+        .register(&job)
+        .unwrap();
+    let blocked = t
+        .execute(&blocker, (), WorkflowOptions::default())
+        .await
+        .unwrap();
+    t.settle().await;
+    let mut handles = Vec::new();
+    for (name, steps) in [("a", 3), ("b", 3), ("long", 12), ("short", 1)] {
+        handles.push(
+            t.execute(&job, (name.to_owned(), steps), WorkflowOptions::default())
+                .await
+                .unwrap(),
+        );
+    }
+    gate.add_permits(1);
+    for handle in &handles {
+        t.run_until_complete(&handle.id, "1m").await.unwrap();
+    }
+    t.run_until_complete(&blocked.id, "1m").await.unwrap();
+    let expected: Vec<String> = ["a1", "a2", "a3", "b1", "b2", "b3"]
+        .into_iter()
+        .map(String::from)
+        .chain((1..=8).map(|i| format!("long{i}")))
+        .chain(["short1".to_owned()])
+        .chain((9..=12).map(|i| format!("long{i}")))
+        .collect();
+    assert_eq!(*order.lock(), expected);
+}
+
 in_both_modes!(
     single_worker_serves_queued_runs_by_priority_then_fifo,
     activity_routed_to_a_task_queue_runs_on_its_dedicated_worker,
+    a_worker_carries_a_run_on_before_serving_the_queue,
 );

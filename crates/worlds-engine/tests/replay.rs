@@ -331,3 +331,35 @@ async fn a_small_run_cache_evicts_and_replays_without_rerunning_steps() {
     }
     assert_eq!(calls.get(), 80);
 }
+
+/// A run asleep for a short while stays in memory and wakes without replaying; a run asleep
+/// for long holds nothing and replays when its timer fires.
+#[tokio::test]
+async fn a_short_nap_stays_cached_and_a_long_sleep_replays() {
+    let entries = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let seen = entries.clone();
+    let flow = workflow("napper", move |ctx: WorkflowContext, nap: String| {
+        let seen = seen.clone();
+        async move {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            ctx.sleep(nap.as_str()).await?;
+            Ok::<_, WorkflowError>(())
+        }
+    });
+    let t = test_world(Mode::Cached).await;
+    t.register(&flow).unwrap();
+    for (nap, entered) in [("10s", 1), ("1h", 2)] {
+        entries.store(0, std::sync::atomic::Ordering::SeqCst);
+        let run = t
+            .execute(&flow, nap.to_owned(), WorkflowOptions::default())
+            .await
+            .unwrap();
+        t.run_until_complete(&run.id, "2h").await.unwrap();
+        run.result().await.unwrap();
+        assert_eq!(
+            entries.load(std::sync::atomic::Ordering::SeqCst),
+            entered,
+            "workflow code entered for a {nap} sleep"
+        );
+    }
+}

@@ -276,10 +276,11 @@ impl Engine {
         self.progress
             .running_activities
             .fetch_add(1, Ordering::AcqRel);
-        let work = AssertUnwindSafe(super::ambient::in_step(
+        // Step code makes no follow-up for this worker: a run it starts must not wait for it.
+        let work = AssertUnwindSafe(super::handoff::closed(super::ambient::in_step(
             ctx.clone(),
             handler(ctx.clone(), task.input.clone()),
-        ))
+        )))
         .catch_unwind();
         let timeout = async {
             match options.timeout {

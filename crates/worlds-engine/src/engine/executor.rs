@@ -6,6 +6,7 @@ use std::task::{Context, Poll};
 
 use futures::FutureExt;
 
+use crate::clock::Millis;
 use crate::error::{codes, StructuredError, WorldError};
 use crate::model::{EventKind, RunStatus, WorkflowOptions, WorkflowState};
 use crate::payload::Payload;
@@ -40,10 +41,20 @@ pub(crate) struct LiveRun {
     polled: bool,
 }
 
+/// A run asleep on timers stays cached when it wakes within this many milliseconds of the
+/// end of its task: replaying it on wake-up would cost more than the memory it holds meanwhile.
+/// Longer sleeps hold nothing in memory.
+pub(super) const SHORT_NAP_MS: Millis = 30_000;
+
 impl LiveRun {
-    /// Everything it waits for is a timer: keeping it in memory would buy nothing.
-    pub(super) fn waits_only_on_timers(&self) -> bool {
-        self.core.waits_only_on_timers()
+    /// Keeping it in memory until its next task saves a replay: true unless everything it waits
+    /// for is a timer that is not due within [`SHORT_NAP_MS`] of `now`.
+    pub(super) fn worth_keeping(&self, now: Millis) -> bool {
+        match self.core.asleep_until() {
+            None => true,
+            Some(Some(at)) => at <= now.saturating_add(SHORT_NAP_MS),
+            Some(None) => false,
+        }
     }
 }
 

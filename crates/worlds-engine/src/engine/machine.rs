@@ -151,6 +151,8 @@ struct Machine {
     open: usize,
     /// How many of those are timers.
     open_timers: usize,
+    /// Open timers this machine issued itself (not replayed), with when each is due.
+    new_timers: Vec<(u32, Millis)>,
     /// The first position of this attempt; earlier positions belong to failed attempts.
     base: u32,
     /// Compensations registered so far, in registration order.
@@ -336,6 +338,9 @@ impl RunCore {
             Some(_) => {}
             None => {
                 let command = new(position);
+                if let NewCommand::Timer { position, fire_at } = command {
+                    m.new_timers.push((position, fire_at));
+                }
                 m.new_commands.push(command);
             }
         }
@@ -657,6 +662,7 @@ impl RunCore {
                     m.open = m.open.saturating_sub(1);
                     if timer {
                         m.open_timers = m.open_timers.saturating_sub(1);
+                        m.new_timers.retain(|(p, _)| *p != position);
                     }
                     waker
                 }
@@ -737,11 +743,18 @@ impl RunCore {
         self.machine.lock().next_position
     }
 
-    /// True if the run waits on timers and nothing else: nothing can wake it before a timer
-    /// fires, so keeping it in memory buys nothing.
-    pub(crate) fn waits_only_on_timers(&self) -> bool {
+    /// When the run can next move, if it waits on timers and nothing else: `Some(None)` when
+    /// some of those timers were replayed rather than issued here (their due time is in
+    /// history, not in the machine), `None` when it waits on anything but timers.
+    pub(crate) fn asleep_until(&self) -> Option<Option<Millis>> {
         let m = self.machine.lock();
-        m.open > 0 && m.open == m.open_timers
+        if m.open == 0 || m.open != m.open_timers {
+            return None;
+        }
+        if m.new_timers.len() < m.open_timers {
+            return Some(None);
+        }
+        Some(m.new_timers.iter().map(|(_, at)| *at).min())
     }
 
     /// True if some issued command still waits for its result. A workflow that is pending with

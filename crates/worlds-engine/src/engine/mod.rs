@@ -30,6 +30,7 @@ mod ending;
 pub(crate) mod errors;
 mod executor;
 pub(crate) mod external;
+pub(crate) mod handoff;
 pub(crate) mod hook_handles;
 mod hooks;
 #[cfg(feature = "http")]

@@ -205,9 +205,13 @@ impl Runs {
         self.push(entry);
     }
 
+    /// Queues a task, unless the worker whose task made it keeps it as its follow-up (see
+    /// `handoff.rs`). Either way it is pending from now on.
     fn push(&self, entry: QueueEntry<Task>) {
         self.progress.pending_tasks.fetch_add(1, Ordering::AcqRel);
-        self.queue.push(entry);
+        if let Some(entry) = super::handoff::offer(entry, &self.queue) {
+            self.queue.push(entry);
+        }
     }
 
     /// Queues one attempt of a step: on `task_queue` if the step names one, else on its run's.
@@ -268,10 +272,11 @@ impl Runs {
             };
             slot.executing = false;
             match end {
-                // A run asleep on a timer is not kept: waiting must cost nothing, and it
-                // resumes by replay when the timer fires.
+                // A run asleep on a timer is not kept unless it wakes soon: a long wait must
+                // cost nothing, and it resumes by replay when the timer fires.
                 TaskEnd::Waiting(live)
-                    if !self.cache.evict_after_every_task && !live.waits_only_on_timers() =>
+                    if !self.cache.evict_after_every_task
+                        && live.worth_keeping(self.clock.now_ms()) =>
                 {
                     slot.cached = Some(Box::new(live));
                     slot.last_used = self.use_clock.fetch_add(1, Ordering::Relaxed);

@@ -387,6 +387,11 @@ impl<T: Send + 'static> TaskQueue<T> {
         }
     }
 
+    /// The priority of the best task matching `filter`, if any. O(log n).
+    pub(crate) fn best_priority(&self, filter: QueueFilter<'_>) -> Option<i32> {
+        self.state.lock().head(filter).map(|key| key.priority.0)
+    }
+
     /// Takes the best task matching `filter`, without waiting. O(log n).
     // Part of the queue's complete API, which its unit tests exercise; the engine does not use it.
     #[cfg_attr(not(test), allow(dead_code))]

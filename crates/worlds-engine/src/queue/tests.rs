@@ -667,3 +667,17 @@ fn bench_push_pop() {
     assert_eq!(n, N);
     println!("push {N}: {pushed:?}, pop {N}: {:?}", start.elapsed());
 }
+
+#[test]
+fn best_priority_is_that_of_the_head_the_filter_sees() {
+    let q = TaskQueue::new();
+    assert_eq!(q.best_priority(QueueFilter::Any), None);
+    q.push(entry(1, "a", 0, 10, None));
+    q.push(entry(2, "b", 5, 20, Some("gpu")));
+    q.push(entry(3, "c", -1, 5, None));
+    assert_eq!(q.best_priority(QueueFilter::Any), Some(5));
+    assert_eq!(q.best_priority(QueueFilter::Default), Some(0));
+    assert_eq!(q.best_priority(QueueFilter::Only("gpu")), Some(5));
+    assert_eq!(q.best_priority(QueueFilter::Only("cpu")), None);
+    assert_eq!(q.len(), 3, "looking takes nothing");
+}

@@ -30,6 +30,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 use crate::clock::{duration_ms, Millis};
+use crate::engine::handoff::FollowUp;
 use crate::engine::{Engine, Task};
 use crate::queue::QueueFilter;
 use crate::telemetry::WorkerMetrics;
@@ -126,6 +127,8 @@ struct WorkerShared {
     retire: AtomicBool,
     /// Test hook: beats are suppressed.
     frozen: AtomicBool,
+    /// The next task of a run that this worker's task made, kept for this worker.
+    follow_up: Arc<FollowUp>,
 }
 
 struct WorkerState {
@@ -333,6 +336,7 @@ impl PoolInner {
             return false;
         }
         let n = self.next_id.fetch_add(1, Ordering::Relaxed) + 1;
+        let follow_up = FollowUp::new(task_queue.as_deref());
         let shared = Arc::new(WorkerShared {
             seq: n,
             task_queue: task_queue.clone(),
@@ -351,6 +355,7 @@ impl PoolInner {
             stop: CancellationToken::new(),
             retire: AtomicBool::new(false),
             frozen: AtomicBool::new(false),
+            follow_up,
         });
         let join = tokio::spawn(
             work(engine.clone(), shared.clone(), Arc::downgrade(self))
@@ -381,24 +386,35 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
         Some(q) => QueueFilter::Only(q),
         None => QueueFilter::Any,
     };
+    // The follow-up the last task left (see `engine/handoff.rs`).
+    let mut follow_up = None;
     loop {
-        // Idle: wait for a task or a stop request, beating on every tick.
-        let entry = {
-            let mut pop = std::pin::pin!(engine.next_task(filter));
-            loop {
-                tokio::select! {
-                    biased;
-                    _ = shared.stop.cancelled() => break None,
-                    entry = &mut pop => break entry,
-                    _ = &mut tick => {
-                        shared.beat(&mut shared.state.lock(), engine.now_ms());
-                        tick = next_tick();
-                    }
+        let entry = match follow_up.take() {
+            Some(entry) if !shared.stop.is_cancelled() => entry,
+            kept => {
+                if let Some(entry) = kept {
+                    // Asked to stop: the follow-up goes to the other workers.
+                    engine.give_back(entry);
                 }
+                // Idle: wait for a task or a stop request, beating on every tick.
+                let mut pop = std::pin::pin!(engine.next_task(filter));
+                let entry = loop {
+                    tokio::select! {
+                        biased;
+                        _ = shared.stop.cancelled() => break None,
+                        entry = &mut pop => break entry,
+                        _ = &mut tick => {
+                            shared.beat(&mut shared.state.lock(), engine.now_ms());
+                            tick = next_tick();
+                        }
+                    }
+                };
+                let Some(entry) = entry else {
+                    break;
+                };
+                shared.follow_up.served_the_queue();
+                entry
             }
-        };
-        let Some(entry) = entry else {
-            break;
         };
         {
             let mut state = shared.state.lock();
@@ -420,12 +436,12 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
             // Busy: execute the task, beating on every tick between its polls. Boxed: a task's
             // future is large (kilobytes), and kept inline it would make every idle worker as
             // large as a busy one.
-            let mut execute = Box::pin(async {
+            let mut execute = Box::pin(shared.follow_up.scope(async {
                 match entry.task {
                     Task::Workflow { run_id } => engine.process_workflow(&run_id).await,
                     Task::Activity(task) => engine.run_activity(task).await,
                 }
-            });
+            }));
             loop {
                 tokio::select! {
                     biased;
@@ -441,7 +457,7 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
             let mut state = shared.state.lock();
             if state.current.take().is_none() {
                 // Declared dead meanwhile: the monitor has handed the task on and accounted
-                // for it.
+                // for it, and closed the follow-up slot after taking what it held.
                 return;
             }
             state.info.tasks_completed += 1;
@@ -453,6 +469,7 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
                 WorkerStatus::Idle
             };
         }
+        follow_up = shared.follow_up.next();
         engine.task_done();
     }
     {

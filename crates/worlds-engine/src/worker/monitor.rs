@@ -99,6 +99,12 @@ impl PoolInner {
                         if let Some(join) = &slot.join {
                             join.abort();
                         }
+                        // Its follow-up, if it kept one, goes to the other workers; closed
+                        // first, so that its task, still running until the abort lands,
+                        // keeps nothing more.
+                        if let Some(entry) = shared.follow_up.close() {
+                            engine.give_back(entry);
+                        }
                         dead.push(d);
                     }
                     None => i += 1,

@@ -26,6 +26,27 @@ fn hold(gate: &Arc<Semaphore>) -> Activity<(), ()> {
     })
 }
 
+/// An activity that appends its input to `order`.
+fn noting(name: &str, order: &Arc<Mutex<Vec<String>>>) -> Activity<String, ()> {
+    let seen = order.clone();
+    activity(name, move |_ctx: ActivityContext, label: String| {
+        let seen = seen.clone();
+        async move {
+            seen.lock().push(label);
+            Ok::<_, StepError>(())
+        }
+    })
+}
+
+/// A workflow that runs `hold`: it occupies a worker until the test opens the gate.
+fn blocker(hold: &Activity<(), ()>) -> Workflow<(), ()> {
+    let h = hold.clone();
+    workflow("blocker", move |ctx: WorkflowContext, _: ()| {
+        let h = h.clone();
+        async move { Ok::<_, WorkflowError>(ctx.run(&h, ()).await?) }
+    })
+}
+
 /// Yields to the runtime until `done` holds, for at most a bounded number of turns, so a
 /// broken engine fails the test instead of hanging it (`settle` would wait forever on a task
 /// that no free worker may take).
@@ -54,19 +75,8 @@ async fn single_worker_serves_queued_runs_by_priority_then_fifo(mode: Mode) {
     let gate = Arc::new(Semaphore::new(0));
     let hold = hold(&gate);
     let order: Arc<Mutex<Vec<String>>> = Arc::default();
-    let seen = order.clone();
-    let first = activity("first", move |_ctx: ActivityContext, label: String| {
-        let seen = seen.clone();
-        async move {
-            seen.lock().push(label);
-            Ok::<_, StepError>(())
-        }
-    });
-    let h = hold.clone();
-    let blocker = workflow("blocker", move |ctx: WorkflowContext, _: ()| {
-        let h = h.clone();
-        async move { Ok::<_, WorkflowError>(ctx.run(&h, ()).await?) }
-    });
+    let first = noting("first", &order);
+    let blocker = blocker(&hold);
     let f = first.clone();
     let job = workflow("job", move |ctx: WorkflowContext, label: String| {
         let f = f.clone();
@@ -255,19 +265,8 @@ async fn a_worker_carries_a_run_on_before_serving_the_queue(mode: Mode) {
     let gate = Arc::new(Semaphore::new(0));
     let hold = hold(&gate);
     let order: Arc<Mutex<Vec<String>>> = Arc::default();
-    let seen = order.clone();
-    let note = activity("note", move |_ctx: ActivityContext, label: String| {
-        let seen = seen.clone();
-        async move {
-            seen.lock().push(label);
-            Ok::<_, StepError>(())
-        }
-    });
-    let h = hold.clone();
-    let blocker = workflow("blocker", move |ctx: WorkflowContext, _: ()| {
-        let h = h.clone();
-        async move { Ok::<_, WorkflowError>(ctx.run(&h, ()).await?) }
-    });
+    let note = noting("note", &order);
+    let blocker = blocker(&hold);
     let n = note.clone();
     let job = workflow(
         "steps",

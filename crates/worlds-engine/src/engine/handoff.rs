@@ -94,7 +94,8 @@ impl FollowUp {
         slot.kept.take()
     }
 
-    fn filter(&self) -> QueueFilter<'_> {
+    /// What the worker takes from the queue: its own task queue, or every queue.
+    pub(crate) fn filter(&self) -> QueueFilter<'_> {
         match &self.task_queue {
             Some(q) => QueueFilter::Only(q),
             None => QueueFilter::Any,

@@ -32,7 +32,6 @@ use tracing::Instrument;
 use crate::clock::{duration_ms, Millis};
 use crate::engine::handoff::FollowUp;
 use crate::engine::{Engine, Task};
-use crate::queue::QueueFilter;
 use crate::telemetry::WorkerMetrics;
 
 /// What a worker is doing.
@@ -382,10 +381,7 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
             .sleep_until_background(engine.now_ms().saturating_add(every))
     };
     let mut tick = next_tick();
-    let filter = match &shared.task_queue {
-        Some(q) => QueueFilter::Only(q),
-        None => QueueFilter::Any,
-    };
+    let filter = shared.follow_up.filter();
     // The follow-up the last task left (see `engine/handoff.rs`).
     let mut follow_up = None;
     loop {

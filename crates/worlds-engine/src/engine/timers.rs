@@ -6,6 +6,7 @@
 //! engine's: it passes [`Engine::fire`] to the loop.
 
 use std::future::Future;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::Notify;
@@ -21,12 +22,19 @@ use super::Engine;
 /// Timers fired per store round trip.
 const BATCH: usize = 512;
 
+/// The loop is awake: every new timer must wake it again, as it may have read the timers
+/// before that one was added.
+const AWAKE: Millis = Millis::MAX;
+
 /// The world's durable timers.
 pub(crate) struct Timers {
     store: Arc<dyn TimerStore>,
     clock: Arc<dyn Clock>,
     /// Wakes the firing loop: the earliest timer may have changed.
     wake: Notify,
+    /// The time the firing loop sleeps until, or [`AWAKE`]. Only a timer due before it needs
+    /// to wake the loop; the others it finds when it wakes anyway.
+    sleeps_until: AtomicI64,
 }
 
 impl Timers {
@@ -35,13 +43,20 @@ impl Timers {
             store,
             clock,
             wake: Notify::new(),
+            sleeps_until: AtomicI64::new(AWAKE),
         }
     }
 
-    /// Adds a timer (adding one that exists does nothing) and wakes the firing loop.
+    /// Adds a timer (adding one that exists does nothing) and wakes the firing loop if the
+    /// timer is due before the loop would wake by itself.
     pub(crate) async fn add(&self, timer: Timer) -> Result<(), WorldError> {
+        let fire_at = timer.fire_at;
         self.store.add_timer(timer).await?;
-        self.wake();
+        // Added before this read: a loop that read the timers before the addition either
+        // still shows `AWAKE` here or sleeps until a time this compares with.
+        if fire_at < self.sleeps_until.load(Ordering::SeqCst) {
+            self.wake();
+        }
         Ok(())
     }
 
@@ -59,7 +74,8 @@ impl Timers {
     /// Removes every timer of a finished run.
     pub(crate) async fn forget_run(&self, run_id: &str) {
         let _ = self.store.remove_run_timers(run_id).await;
-        // The loop may be asleep until one of the removed timers.
+        // The loop may be asleep until one of the removed timers; left so, it would wake for
+        // nothing, and a test clock would see a deadline nothing waits for.
         self.wake();
     }
 
@@ -114,10 +130,15 @@ impl Timers {
         Fut: Future<Output = ()>,
     {
         loop {
+            self.sleeps_until.store(AWAKE, Ordering::SeqCst);
             if let Err(e) = self.fire_due(&fire).await {
                 tracing::error!(error = %e, "could not fire timers");
             }
             let next = self.next_at().await;
+            // A timer added after the read above finds this (or `AWAKE`) and wakes the loop
+            // if it is due sooner.
+            self.sleeps_until
+                .store(next.unwrap_or(Millis::MAX - 1), Ordering::SeqCst);
             let sleep = async {
                 match next {
                     Some(at) => self.clock.sleep_until(at).await,
@@ -197,5 +218,112 @@ impl Engine {
                 tracing::debug!(run_id, error = %e, "timer fired for a run that no longer needs it");
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::AtomicUsize;
+    use std::sync::Mutex;
+
+    use async_trait::async_trait;
+
+    use super::*;
+    use crate::clock::VirtualClock;
+    use crate::store::MemoryStore;
+
+    /// A memory store that counts how often the firing loop looks for its next timer: once per
+    /// pass of the loop.
+    #[derive(Default)]
+    struct Counting {
+        inner: MemoryStore,
+        passes: AtomicUsize,
+    }
+
+    #[async_trait]
+    impl TimerStore for Counting {
+        async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
+            self.inner.add_timer(timer).await
+        }
+        async fn take_due_timers(
+            &self,
+            now: Millis,
+            limit: usize,
+        ) -> Result<Vec<Timer>, WorldError> {
+            self.inner.take_due_timers(now, limit).await
+        }
+        async fn next_timer_at(&self) -> Result<Option<Millis>, WorldError> {
+            self.passes.fetch_add(1, Ordering::SeqCst);
+            self.inner.next_timer_at().await
+        }
+        async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
+            self.inner.remove_run_timers(run_id).await
+        }
+    }
+
+    fn sleep_of(run: &str, fire_at: Millis) -> Timer {
+        Timer {
+            fire_at,
+            run_id: run.into(),
+            kind: TimerKind::Sleep { position: 0 },
+        }
+    }
+
+    /// Lets the spawned loop run until it waits again.
+    async fn settle() {
+        for _ in 0..20 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    #[tokio::test]
+    async fn the_loop_wakes_only_for_a_timer_due_before_the_one_it_sleeps_until() {
+        let store = Arc::new(Counting::default());
+        let clock = Arc::new(VirtualClock::new(0));
+        let timers = Arc::new(Timers::new(store.clone(), clock.clone()));
+        let fired = Arc::new(Mutex::new(Vec::new()));
+        let stop = CancellationToken::new();
+        timers.add(sleep_of("first", 1_000)).await.unwrap();
+        let running = tokio::spawn({
+            let (timers, fired, stop) = (timers.clone(), fired.clone(), stop.clone());
+            async move {
+                let fired = &fired;
+                timers
+                    .run(&stop, |timer| async move {
+                        fired.lock().unwrap().push(timer.run_id);
+                    })
+                    .await;
+            }
+        })
+        .abort_handle();
+        settle().await;
+        let asleep = store.passes.load(Ordering::SeqCst);
+
+        // Later timers leave the loop asleep until 1 000.
+        for i in 0..50 {
+            timers
+                .add(sleep_of(&format!("later-{i}"), 2_000 + i))
+                .await
+                .unwrap();
+        }
+        settle().await;
+        assert_eq!(
+            store.passes.load(Ordering::SeqCst),
+            asleep,
+            "woken for nothing"
+        );
+
+        // An earlier one wakes it, and fires on time.
+        timers.add(sleep_of("sooner", 500)).await.unwrap();
+        settle().await;
+        assert!(store.passes.load(Ordering::SeqCst) > asleep);
+        clock.set(500);
+        settle().await;
+        assert_eq!(*fired.lock().unwrap(), ["sooner"]);
+        clock.set(2_000);
+        settle().await;
+        assert_eq!(*fired.lock().unwrap(), ["sooner", "first", "later-0"]);
+        stop.cancel();
+        running.abort();
     }
 }

@@ -57,9 +57,10 @@ impl IdGenerator {
 
     /// A fresh id with the given prefix, e.g. `next("wrun_")` → `wrun_01J…`.
     pub fn next(&self, prefix: &str) -> String {
-        let mut id = String::with_capacity(prefix.len() + 26);
+        let mut text = [0; ulid::ULID_LEN];
+        let mut id = String::with_capacity(prefix.len() + ulid::ULID_LEN);
         id.push_str(prefix);
-        id.push_str(&self.ulid().to_string());
+        id.push_str(self.ulid().array_to_str(&mut text));
         id
     }
 

@@ -5,7 +5,7 @@
 //! gauges (queued, running) and counters (completed, failed). Events that do not change a
 //! status cost one cheap check and no lock.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -14,6 +14,7 @@ use parking_lot::Mutex;
 use prometheus_client::metrics::family::Family;
 #[cfg(feature = "prometheus")]
 use prometheus_client::metrics::histogram::Histogram;
+use rustc_hash::FxHashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
@@ -263,7 +264,7 @@ pub(crate) struct DetailCounts {
 struct Counts {
     /// Status and last applied `seq` of every run that is not finished, plus finished runs
     /// for a while (see `finished`).
-    runs: HashMap<Arc<str>, Tracked>,
+    runs: FxHashMap<Arc<str>, Tracked>,
     queued: usize,
     running: usize,
     completed: u64,

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Write};
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -200,6 +201,47 @@ pub(in crate::store) fn scan_headers_at(
         |line| record::decode_header(line).map_err(|why| why.to_string()),
         &mut each,
     )
+}
+
+/// The records of a chunk of `path` (`bytes`, starting at byte `base` of the file) that are not
+/// on disk yet, for moving them there after a crash interrupted an earlier move. `on_disk`
+/// holds how many records of each run are there already: a record below its run's count is
+/// skipped; one at it is handed to `fresh` (its run, its `seq` and its line, newline included,
+/// as a range of `bytes`) and counted; one above it is corruption, since a record before it is
+/// missing. Each checksum is verified; events are not decoded.
+pub(in crate::store) fn fresh_records(
+    path: &Path,
+    bytes: &[u8],
+    base: usize,
+    on_disk: &mut HashMap<String, u64>,
+    mut fresh: impl FnMut(&str, u64, Range<usize>),
+) -> Result<Scan, WorldError> {
+    scan_headers_at(path, bytes, base, |offset, header| {
+        let run_id: &str = &header.run_id;
+        let have = on_disk.get(run_id).copied().unwrap_or(0);
+        if header.seq < have {
+            return Ok(());
+        }
+        if header.seq > have {
+            return Err(format!(
+                "event seq {} of run {run_id} where seq {have} was expected",
+                header.seq
+            ));
+        }
+        let start = offset - base;
+        let end = bytes[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |i| start + i + 1);
+        match on_disk.get_mut(run_id) {
+            Some(count) => *count += 1,
+            None => {
+                on_disk.insert(run_id.to_owned(), 1);
+            }
+        }
+        fresh(run_id, header.seq, start..end);
+        Ok(())
+    })
 }
 
 /// Splits `bytes` into lines, decoding each whole one with `decode` and handing it to `each`;
@@ -530,9 +572,13 @@ mod tests {
     use crate::payload::Payload;
 
     fn line(seq: u64) -> Vec<u8> {
+        line_of("wrun_x", seq)
+    }
+
+    fn line_of(run_id: &str, seq: u64) -> Vec<u8> {
         let event = Event {
             id: format!("evnt_{seq}"),
-            run_id: "wrun_x".into(),
+            run_id: run_id.into(),
             seq,
             timestamp: -5,
             version: EVENT_FORMAT_VERSION,
@@ -549,6 +595,51 @@ mod tests {
         scan_events_at(Path::new("log"), bytes, 0, Records::Checksummed, |_, _| {
             Ok(())
         })
+    }
+
+    #[test]
+    fn fresh_records_are_those_past_each_runs_count_on_disk() {
+        let lines = [
+            line_of("wrun_a", 0),
+            line_of("wrun_a", 1),
+            line_of("wrun_b", 0),
+            line_of("wrun_a", 2),
+            line_of("wrun_b", 1),
+        ];
+        let bytes = lines.concat();
+        let mut on_disk = HashMap::from([("wrun_a".to_owned(), 2)]);
+        let mut fresh = Vec::new();
+        fresh_records(
+            Path::new("wal"),
+            &bytes,
+            0,
+            &mut on_disk,
+            |run, seq, range| {
+                fresh.push((run.to_owned(), seq, bytes[range].to_vec()));
+            },
+        )
+        .unwrap();
+        let expected = [("wrun_b", 0, 2), ("wrun_a", 2, 3), ("wrun_b", 1, 4)];
+        assert_eq!(fresh.len(), expected.len());
+        for ((run, seq, line), (want_run, want_seq, i)) in fresh.iter().zip(expected) {
+            assert_eq!((run.as_str(), *seq), (want_run, want_seq));
+            assert_eq!(line, &lines[i], "the whole line, newline included");
+        }
+        assert_eq!(
+            on_disk,
+            HashMap::from([("wrun_a".to_owned(), 3), ("wrun_b".to_owned(), 2)])
+        );
+
+        // A record past its run's count: one before it is missing.
+        let mut behind = HashMap::from([("wrun_a".to_owned(), 0)]);
+        let gap = [line_of("wrun_a", 1)].concat();
+        let err = fresh_records(Path::new("wal"), &gap, 0, &mut behind, |_, _, _| {})
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("seq 1 of run wrun_a where seq 0 was expected"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -71,8 +71,8 @@ use super::{Appended, EventStore, IdempotencyStore, MemoryStore, RunStore, Timer
 use lease::Membership;
 use log::{apply_events, list_run_logs_removing, LOG_SUFFIX, TMP_SUFFIX};
 pub(in crate::store) use log::{
-    check_run_id, encode, io_error, list_run_logs, load_run_log, log_path, now, read_whole_lines,
-    scan_headers_at, sync_dir, truncate_torn, Records,
+    check_run_id, encode, fresh_records, io_error, list_run_logs, load_run_log, log_path, now,
+    read_whole_lines, scan_headers_at, sync_dir, truncate_torn, Records,
 };
 pub(in crate::store) use wal_read::{
     list_segments, segment_number, segment_path, WalReplay, SEGMENTS_DIR, SEGMENT_CHUNK, WAL_FILES,

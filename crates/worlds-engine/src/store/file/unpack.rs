@@ -15,8 +15,8 @@ use crate::error::WorldError;
 
 use super::dir_lock;
 use super::log::{
-    io_error, list_run_logs, log_path, read_whole_lines, scan_headers_at, sync_dir, truncate_torn,
-    LogBatch,
+    fresh_records, io_error, list_run_logs, log_path, read_whole_lines, scan_headers_at, sync_dir,
+    truncate_torn, LogBatch,
 };
 use super::wal_read::{list_segments, SEGMENTS_DIR, WAL_FILES};
 
@@ -141,40 +141,24 @@ fn move_chunk(
     bytes: &[u8],
     base: usize,
 ) -> Result<(), WorldError> {
-    // Each run's new lines, as byte ranges of `bytes`: a record is the same line in every file
-    // that holds it, so only its checksum, run and `seq` are read (the file store's open reads
-    // every event whole afterwards).
-    let mut fresh: BTreeMap<String, Vec<Range<usize>>> = BTreeMap::new();
-    scan_headers_at(source, bytes, base, |offset, header| {
-        let run_id: &str = &header.run_id;
-        let batched = fresh.get(run_id).map_or(0, Vec::len) as u64;
-        let expected = counts.get(run_id).copied().unwrap_or(0) + batched;
-        if header.seq < expected {
-            return Ok(());
-        }
-        if header.seq > expected {
-            return Err(format!(
-                "event seq {} of run {run_id} where seq {expected} was expected",
-                header.seq
-            ));
-        }
-        let start = offset - base;
-        let end = bytes[start..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(bytes.len(), |i| start + i + 1);
-        fresh.entry(run_id.to_owned()).or_default().push(start..end);
-        Ok(())
+    // Each run's new lines, as byte ranges of `bytes`, and whether the run has a log already: a
+    // record is the same line in every file that holds it, so only its checksum, run and `seq`
+    // are read (the file store's open reads every event whole afterwards).
+    let mut fresh: BTreeMap<String, (bool, Vec<Range<usize>>)> = BTreeMap::new();
+    fresh_records(source, bytes, base, counts, |run_id, seq, line| {
+        fresh
+            .entry(run_id.to_owned())
+            .or_insert_with(|| (seq > 0, Vec::new()))
+            .1
+            .push(line);
     })?;
     let mut lines = Vec::new();
-    for (run_id, ranges) in fresh {
+    for (run_id, (has_log, ranges)) in fresh {
         lines.clear();
-        for range in &ranges {
-            lines.extend_from_slice(&bytes[range.clone()]);
+        for range in ranges {
+            lines.extend_from_slice(&bytes[range]);
         }
-        let count = counts.entry(run_id.clone()).or_insert(0);
-        batch.append(workflows, &run_id, *count > 0, &lines)?;
-        *count += ranges.len() as u64;
+        batch.append(workflows, &run_id, has_log, &lines)?;
     }
     Ok(())
 }

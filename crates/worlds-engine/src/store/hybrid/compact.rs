@@ -15,7 +15,8 @@ use std::time::Duration;
 
 use crate::error::WorldError;
 use crate::store::file::{
-    io_error, read_whole_lines, scan_headers_at, segment_number, segment_path, sync_dir,
+    fresh_records, io_error, read_whole_lines, scan_headers_at, segment_number, segment_path,
+    sync_dir,
 };
 
 use super::Inner;
@@ -230,31 +231,9 @@ impl Inner {
         // After a crash mid-compaction: only the records not in a segment yet, in order.
         let mut fresh = Vec::with_capacity(bytes.len());
         let mut moved = 0;
-        scan_headers_at(&self.wal_path, bytes, base, |offset, header| {
-            let have = on_disk.get(header.run_id.as_ref()).copied().unwrap_or(0);
-            if header.seq < have {
-                return Ok(());
-            }
-            if header.seq > have {
-                return Err(format!(
-                    "event seq {} of run {} where seq {have} was expected",
-                    header.seq, header.run_id
-                ));
-            }
-            let start = offset - base;
-            let end = bytes[start..]
-                .iter()
-                .position(|&b| b == b'\n')
-                .map_or(bytes.len(), |i| start + i + 1);
-            fresh.extend_from_slice(&bytes[start..end]);
-            match on_disk.get_mut(header.run_id.as_ref()) {
-                Some(count) => *count += 1,
-                None => {
-                    on_disk.insert(header.run_id.into_owned(), 1);
-                }
-            }
+        fresh_records(&self.wal_path, bytes, base, on_disk, |_, _, line| {
+            fresh.extend_from_slice(&bytes[line]);
             moved += 1;
-            Ok(())
         })?;
         segment.write(&fresh)?;
         Ok(moved)

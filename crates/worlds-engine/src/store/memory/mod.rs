@@ -81,10 +81,11 @@ struct Index {
     by_workflow_id: FxHashMap<Arc<str>, Arc<str>>,
     /// Runs that have an entry in `by_workflow_id`.
     custom_workflow_id: FxHashSet<Arc<str>>,
-    by_status: HashMap<RunStatus, BTreeSet<Arc<str>>>,
-    by_name: HashMap<String, BTreeSet<Arc<str>>>,
-    by_parent: HashMap<String, BTreeSet<Arc<str>>>,
-    /// Idempotency key → the newest run started with it, and when.
+    by_status: FxHashMap<RunStatus, BTreeSet<Arc<str>>>,
+    by_name: FxHashMap<String, BTreeSet<Arc<str>>>,
+    by_parent: FxHashMap<String, BTreeSet<Arc<str>>>,
+    /// Idempotency key → the newest run started with it, and when. Keys are chosen by callers,
+    /// so this map keeps std's keyed hasher.
     by_idempotency_key: HashMap<String, (Arc<str>, Millis)>,
 }
 

@@ -109,17 +109,17 @@ impl TimerStore for PostgresStore {
         .map_err(|e| self.err("reading the next timer", e))
     }
 
-    async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
+    async fn remove_run_timers(&self, run_id: &str) -> Result<bool, WorldError> {
         if self.inner.ended.lock().contains(run_id) {
-            // Deleted by the statement that ended the run.
-            return Ok(());
+            // Deleted by the statement that ended the run, which does not say how many.
+            return Ok(true);
         }
-        sqlx::query("DELETE FROM timers WHERE run_id = $1")
+        let deleted = sqlx::query("DELETE FROM timers WHERE run_id = $1")
             .bind(run_id)
             .execute(&self.inner.pool)
             .await
             .map_err(|e| self.err("removing a run's timers", e))?;
-        Ok(())
+        Ok(deleted.rows_affected() > 0)
     }
 }
 

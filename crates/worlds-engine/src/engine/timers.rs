@@ -73,10 +73,12 @@ impl Timers {
 
     /// Removes every timer of a finished run.
     pub(crate) async fn forget_run(&self, run_id: &str) {
-        let _ = self.store.remove_run_timers(run_id).await;
         // The loop may be asleep until one of the removed timers; left so, it would wake for
-        // nothing, and a test clock would see a deadline nothing waits for.
-        self.wake();
+        // nothing, and a test clock would see a deadline nothing waits for. A run with no timer
+        // left (most, at their end) does not wake it.
+        if !matches!(self.store.remove_run_timers(run_id).await, Ok(false)) {
+            self.wake();
+        }
     }
 
     /// When the earliest timer is due, if there is one.
@@ -256,7 +258,7 @@ mod tests {
             self.passes.fetch_add(1, Ordering::SeqCst);
             self.inner.next_timer_at().await
         }
-        async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
+        async fn remove_run_timers(&self, run_id: &str) -> Result<bool, WorldError> {
             self.inner.remove_run_timers(run_id).await
         }
     }
@@ -277,7 +279,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn the_loop_wakes_only_for_a_timer_due_before_the_one_it_sleeps_until() {
+    async fn the_loop_wakes_only_when_the_timer_it_sleeps_until_may_have_changed() {
         let store = Arc::new(Counting::default());
         let clock = Arc::new(VirtualClock::new(0));
         let timers = Arc::new(Timers::new(store.clone(), clock.clone()));
@@ -296,27 +298,31 @@ mod tests {
             }
         })
         .abort_handle();
+        let passes = || store.passes.load(Ordering::SeqCst);
         settle().await;
-        let asleep = store.passes.load(Ordering::SeqCst);
+        let asleep = passes();
 
-        // Later timers leave the loop asleep until 1 000.
+        // Later timers, and the end of a run without timers, leave the loop asleep until 1 000.
         for i in 0..50 {
             timers
                 .add(sleep_of(&format!("later-{i}"), 2_000 + i))
                 .await
                 .unwrap();
         }
+        timers.forget_run("no-timers").await;
         settle().await;
-        assert_eq!(
-            store.passes.load(Ordering::SeqCst),
-            asleep,
-            "woken for nothing"
-        );
+        assert_eq!(passes(), asleep, "woken for nothing");
 
-        // An earlier one wakes it, and fires on time.
+        // Removing a run's timers wakes it: one of them may be the one it sleeps until.
+        timers.forget_run("later-49").await;
+        settle().await;
+        assert!(passes() > asleep);
+        let asleep = passes();
+
+        // An earlier timer wakes it, and fires on time.
         timers.add(sleep_of("sooner", 500)).await.unwrap();
         settle().await;
-        assert!(store.passes.load(Ordering::SeqCst) > asleep);
+        assert!(passes() > asleep);
         clock.set(500);
         settle().await;
         assert_eq!(*fired.lock().unwrap(), ["sooner"]);

@@ -405,8 +405,9 @@ pub trait TimerStore: Send + Sync {
     /// The earliest fire time of any timer.
     async fn next_timer_at(&self) -> Result<Option<Millis>, WorldError>;
 
-    /// Removes every timer of a run.
-    async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError>;
+    /// Removes every timer of a run. Returns whether it removed any (`true` when it cannot
+    /// tell): the engine wakes its timer loop only then.
+    async fn remove_run_timers(&self, run_id: &str) -> Result<bool, WorldError>;
 }
 
 /// A complete storage backend: the sum of the duties. Implement each duty trait and this follows.

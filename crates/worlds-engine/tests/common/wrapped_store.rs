@@ -209,7 +209,7 @@ impl TimerStore for WrappedStore {
     async fn next_timer_at(&self) -> Result<Option<Millis>, WorldError> {
         self.inner.next_timer_at().await
     }
-    async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
+    async fn remove_run_timers(&self, run_id: &str) -> Result<bool, WorldError> {
         self.inner.remove_run_timers(run_id).await
     }
 }

@@ -743,7 +743,7 @@ impl TimerStore for FileStore {
         self.memory.next_timer_at().await
     }
 
-    async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
+    async fn remove_run_timers(&self, run_id: &str) -> Result<bool, WorldError> {
         self.memory.remove_run_timers(run_id).await
     }
 }

@@ -472,7 +472,7 @@ impl TimerStore for HybridStore {
         self.inner.memory.next_timer_at().await
     }
 
-    async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
+    async fn remove_run_timers(&self, run_id: &str) -> Result<bool, WorldError> {
         self.inner.memory.remove_run_timers(run_id).await
     }
 }

@@ -727,13 +727,15 @@ impl TimerStore for MemoryStore {
         Ok(self.timers.lock().all.first().map(|t| t.0))
     }
 
-    async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
+    async fn remove_run_timers(&self, run_id: &str) -> Result<bool, WorldError> {
         let mut timers = self.timers.lock();
-        if let Some((run_id, list)) = timers.by_run.remove_entry(run_id) {
-            for (fire_at, kind) in list {
-                timers.all.remove(&(fire_at, run_id.clone(), kind));
-            }
+        let Some((run_id, list)) = timers.by_run.remove_entry(run_id) else {
+            return Ok(false);
+        };
+        let removed = !list.is_empty();
+        for (fire_at, kind) in list {
+            timers.all.remove(&(fire_at, run_id.clone(), kind));
         }
-        Ok(())
+        Ok(removed)
     }
 }

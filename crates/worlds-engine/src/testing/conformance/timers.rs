@@ -68,11 +68,13 @@ pub async fn timers_fire_in_order_once_and_are_removable(store: Arc<dyn Store>) 
         .add_timer(sleep_timer("wrun_a", T0 + 15_000, 4))
         .await
         .unwrap();
-    store.remove_run_timers("wrun_a").await.unwrap();
+    assert!(store.remove_run_timers("wrun_a").await.unwrap());
     assert_eq!(store.next_timer_at().await.unwrap(), Some(T0 + 20_000));
     let rest = store.take_due_timers(i64::MAX, 10).await.unwrap();
     assert_eq!(rest, vec![sleep_timer("wrun_b", T0 + 20_000, 3)]);
     assert_eq!(store.next_timer_at().await.unwrap(), None);
-    // Removing timers of a run that has none is fine.
-    store.remove_run_timers("wrun_none").await.unwrap();
+    // Removing timers of a run that has none is fine, and says nothing was removed; so does
+    // removing those of a run whose timers were all taken.
+    assert!(!store.remove_run_timers("wrun_none").await.unwrap());
+    assert!(!store.remove_run_timers("wrun_b").await.unwrap());
 }

@@ -383,7 +383,7 @@ impl TimerStore for ProcessStore {
         self.alive()?;
         self.timers.next_timer_at().await
     }
-    async fn remove_run_timers(&self, run_id: &str) -> Result<(), WorldError> {
+    async fn remove_run_timers(&self, run_id: &str) -> Result<bool, WorldError> {
         self.alive()?;
         self.timers.remove_run_timers(run_id).await
     }

@@ -45,8 +45,13 @@ impl IdGenerator {
 
     /// A fresh ULID, greater than every ULID this generator made before.
     pub fn ulid(&self) -> Ulid {
-        let now = self.clock.now_ms().max(0) as u64;
-        let at = UNIX_EPOCH + Duration::from_millis(now);
+        self.ulid_at(self.clock.now_ms())
+    }
+
+    /// [`ulid`](Self::ulid) for the time `now` (ms since the Unix epoch) the caller already
+    /// read from the clock.
+    fn ulid_at(&self, now: Millis) -> Ulid {
+        let at = UNIX_EPOCH + Duration::from_millis(now.max(0) as u64);
         let mut generator = self.generator.lock();
         match generator.generate_from_datetime(at) {
             Ok(id) => id,
@@ -57,10 +62,16 @@ impl IdGenerator {
 
     /// A fresh id with the given prefix, e.g. `next("wrun_")` → `wrun_01J…`.
     pub fn next(&self, prefix: &str) -> String {
+        self.next_at(prefix, self.clock.now_ms())
+    }
+
+    /// [`next`](Self::next) for the time `now` the caller already read from the clock: an
+    /// event's id then carries the event's own timestamp.
+    pub(crate) fn next_at(&self, prefix: &str, now: Millis) -> String {
         let mut text = [0; ulid::ULID_LEN];
         let mut id = String::with_capacity(prefix.len() + ulid::ULID_LEN);
         id.push_str(prefix);
-        id.push_str(self.ulid().array_to_str(&mut text));
+        id.push_str(self.ulid_at(now).array_to_str(&mut text));
         id
     }
 
@@ -123,6 +134,10 @@ mod tests {
         clock.advance(Duration::from_millis(5));
         let c = ids.event_id();
         assert_eq!(timestamp_ms(&c), Some(1_700_000_000_005));
+        // A time read by the caller is the one the id carries, and order still holds.
+        let d = ids.next_at(EVENT_PREFIX, 1_700_000_000_009);
+        assert_eq!(timestamp_ms(&d), Some(1_700_000_000_009));
+        assert!(c < d);
     }
 
     #[test]

@@ -90,11 +90,12 @@ impl Journal {
 
     /// Builds an event stamped with a fresh id and the current time; the store sets `seq`.
     pub(crate) fn event(&self, run_id: &str, kind: EventKind) -> Event {
+        let now = self.clock.now_ms();
         Event {
-            id: self.ids.event_id(),
+            id: self.ids.next_at(crate::ids::EVENT_PREFIX, now),
             run_id: run_id.to_owned(),
             seq: 0,
-            timestamp: self.clock.now_ms(),
+            timestamp: now,
             version: EVENT_FORMAT_VERSION,
             kind,
         }

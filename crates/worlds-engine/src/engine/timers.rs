@@ -26,14 +26,17 @@ const BATCH: usize = 512;
 /// before that one was added.
 const AWAKE: Millis = Millis::MAX;
 
+/// The loop sleeps with no timer to wait for: any new timer wakes it.
+const NO_TIMER: Millis = Millis::MAX - 1;
+
 /// The world's durable timers.
 pub(crate) struct Timers {
     store: Arc<dyn TimerStore>,
     clock: Arc<dyn Clock>,
     /// Wakes the firing loop: the earliest timer may have changed.
     wake: Notify,
-    /// The time the firing loop sleeps until, or [`AWAKE`]. Only a timer due before it needs
-    /// to wake the loop; the others it finds when it wakes anyway.
+    /// The time the firing loop sleeps until, [`NO_TIMER`], or [`AWAKE`]. Only a timer due
+    /// before it needs to wake the loop; the others it finds when it wakes anyway.
     sleeps_until: AtomicI64,
 }
 
@@ -140,7 +143,7 @@ impl Timers {
             // A timer added after the read above finds this (or `AWAKE`) and wakes the loop
             // if it is due sooner.
             self.sleeps_until
-                .store(next.unwrap_or(Millis::MAX - 1), Ordering::SeqCst);
+                .store(next.unwrap_or(NO_TIMER), Ordering::SeqCst);
             let sleep = async {
                 match next {
                     Some(at) => self.clock.sleep_until(at).await,

@@ -215,7 +215,7 @@ pub(in crate::store) fn fresh_records(
     base: usize,
     on_disk: &mut HashMap<String, u64>,
     mut fresh: impl FnMut(&str, u64, Range<usize>),
-) -> Result<Scan, WorldError> {
+) -> Result<(), WorldError> {
     scan_headers_at(path, bytes, base, |offset, header| {
         let run_id: &str = &header.run_id;
         let have = on_disk.get(run_id).copied().unwrap_or(0);
@@ -241,7 +241,8 @@ pub(in crate::store) fn fresh_records(
         }
         fresh(run_id, header.seq, start..end);
         Ok(())
-    })
+    })?;
+    Ok(())
 }
 
 /// Splits `bytes` into lines, decoding each whole one with `decode` and handing it to `each`;

@@ -729,13 +729,13 @@ impl TimerStore for MemoryStore {
 
     async fn remove_run_timers(&self, run_id: &str) -> Result<bool, WorldError> {
         let mut timers = self.timers.lock();
+        // A run's entry goes when its last timer is taken, so an entry holds at least one.
         let Some((run_id, list)) = timers.by_run.remove_entry(run_id) else {
             return Ok(false);
         };
-        let removed = !list.is_empty();
         for (fire_at, kind) in list {
             timers.all.remove(&(fire_at, run_id.clone(), kind));
         }
-        Ok(removed)
+        Ok(true)
     }
 }

@@ -79,4 +79,21 @@ mod tests {
             "{out}"
         );
     }
+
+    /// Seeds the soak once broke, replayed. 85555: a run read back from its history while one
+    /// of its steps was recording its start waited for ever (workers yielding between tasks
+    /// reached it; `tests/store_failures.rs` in the engine holds the deterministic test).
+    #[test]
+    fn seeds_that_once_failed_pass() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let simulation = demo_program(4);
+        for seed in [85555] {
+            if let Err(failure) = runtime.block_on(simulation.run_seed(seed)) {
+                panic!("{failure}");
+            }
+        }
+    }
 }

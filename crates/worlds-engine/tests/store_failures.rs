@@ -240,3 +240,90 @@ async fn a_hook_payload_that_landed_but_reported_a_failure_still_wakes_its_run()
     assert_eq!(state.status, RunStatus::Completed);
     assert_eq!(run.result().await.unwrap(), "yes");
 }
+
+/// The start of step `position` (any attempt).
+fn starts_step(events: &[Event], position: u32) -> bool {
+    events
+        .iter()
+        .any(|e| matches!(e.kind, EventKind::ActivityStarted { position: p, .. } if p == position))
+}
+
+/// Yields to the test runtime until `done` holds (or panics after many turns).
+async fn turn_until(what: &str, done: impl Fn() -> bool) {
+    for _ in 0..10_000 {
+        if done() {
+            return;
+        }
+        tokio::task::yield_now().await;
+    }
+    panic!("{what} did not happen");
+}
+
+// Found by the simulation (seed 85555 of `worlds simulate`, once workers paused between
+// tasks): a run read back from its history while one of its steps was recording its start.
+// Recovery saw the step as not started and queued attempt 1 again; the start then landed, the
+// attempt that made it had been cancelled by the let-go, and the queued copy was refused (the
+// attempt was running already). Nobody ran the step again, and the run waited forever.
+#[tokio::test]
+async fn a_run_read_back_while_a_step_records_its_start_still_runs_that_step() {
+    let store = Arc::new(WrappedStore::default());
+    // Every start of "ship" (step 0) waits at the gate; "bill" (step 1) cannot record its
+    // first start, which sends the run to be read back from its history.
+    let ship_starts = store.hold(|events: &[Event]| starts_step(events, 0));
+    store.refuse(1, |events: &[Event]| starts_step(events, 1));
+    let t = TestWorld::with_options(world_on(&store, true)).await;
+    let ship = activity("ship", |_ctx: ActivityContext, n: u64| async move {
+        Ok::<_, StepError>(n + 1)
+    });
+    let bill = activity("bill", |_ctx: ActivityContext, n: u64| async move {
+        Ok::<_, StepError>(n * 10)
+    });
+    let (s, b) = (ship.clone(), bill.clone());
+    let flow = workflow("ship-and-bill", move |ctx: WorkflowContext, n: u64| {
+        let (ship, bill) = (s.clone(), b.clone());
+        async move {
+            let (shipped, billed) = futures::join!(ctx.run(&ship, n), ctx.run(&bill, n));
+            Ok::<_, WorkflowError>(shipped? + billed?)
+        }
+    });
+    t.register(&ship).unwrap().register(&bill).unwrap();
+    t.register(&flow).unwrap();
+    let run = t
+        .execute(&flow, 4, WorkflowOptions::default())
+        .await
+        .unwrap();
+    let arrived = || {
+        ship_starts
+            .arrived
+            .load(std::sync::atomic::Ordering::SeqCst)
+    };
+    turn_until("the start of ship reaching the gate", || arrived() == 1).await;
+    turn_until("the refusal of bill's start", || {
+        store.refuse.lock().unwrap().as_ref().unwrap().times == 0
+    })
+    .await;
+
+    // The read-back is due (it waits a moment first) while ship's start is still held.
+    t.clock().set(t.now() + 1_000);
+    for _ in 0..200 {
+        tokio::task::yield_now().await;
+    }
+    // Ship's first start lands; then whatever start comes next.
+    ship_starts.let_one_through();
+    for _ in 0..200 {
+        tokio::task::yield_now().await;
+    }
+    ship_starts.let_one_through();
+
+    let state = t.run_until_complete(&run.id, "10m").await.unwrap();
+    assert_eq!(state.status, RunStatus::Completed, "{:?}", state.activities);
+    assert_eq!(run.result().await.unwrap(), 5 + 40);
+    // Attempt 1 of ship was lost to the read-back; attempt 2 ran it.
+    let ship_state = &state.activities[0];
+    assert_eq!((ship_state.name.as_str(), ship_state.attempt), ("ship", 2));
+    let lost = state.history.iter().any(|e| {
+        matches!(&e.kind, EventKind::ActivityFailed { position: 0, attempt: 1, error, .. }
+            if error.code.as_deref() == Some("WORKER_LOST"))
+    });
+    assert!(lost, "attempt 1 of ship is recorded as lost");
+}

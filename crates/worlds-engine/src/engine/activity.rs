@@ -246,10 +246,12 @@ impl Engine {
         let Some((handler, task)) = self.step_handler(task).await else {
             return;
         };
-        let token = self.runs.token(&run_id);
-        if token.is_cancelled() {
+        // Held until the start is recorded: a run read back from its history waits for it
+        // (see `run_steps.rs`).
+        let Some(permit) = self.runs.start_permit(&run_id) else {
             return;
-        }
+        };
+        let token = permit.token().clone();
         // Written before the activity runs: an attempt that may have run is on record, so a
         // crash of the process during it counts against the retry policy (`WORKER_LOST`)
         // instead of going unnoticed, even a step that kills the process every time. Not
@@ -264,6 +266,7 @@ impl Engine {
                 }],
             )
             .await;
+        drop(permit);
         if let Err(e) = started {
             // A duplicate of a task already taken, or the run finished: nothing to do. Unless
             // the store could not be reached: then the run resumes from its history.

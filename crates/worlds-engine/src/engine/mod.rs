@@ -42,6 +42,7 @@ pub(crate) mod machine;
 mod recovery;
 mod reopen;
 mod resync;
+mod run_steps;
 mod runs;
 mod schedules;
 mod sharing;

@@ -128,7 +128,12 @@ impl Engine {
     /// parent hearing of it, its hooks disposed) happens now.
     async fn resync(&self, run_id: &str) {
         self.local_steps.forget_run(run_id);
-        self.runs.let_go(run_id, false, None);
+        // An attempt admitted before the let-go may still be recording its start: the history
+        // read below must hold it, or recovery would queue that attempt again (refused, as it
+        // started) while the attempt that started is cancelled, and the run would wait forever.
+        if let Some(steps) = self.runs.let_go(run_id, false, None) {
+            steps.settled().await;
+        }
         // A status read first (payloads left out): recovery reads the run whole anyway.
         match self.store.get_run(run_id, ResolveData::None).await {
             Ok(state) if state.status.is_terminal() => {

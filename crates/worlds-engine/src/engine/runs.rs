@@ -17,7 +17,6 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 use tokio::sync::oneshot;
-use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
 use crate::queue::{QueueEntry, TaskQueue};
@@ -28,6 +27,7 @@ use crate::model::WorkflowState;
 
 /// A finished run's final state, as told to those waiting for it (`None`: read it back).
 pub(crate) type Ended = Option<Arc<WorkflowState>>;
+use super::run_steps::{RunSteps, StartPermit};
 use super::{ActivityTask, Progress, Task};
 
 /// How a run's tasks are queued.
@@ -108,8 +108,8 @@ pub(crate) struct Runs {
     /// Who waits for a run to reach a terminal status; told its final state when this process
     /// recorded it.
     waiters: Mutex<FxHashMap<String, Vec<oneshot::Sender<Ended>>>>,
-    /// The cancellation token shared by each run's running steps.
-    cancels: Mutex<FxHashMap<String, CancellationToken>>,
+    /// Each run's steps: the token they share, their starts in flight.
+    steps: Mutex<FxHashMap<String, Arc<RunSteps>>>,
 }
 
 impl Runs {
@@ -128,7 +128,7 @@ impl Runs {
             cached: AtomicUsize::new(0),
             use_clock: AtomicU64::new(0),
             waiters: Mutex::new(FxHashMap::default()),
-            cancels: Mutex::new(FxHashMap::default()),
+            steps: Mutex::new(FxHashMap::default()),
         }
     }
 
@@ -360,13 +360,14 @@ impl Runs {
         }
     }
 
-    /// The cancellation token shared by a run's running steps.
-    pub(crate) fn token(&self, run_id: &str) -> CancellationToken {
-        self.cancels
+    /// Leave for a step attempt of the run to record its start, holding the token its running
+    /// steps share; `None` if they were cancelled. See `run_steps.rs`.
+    pub(crate) fn start_permit(&self, run_id: &str) -> Option<StartPermit> {
+        self.steps
             .lock()
             .entry(run_id.to_owned())
             .or_default()
-            .clone()
+            .permit()
     }
 
     /// Drops a failed attempt's work: its queued tasks, and (cooperatively) its running steps.
@@ -375,8 +376,8 @@ impl Runs {
         if let Some(slot) = self.slots.lock().get_mut(run_id) {
             slot.queued = false;
         }
-        if let Some(token) = self.cancels.lock().remove(run_id) {
-            token.cancel();
+        if let Some(steps) = self.steps.lock().remove(run_id) {
+            steps.cancel();
         }
     }
 
@@ -391,10 +392,18 @@ impl Runs {
     /// its cached machine and its slot (unless a worker holds it), and wakes its waiters,
     /// handing them the run's final state if the caller has it (`None` when this process lets
     /// go for another reason: the run was taken over, or is read back from its history).
-    pub(crate) fn let_go(&self, run_id: &str, cancelled: bool, ended: Ended) {
+    /// Returns the steps let go, for a caller that reads the history next to wait until their
+    /// starts in flight are recorded ([`RunSteps::settled`]).
+    pub(crate) fn let_go(
+        &self,
+        run_id: &str,
+        cancelled: bool,
+        ended: Ended,
+    ) -> Option<Arc<RunSteps>> {
         self.drop_queued(run_id);
-        if let Some(token) = self.cancels.lock().remove(run_id) {
-            token.cancel();
+        let steps = self.steps.lock().remove(run_id);
+        if let Some(steps) = &steps {
+            steps.cancel();
         }
         let waiters = {
             let mut slots = self.slots.lock();
@@ -421,6 +430,7 @@ impl Runs {
             let _ = tx.send(ended.clone());
         }
         self.progress.changed.notify_waiters();
+        steps
     }
 
     /// Waits for the end of a run this process drives: resolves (or is dropped) when this

@@ -1,4 +1,5 @@
-//! A memory store wrapped for tests: it counts history reads and can refuse appends.
+//! A memory store wrapped for tests: it counts history reads, and can refuse appends or hold
+//! them until the test lets them through.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -27,6 +28,25 @@ pub struct WrappedStore {
     pub events_read: AtomicU64,
     /// Appends it chooses answer `Unavailable` without writing anything.
     pub refuse: Mutex<Option<Refusal>>,
+    /// Appends it holds until the test lets them through.
+    pub hold: Mutex<Option<Hold>>,
+}
+
+/// Which appends a [`WrappedStore`] holds, and the gate they wait at.
+#[derive(Clone)]
+pub struct Hold {
+    pub matches: fn(&[Event]) -> bool,
+    /// One permit lets one held append through, the first to arrive first.
+    pub gate: Arc<tokio::sync::Semaphore>,
+    /// Appends that reached the gate so far.
+    pub arrived: Arc<AtomicU64>,
+}
+
+impl Hold {
+    /// Lets the longest-waiting held append (or the next to arrive) through.
+    pub fn let_one_through(&self) {
+        self.gate.add_permits(1);
+    }
 }
 
 /// Which appends a [`WrappedStore`] refuses, and how many more times.
@@ -58,6 +78,17 @@ impl WrappedStore {
         });
     }
 
+    /// Holds every append that `matches` until [`Hold::let_one_through`] lets it go.
+    pub fn hold(&self, matches: fn(&[Event]) -> bool) -> Hold {
+        let hold = Hold {
+            matches,
+            gate: Arc::new(tokio::sync::Semaphore::new(0)),
+            arrived: Arc::default(),
+        };
+        *self.hold.lock().unwrap() = Some(hold.clone());
+        hold
+    }
+
     /// Stops refusing.
     pub fn heal(&self) {
         *self.refuse.lock().unwrap() = None;
@@ -86,6 +117,15 @@ impl WrappedStore {
                 "the test store refuses this write, as an unreachable store would".into(),
             )
         };
+        let hold = self.hold.lock().unwrap().clone();
+        if let Some(hold) = hold.filter(|h| (h.matches)(events)) {
+            hold.arrived.fetch_add(1, Ordering::SeqCst);
+            hold.gate
+                .acquire()
+                .await
+                .expect("the gate is never closed")
+                .forget();
+        }
         match self.refused(events) {
             None => write.await,
             Some(false) => Err(unavailable()),

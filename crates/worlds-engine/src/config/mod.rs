@@ -154,6 +154,13 @@ pub struct WorldConfig {
     /// Slow; for testing that workflows replay correctly. Default false.
     #[serde(alias = "evictAfterEveryTask")]
     pub evict_after_every_task: bool,
+    /// A run started from outside a workflow (`World::execute`, `World::start_by_name`, the
+    /// HTTP API) has its first workflow task run by the start call itself, once the run is
+    /// recorded, instead of waiting in the queue for a worker: its first steps and timers are
+    /// scheduled before the call returns, without a hand-over to another thread. Only while
+    /// the world's workers run and serve the run's task queue. Default true.
+    #[serde(alias = "eagerStart")]
+    pub eager_start: bool,
     /// Extra workers dedicated to named task queues, one per entry.
     #[serde(alias = "taskQueues")]
     pub task_queues: Vec<String>,
@@ -238,6 +245,7 @@ impl Default for WorldConfig {
             max_payload_bytes: 4 * 1024 * 1024,
             max_cached_runs: 10_000,
             evict_after_every_task: false,
+            eager_start: true,
             task_queues: Vec::new(),
             shutdown_grace: Dur(Duration::from_secs(30)),
             cancel_grace: Dur(Duration::from_secs(5)),

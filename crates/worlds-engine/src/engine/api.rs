@@ -96,6 +96,15 @@ impl Engine {
         self.accepting.store(true, Ordering::Release);
     }
 
+    /// Whether a start from outside runs its run's first workflow task itself, in the start
+    /// call, instead of queueing it: when the configuration allows it, nothing waits in the
+    /// queue, and a worker that would take the task is idle. The task would run at once
+    /// anyway; run here, it skips the hand-over to another thread. A world whose workers are
+    /// not running (not started, shut down, or none for the run's task queue) queues it.
+    pub(crate) fn eager_start(&self, route: &super::runs::Route) -> bool {
+        self.config.eager_start && self.queue.idle_taker(route.task_queue.as_deref())
+    }
+
     /// Refuses new runs and hook payloads (the world is shutting down).
     pub(crate) fn stop_accepting(&self) {
         self.accepting.store(false, Ordering::Release);

@@ -89,6 +89,12 @@ impl Engine {
         let Some(cached) = self.runs.begin_task(run_id) else {
             return;
         };
+        self.workflow_task(run_id, cached).await;
+    }
+
+    /// Runs a workflow task of a run whose slot the caller holds as executing (taken with
+    /// `begin_task`, or claimed at its start), starting from its cached live run if any.
+    pub(super) async fn workflow_task(&self, run_id: &Arc<str>, cached: Option<Box<LiveRun>>) {
         let outcome = match cached {
             Some(live) => self.advance(*live).await,
             None => match self.load(run_id).await {

@@ -174,6 +174,15 @@ impl Runs {
         self.queue.push_many(entries);
     }
 
+    /// Gives a new run a slot held as executing by its caller, who runs its first workflow task
+    /// (and ends it with `end_task`, or `release` if it cannot).
+    pub(crate) fn admit_claimed(&self, run: Arc<str>, route: &Route) {
+        let mut slots = self.slots.lock();
+        let slot = slots.entry(run.clone()).or_default();
+        slot.set_route(&run, route);
+        slot.executing = true;
+    }
+
     /// Makes sure the run will be advanced: queues a workflow task unless one is queued, or
     /// marks it for another pass if a worker is advancing it now.
     pub(crate) fn schedule(&self, run_id: &str) {

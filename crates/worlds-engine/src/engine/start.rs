@@ -26,6 +26,8 @@ struct NewRun {
     timeout_ms: Option<u64>,
     key: Option<String>,
     on_conflict: OnConflict,
+    /// Its first workflow task runs in the start call (see [`Engine::eager_start`]).
+    eager: bool,
 }
 
 impl NewRun {
@@ -82,10 +84,27 @@ impl Engine {
     ) -> Result<(Started, bool), WorldError> {
         self.check_accepting()?;
         let def = self.workflow_def(name)?;
-        let new = self.prepare(&def, input, options, None, None)?;
+        let mut new = self.prepare(&def, input, options, None, None)?;
+        // Not with an idempotency key: between the creation and the answer, its path reads
+        // the store again and may fail, with the run's slot claimed.
+        new.eager = new.key.is_none() && self.eager_start(&new.route);
+        let eager = new.eager;
         let prepared = new.first.run_id.clone();
         let started = self.create_prepared(new).await?;
         let created = started.0 == prepared;
+        if eager && created {
+            // Created and claimed (`admit_claimed`) with nothing awaited since: if the caller
+            // drops this call before the task ends, the run goes to the workers, which resume
+            // it from its history.
+            let run_id: Arc<str> = Arc::from(started.0.as_str());
+            let mut claimed = Claimed {
+                engine: self,
+                run_id: &run_id,
+                done: false,
+            };
+            self.workflow_task(&run_id, None).await;
+            claimed.done = true;
+        }
         Ok((started, created))
     }
 
@@ -220,6 +239,7 @@ impl Engine {
             timeout_ms,
             key: options.idempotency_key,
             on_conflict: options.on_conflict.unwrap_or_default(),
+            eager: false,
         })
     }
 
@@ -275,6 +295,10 @@ impl Engine {
                 .map(|()| None),
         };
         match created {
+            Ok(None) if new.eager => {
+                self.admit_eager(&new).await;
+                Ok(new.started())
+            }
             Ok(None) => {
                 self.admit_many(std::slice::from_ref(&new)).await;
                 Ok(new.started())
@@ -319,6 +343,22 @@ impl Engine {
         if runs.is_empty() {
             return;
         }
+        let ids = self.note_created(runs).await;
+        self.runs
+            .admit(ids.into_iter().zip(runs.iter().map(|new| &new.route)));
+    }
+
+    /// Puts a created run in motion with a slot claimed for its caller, who runs its first
+    /// workflow task (`start_run`).
+    async fn admit_eager(&self, new: &NewRun) {
+        for id in self.note_created(std::slice::from_ref(new)).await {
+            self.runs.admit_claimed(id, &new.route);
+        }
+    }
+
+    /// Counts and logs created runs and arms their run timeouts; returns a shared copy of
+    /// each run id.
+    async fn note_created(&self, runs: &[NewRun]) -> Vec<Arc<str>> {
         // One shared copy of each run id, for the metrics and the scheduling slot.
         let ids: Vec<Arc<str>> = runs
             .iter()
@@ -348,8 +388,23 @@ impl Engine {
                 }
             }
         }
-        self.runs
-            .admit(ids.into_iter().zip(runs.iter().map(|new| &new.route)));
+        ids
+    }
+}
+
+/// A run whose first workflow task the start call runs; if the call is dropped before the task
+/// ends, the run is handed to the workers.
+struct Claimed<'a> {
+    engine: &'a Engine,
+    run_id: &'a Arc<str>,
+    done: bool,
+}
+
+impl Drop for Claimed<'_> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.engine.runs.release(self.run_id);
+        }
     }
 }
 

@@ -483,6 +483,21 @@ impl<T: Send + 'static> TaskQueue<T> {
         self.state.lock().entries.is_empty()
     }
 
+    /// True if nothing is queued and a waiter that could take a task of `task_queue` (`None`:
+    /// the default queue) is waiting: a task pushed now would be taken at once, ahead of
+    /// nobody.
+    pub(crate) fn idle_taker(&self, task_queue: Option<&str>) -> bool {
+        let state = self.state.lock();
+        if !state.entries.is_empty() {
+            return false;
+        }
+        state.any_waiters > 0
+            || match task_queue {
+                None => state.default_waiters > 0,
+                Some(name) => state.named_waiters.contains_key(name),
+            }
+    }
+
     /// Number of tasks in one task queue; `None` is the default queue.
     // The engine asks only on behalf of the test harness (feature `test-util`).
     #[cfg_attr(not(any(test, feature = "test-util")), allow(dead_code))]

@@ -97,10 +97,10 @@ impl Engine {
     }
 
     /// Whether a start from outside runs its run's first workflow task itself, in the start
-    /// call, instead of queueing it: when the configuration allows it, nothing waits in the
-    /// queue, and a worker that would take the task is idle. The task would run at once
-    /// anyway; run here, it skips the hand-over to another thread. A world whose workers are
-    /// not running (not started, shut down, or none for the run's task queue) queues it.
+    /// call, instead of queueing it: when the configuration allows it and more workers that
+    /// would take the task are idle than tasks are queued. The task would run at once anyway;
+    /// run here, it skips the hand-over to another thread. A world whose workers are not
+    /// running (not started, shut down, or none for the run's task queue) queues it.
     pub(crate) fn eager_start(&self, route: &super::runs::Route) -> bool {
         self.config.eager_start && self.queue.idle_taker(route.task_queue.as_deref())
     }
@@ -336,6 +336,12 @@ impl Engine {
     /// Waits for the next task `filter` lets a worker take.
     pub(crate) async fn next_task(&self, filter: QueueFilter<'_>) -> Option<QueueEntry<Task>> {
         self.queue.pop(filter).await
+    }
+
+    /// Between two tasks of a worker: wakes the timer loop if its next timer is due (see
+    /// `Timers::wake_if_due`).
+    pub(crate) fn between_tasks(&self) {
+        self.timers.wake_if_due(|| self.clock.now_ms());
     }
 
     /// Puts back a task a worker took but will not run (it was declared dead meanwhile).

@@ -74,6 +74,18 @@ impl Timers {
         self.wake.notify_one();
     }
 
+    /// Wakes the firing loop if the timer it sleeps until is due at `now`. Its own sleep ends
+    /// by the runtime's timer, which a runtime busy with tasks checks only now and then (with
+    /// tokio, every 61 tasks a thread runs): a burst of work would let due timers wait a
+    /// millisecond or more. Called by the workers between tasks, it costs an atomic load, and
+    /// a clock read only while a timer is pending.
+    pub(crate) fn wake_if_due(&self, now: impl FnOnce() -> Millis) {
+        let until = self.sleeps_until.load(Ordering::SeqCst);
+        if until < NO_TIMER && now() >= until {
+            self.wake();
+        }
+    }
+
     /// Removes every timer of a finished run.
     pub(crate) async fn forget_run(&self, run_id: &str) {
         // The loop may be asleep until one of the removed timers; left so, it would wake for
@@ -332,6 +344,36 @@ mod tests {
         clock.set(2_000);
         settle().await;
         assert_eq!(*fired.lock().unwrap(), ["sooner", "first", "later-0"]);
+        stop.cancel();
+        running.abort();
+    }
+
+    #[tokio::test]
+    async fn a_worker_between_tasks_wakes_the_loop_once_its_timer_is_due() {
+        let store = Arc::new(Counting::default());
+        // The loop's own sleep never ends here: the clock stays at 0.
+        let clock = Arc::new(VirtualClock::new(0));
+        let timers = Arc::new(Timers::new(store.clone(), clock.clone()));
+        let stop = CancellationToken::new();
+        let running = tokio::spawn({
+            let (timers, stop) = (timers.clone(), stop.clone());
+            async move { timers.run(&stop, |_| async {}).await }
+        })
+        .abort_handle();
+        let passes = || store.passes.load(Ordering::SeqCst);
+        // No timer: nothing to look at, not even the clock.
+        settle().await;
+        timers.wake_if_due(|| panic!("the clock is read only while a timer is pending"));
+        timers.add(sleep_of("first", 1_000)).await.unwrap();
+        settle().await;
+        let asleep = passes();
+
+        timers.wake_if_due(|| 999);
+        settle().await;
+        assert_eq!(passes(), asleep, "woken before its timer was due");
+        timers.wake_if_due(|| 1_000);
+        settle().await;
+        assert_eq!(passes(), asleep + 1, "not woken once its timer was due");
         stop.cancel();
         running.abort();
     }

@@ -483,19 +483,17 @@ impl<T: Send + 'static> TaskQueue<T> {
         self.state.lock().entries.is_empty()
     }
 
-    /// True if nothing is queued and a waiter that could take a task of `task_queue` (`None`:
-    /// the default queue) is waiting: a task pushed now would be taken at once, ahead of
-    /// nobody.
+    /// True if more waiters that could take a task of `task_queue` (`None`: the default queue)
+    /// are waiting than tasks are queued: a task pushed now would be taken at once, with every
+    /// task queued before it taken too.
     pub(crate) fn idle_taker(&self, task_queue: Option<&str>) -> bool {
         let state = self.state.lock();
-        if !state.entries.is_empty() {
-            return false;
-        }
-        state.any_waiters > 0
-            || match task_queue {
-                None => state.default_waiters > 0,
-                Some(name) => state.named_waiters.contains_key(name),
-            }
+        let takers = state.any_waiters
+            + match task_queue {
+                None => state.default_waiters,
+                Some(name) => state.named_waiters.get(name).map_or(0, |w| w.count),
+            };
+        takers > state.entries.len()
     }
 
     /// Number of tasks in one task queue; `None` is the default queue.

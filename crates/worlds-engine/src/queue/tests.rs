@@ -681,3 +681,29 @@ fn best_priority_is_that_of_the_head_the_filter_sees() {
     assert_eq!(q.best_priority(QueueFilter::Only("cpu")), None);
     assert_eq!(q.len(), 3, "looking takes nothing");
 }
+
+/// `idle_taker`: more waiters able to take a task than tasks queued.
+#[tokio::test]
+async fn an_idle_taker_is_a_waiter_not_claimed_by_a_queued_task() {
+    use futures::FutureExt;
+    let q = TaskQueue::<u32>::new();
+    // No waiter: nobody would take a task at once.
+    assert!(!q.idle_taker(None));
+    // One worker of the default pool waits (it takes any task).
+    let mut any = Box::pin(q.pop(QueueFilter::Any));
+    assert!((&mut any).now_or_never().is_none());
+    assert!(q.idle_taker(None));
+    assert!(q.idle_taker(Some("gpu")));
+    // A worker of queue "gpu" waits too; then one task is queued: one waiter is left over.
+    let mut gpu = Box::pin(q.pop(QueueFilter::Only("gpu")));
+    assert!((&mut gpu).now_or_never().is_none());
+    q.push(entry(1, "r1", 0, 0, None));
+    assert!(q.idle_taker(Some("gpu")));
+    // For the default queue only the `Any` waiter counts, and the queued task claims it.
+    assert!(!q.idle_taker(None));
+    // Two tasks queued, two waiters: each waiter has a task.
+    q.push(entry(2, "r2", 0, 0, Some("gpu")));
+    assert!(!q.idle_taker(Some("gpu")));
+    drop((any, gpu));
+    assert_no_waiters(&q);
+}

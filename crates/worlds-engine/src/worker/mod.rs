@@ -476,6 +476,7 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
         }
         follow_up = shared.follow_up.next();
         engine.task_done();
+        engine.between_tasks();
         done_in_a_row += 1;
         if done_in_a_row == YIELD_EVERY {
             // On a store that never makes it wait, a worker with work queued would otherwise

@@ -154,7 +154,7 @@ pub struct WorldConfig {
     /// Slow; for testing that workflows replay correctly. Default false.
     #[serde(alias = "evictAfterEveryTask")]
     pub evict_after_every_task: bool,
-    /// A run started from outside a workflow (`World::execute`, `World::start_by_name`, the
+    /// A run started from outside a workflow (`World::execute`, `World::execute_by_name`, the
     /// HTTP API) has its first workflow task run by the start call itself, once the run is
     /// recorded, instead of waiting in the queue for a worker: its first steps and timers are
     /// scheduled before the call returns, without a hand-over to another thread. Only while

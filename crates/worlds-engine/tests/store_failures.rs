@@ -327,3 +327,52 @@ async fn a_run_read_back_while_a_step_records_its_start_still_runs_that_step() {
     });
     assert!(lost, "attempt 1 of ship is recorded as lost");
 }
+
+/// Starts a run with a timeout and drops the start call while the timeout's timer is being
+/// armed (after the creation landed); the run must still be driven to its end.
+async fn a_start_dropped_while_its_timeout_is_armed(eager_start: bool) {
+    let store = Arc::new(WrappedStore::default());
+    let timers = store.hold_timers();
+    let mut config = worlds_engine::WorldConfig::memory();
+    config.eager_start = eager_start;
+    let t = TestWorld::with_options(TestWorldOptions {
+        store: Some(store.clone()),
+        config,
+        ..TestWorldOptions::default()
+    })
+    .await;
+    let step = double();
+    let flow = simple(&step);
+    t.register(&step).unwrap().register(&flow).unwrap();
+    t.settle().await;
+    let options = WorkflowOptions::new()
+        .workflow_id("dropped-start")
+        .timeout(std::time::Duration::from_secs(3600));
+    let arrived = || timers.arrived.load(std::sync::atomic::Ordering::SeqCst);
+    {
+        let mut start = std::pin::pin!(t.execute(&flow, 21, options));
+        for _ in 0..10_000 {
+            if arrived() == 1 {
+                break;
+            }
+            assert!(futures::poll!(start.as_mut()).is_pending());
+            tokio::task::yield_now().await;
+        }
+        assert_eq!(arrived(), 1, "the start reached the timer gate");
+        // The caller gives up on the call: the run is created, its timeout not yet armed.
+    }
+    timers.gate.add_permits(100);
+    let state = finish(&t, "dropped-start").await;
+    assert_eq!(state.status, RunStatus::Completed);
+    assert_eq!(state.output.unwrap().decode::<u64>().unwrap(), 42);
+}
+
+#[tokio::test]
+async fn a_start_dropped_while_its_timeout_is_armed_still_runs() {
+    a_start_dropped_while_its_timeout_is_armed(false).await;
+}
+
+#[tokio::test]
+async fn an_eager_start_dropped_while_its_timeout_is_armed_still_runs() {
+    a_start_dropped_while_its_timeout_is_armed(true).await;
+}

@@ -103,6 +103,13 @@ impl Engine {
         true
     }
 
+    /// Has the run resumed from its history shortly, whatever this process holds of it: for a
+    /// run whose creation may have landed without its start call seeing it through. A run that
+    /// does not exist is passed over.
+    pub(crate) fn resume_from_history(&self, run_id: &str) {
+        self.resyncs.push(run_id);
+    }
+
     /// Resumes queued runs until `stop` is cancelled.
     pub(crate) async fn resync_loop(self: Arc<Self>, stop: CancellationToken) {
         loop {

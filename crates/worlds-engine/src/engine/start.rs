@@ -141,6 +141,8 @@ impl Engine {
             }
         }
         let firsts = bulk.iter().map(|(_, new)| new.first.clone()).collect();
+        let mut creating =
+            Creating::new(self, bulk.iter().map(|(_, new)| new.first.run_id.clone()));
         let created = self.journal.create_runs(firsts).await;
         let mut admitted = Vec::with_capacity(bulk.len());
         for ((i, new), outcome) in bulk.into_iter().zip(created) {
@@ -153,6 +155,7 @@ impl Engine {
             }
         }
         self.admit_many(&admitted).await;
+        creating.done();
         for (i, new) in single {
             results[i] = Some(self.create_prepared(new).await);
         }
@@ -286,6 +289,7 @@ impl Engine {
         new: NewRun,
         since: Option<crate::clock::Millis>,
     ) -> Result<Started, WorldError> {
+        let mut creating = Creating::new(self, [new.first.run_id.clone()]);
         let created = match since {
             Some(since) => self.journal.create_run_once(new.first.clone(), since).await,
             None => self
@@ -294,13 +298,20 @@ impl Engine {
                 .await
                 .map(|()| None),
         };
+        if !matches!(created, Ok(None)) {
+            // Not created by this call: nothing of ours to admit (a failure that may have
+            // landed is resumed below, as a passing one).
+            creating.done();
+        }
         match created {
             Ok(None) if new.eager => {
                 self.admit_eager(&new).await;
+                creating.done();
                 Ok(new.started())
             }
             Ok(None) => {
                 self.admit_many(std::slice::from_ref(&new)).await;
+                creating.done();
                 Ok(new.started())
             }
             Ok(Some(existing)) => {
@@ -389,6 +400,38 @@ impl Engine {
             }
         }
         ids
+    }
+}
+
+/// Runs a start call is creating, from the creation's store call until they are admitted
+/// (queued, or claimed for the caller). Should the caller drop the call in between — while
+/// the creation is written, or a run timeout armed — a run whose creation landed would have
+/// no slot: nothing would drive it until the next restart. Dropped early, the guard has each
+/// run resumed from the store shortly (a run that was never created is passed over).
+struct Creating<'a> {
+    engine: &'a Engine,
+    run_ids: Vec<String>,
+}
+
+impl<'a> Creating<'a> {
+    fn new(engine: &'a Engine, run_ids: impl IntoIterator<Item = String>) -> Self {
+        Creating {
+            engine,
+            run_ids: run_ids.into_iter().collect(),
+        }
+    }
+
+    /// The runs are admitted (or were not created by this call): nothing to do on drop.
+    fn done(&mut self) {
+        self.run_ids.clear();
+    }
+}
+
+impl Drop for Creating<'_> {
+    fn drop(&mut self) {
+        for run_id in &self.run_ids {
+            self.engine.resume_from_history(run_id);
+        }
     }
 }
 

@@ -30,6 +30,8 @@ pub struct WrappedStore {
     pub refuse: Mutex<Option<Refusal>>,
     /// Appends it holds until the test lets them through.
     pub hold: Mutex<Option<Hold>>,
+    /// Timer additions it holds until the test lets them through (its `matches` is unused).
+    pub timer_hold: Mutex<Option<Hold>>,
 }
 
 /// Which appends a [`WrappedStore`] holds, and the gate they wait at.
@@ -86,6 +88,17 @@ impl WrappedStore {
             arrived: Arc::default(),
         };
         *self.hold.lock().unwrap() = Some(hold.clone());
+        hold
+    }
+
+    /// Holds every timer addition until [`Hold::let_one_through`] lets it go.
+    pub fn hold_timers(&self) -> Hold {
+        let hold = Hold {
+            matches: |_| true,
+            gate: Arc::new(tokio::sync::Semaphore::new(0)),
+            arrived: Arc::default(),
+        };
+        *self.timer_hold.lock().unwrap() = Some(hold.clone());
         hold
     }
 
@@ -241,6 +254,15 @@ impl HookStore for WrappedStore {
 #[async_trait]
 impl TimerStore for WrappedStore {
     async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
+        let hold = self.timer_hold.lock().unwrap().clone();
+        if let Some(hold) = hold {
+            hold.arrived.fetch_add(1, Ordering::SeqCst);
+            hold.gate
+                .acquire()
+                .await
+                .expect("the gate is never closed")
+                .forget();
+        }
         self.inner.add_timer(timer).await
     }
     async fn take_due_timers(&self, now: Millis, limit: usize) -> Result<Vec<Timer>, WorldError> {

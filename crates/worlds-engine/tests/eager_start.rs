@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use common::wrapped_store::WrappedStore;
@@ -157,21 +156,10 @@ async fn a_start_call_dropped_during_the_first_task_hands_the_run_to_the_workers
     t.settle().await;
 
     let options = WorkflowOptions::new().workflow_id("dropped-start");
-    {
-        let mut start = std::pin::pin!(t.execute(&flow, 5, options));
-        // The call created the run, then stopped in its first task, at the gate.
-        for _ in 0..1_000 {
-            if starts.arrived.load(Ordering::SeqCst) == 1 {
-                break;
-            }
-            assert!(futures::poll!(start.as_mut()).is_pending());
-            tokio::task::yield_now().await;
-        }
-        assert_eq!(starts.arrived.load(Ordering::SeqCst), 1);
-        // The caller gives up on the call.
-    }
+    // The call creates the run, then stops in its first task, at the gate; the caller gives up.
+    starts.drop_at_gate(t.execute(&flow, 5, options)).await;
     // Every later start of the run goes through.
-    starts.gate.add_permits(100);
+    starts.open();
     t.settle().await;
     t.advance("1h").await;
     let state = t.run_until_complete("dropped-start", "1m").await.unwrap();

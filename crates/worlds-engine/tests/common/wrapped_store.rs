@@ -45,9 +45,51 @@ pub struct Hold {
 }
 
 impl Hold {
+    fn new(matches: fn(&[Event]) -> bool) -> Hold {
+        Hold {
+            matches,
+            gate: Arc::new(tokio::sync::Semaphore::new(0)),
+            arrived: Arc::default(),
+        }
+    }
+
+    /// Counts an arrival and waits for a permit.
+    async fn wait(&self) {
+        self.arrived.fetch_add(1, Ordering::SeqCst);
+        self.gate
+            .acquire()
+            .await
+            .expect("the gate is never closed")
+            .forget();
+    }
+
     /// Lets the longest-waiting held append (or the next to arrive) through.
     pub fn let_one_through(&self) {
         self.gate.add_permits(1);
+    }
+
+    /// Lets every held call through, now and from now on.
+    pub fn open(&self) {
+        self.gate
+            .add_permits(tokio::sync::Semaphore::MAX_PERMITS / 2);
+    }
+
+    /// Polls `call` (on this, the test's only thread) until it waits at the gate, then drops
+    /// it, as a caller that gives up on the call does. Panics if the call ends first or never
+    /// reaches the gate.
+    pub async fn drop_at_gate<F: std::future::Future>(&self, call: F) {
+        let mut call = std::pin::pin!(call);
+        for _ in 0..10_000 {
+            if self.arrived.load(Ordering::SeqCst) > 0 {
+                return;
+            }
+            assert!(
+                futures::poll!(call.as_mut()).is_pending(),
+                "the call ended before reaching the gate"
+            );
+            tokio::task::yield_now().await;
+        }
+        panic!("the call never reached the gate");
     }
 }
 
@@ -82,22 +124,14 @@ impl WrappedStore {
 
     /// Holds every append that `matches` until [`Hold::let_one_through`] lets it go.
     pub fn hold(&self, matches: fn(&[Event]) -> bool) -> Hold {
-        let hold = Hold {
-            matches,
-            gate: Arc::new(tokio::sync::Semaphore::new(0)),
-            arrived: Arc::default(),
-        };
+        let hold = Hold::new(matches);
         *self.hold.lock().unwrap() = Some(hold.clone());
         hold
     }
 
     /// Holds every timer addition until [`Hold::let_one_through`] lets it go.
     pub fn hold_timers(&self) -> Hold {
-        let hold = Hold {
-            matches: |_| true,
-            gate: Arc::new(tokio::sync::Semaphore::new(0)),
-            arrived: Arc::default(),
-        };
+        let hold = Hold::new(|_| true);
         *self.timer_hold.lock().unwrap() = Some(hold.clone());
         hold
     }
@@ -132,12 +166,7 @@ impl WrappedStore {
         };
         let hold = self.hold.lock().unwrap().clone();
         if let Some(hold) = hold.filter(|h| (h.matches)(events)) {
-            hold.arrived.fetch_add(1, Ordering::SeqCst);
-            hold.gate
-                .acquire()
-                .await
-                .expect("the gate is never closed")
-                .forget();
+            hold.wait().await;
         }
         match self.refused(events) {
             None => write.await,
@@ -256,12 +285,7 @@ impl TimerStore for WrappedStore {
     async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
         let hold = self.timer_hold.lock().unwrap().clone();
         if let Some(hold) = hold {
-            hold.arrived.fetch_add(1, Ordering::SeqCst);
-            hold.gate
-                .acquire()
-                .await
-                .expect("the gate is never closed")
-                .forget();
+            hold.wait().await;
         }
         self.inner.add_timer(timer).await
     }

@@ -10,10 +10,12 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
+
+mod precise;
 
 /// Milliseconds since the Unix epoch, the engine's unit of wall time.
 pub type Millis = i64;
@@ -56,7 +58,9 @@ pub fn duration_ms(duration: Duration) -> Millis {
     i64::try_from(duration.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// The real clock: wall time from the operating system, waits on tokio's timer.
+/// The real clock: wall time from the operating system. Sleeps wake within a fraction of a
+/// millisecond of their deadline (tokio's timer alone would round up to its next millisecond
+/// tick, and later when the runtime is idle); housekeeping ticks wait on tokio's timer.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct SystemClock;
 
@@ -70,14 +74,24 @@ impl Clock for SystemClock {
     }
 
     fn sleep_until(&self, deadline: Millis) -> BoxFuture<'static, ()> {
-        // Measured from the precise time, not `now_ms`'s whole milliseconds, which would wake up
-        // to a millisecond late on top of the timer's own rounding up to the next millisecond.
-        let now = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default();
-        let deadline = Duration::from_millis(u64::try_from(deadline).unwrap_or(0));
-        Box::pin(tokio::time::sleep(deadline.saturating_sub(now)))
+        // Timers, timeouts and polls: woken on time (see `precise`), not on tokio's next
+        // millisecond tick.
+        Box::pin(precise::sleep_until(Instant::now() + until(deadline)))
     }
+
+    fn sleep_until_background(&self, deadline: Millis) -> BoxFuture<'static, ()> {
+        // Housekeeping ticks: a millisecond late is nothing to them.
+        Box::pin(tokio::time::sleep(until(deadline)))
+    }
+}
+
+/// The time from now until `deadline` on the system clock, measured from the precise time,
+/// not `now_ms`'s whole milliseconds (which would add up to a millisecond).
+fn until(deadline: Millis) -> Duration {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default();
+    Duration::from_millis(u64::try_from(deadline).unwrap_or(0)).saturating_sub(now)
 }
 
 /// A clock whose time moves only when [`VirtualClock::advance`] or [`VirtualClock::set`] is called.
@@ -282,10 +296,19 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn system_clock_background_sleep_defaults_to_sleep_until() {
+    async fn system_clock_sleeps_past_their_deadline_end_at_once() {
         let clock = SystemClock;
         let now = clock.now_ms();
         clock.sleep_until_background(now - 1).await;
+        clock.sleep_until(now - 1).await;
+    }
+
+    #[tokio::test]
+    async fn system_clock_sleep_ends_at_its_deadline_not_before() {
+        let clock = SystemClock;
+        let deadline = clock.now_ms() + 5;
+        clock.sleep_until(deadline).await;
+        assert!(clock.now_ms() >= deadline);
     }
 
     #[tokio::test]

@@ -4,11 +4,12 @@
 
 mod common;
 
+use std::future::Future;
 use std::time::Duration;
 
 use sqlx::{Connection, PgConnection};
 use worlds_engine::store::{EventStore, LeaseStore};
-use worlds_engine::WorldError;
+use worlds_engine::{EventKind, WorldError};
 
 use common::pair::Pair;
 
@@ -127,5 +128,38 @@ async fn a_writer_connection_lost_before_a_flush_reads_back_the_runs_it_wrote() 
     assert!(matches!(tip, Err(WorldError::Unavailable(_))), "{tip:?}");
     assert_eq!(pair.a.history(&quiet, 0).await.unwrap().len(), 3);
     pair.a.history_tip(&quiet, 0).await.unwrap();
+    pair.finish().await;
+}
+
+/// An append this store does not settle at call time (it does not hold the run) is handed to
+/// the store's writer, which runs its statement: a caller dropped after the hand-over does not
+/// take the append back, and the run's next flush answers only once it is written. The
+/// liveness monitor relies on this: it aborts a dead worker's task, flushes the run, then reads
+/// it, and must see a step start that task had already sent (or the step would be queued
+/// again under an attempt number the late start then takes).
+#[tokio::test]
+async fn an_append_whose_caller_was_dropped_is_written_before_the_runs_next_flush() {
+    let Some(pair) = Pair::new(Duration::from_secs(30)).await else {
+        return;
+    };
+    let run = pair.create(&pair.a).await;
+    let mut append = Box::pin(pair.b.append(&run, vec![pair.cancellation(&run)]));
+    // One poll hands the append over; the caller then goes away.
+    let handed_over = append
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+    assert!(
+        handed_over.is_pending(),
+        "the append was settled at once: {handed_over:?}"
+    );
+    drop(append);
+    pair.b.wait_durable(&run).await.unwrap();
+    let history = pair.b.history(&run, 0).await.unwrap();
+    assert!(
+        history
+            .iter()
+            .any(|e| matches!(e.kind, EventKind::WorkflowCancelled { .. })),
+        "the append was lost with its caller"
+    );
     pair.finish().await;
 }

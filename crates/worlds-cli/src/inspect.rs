@@ -417,8 +417,11 @@ pub(crate) fn format_doctor(
 /// One JSON object per run and line.
 pub(crate) fn format_runs_json(runs: &[WorkflowState]) -> anyhow::Result<String> {
     let mut text = String::new();
+    let reveal = crate::show::reveal();
     for run in runs {
-        text.push_str(&serde_json::to_string(run)?);
+        let mut run = run.clone();
+        reveal.state(&mut run);
+        text.push_str(&serde_json::to_string(&run)?);
         text.push('\n');
     }
     Ok(text)
@@ -426,6 +429,7 @@ pub(crate) fn format_runs_json(runs: &[WorkflowState]) -> anyhow::Result<String>
 
 /// The runs as a table.
 pub(crate) fn format_runs_table(runs: &[WorkflowState]) -> String {
+    let reveal = crate::show::reveal();
     let mut table = Table::new();
     table.load_style(presets::NOTHING).set_header([
         "RUN ID",
@@ -445,7 +449,12 @@ pub(crate) fn format_runs_table(runs: &[WorkflowState]) -> String {
         let error = run
             .error
             .as_ref()
-            .map(|e| shorten(&escaped(&e.message).to_string(), SHORT_ERROR))
+            .map(|e| {
+                let mut error = (**e).clone();
+                reveal.error(&run.id, &mut error);
+                let message = error.message;
+                shorten(&escaped(&message).to_string(), SHORT_ERROR)
+            })
             .unwrap_or_default();
         table.add_row([
             escaped(&run.id).to_string(),

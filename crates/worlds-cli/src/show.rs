@@ -16,8 +16,10 @@ use comfy_table::{presets, Table};
 use worlds_engine::clock::Millis;
 use worlds_engine::error::codes;
 use worlds_engine::model::ActivityStatus;
-use worlds_engine::store::{EventStore, RunStore};
-use worlds_engine::{Event, EventKind, Payload, ResolveData, RunStatus, WorkflowState};
+use worlds_engine::store::{EventStore, Reveal, RunStore};
+use worlds_engine::{
+    EncryptionKeys, Event, EventKind, Payload, ResolveData, RunStatus, WorkflowState,
+};
 
 use crate::cli::ShowArgs;
 use crate::escape::escaped;
@@ -35,9 +37,14 @@ pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> 
     if let Some(client) = crate::remote::client(&args.remote)? {
         let crate::remote::Shown {
             mut state,
-            history,
+            mut history,
             children,
         } = crate::remote::show_run(&client, &args.id)?;
+        let reveal = reveal();
+        reveal.state(&mut state);
+        for event in &mut history {
+            reveal.event(event);
+        }
         if args.json {
             state.history = history;
             serde_json::to_writer_pretty(&mut *out, &state)?;
@@ -68,13 +75,23 @@ pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> 
             Ok((state, history, driver, children))
         })?,
     };
+    let reveal = reveal();
+    reveal.state(&mut state);
+    let history: Vec<Event> = history
+        .iter()
+        .map(|e| {
+            let mut event = (**e).clone();
+            reveal.event(&mut event);
+            event
+        })
+        .collect();
     if args.json {
-        state.history = history.iter().map(|e| (**e).clone()).collect();
+        state.history = history.clone();
         serde_json::to_writer_pretty(&mut *out, &state)?;
         writeln!(out)?;
         return Ok(());
     }
-    let history: Vec<&Event> = history.iter().map(|e| &**e).collect();
+    let history: Vec<&Event> = history.iter().collect();
     let context = Context {
         driver,
         children,
@@ -82,6 +99,16 @@ pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> 
     };
     out.write_all(format_run(&state, &history, &context).as_bytes())?;
     Ok(())
+}
+
+/// What is shown of data stored encrypted: opened with the keys in the environment
+/// (`WORLDS_ENGINE_ENCRYPTION_KEYS`), `(encrypted)` without them.
+pub(crate) fn reveal() -> Reveal {
+    let keys = EncryptionKeys::from_env().unwrap_or_else(|e| {
+        eprintln!("warning: {e}; encrypted values are shown as (encrypted)");
+        None
+    });
+    Reveal::new(keys)
 }
 
 /// A run's state, its history, and its children's status.

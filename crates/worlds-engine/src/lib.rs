@@ -125,8 +125,8 @@ mod worker;
 mod world;
 
 pub use config::{
-    default_data_dir, redact_url, DatabaseConfig, HookSecret, Persistence, WorldConfig,
-    DATABASE_URL_ENV, DATA_DIR_ENV, DEFAULT_DATA_DIR,
+    default_data_dir, redact_url, DatabaseConfig, EncryptionKeys, HookSecret, Persistence,
+    WorldConfig, DATABASE_URL_ENV, DATA_DIR_ENV, DEFAULT_DATA_DIR, ENCRYPTION_KEYS_ENV,
 };
 pub use engine::activity::ActivityContext;
 pub use engine::bulk::{BulkAction, BulkProgress, BulkRefusal, BulkRequest, BULK_WORKFLOW};

@@ -62,6 +62,8 @@ pub async fn open_with_clock(
         log_days: config.logs.max_files,
         ..PostgresOptions::default()
     };
+    // Keys in the environment that do not read are refused here, before anything is written.
+    config.encryption_keys = config.encryption()?;
     let store = PostgresStore::connect(&url, options).await?;
     if config.hook_secret.is_none()
         && config.hook_key_file.is_none()

@@ -1059,3 +1059,61 @@ async fn a_devkit_run_has_a_page_with_its_steps_hooks_and_streams() {
     s.server.shutdown().await;
     s.world.shutdown().await.unwrap();
 }
+
+/// Without a browser: a run whose payloads are encrypted at rest. Served by a world with the
+/// keys, its page shows the values; by a world without them, "(encrypted)", and never the
+/// sealed text.
+#[tokio::test]
+async fn an_encrypted_run_shows_its_values_with_the_keys_and_encrypted_without() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tempfile::tempdir().unwrap();
+    let nap = || {
+        workflow("nap", |ctx: WorkflowContext, _: String| async move {
+            ctx.sleep("1h").await?;
+            Ok::<_, WorkflowError>(())
+        })
+    };
+    let config = |keys: Option<worlds_engine::EncryptionKeys>| {
+        let mut config = WorldConfig::memory();
+        config.persistence = Persistence::Hybrid;
+        config.persistence_path = dir.path().to_path_buf();
+        config.encryption_keys = keys;
+        config
+    };
+    let keys = worlds_engine::EncryptionKeys::new("k1", [3; 32]).unwrap();
+    let run = {
+        let world = World::new(config(Some(keys.clone()))).unwrap();
+        world.register(nap()).unwrap();
+        world.start().await.unwrap();
+        let run = world
+            .execute(
+                &nap(),
+                "the secret input".to_owned(),
+                WorkflowOptions::default(),
+            )
+            .await
+            .unwrap()
+            .id;
+        world.shutdown().await.unwrap();
+        run
+    };
+    for (keys, shows) in [(Some(keys), "the secret input"), (None, "(encrypted)")] {
+        let world = Arc::new(World::new(config(keys)).unwrap());
+        let ring = Arc::new(KeyRing::new());
+        let read = ring
+            .create("viewer", Scope::Read, world.clock().now_ms(), None)
+            .key;
+        let server = serve(world.clone(), "127.0.0.1:0", ApiOptions::with_keys(ring))
+            .await
+            .unwrap();
+        let base = format!("http://{}", server.local_addr());
+        let page = Session::sign_in(&base, &read)
+            .await
+            .text(&format!("{base}/runs/{run}"))
+            .await;
+        assert!(page.contains(&askama_escape(shows)), "{page}");
+        assert!(!page.contains("$sealed"), "{page}");
+        server.shutdown().await;
+        world.shutdown().await.unwrap();
+    }
+}

@@ -5,11 +5,13 @@
 //! strategy, errors), so reading the configuration never ties a part to the world above it.
 
 mod database;
+mod encryption;
 mod logs;
 mod webhook_server;
 pub(crate) mod webhook_signature;
 
 pub use database::{redact_url, DatabaseConfig, DATABASE_URL_ENV};
+pub use encryption::{EncryptionKeys, ENCRYPTION_KEYS_ENV};
 pub use logs::{LogLevel, LogsConfig, UnknownName};
 pub use webhook_server::WebhookServerOptions;
 
@@ -197,6 +199,17 @@ pub struct WorldConfig {
     /// [`World::new`](crate::World::new). Default none.
     #[serde(alias = "hookKeyFile")]
     pub hook_key_file: Option<PathBuf>,
+    /// Encrypts payloads at rest: inputs, outputs, errors, recorded values, hook payloads and
+    /// metadata, step heartbeat messages and stream chunks are stored sealed with AES-256-GCM,
+    /// under a key derived (HKDF-SHA256) per run from the active key, and read back with
+    /// whichever listed key sealed them. Ids, names, statuses, times and error codes stay
+    /// readable, so lists, filters and the timeline work as before. Unset, the keys are read
+    /// from the [`ENCRYPTION_KEYS_ENV`] environment variable; with neither, nothing is
+    /// encrypted. Every process on a store needs the keys: one without them cannot read the
+    /// sealed payloads (it leaves such runs alone; the CLI and the dashboard show
+    /// "encrypted"). See [`EncryptionKeys`] for rotation. Default none.
+    #[serde(skip)]
+    pub encryption_keys: Option<EncryptionKeys>,
     /// How long an idempotency key keeps returning the run it started: a start with the same
     /// key within this time of the first returns that run; after it, a new run starts.
     /// Default 5 s.
@@ -256,6 +269,7 @@ impl Default for WorldConfig {
                 .max_interval(Duration::from_secs(60)),
             shared_poll_interval: Dur(Duration::from_secs(1)),
             hook_secret: None,
+            encryption_keys: None,
             hook_key_file: None,
             webhook_base_url: "http://localhost:3000/webhooks".to_owned(),
             idempotency_ttl: Dur(Duration::from_secs(5)),
@@ -285,6 +299,16 @@ impl WorldConfig {
                 ..DatabaseConfig::default()
             },
             ..Self::default()
+        }
+    }
+
+    /// The encryption keys a world on this configuration uses:
+    /// [`encryption_keys`](Self::encryption_keys), else those in the [`ENCRYPTION_KEYS_ENV`]
+    /// environment variable, else none. Keys in the environment that do not read are an error.
+    pub fn encryption(&self) -> Result<Option<EncryptionKeys>, crate::WorldError> {
+        match &self.encryption_keys {
+            Some(keys) => Ok(Some(keys.clone())),
+            None => EncryptionKeys::from_env(),
         }
     }
 

@@ -243,6 +243,12 @@ impl Engine {
     /// Runs one attempt of an activity and records what came of it.
     pub(crate) async fn run_activity(self: &Arc<Self>, task: ActivityTask) {
         let run_id = task.run_id.clone();
+        if self.sealed_without_keys(&task.input) {
+            // Stored encrypted, and this world has no keys: running it would fail the step on
+            // an input its code cannot read. Left alone, for a process that has the keys.
+            tracing::error!(run_id = %run_id, position = task.position, "the step's input is encrypted and this world has no encryption keys: configure WorldConfig::encryption_keys (or {}) to run it", crate::ENCRYPTION_KEYS_ENV);
+            return;
+        }
         let Some((handler, task)) = self.step_handler(task).await else {
             return;
         };

@@ -131,6 +131,7 @@ impl Engine {
         if state.status.is_terminal() {
             return Ok(Loaded::Finished);
         }
+        self.check_readable(&state)?;
         if state.external {
             // Its code runs elsewhere: this engine only keeps its records.
             return Ok(Loaded::Dormant);

@@ -324,6 +324,29 @@ impl Engine {
         }
     }
 
+    /// True if `payload` is stored encrypted and this world has no keys to open it.
+    pub(crate) fn sealed_without_keys(&self, payload: &Payload) -> bool {
+        self.config.encryption_keys.is_none() && crate::store::is_sealed_payload(payload)
+    }
+
+    /// Refuses to drive a run whose data is stored encrypted when this world has no keys:
+    /// its code would fail on inputs it cannot read, and the failure would be recorded. The
+    /// error leaves the run as it is, for a process that has the keys.
+    pub(crate) fn check_readable(&self, state: &WorkflowState) -> Result<(), WorldError> {
+        if state
+            .input
+            .as_ref()
+            .is_some_and(|input| self.sealed_without_keys(input))
+        {
+            return Err(WorldError::Unsupported(format!(
+                "run {} is stored encrypted and this world has no encryption keys: configure WorldConfig::encryption_keys (or {}) to drive it",
+                state.id,
+                crate::ENCRYPTION_KEYS_ENV
+            )));
+        }
+        Ok(())
+    }
+
     /// Resolves when the run reaches a terminal status, or at once if it has.
     pub(crate) async fn wait_terminal(&self, id: &str) -> Result<WorkflowState, WorldError> {
         // A run this process drives is not read at all: its end is handed over when it is

@@ -308,6 +308,16 @@ impl ListQuery {
 pub const DEFAULT_PAGE_SIZE: usize = 100;
 
 impl<T> Page<T> {
+    /// The page with each item changed by `f`, or the first error `f` returns. Cursor and
+    /// `has_more` are kept.
+    pub fn try_map<U, E>(self, f: impl FnMut(T) -> Result<U, E>) -> Result<Page<U>, E> {
+        Ok(Page {
+            data: self.data.into_iter().map(f).collect::<Result<_, E>>()?,
+            cursor: self.cursor,
+            has_more: self.has_more,
+        })
+    }
+
     /// One page of `items`, given in ascending order of `key`: the items past the cursor
     /// `after` in the query's order, at most its page size; the next cursor is the last item's
     /// key as `render` writes it. For stores that hold a short sorted list in memory (a run's

@@ -30,6 +30,7 @@ mod hybrid;
 mod keys;
 mod memory;
 mod schedules;
+mod sealed;
 mod streams;
 
 use std::sync::Arc;
@@ -50,6 +51,8 @@ pub use hybrid::HybridStore;
 pub use keys::{KeyFiles, KeyStore};
 pub use memory::MemoryStore;
 pub use schedules::{ScheduleChange, ScheduleStore, ScheduleUpdate};
+pub(crate) use sealed::is_sealed_payload;
+pub use sealed::{Reveal, SealedStore};
 pub use streams::{NewChunk, StreamSignal, StreamStore};
 
 /// A step found by its id, with its run.

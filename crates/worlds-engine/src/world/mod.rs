@@ -116,6 +116,8 @@ impl World {
             }
         };
         let hook_kit = crate::hooks::HookKit::for_config(&config)?;
+        let mut config = config;
+        config.encryption_keys = config.encryption()?;
         Ok(World::assemble(config, clock, store, hook_kit, None))
     }
 
@@ -140,12 +142,23 @@ impl World {
     }
 
     fn assemble(
-        config: WorldConfig,
+        mut config: WorldConfig,
         clock: Arc<dyn Clock>,
         store: Arc<dyn Store>,
         hook_kit: crate::hooks::HookKit,
         log_store: Option<Arc<dyn crate::telemetry::logs::LogStore>>,
     ) -> World {
+        if config.encryption_keys.is_none() {
+            // `with_store` cannot refuse: keys in the environment that do not read are logged.
+            config.encryption_keys = config.encryption().unwrap_or_else(|e| {
+                tracing::error!(error = %e, "payloads will not be encrypted: the encryption keys do not read");
+                None
+            });
+        }
+        let store: Arc<dyn Store> = match &config.encryption_keys {
+            Some(keys) => Arc::new(crate::store::SealedStore::new(store, keys.clone())),
+            None => store,
+        };
         let engine = Arc::new(Engine::new(config, clock, store, hook_kit, log_store));
         // The built-in workflow of bulk operations, in every world so any can drive one.
         let bulk = crate::engine::bulk::bulk_workflow(Arc::downgrade(&engine));

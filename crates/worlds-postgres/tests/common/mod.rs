@@ -76,6 +76,23 @@ pub async fn fixture() -> Fixture {
     })
 }
 
+/// [`fixture`], through encryption at rest: a sealed PostgreSQL store must behave exactly as
+/// the store it wraps.
+pub async fn sealed_fixture() -> Fixture {
+    if !database_up().await {
+        return Fixture::skip();
+    }
+    let schema = fresh_schema();
+    let store = store(&schema, options(&schema)).await;
+    let pool = store.pool().clone();
+    let keys = worlds_engine::EncryptionKeys::new("k1", [9; 32]).unwrap();
+    let sealed = worlds_engine::store::SealedStore::new(Arc::new(store), keys);
+    Fixture::new(Arc::new(sealed) as Arc<dyn Store>).with_cleanup(async move {
+        pool.close().await;
+        drop_schema(&schema).await;
+    })
+}
+
 /// The run's state once `done` holds, read every 20 ms for at most 30 s.
 pub async fn until(
     world: &worlds_engine::World,

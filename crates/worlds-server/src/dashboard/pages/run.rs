@@ -3,6 +3,7 @@
 //! run retry, reset or resume (recorded with the signed-in key and the reason given).
 
 use worlds_engine::model::ReopenRequest;
+use worlds_engine::store::Reveal;
 
 use super::*;
 
@@ -114,14 +115,21 @@ async fn run_page(
     notice: String,
     status: StatusCode,
 ) -> Response {
-    let state = match api.world.get_run(id, ResolveData::All).await {
+    let mut state = match api.world.get_run(id, ResolveData::All).await {
         Ok(state) => state,
         Err(e) => return failure(principal, &e),
     };
-    let history = match read_history(api, &state.id).await {
+    let mut history = match read_history(api, &state.id).await {
         Ok(history) => history,
         Err(e) => return failure(principal, &e),
     };
+    // A world with the encryption keys hands over plain values; one without them, sealed
+    // ones, shown as "(encrypted)".
+    let reveal = Reveal::new(None);
+    reveal.state(&mut state);
+    for event in &mut history {
+        reveal.event(event);
+    }
     let now = api.world.clock().now_ms();
     let timeline = Timeline::of(&history, now);
     let mut page = Page::of(principal, "runs");

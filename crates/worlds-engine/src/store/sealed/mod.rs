@@ -46,15 +46,20 @@ use fields::{Fields, Way};
 ///
 /// ```
 /// use worlds_engine::store::Reveal;
-/// use worlds_engine::{Payload, WorkflowState};
-/// # fn state() -> WorkflowState { serde_json::from_value(serde_json::json!({
-/// #   "id": "wrun_1", "workflow_id": "wrun_1", "name": "w", "status": "completed",
-/// #   "created_at": 0, "updated_at": 0, "attempt": 1, "priority": 0,
-/// #   "output": {"$sealed":1,"key":"k1","nonce":"AAAAAAAAAAAAAAAA","data":"AAAA"}
-/// # })).unwrap() }
-/// let mut run = state();
-/// Reveal::new(None).state(&mut run);
-/// assert_eq!(run.output.unwrap().as_json(), "\"(encrypted)\"");
+/// use worlds_engine::{Event, EventKind, Payload};
+/// let sealed = r#"{"$sealed":1,"key":"k1","nonce":"AAAAAAAAAAAAAAAA","data":"AAAA"}"#;
+/// let mut event = Event {
+///     id: "evnt_1".into(),
+///     run_id: "wrun_1".into(),
+///     seq: 2,
+///     timestamp: 0,
+///     version: worlds_engine::model::EVENT_FORMAT_VERSION,
+///     kind: EventKind::WorkflowCompleted { output: Payload::from_json(sealed)? },
+/// };
+/// Reveal::new(None).event(&mut event);
+/// let EventKind::WorkflowCompleted { output } = event.kind else { unreachable!() };
+/// assert_eq!(output.as_json(), r#""(encrypted)""#);
+/// # Ok::<(), serde_json::Error>(())
 /// ```
 pub struct Reveal {
     cipher: Option<Cipher>,

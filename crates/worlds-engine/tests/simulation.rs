@@ -112,6 +112,20 @@ async fn the_shop_keeps_every_promise_under_faults() {
     );
 }
 
+/// The same promises with encryption at rest: what the simulated disk holds is sealed, and
+/// crashes, write errors and replays through the sealing store change nothing of the outcome.
+#[tokio::test]
+async fn the_shop_keeps_every_promise_with_encryption_at_rest() {
+    let mut config = WorldConfig::memory();
+    config.encryption_keys = Some(worlds_engine::EncryptionKeys::new("k1", [5; 32]).unwrap());
+    let report = shop()
+        .config(config)
+        .run(0..60)
+        .await
+        .unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(report.seeds, 60);
+}
+
 #[tokio::test]
 async fn each_kind_of_fault_alone_keeps_the_promises() {
     let only = |faults: Faults| shop().faults(faults);

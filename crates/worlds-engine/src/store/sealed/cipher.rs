@@ -76,8 +76,8 @@ struct ScopeKeys {
 /// Seals and opens values with a world's [`EncryptionKeys`].
 pub(crate) struct Cipher {
     keys: EncryptionKeys,
-    /// Derived keys by (world key id, scope).
-    derived: Mutex<FxHashMap<(String, String), Arc<ScopeKeys>>>,
+    /// Derived keys by scope, then world key id (looked up without allocating).
+    derived: Mutex<FxHashMap<String, Vec<(String, Arc<ScopeKeys>)>>>,
 }
 
 #[derive(Deserialize)]
@@ -96,9 +96,13 @@ impl Cipher {
     }
 
     fn scope_keys(&self, key_id: &str, scope: &str) -> Result<Arc<ScopeKeys>, WorldError> {
-        let cache_key = (key_id.to_owned(), scope.to_owned());
-        if let Some(keys) = self.derived.lock().get(&cache_key) {
-            return Ok(keys.clone());
+        if let Some(keys) = self
+            .derived
+            .lock()
+            .get(scope)
+            .and_then(|by_id| by_id.iter().find(|(id, _)| id == key_id))
+        {
+            return Ok(keys.1.clone());
         }
         let Some(world_key) = self.keys.get(key_id) else {
             return Err(WorldError::Unsupported(format!(
@@ -120,7 +124,10 @@ impl Cipher {
         if derived.len() >= CACHED_SCOPES {
             derived.clear();
         }
-        derived.insert(cache_key, keys.clone());
+        derived
+            .entry(scope.to_owned())
+            .or_default()
+            .push((key_id.to_owned(), keys.clone()));
         Ok(keys)
     }
 

@@ -167,6 +167,37 @@ impl Fields<'_> {
         Ok(())
     }
 
+    /// True if the event kind has a field of user data that is sealed: an event without one
+    /// is read as it is, without a copy.
+    pub(crate) fn has_sealed(kind: &EventKind) -> bool {
+        let payload = |p: &Payload| is_sealed_payload(p);
+        let error = |e: &StructuredError| {
+            is_sealed_text(&e.message) || e.stack.as_deref().is_some_and(is_sealed_text)
+        };
+        match kind {
+            EventKind::WorkflowQueued(run) => payload(&run.input),
+            EventKind::WorkflowCompleted { output }
+            | EventKind::ActivityCompleted { output, .. }
+            | EventKind::ChildWorkflowCompleted { output, .. } => payload(output),
+            EventKind::ActivityScheduled { input, .. } => payload(input),
+            EventKind::ChildWorkflowStarted { input, .. }
+            | EventKind::HookCreated {
+                metadata: input, ..
+            } => input.as_ref().is_some_and(payload),
+            EventKind::ValueRecorded { value, .. } => payload(value),
+            EventKind::HookReceived { payload: p, .. } => payload(p),
+            EventKind::WorkflowRetry { error: e, .. }
+            | EventKind::CompensationFailed { error: e, .. }
+            | EventKind::WorkflowFailed { error: e }
+            | EventKind::ActivityFailed { error: e, .. }
+            | EventKind::ChildWorkflowFailed { error: e, .. } => error(e),
+            EventKind::ActivityHeartbeat { message, .. } => {
+                message.as_deref().is_some_and(is_sealed_text)
+            }
+            _ => false,
+        }
+    }
+
     /// An event, sealed or opened, as a new event.
     pub(crate) fn event(&self, event: &Event) -> Result<Event, WorldError> {
         let mut event = event.clone();

@@ -26,7 +26,8 @@ use crate::model::keys::ApiKeyRecord;
 use crate::model::schedule::ScheduleConfig;
 use crate::model::stream::{StreamChunk, StreamInfo};
 use crate::model::{
-    ActivityState, Event, ListQuery, Page, ResolveData, WorkflowQueryFilter, WorkflowState,
+    ActivityState, Event, EventKind, ListQuery, Page, ResolveData, WorkflowQueryFilter,
+    WorkflowState,
 };
 
 use super::{
@@ -139,16 +140,52 @@ impl SealedStore {
         events.into_iter().map(|e| self.seal_event(e)).collect()
     }
 
+    fn open_event(&self, event: Arc<Event>) -> Result<Arc<Event>, WorldError> {
+        if !Fields::has_sealed(&event.kind) {
+            return Ok(event);
+        }
+        Ok(Arc::new(self.run(&event.run_id, Way::Open).event(&event)?))
+    }
+
     fn open_events(&self, events: Vec<Arc<Event>>) -> Result<Vec<Arc<Event>>, WorldError> {
-        events
-            .into_iter()
-            .map(|e| Ok(Arc::new(self.run(&e.run_id, Way::Open).event(&e)?)))
-            .collect()
+        events.into_iter().map(|e| self.open_event(e)).collect()
     }
 
     fn open_state(&self, mut state: WorkflowState) -> Result<WorkflowState, WorldError> {
         self.run(&state.id.clone(), Way::Open).state(&mut state)?;
         Ok(state)
+    }
+
+    /// Appends `events` sealed with `append`, and hands back what was appended as the caller
+    /// wrote it: the stored events carry their numbers, and the plain kinds are the caller's
+    /// (no need to decrypt what was just encrypted).
+    async fn append_with<'a, F, Fut>(
+        &'a self,
+        events: Vec<Event>,
+        append: F,
+    ) -> Result<Appended, WorldError>
+    where
+        F: FnOnce(Vec<Event>) -> Fut,
+        Fut: std::future::Future<Output = Result<Appended, WorldError>> + 'a,
+    {
+        let plain: Vec<EventKind> = events.iter().map(|e| e.kind.clone()).collect();
+        let mut appended = append(self.seal_events(events)?).await?;
+        if appended.events.len() == plain.len() {
+            appended.events = appended
+                .events
+                .into_iter()
+                .zip(plain)
+                .map(|(stored, kind)| {
+                    if !Fields::has_sealed(&stored.kind) {
+                        return stored;
+                    }
+                    let mut event = Arc::unwrap_or_clone(stored);
+                    event.kind = kind;
+                    Arc::new(event)
+                })
+                .collect();
+        }
+        self.open_appended(appended)
     }
 
     fn open_appended(&self, appended: Appended) -> Result<Appended, WorldError> {
@@ -293,8 +330,8 @@ impl IdempotencyStore for SealedStore {
 #[async_trait]
 impl EventStore for SealedStore {
     async fn append(&self, run_id: &str, events: Vec<Event>) -> Result<Appended, WorldError> {
-        let appended = self.inner.append(run_id, self.seal_events(events)?).await?;
-        self.open_appended(appended)
+        self.append_with(events, |sealed| self.inner.append(run_id, sealed))
+            .await
     }
 
     async fn append_nowait(
@@ -302,11 +339,8 @@ impl EventStore for SealedStore {
         run_id: &str,
         events: Vec<Event>,
     ) -> Result<Appended, WorldError> {
-        let appended = self
-            .inner
-            .append_nowait(run_id, self.seal_events(events)?)
-            .await?;
-        self.open_appended(appended)
+        self.append_with(events, |sealed| self.inner.append_nowait(run_id, sealed))
+            .await
     }
 
     async fn append_written(
@@ -314,11 +348,8 @@ impl EventStore for SealedStore {
         run_id: &str,
         events: Vec<Event>,
     ) -> Result<Appended, WorldError> {
-        let appended = self
-            .inner
-            .append_written(run_id, self.seal_events(events)?)
-            .await?;
-        self.open_appended(appended)
+        self.append_with(events, |sealed| self.inner.append_written(run_id, sealed))
+            .await
     }
 
     async fn wait_durable(&self, run_id: &str) -> Result<(), WorldError> {
@@ -343,7 +374,7 @@ impl EventStore for SealedStore {
         query: &ListQuery,
     ) -> Result<Page<Arc<Event>>, WorldError> {
         let page = self.inner.list_events(run_id, query).await?;
-        page.try_map(|e| Ok(Arc::new(self.run(&e.run_id, Way::Open).event(&e)?)))
+        page.try_map(|e| self.open_event(e))
     }
 
     async fn list_events_by_correlation_id(
@@ -355,7 +386,7 @@ impl EventStore for SealedStore {
             .inner
             .list_events_by_correlation_id(correlation_id, query)
             .await?;
-        page.try_map(|e| Ok(Arc::new(self.run(&e.run_id, Way::Open).event(&e)?)))
+        page.try_map(|e| self.open_event(e))
     }
 }
 

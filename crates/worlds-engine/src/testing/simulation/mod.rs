@@ -346,6 +346,9 @@ impl Simulation {
         }
         let mut problems = disk.violations();
         let mut outcomes = Vec::with_capacity(self.starts.len());
+        // The records are read from the simulated disk, under the world: with encryption at
+        // rest (configured, or in the environment) they are opened as the world opens them.
+        let reveal = crate::store::Reveal::new(self.config.encryption().ok().flatten());
         for (n, acked) in state.acked.iter().enumerate() {
             let workflow_id = format!("sim-{n}");
             let Some(run_id) = acked else {
@@ -353,34 +356,39 @@ impl Simulation {
                 continue;
             };
             match disk.records.get_run(run_id, ResolveData::All).await {
-                Ok(run) => outcomes.push(RunOutcome {
-                    workflow_id,
-                    status: run.status,
-                    output: run.output.as_ref().map(|p| p.to_value()),
-                    error: run
-                        .error
-                        .as_ref()
-                        .map(|e| (e.code.clone(), e.message.clone())),
-                    compensations: disk.compensations_of(run_id),
-                    compensation_lost: disk.compensation_lost(run_id),
-                    timeline: disk
-                        .records
-                        .history(run_id, 0)
-                        .await
-                        .unwrap_or_default()
-                        .iter()
-                        .map(|e| {
-                            let mut entry = e.kind.type_name().to_owned();
-                            if let Some(p) = e.kind.position() {
-                                entry.push_str(&format!("#{p}"));
-                            }
-                            if let crate::EventKind::ActivityFailed { error, .. } = &e.kind {
-                                entry.push_str(&format!("({})", error.message));
-                            }
-                            entry
-                        })
-                        .collect(),
-                }),
+                Ok(mut run) => {
+                    reveal.state(&mut run);
+                    outcomes.push(RunOutcome {
+                        workflow_id,
+                        status: run.status,
+                        output: run.output.as_ref().map(|p| p.to_value()),
+                        error: run
+                            .error
+                            .as_ref()
+                            .map(|e| (e.code.clone(), e.message.clone())),
+                        compensations: disk.compensations_of(run_id),
+                        compensation_lost: disk.compensation_lost(run_id),
+                        timeline: disk
+                            .records
+                            .history(run_id, 0)
+                            .await
+                            .unwrap_or_default()
+                            .iter()
+                            .map(|e| {
+                                let mut e = (**e).clone();
+                                reveal.event(&mut e);
+                                let mut entry = e.kind.type_name().to_owned();
+                                if let Some(p) = e.kind.position() {
+                                    entry.push_str(&format!("#{p}"));
+                                }
+                                if let crate::EventKind::ActivityFailed { error, .. } = &e.kind {
+                                    entry.push_str(&format!("({})", error.message));
+                                }
+                                entry
+                            })
+                            .collect(),
+                    })
+                }
                 Err(e) => problems.push(format!(
                     "{workflow_id} was acknowledged as run {run_id} but is not in the store: {e}"
                 )),

@@ -20,7 +20,7 @@
 
 use std::sync::Arc;
 
-use aes_gcm::aead::{Aead, KeyInit, Payload as Plain};
+use aes_gcm::aead::{Aead, KeyInit, Payload as Message};
 use aes_gcm::{Aes256Gcm, Nonce};
 use base64::engine::general_purpose::STANDARD as B64;
 use base64::Engine as _;
@@ -47,6 +47,9 @@ const TEXT_PREFIX: &str = "$sealed:1:";
 
 /// Derived keys kept before the cache is emptied (each is two small keys).
 const CACHED_SCOPES: usize = 4096;
+
+/// Payloads kept in the clear by nonce before that cache is emptied.
+const CACHED_PAYLOADS: usize = 65_536;
 
 /// The form a value is sealed in; part of the nonce, so a text and a payload with the same
 /// bytes seal differently.
@@ -78,6 +81,17 @@ pub(crate) struct Cipher {
     keys: EncryptionKeys,
     /// Derived keys by scope, then world key id (looked up without allocating).
     derived: Mutex<FxHashMap<String, Vec<(String, Arc<ScopeKeys>)>>>,
+    /// Payloads this process sealed or opened, by nonce. A run reads back what it just wrote
+    /// (a step's input and result, the run's state at its end): found here, that costs a
+    /// lookup instead of a decryption. Only authenticated values are kept.
+    plain: Mutex<FxHashMap<[u8; 12], Plain>>,
+}
+
+/// A payload in the clear, with the scope and key it was sealed under.
+struct Plain {
+    scope: Box<str>,
+    key_id: Box<str>,
+    payload: Payload,
 }
 
 #[derive(Deserialize)]
@@ -92,6 +106,7 @@ impl Cipher {
         Cipher {
             keys,
             derived: Mutex::new(FxHashMap::default()),
+            plain: Mutex::new(FxHashMap::default()),
         }
     }
 
@@ -149,7 +164,7 @@ impl Cipher {
             .aead
             .encrypt(
                 Nonce::from_slice(&nonce),
-                Plain {
+                Message {
                     msg: plain,
                     aad: scope.as_bytes(),
                 },
@@ -173,7 +188,7 @@ impl Cipher {
         keys.aead
             .decrypt(
                 Nonce::from_slice(nonce),
-                Plain {
+                Message {
                     msg: data,
                     aad: scope.as_bytes(),
                 },
@@ -189,6 +204,7 @@ impl Cipher {
     ) -> Result<Payload, WorldError> {
         let (key_id, nonce, data) =
             self.seal(scope, Form::Payload, payload.as_json().as_bytes())?;
+        self.keep(nonce, scope, key_id, payload);
         // Key ids are letters, digits, '-', '_' and '.': no escaping needed.
         Payload::from_json(format!(
             "{PAYLOAD_PREFIX}\"key\":\"{key_id}\",\"nonce\":\"{}\",\"data\":\"{}\"}}",
@@ -207,13 +223,50 @@ impl Cipher {
         if !is_sealed_payload(payload) {
             return Ok(payload.clone());
         }
-        let sealed: SealedPayload =
-            serde_json::from_str(payload.as_json()).map_err(|_| tampered(scope))?;
-        let nonce = B64.decode(&sealed.nonce).map_err(|_| tampered(scope))?;
-        let data = B64.decode(&sealed.data).map_err(|_| tampered(scope))?;
-        let plain = self.open(scope, &sealed.key, &nonce, &data)?;
+        let parsed;
+        let (key_id, nonce, data) = match payload_parts(payload.as_json()) {
+            Some(parts) => parts,
+            None => {
+                // Not as this module writes it (a store that re-encoded the JSON): read it in
+                // full.
+                parsed = serde_json::from_str::<SealedPayload>(payload.as_json())
+                    .map_err(|_| tampered(scope))?;
+                (
+                    parsed.key.as_str(),
+                    parsed.nonce.as_str(),
+                    parsed.data.as_str(),
+                )
+            }
+        };
+        let nonce = B64.decode(nonce).map_err(|_| tampered(scope))?;
+        let nonce: [u8; 12] = nonce.try_into().map_err(|_| tampered(scope))?;
+        if let Some(plain) = self.plain.lock().get(&nonce) {
+            if &*plain.scope == scope && &*plain.key_id == key_id {
+                return Ok(plain.payload.clone());
+            }
+        }
+        let data = B64.decode(data).map_err(|_| tampered(scope))?;
+        let plain = self.open(scope, key_id, &nonce, &data)?;
         let json = String::from_utf8(plain).map_err(|_| tampered(scope))?;
-        Payload::from_json(json).map_err(|_| tampered(scope))
+        let payload = Payload::from_json(json).map_err(|_| tampered(scope))?;
+        self.keep(nonce, scope, key_id, &payload);
+        Ok(payload)
+    }
+
+    /// Remembers a payload in the clear under its nonce.
+    fn keep(&self, nonce: [u8; 12], scope: &str, key_id: &str, payload: &Payload) {
+        let mut plain = self.plain.lock();
+        if plain.len() >= CACHED_PAYLOADS {
+            plain.clear();
+        }
+        plain.insert(
+            nonce,
+            Plain {
+                scope: scope.into(),
+                key_id: key_id.into(),
+                payload: payload.clone(),
+            },
+        );
     }
 
     /// The text in its sealed form.
@@ -268,6 +321,17 @@ impl Cipher {
     }
 }
 
+/// The key id, nonce and data of a sealed payload as [`Cipher::seal_payload`] writes it.
+fn payload_parts(json: &str) -> Option<(&str, &str, &str)> {
+    let rest = json
+        .strip_prefix(PAYLOAD_PREFIX)?
+        .strip_prefix("\"key\":\"")?;
+    let (key_id, rest) = rest.split_once('"')?;
+    let (nonce, rest) = rest.strip_prefix(",\"nonce\":\"")?.split_once('"')?;
+    let data = rest.strip_prefix(",\"data\":\"")?.strip_suffix("\"}")?;
+    Some((key_id, nonce, data))
+}
+
 fn tampered(scope: &str) -> WorldError {
     WorldError::Internal(format!(
         "{scope}: a sealed value does not open: it was changed, or sealed for another run"
@@ -317,6 +381,47 @@ mod tests {
         let sealed = cipher.seal_payload("run:a", &payload("1")).unwrap();
         let error = cipher.open_payload("run:b", &sealed).unwrap_err();
         assert!(error.to_string().contains("does not open"), "{error}");
+    }
+
+    #[test]
+    fn a_sealed_payload_re_encoded_by_a_store_still_opens() {
+        let writer = Cipher::new(keys(&k("k1", 1)));
+        let sealed = writer.seal_payload("run:a", &payload("[1,2]")).unwrap();
+        // Its fields in another order, as a store that re-encodes JSON with sorted keys would
+        // write it.
+        let value: serde_json::Value = serde_json::from_str(sealed.as_json()).unwrap();
+        let re_encoded = payload(&serde_json::to_string(&value).unwrap());
+        assert_ne!(re_encoded, sealed);
+        assert!(payload_parts(re_encoded.as_json()).is_none());
+        let reader = Cipher::new(keys(&k("k1", 1)));
+        assert_eq!(
+            reader.open_payload("run:a", &re_encoded).unwrap(),
+            payload("[1,2]")
+        );
+    }
+
+    #[test]
+    fn a_payload_read_back_by_another_process_is_authenticated() {
+        let writer = Cipher::new(keys(&k("k1", 1)));
+        let sealed = writer
+            .seal_payload("run:a", &payload("\"pay 10\""))
+            .unwrap();
+        // Another process has nothing in the clear: a changed ciphertext is detected.
+        let json = sealed.as_json();
+        let at = json.len() - 4;
+        let flipped = if &json[at..at + 1] == "A" { "B" } else { "A" };
+        let changed = payload(&format!("{}{flipped}{}", &json[..at], &json[at + 1..]));
+        let reader = Cipher::new(keys(&k("k1", 1)));
+        assert!(reader.open_payload("run:a", &changed).is_err());
+        assert_eq!(
+            reader.open_payload("run:a", &sealed).unwrap(),
+            payload("\"pay 10\"")
+        );
+        // The writer knows the value it sealed: the same text opens to it at once.
+        assert_eq!(
+            writer.open_payload("run:a", &sealed).unwrap(),
+            payload("\"pay 10\"")
+        );
     }
 
     #[test]

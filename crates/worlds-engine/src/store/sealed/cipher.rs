@@ -80,12 +80,15 @@ struct ScopeKeys {
 pub(crate) struct Cipher {
     keys: EncryptionKeys,
     /// Derived keys by scope, then world key id (looked up without allocating).
-    derived: Mutex<FxHashMap<String, Vec<(String, Arc<ScopeKeys>)>>>,
+    derived: Mutex<FxHashMap<String, KeysById>>,
     /// Payloads this process sealed or opened, by nonce. A run reads back what it just wrote
     /// (a step's input and result, the run's state at its end): found here, that costs a
     /// lookup instead of a decryption. Only authenticated values are kept.
     plain: Mutex<FxHashMap<[u8; 12], Plain>>,
 }
+
+/// A scope's derived keys, by world key id.
+type KeysById = Vec<(String, Arc<ScopeKeys>)>;
 
 /// A payload in the clear, with the scope and key it was sealed under.
 struct Plain {

@@ -5,7 +5,7 @@
 //! so every backend gets the same encryption and the engine above it sees plain values. What
 //! is sealed, and what stays readable for indexes, lists and operators, is listed in
 //! [`fields`]; how, in [`cipher`]. A world wraps its store in one when it has
-//! [`EncryptionKeys`](crate::EncryptionKeys) (`WorldConfig::encryption_keys`).
+//! [`EncryptionKeys`] (`WorldConfig::encryption_keys`).
 //!
 //! Every method of every duty is forwarded, the provided ones included, so a store's own
 //! versions (a hybrid store's `append_nowait`, PostgreSQL's `claim_runs`) keep working

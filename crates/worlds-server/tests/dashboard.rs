@@ -1068,7 +1068,8 @@ async fn an_encrypted_run_shows_its_values_with_the_keys_and_encrypted_without()
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tempfile::tempdir().unwrap();
     let nap = || {
-        workflow("nap", |ctx: WorkflowContext, _: String| async move {
+        workflow("nap", |ctx: WorkflowContext, input: String| async move {
+            ctx.get_writable().write(format!("chunk of {input}"))?;
             ctx.sleep("1h").await?;
             Ok::<_, WorkflowError>(())
         })
@@ -1094,6 +1095,19 @@ async fn an_encrypted_run_shows_its_values_with_the_keys_and_encrypted_without()
             .await
             .unwrap()
             .id;
+        // Until the run has written its chunk and sleeps.
+        tokio::time::timeout(Duration::from_secs(10), async {
+            while world
+                .streams()
+                .chunks(&run, "default", None, 10)
+                .await
+                .map_or(true, |page| page.data.is_empty())
+            {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the run writes its chunk");
         world.shutdown().await.unwrap();
         run
     };
@@ -1107,12 +1121,37 @@ async fn an_encrypted_run_shows_its_values_with_the_keys_and_encrypted_without()
             .await
             .unwrap();
         let base = format!("http://{}", server.local_addr());
-        let page = Session::sign_in(&base, &read)
-            .await
-            .text(&format!("{base}/runs/{run}"))
-            .await;
+        let session = Session::sign_in(&base, &read).await;
+        let page = session.text(&format!("{base}/runs/{run}")).await;
         assert!(page.contains(&askama_escape(shows)), "{page}");
         assert!(!page.contains("$sealed"), "{page}");
+        // The run's stream, live: its chunk, then nothing more while the run sleeps.
+        let mut live = session
+            .http
+            .get(format!("{base}/live/stream?run={run}&name=default"))
+            .header("cookie", &session.cookie)
+            .send()
+            .await
+            .unwrap();
+        let mut events = String::new();
+        while !events.contains("event: chunk") || !events.contains("\n\n") {
+            let more = tokio::time::timeout(Duration::from_secs(10), live.chunk())
+                .await
+                .unwrap_or_else(|_| panic!("the chunk did not arrive: {events}"))
+                .unwrap()
+                .expect("the stream stays open");
+            events.push_str(&String::from_utf8_lossy(&more));
+        }
+        let chunk = if shows == "(encrypted)" {
+            "(encrypted)".to_owned()
+        } else {
+            format!("chunk of {shows}")
+        };
+        assert!(events.contains(&chunk), "{events}");
+        assert!(!events.contains("$sealed"), "{events}");
+        // The live stream's connection closed first: the server waits for open ones.
+        drop(live);
+        drop(session);
         server.shutdown().await;
         world.shutdown().await.unwrap();
     }

@@ -43,7 +43,7 @@ const SALT: &[u8] = b"worlds-engine encryption at rest v1";
 const PAYLOAD_PREFIX: &str = "{\"$sealed\":1,";
 
 /// The start of a sealed text.
-const TEXT_PREFIX: &str = "$sealed:1:";
+pub(crate) const TEXT_PREFIX: &str = "$sealed:1:";
 
 /// Derived keys kept before the cache is emptied (each is two small keys).
 const CACHED_SCOPES: usize = 4096;

@@ -100,6 +100,20 @@ impl Reveal {
         let _ = self.fields(run_id).error(error);
     }
 
+    /// A stream chunk of a run, as people see it.
+    pub fn chunk(&self, run_id: &str, chunk: &mut StreamChunk) {
+        let scope = Fields::run_scope(run_id);
+        if !chunk.data.starts_with(cipher::TEXT_PREFIX.as_bytes()) {
+            return;
+        }
+        chunk.data = Bytes::from(
+            self.cipher
+                .as_ref()
+                .and_then(|c| c.open_bytes(&scope, &chunk.data).ok())
+                .unwrap_or_else(|| fields::SHOWN_SEALED.as_bytes().to_vec()),
+        );
+    }
+
     /// A step's state, as people see it.
     pub fn activity(&self, run_id: &str, activity: &mut ActivityState) {
         let _ = self.fields(run_id).activity(activity);

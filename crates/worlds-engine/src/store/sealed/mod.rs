@@ -5,7 +5,8 @@
 //! so every backend gets the same encryption and the engine above it sees plain values. What
 //! is sealed, and what stays readable for indexes, lists and operators, is listed in
 //! [`fields`]; how, in [`cipher`]. A world wraps its store in one when it has
-//! [`EncryptionKeys`] (`WorldConfig::encryption_keys`).
+//! [`EncryptionKeys`] (`WorldConfig::encryption_keys`). [`Reveal`] is what people are shown
+//! of sealed values.
 //!
 //! Every method of every duty is forwarded, the provided ones included, so a store's own
 //! versions (a hybrid store's `append_nowait`, PostgreSQL's `claim_runs`) keep working
@@ -13,6 +14,7 @@
 
 mod cipher;
 mod fields;
+mod reveal;
 
 use std::sync::Arc;
 
@@ -39,86 +41,7 @@ use super::{
 pub(crate) use cipher::is_sealed_payload;
 use cipher::Cipher;
 use fields::{Fields, Way};
-
-/// What people are shown of stored data that may be encrypted: the CLI and the dashboard pass
-/// what they read through it. With the world's keys, sealed values are opened (a store read
-/// directly, not through a world, holds them sealed); without them, or with keys that do not
-/// open a value, the value is shown as `(encrypted)`. Plain values are left as they are.
-///
-/// ```
-/// use worlds_engine::store::Reveal;
-/// use worlds_engine::{Event, EventKind, Payload};
-/// let sealed = r#"{"$sealed":1,"key":"k1","nonce":"AAAAAAAAAAAAAAAA","data":"AAAA"}"#;
-/// let mut event = Event {
-///     id: "evnt_1".into(),
-///     run_id: "wrun_1".into(),
-///     seq: 2,
-///     timestamp: 0,
-///     version: worlds_engine::model::EVENT_FORMAT_VERSION,
-///     kind: EventKind::WorkflowCompleted { output: Payload::from_json(sealed)? },
-/// };
-/// Reveal::new(None).event(&mut event);
-/// let EventKind::WorkflowCompleted { output } = event.kind else { unreachable!() };
-/// assert_eq!(output.as_json(), r#""(encrypted)""#);
-/// # Ok::<(), serde_json::Error>(())
-/// ```
-pub struct Reveal {
-    cipher: Option<Cipher>,
-}
-
-impl Reveal {
-    /// Shows with these keys (`None`: shows every sealed value as `(encrypted)`).
-    pub fn new(keys: Option<EncryptionKeys>) -> Reveal {
-        Reveal {
-            cipher: keys.map(Cipher::new),
-        }
-    }
-
-    fn fields(&self, run_id: &str) -> Fields<'_> {
-        Fields {
-            cipher: self.cipher.as_ref(),
-            scope: Fields::run_scope(run_id),
-            way: Way::Show,
-        }
-    }
-
-    /// A run's state (its steps, hooks and history included), as people see it.
-    pub fn state(&self, state: &mut WorkflowState) {
-        let id = state.id.clone();
-        // Showing never fails: a value that does not open is shown as encrypted.
-        let _ = self.fields(&id).state(state);
-    }
-
-    /// An event, as people see it.
-    pub fn event(&self, event: &mut Event) {
-        let run_id = event.run_id.clone();
-        let _ = self.fields(&run_id).event_kind(&mut event.kind);
-    }
-
-    /// An error of a run, as people see it.
-    pub fn error(&self, run_id: &str, error: &mut crate::error::StructuredError) {
-        let _ = self.fields(run_id).error(error);
-    }
-
-    /// A stream chunk of a run, as people see it.
-    pub fn chunk(&self, run_id: &str, chunk: &mut StreamChunk) {
-        let scope = Fields::run_scope(run_id);
-        if !chunk.data.starts_with(cipher::TEXT_PREFIX.as_bytes()) {
-            return;
-        }
-        chunk.data = Bytes::from(
-            self.cipher
-                .as_ref()
-                .and_then(|c| c.open_bytes(&scope, &chunk.data).ok())
-                .unwrap_or_else(|| fields::SHOWN_SEALED.as_bytes().to_vec()),
-        );
-    }
-
-    /// A step's state, as people see it.
-    pub fn activity(&self, run_id: &str, activity: &mut ActivityState) {
-        let _ = self.fields(run_id).activity(activity);
-    }
-}
+pub use reveal::Reveal;
 
 /// A store whose user data is encrypted at rest in the store it wraps.
 pub struct SealedStore {

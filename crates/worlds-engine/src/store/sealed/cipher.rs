@@ -43,7 +43,7 @@ const SALT: &[u8] = b"worlds-engine encryption at rest v1";
 const PAYLOAD_PREFIX: &str = "{\"$sealed\":1,";
 
 /// The start of a sealed text.
-pub(crate) const TEXT_PREFIX: &str = "$sealed:1:";
+const TEXT_PREFIX: &str = "$sealed:1:";
 
 /// Derived keys kept before the cache is emptied (each is two small keys).
 const CACHED_SCOPES: usize = 4096;
@@ -68,6 +68,11 @@ pub(crate) fn is_sealed_payload(payload: &Payload) -> bool {
 /// True if the text is in the sealed form.
 pub(crate) fn is_sealed_text(text: &str) -> bool {
     text.starts_with(TEXT_PREFIX)
+}
+
+/// True if the bytes are in the sealed form.
+pub(crate) fn is_sealed_bytes(bytes: &[u8]) -> bool {
+    bytes.starts_with(TEXT_PREFIX.as_bytes())
 }
 
 /// The keys of one scope under one world key.

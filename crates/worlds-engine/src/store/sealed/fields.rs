@@ -7,12 +7,15 @@
 //! cancellation and quarantine reasons (written by operators and the engine, not by workflow
 //! code).
 
+use bytes::Bytes;
+
 use crate::error::StructuredError;
+use crate::model::schedule::ScheduleConfig;
 use crate::model::{ActivityState, Event, EventKind, HookState, WorkflowState};
 use crate::payload::Payload;
 use crate::WorldError;
 
-use super::cipher::{is_sealed_payload, is_sealed_text, Cipher};
+use super::cipher::{is_sealed_bytes, is_sealed_payload, is_sealed_text, Cipher};
 
 /// What is done to each field.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -28,7 +31,7 @@ pub(crate) enum Way {
 /// What a person is shown of a sealed value that cannot be opened.
 pub(crate) const SHOWN_SEALED: &str = "(encrypted)";
 
-/// The fields of one scope (a run), sealed or opened.
+/// The fields of one scope (a run or a schedule), sealed, opened or shown.
 pub(crate) struct Fields<'a> {
     pub(crate) cipher: Option<&'a Cipher>,
     pub(crate) scope: String,
@@ -39,6 +42,11 @@ impl Fields<'_> {
     /// The scope of a run's data.
     pub(crate) fn run_scope(run_id: &str) -> String {
         format!("run:{run_id}")
+    }
+
+    /// The scope of a schedule's data.
+    pub(crate) fn schedule_scope(schedule_id: &str) -> String {
+        format!("schedule:{schedule_id}")
     }
 
     fn cipher(&self) -> Result<&Cipher, WorldError> {
@@ -84,6 +92,25 @@ impl Fields<'_> {
             Some(t) => self.text(t),
             None => Ok(()),
         }
+    }
+
+    /// Bytes (a stream chunk).
+    pub(crate) fn bytes(&self, data: &mut Bytes) -> Result<(), WorldError> {
+        *data = Bytes::from(match self.way {
+            Way::Seal => self.cipher()?.seal_bytes(&self.scope, data)?,
+            Way::Open => self.cipher()?.open_bytes(&self.scope, data)?,
+            Way::Show if !is_sealed_bytes(data) => return Ok(()),
+            Way::Show => self
+                .cipher
+                .and_then(|c| c.open_bytes(&self.scope, data).ok())
+                .unwrap_or_else(|| SHOWN_SEALED.as_bytes().to_vec()),
+        });
+        Ok(())
+    }
+
+    /// The user data of a schedule (its input).
+    pub(crate) fn schedule(&self, config: &mut ScheduleConfig) -> Result<(), WorldError> {
+        self.maybe_payload(&mut config.input)
     }
 
     pub(crate) fn error(&self, error: &mut StructuredError) -> Result<(), WorldError> {
@@ -194,7 +221,24 @@ impl Fields<'_> {
             EventKind::ActivityHeartbeat { message, .. } => {
                 message.as_deref().is_some_and(is_sealed_text)
             }
-            _ => false,
+            // Listed one by one, as in `event_kind`: a new kind must say whether it holds user
+            // data here too, or its sealed fields would be handed out unopened.
+            EventKind::WorkflowStarted { .. }
+            | EventKind::WorkflowCompensating {}
+            | EventKind::WorkflowCompensated {}
+            | EventKind::WorkflowQuarantined { .. }
+            | EventKind::RunReopened { .. }
+            | EventKind::CompensationAdded { .. }
+            | EventKind::CompensationExecuted { .. }
+            | EventKind::WorkflowCancelled { .. }
+            | EventKind::ActivityStarted { .. }
+            | EventKind::ActivityRetry { .. }
+            | EventKind::TimerScheduled { .. }
+            | EventKind::TimerFired { .. }
+            | EventKind::PatchRecorded { .. }
+            | EventKind::HookConflict { .. }
+            | EventKind::HookExpired { .. }
+            | EventKind::HookDisposed { .. } => false,
         }
     }
 

@@ -19,7 +19,6 @@ mod reveal;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bytes::Bytes;
 
 use crate::clock::Millis;
 use crate::config::EncryptionKeys;
@@ -155,10 +154,7 @@ impl SealedStore {
     }
 
     fn chunk(&self, run_id: &str, mut chunk: StreamChunk) -> Result<StreamChunk, WorldError> {
-        chunk.data = Bytes::from(
-            self.cipher
-                .open_bytes(&Fields::run_scope(run_id), &chunk.data)?,
-        );
+        self.run(run_id, Way::Open).bytes(&mut chunk.data)?;
         Ok(chunk)
     }
 
@@ -168,13 +164,12 @@ impl SealedStore {
         way: Way,
         id: &str,
     ) -> Result<ScheduleConfig, WorldError> {
-        if let Some(input) = &config.input {
-            let scope = format!("schedule:{id}");
-            config.input = Some(match way {
-                Way::Seal => self.cipher.seal_payload(&scope, input)?,
-                Way::Open | Way::Show => self.cipher.open_payload(&scope, input)?,
-            });
+        Fields {
+            cipher: Some(&self.cipher),
+            scope: Fields::schedule_scope(id),
+            way,
         }
+        .schedule(&mut config)?;
         Ok(config)
     }
 }
@@ -431,10 +426,7 @@ impl StreamStore for SealedStore {
         name: &str,
         mut chunk: NewChunk,
     ) -> Result<StreamChunk, WorldError> {
-        chunk.data = Bytes::from(
-            self.cipher
-                .seal_bytes(&Fields::run_scope(run_id), &chunk.data)?,
-        );
+        self.run(run_id, Way::Seal).bytes(&mut chunk.data)?;
         let stored = self.inner.write_chunk(run_id, name, chunk).await?;
         self.chunk(run_id, stored)
     }

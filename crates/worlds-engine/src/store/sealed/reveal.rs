@@ -1,13 +1,11 @@
 //! What people are shown of values stored encrypted.
 
-use bytes::Bytes;
-
 use crate::config::EncryptionKeys;
 use crate::model::stream::StreamChunk;
-use crate::model::{ActivityState, Event, WorkflowState};
+use crate::model::{Event, WorkflowState};
 
-use super::cipher::{self, Cipher};
-use super::fields::{self, Fields, Way};
+use super::cipher::Cipher;
+use super::fields::{Fields, Way};
 
 /// What people are shown of stored data that may be encrypted: the CLI and the dashboard pass
 /// what they read through it. With the world's keys, sealed values are opened (a store read
@@ -71,20 +69,6 @@ impl Reveal {
 
     /// A stream chunk of a run, as people see it.
     pub fn chunk(&self, run_id: &str, chunk: &mut StreamChunk) {
-        let scope = Fields::run_scope(run_id);
-        if !chunk.data.starts_with(cipher::TEXT_PREFIX.as_bytes()) {
-            return;
-        }
-        chunk.data = Bytes::from(
-            self.cipher
-                .as_ref()
-                .and_then(|c| c.open_bytes(&scope, &chunk.data).ok())
-                .unwrap_or_else(|| fields::SHOWN_SEALED.as_bytes().to_vec()),
-        );
-    }
-
-    /// A step's state, as people see it.
-    pub fn activity(&self, run_id: &str, activity: &mut ActivityState) {
-        let _ = self.fields(run_id).activity(activity);
+        let _ = self.fields(run_id).bytes(&mut chunk.data);
     }
 }

@@ -72,6 +72,30 @@ async fn the_start_call_runs_the_first_workflow_task_when_a_worker_is_idle() {
 }
 
 #[tokio::test]
+async fn runs_started_as_soon_as_the_world_has_started_find_its_workers_idle() {
+    let world = World::new(common::memory_config()).unwrap();
+    let step = double();
+    let flow = nap_then_double(&step);
+    world.register(&step).unwrap().register(&flow).unwrap();
+    world.start().await.unwrap();
+    // Nothing yields between `start` and these calls (the test runtime has one thread): the
+    // workers were ready when `start` returned, so each call runs its run's first task.
+    for n in 0..3 {
+        let run = world
+            .execute(&flow, n, WorkflowOptions::default())
+            .await
+            .unwrap();
+        let history = world.query(&run.id).await.unwrap().history;
+        let kinds: Vec<_> = history.iter().map(|e| e.kind.type_name()).collect();
+        assert_eq!(
+            kinds,
+            ["workflow_queued", "workflow_started", "timer_scheduled"]
+        );
+    }
+    world.shutdown().await.unwrap();
+}
+
+#[tokio::test]
 async fn without_eager_start_the_first_workflow_task_waits_for_a_worker() {
     let mut config = common::memory_config();
     config.eager_start = false;

@@ -25,6 +25,7 @@ use std::sync::{Arc, Weak};
 
 use parking_lot::Mutex;
 use serde::{Deserialize, Serialize};
+use tokio::sync::Notify;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -133,6 +134,9 @@ struct WorkerShared {
     retire: AtomicBool,
     /// Test hook: beats are suppressed.
     frozen: AtomicBool,
+    /// The worker has looked at the queue once (and, finding nothing, waits on it), or has
+    /// stopped: see [`WorkerPool::ready`].
+    ready: AtomicBool,
     /// The next task of a run that this worker's task made, kept for this worker.
     follow_up: Arc<FollowUp>,
 }
@@ -177,6 +181,8 @@ struct PoolInner {
     workers: Mutex<Workers>,
     dead: Mutex<VecDeque<WorkerInfo>>,
     next_id: AtomicU64,
+    /// Woken whenever a worker becomes ready.
+    ready: Notify,
 }
 
 /// The world's workers, and the loops that scale them and watch their heartbeats.
@@ -324,6 +330,49 @@ impl WorkerPool {
     pub(crate) fn len(&self) -> usize {
         self.inner.workers.lock().list.len()
     }
+
+    /// Waits until every listed worker has looked at the queue once (or stopped).
+    ///
+    /// A worker is a tokio task: spawned, it does nothing until the runtime first polls it.
+    /// A start call made before that finds no idle worker, so it queues its run's first task
+    /// instead of running it (eager start); the calls after it see that task queued and queue
+    /// theirs too, and a burst of starts right after `World::start` would wait in the queue
+    /// behind each other. `World::start` waits for this before it returns.
+    pub(crate) async fn ready(&self) {
+        loop {
+            let notified = self.inner.ready.notified();
+            tokio::pin!(notified);
+            // Registered before the check, so a worker that becomes ready in between wakes us.
+            notified.as_mut().enable();
+            let all_ready = self
+                .inner
+                .workers
+                .lock()
+                .list
+                .iter()
+                .all(|w| w.shared.ready.load(Ordering::Acquire));
+            if all_ready {
+                return;
+            }
+            notified.await;
+        }
+    }
+}
+
+/// Marks its worker ready when dropped: after the worker's first look at the queue, or when
+/// it ends without one.
+struct Unready {
+    shared: Arc<WorkerShared>,
+    pool: Weak<PoolInner>,
+}
+
+impl Drop for Unready {
+    fn drop(&mut self) {
+        self.shared.ready.store(true, Ordering::Release);
+        if let Some(pool) = self.pool.upgrade() {
+            pool.ready.notify_waiters();
+        }
+    }
 }
 
 impl PoolInner {
@@ -361,6 +410,7 @@ impl PoolInner {
             stop: CancellationToken::new(),
             retire: AtomicBool::new(false),
             frozen: AtomicBool::new(false),
+            ready: AtomicBool::new(false),
             follow_up,
         });
         let join = tokio::spawn(
@@ -393,6 +443,10 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
     let mut follow_up = None;
     // Tasks since the worker last let the runtime run something else.
     let mut done_in_a_row = 0;
+    let mut unready = Some(Unready {
+        shared: shared.clone(),
+        pool: pool.clone(),
+    });
     loop {
         let entry = match follow_up.take() {
             Some(entry) if !shared.stop.is_cancelled() => entry,
@@ -402,7 +456,14 @@ async fn work(engine: Arc<Engine>, shared: Arc<WorkerShared>, pool: Weak<PoolInn
                     engine.give_back(entry);
                 }
                 // Idle: wait for a task or a stop request, beating on every tick.
-                let mut pop = std::pin::pin!(engine.next_task(filter));
+                let mut next = std::pin::pin!(engine.next_task(filter));
+                let mut pop = std::future::poll_fn(|cx| {
+                    let polled = std::future::Future::poll(next.as_mut(), cx);
+                    // The first look: the worker took a task, or waits on the queue as a
+                    // taker that a start call can see.
+                    drop(unready.take());
+                    polled
+                });
                 let entry = loop {
                     tokio::select! {
                         biased;

@@ -238,6 +238,8 @@ impl World {
         for queue in &self.engine.config().task_queues {
             self.workers.spawn(&self.engine, Some(queue.clone()));
         }
+        // Runs started right after this call find idle workers (see `WorkerPool::ready`).
+        self.workers.ready().await;
         let resumed = self.engine.recover().await?.runs;
         let workers = self.workers.len();
         // The directory is logged in full: a relative default depends on the directory the

@@ -27,9 +27,9 @@ use crate::cli::{Backend, BenchArgs, WorkloadArg};
 pub(crate) use report::Report;
 
 /// Workers of a memory world unless `--workers` says otherwise. On the 2-core machines used for
-/// the contract runs, W1 throughput hardly depends on it (2, 4, 8 and 16 within noise), but with
-/// 4 the first tasks of W3's 500 starts queued behind each other for up to 11 ms; from 16 on
-/// they wait under 1.5 ms.
+/// the contract runs, W1 throughput hardly depends on it (2, 4, 8 and 16 within noise), and
+/// neither does W3 since `World::start` waits for its workers (p99 medians of 12 alternating
+/// rounds: 5.88 ms with 16, 6.62 ms with 4).
 pub(crate) const DEFAULT_WORKERS: usize = 16;
 
 /// Default number of workers on durable backends (see `--workers`). A worker waits for the sync

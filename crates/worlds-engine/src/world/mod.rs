@@ -196,7 +196,9 @@ impl World {
     }
 
     /// Starts the workers, the timer service and the schedules. Runs executed before `start`
-    /// wait in the queue.
+    /// wait in the queue. Returns once every worker waits for tasks, so the runs started right
+    /// after it run their first workflow task in the start call (see
+    /// [`WorldConfig::eager_start`](crate::WorldConfig::eager_start)).
     pub async fn start(&self) -> Result<(), WorldError> {
         self.start_inner().instrument(self.logs().span()).await
     }

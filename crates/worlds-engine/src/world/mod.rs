@@ -82,6 +82,17 @@ pub struct World {
     lifecycle: Mutex<Lifecycle>,
 }
 
+/// `config` with its encryption keys resolved (see [`WorldConfig::encryption`]), for the
+/// constructors that cannot refuse: keys in the environment that do not read are logged and
+/// left out. ([`World::with_clock`] refuses them instead.)
+fn keys_or_logged(mut config: WorldConfig) -> WorldConfig {
+    config.encryption_keys = config.encryption().unwrap_or_else(|e| {
+        tracing::error!(error = %e, "payloads will not be encrypted: the encryption keys do not read");
+        None
+    });
+    config
+}
+
 impl std::fmt::Debug for World {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("World")
@@ -125,7 +136,7 @@ impl World {
     /// and replaced by a random one (use [`World::with_clock`] to have it refused).
     pub fn with_store(config: WorldConfig, clock: Arc<dyn Clock>, store: Arc<dyn Store>) -> World {
         let hook_kit = crate::hooks::HookKit::for_config_or_random(&config);
-        World::assemble(config, clock, store, hook_kit, None)
+        World::assemble(keys_or_logged(config), clock, store, hook_kit, None)
     }
 
     /// [`with_store`](Self::with_store), with the world's log entries going to `logs` as
@@ -138,23 +149,18 @@ impl World {
         logs: Arc<dyn crate::telemetry::logs::LogStore>,
     ) -> World {
         let hook_kit = crate::hooks::HookKit::for_config_or_random(&config);
-        World::assemble(config, clock, store, hook_kit, Some(logs))
+        World::assemble(keys_or_logged(config), clock, store, hook_kit, Some(logs))
     }
 
+    /// Builds the world from a configuration whose encryption keys are already resolved
+    /// ([`WorldConfig::encryption`]): the store is wrapped to encrypt when there are keys.
     fn assemble(
-        mut config: WorldConfig,
+        config: WorldConfig,
         clock: Arc<dyn Clock>,
         store: Arc<dyn Store>,
         hook_kit: crate::hooks::HookKit,
         log_store: Option<Arc<dyn crate::telemetry::logs::LogStore>>,
     ) -> World {
-        if config.encryption_keys.is_none() {
-            // `with_store` cannot refuse: keys in the environment that do not read are logged.
-            config.encryption_keys = config.encryption().unwrap_or_else(|e| {
-                tracing::error!(error = %e, "payloads will not be encrypted: the encryption keys do not read");
-                None
-            });
-        }
         let store: Arc<dyn Store> = match &config.encryption_keys {
             Some(keys) => Arc::new(crate::store::SealedStore::new(store, keys.clone())),
             None => store,

@@ -176,16 +176,14 @@ impl Journal {
                     run_id,
                     "another process took this run over after this one's lease expired; letting go of it"
                 );
+                // The share loop lets go of it on its next poll.
                 self.lost.lock().push(run_id.clone());
-                // Wake the loops that let go of it.
-                self.progress.changed.notify_waiters();
                 return Err(WorldError::LeaseLost { run_id });
             }
             Err(e) => return Err(e),
         };
         self.metrics.record(run_id, &appended.events);
         self.progress.epoch.fetch_add(1, Ordering::Relaxed);
-        self.progress.changed.notify_waiters();
         Ok(appended)
     }
 

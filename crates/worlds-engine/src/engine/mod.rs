@@ -55,7 +55,6 @@ pub(crate) mod verify;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Arc;
 
-use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::clock::Clock;
@@ -131,7 +130,6 @@ pub(crate) struct Progress {
     pub(crate) running_activities: AtomicUsize,
     /// Bumped on every recorded event; lets a waiter see that something happened.
     pub(crate) epoch: AtomicU64,
-    pub(crate) changed: Notify,
 }
 
 /// The composition of the engine's parts (see "Engine parts" in docs/ARCHITECTURE.md).
@@ -348,7 +346,7 @@ impl Engine {
     }
 
     /// Resolves when the run reaches a terminal status, or at once if it has.
-    pub(crate) async fn wait_terminal(&self, id: &str) -> Result<WorkflowState, WorldError> {
+    pub(crate) async fn wait_terminal(&self, id: &str) -> Result<Arc<WorkflowState>, WorldError> {
         // A run this process drives is not read at all: its end is handed over when it is
         // recorded here, and if another process takes the run over, this one lets go of it,
         // which wakes the wait (told by the store's `external_changes` where it reports
@@ -361,13 +359,21 @@ impl Engine {
                 None => {
                     let state = self.store.get_run(&run_id, ResolveData::None).await?;
                     if state.status.is_terminal() {
-                        return self.store.get_run(&state.id, ResolveData::All).await;
+                        return self
+                            .store
+                            .get_run(&state.id, ResolveData::All)
+                            .await
+                            .map(Arc::new);
                     }
                     let rx = self.runs.wait_let_go(&state.id);
                     // Re-check after registering, so a finish in between is not missed.
                     let state = self.store.get_run(&state.id, ResolveData::None).await?;
                     if state.status.is_terminal() {
-                        return self.store.get_run(&state.id, ResolveData::All).await;
+                        return self
+                            .store
+                            .get_run(&state.id, ResolveData::All)
+                            .await
+                            .map(Arc::new);
                     }
                     run_id = state.id;
                     (rx, false)
@@ -385,12 +391,16 @@ impl Engine {
                 rx.await.ok().flatten()
             };
             if let Some(ended) = ended {
-                return Ok(Arc::unwrap_or_clone(ended));
+                return Ok(ended);
             }
             // Let go without a final state (taken over, read back), or polling: read.
             let state = self.store.get_run(&run_id, ResolveData::None).await?;
             if state.status.is_terminal() {
-                return self.store.get_run(&state.id, ResolveData::All).await;
+                return self
+                    .store
+                    .get_run(&state.id, ResolveData::All)
+                    .await
+                    .map(Arc::new);
             }
         }
     }

@@ -244,10 +244,7 @@ impl Runs {
 
     /// A task taken from the queue is done (or handed on by a dead worker).
     pub(crate) fn task_done(&self) {
-        let before = self.progress.pending_tasks.fetch_sub(1, Ordering::AcqRel);
-        if before == 1 {
-            self.progress.changed.notify_waiters();
-        }
+        self.progress.pending_tasks.fetch_sub(1, Ordering::AcqRel);
     }
 
     /// A worker starts a workflow task of the run: returns its cached live run, if any, or
@@ -438,7 +435,6 @@ impl Runs {
         for tx in waiters.into_iter().flatten() {
             let _ = tx.send(ended.clone());
         }
-        self.progress.changed.notify_waiters();
         steps
     }
 

@@ -108,7 +108,7 @@ impl<O: DeserializeOwned> WorkflowHandle<O> {
                 self.id, self.id
             ))),
         };
-        outcome(state)
+        outcome(&state)
     }
 
     /// The run's current state, with its history.
@@ -125,21 +125,26 @@ impl<O: DeserializeOwned> WorkflowHandle<O> {
 }
 
 /// The result of a finished run.
-pub(crate) fn outcome<O: DeserializeOwned>(state: WorkflowState) -> Result<O, WorldError> {
+///
+/// Takes the state by reference: a run this process drove hands its final state to every
+/// waiter at once, shared, and only the output is decoded from it.
+pub(crate) fn outcome<O: DeserializeOwned>(state: &WorkflowState) -> Result<O, WorldError> {
     match state.status {
-        RunStatus::Completed => {
-            let output = state.output.unwrap_or_else(crate::Payload::null);
-            output
-                .decode()
-                .map_err(|e| WorldError::serde(format!("result of run {}", state.id), e))
+        RunStatus::Completed => match &state.output {
+            Some(output) => output.decode(),
+            None => crate::Payload::null().decode(),
         }
-        RunStatus::Cancelled => Err(WorldError::RunCancelled { run_id: state.id }),
-        _ => Err(WorldError::RunFailed {
-            error: state.error.map_or_else(
-                || crate::StructuredError::new(format!("run {}", state.status)),
-                |error| *error,
-            ),
-            run_id: state.id,
+        .map_err(|e| WorldError::serde(format!("result of run {}", state.id), e)),
+        RunStatus::Cancelled => Err(WorldError::RunCancelled {
+            run_id: state.id.clone(),
         }),
+        _ => {
+            Err(WorldError::RunFailed {
+                error: state.error.as_deref().cloned().unwrap_or_else(|| {
+                    crate::StructuredError::new(format!("run {}", state.status))
+                }),
+                run_id: state.id.clone(),
+            })
+        }
     }
 }

@@ -17,9 +17,12 @@
 //! * one `BTreeSet<TaskKey>` for the default queue and one per named queue
 //!   (created on first push, dropped when it becomes empty), giving the head
 //!   of a single queue in O(log n).
-//! * `by_run`: one `BTreeSet<(run_id, TaskKey)>`, so that [`TaskQueue::remove_run`] is a range
-//!   scan costing O(k log n) for k tasks of that run. (One shared set rather than a set per
-//!   run: most runs have a single queued task, and a set per run would allocate on every push.)
+//! * `by_run`: a hash map from run id to that run's keys, so that [`TaskQueue::remove_run`]
+//!   costs O(k log n) for k tasks of that run. Most runs have a single queued task, kept inline
+//!   ([`RunTasks::One`]) so that a push allocates nothing for it; a run with more gets a set.
+//!   (It was an ordered set of `(run id, key)` pairs: every push and pop then compared run ids
+//!   byte by byte down the tree, the dearest part of a push once a burst of timers had queued
+//!   a few hundred tasks.)
 //!
 //! Push, pop and remove are O(log n).
 //!
@@ -124,11 +127,58 @@ struct NamedWaiters {
     count: usize,
 }
 
+/// The queued tasks of one run.
+#[derive(Debug)]
+enum RunTasks {
+    /// One task, the common case: no allocation.
+    One(TaskKey),
+    /// Several, in queue order.
+    Many(BTreeSet<TaskKey>),
+}
+
+impl RunTasks {
+    fn add(&mut self, key: TaskKey) {
+        match self {
+            RunTasks::One(first) => *self = RunTasks::Many(BTreeSet::from([*first, key])),
+            RunTasks::Many(keys) => {
+                keys.insert(key);
+            }
+        }
+    }
+
+    /// Removes `key`; true if the run has no task left.
+    fn remove(&mut self, key: &TaskKey) -> bool {
+        match self {
+            RunTasks::One(only) => only == key,
+            RunTasks::Many(keys) => {
+                keys.remove(key);
+                keys.is_empty()
+            }
+        }
+    }
+
+    /// The keys, in queue order.
+    fn into_keys(self) -> Vec<TaskKey> {
+        match self {
+            RunTasks::One(key) => vec![key],
+            RunTasks::Many(keys) => keys.into_iter().collect(),
+        }
+    }
+
+    #[cfg(test)]
+    fn keys(&self) -> Vec<TaskKey> {
+        match self {
+            RunTasks::One(key) => vec![*key],
+            RunTasks::Many(keys) => keys.iter().copied().collect(),
+        }
+    }
+}
+
 struct State<T> {
     entries: BTreeMap<TaskKey, QueueEntry<T>>,
     default_queue: BTreeSet<TaskKey>,
     named: FxHashMap<Arc<str>, BTreeSet<TaskKey>>,
-    by_run: BTreeSet<(Arc<str>, TaskKey)>,
+    by_run: FxHashMap<Arc<str>, RunTasks>,
     next_seq: u64,
     closed: bool,
     any_waiters: usize,
@@ -142,7 +192,7 @@ impl<T> State<T> {
             entries: BTreeMap::new(),
             default_queue: BTreeSet::new(),
             named: FxHashMap::default(),
-            by_run: BTreeSet::new(),
+            by_run: FxHashMap::default(),
             next_seq: 0,
             closed: false,
             any_waiters: 0,
@@ -162,7 +212,12 @@ impl<T> State<T> {
             None => self.default_queue.insert(key),
             Some(name) => self.named.entry(name.clone()).or_default().insert(key),
         };
-        self.by_run.insert((entry.run_id.clone(), key));
+        match self.by_run.get_mut(&*entry.run_id) {
+            Some(tasks) => tasks.add(key),
+            None => {
+                self.by_run.insert(entry.run_id.clone(), RunTasks::One(key));
+            }
+        }
         self.entries.insert(key, entry);
         key
     }
@@ -185,8 +240,12 @@ impl<T> State<T> {
     }
 
     /// Removes `key` from the run index.
-    fn unlink_run(&mut self, run_id: &Arc<str>, key: &TaskKey) {
-        self.by_run.remove(&(run_id.clone(), *key));
+    fn unlink_run(&mut self, run_id: &str, key: &TaskKey) {
+        if let Some(tasks) = self.by_run.get_mut(run_id) {
+            if tasks.remove(key) {
+                self.by_run.remove(run_id);
+            }
+        }
     }
 
     fn remove(&mut self, key: &TaskKey) -> Option<QueueEntry<T>> {
@@ -453,15 +512,12 @@ impl<T: Send + 'static> TaskQueue<T> {
     /// O(k log n) for k removed tasks.
     pub(crate) fn remove_run(&self, run_id: &str) -> Vec<QueueEntry<T>> {
         let mut state = self.state.lock();
-        let run: Arc<str> = Arc::from(run_id);
-        let keys: Vec<TaskKey> = state
-            .by_run
-            .range((run.clone(), TaskKey::MIN)..=(run.clone(), TaskKey::MAX))
-            .map(|(_, key)| *key)
-            .collect();
+        let Some(tasks) = state.by_run.remove(run_id) else {
+            return Vec::new();
+        };
+        let keys = tasks.into_keys();
         let mut removed = Vec::with_capacity(keys.len());
         for key in keys {
-            state.by_run.remove(&(run.clone(), key));
             if let Some(entry) = state.entries.remove(&key) {
                 state.unlink_queue(entry.task_queue.as_deref(), &key);
                 removed.push(entry);

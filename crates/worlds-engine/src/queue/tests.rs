@@ -35,7 +35,10 @@ fn assert_consistent<T>(q: &TaskQueue<T>) {
     let queued: usize =
         state.default_queue.len() + state.named.values().map(BTreeSet::len).sum::<usize>();
     assert_eq!(queued, state.entries.len());
-    assert_eq!(state.by_run.len(), state.entries.len());
+    assert_eq!(
+        state.by_run.values().map(|t| t.keys().len()).sum::<usize>(),
+        state.entries.len()
+    );
     assert!(state.named.values().all(|s| !s.is_empty()));
     for key in &state.default_queue {
         assert!(state.entries[key].task_queue.is_none());
@@ -45,8 +48,12 @@ fn assert_consistent<T>(q: &TaskQueue<T>) {
             assert_eq!(state.entries[key].task_queue.as_deref(), Some(&**name));
         }
     }
-    for (run, key) in &state.by_run {
-        assert_eq!(state.entries[key].run_id, *run);
+    for (run, tasks) in &state.by_run {
+        let keys = tasks.keys();
+        assert!(!keys.is_empty(), "run {run} is indexed with no task");
+        for key in keys {
+            assert_eq!(state.entries[&key].run_id, *run);
+        }
     }
 }
 
@@ -185,7 +192,7 @@ fn remove_run_drops_exactly_that_run() {
     assert_consistent(&q);
     assert_eq!(q.len(), 2);
     assert_eq!(q.len_of(Some("io")), 0);
-    assert!(!q.state.lock().by_run.iter().any(|(run, _)| &**run == "a"));
+    assert!(!q.state.lock().by_run.contains_key("a"));
     assert!(q.remove_run("a").is_empty());
     assert!(q.remove_run("nope").is_empty());
     assert_eq!(pop_all(&q, QueueFilter::Any), vec![2, 4]);

@@ -93,21 +93,6 @@ pub(crate) struct TaskKey {
     seq: u64,
 }
 
-impl TaskKey {
-    /// Sorts before every key.
-    const MIN: TaskKey = TaskKey {
-        priority: Reverse(i32::MAX),
-        scheduled_at: Millis::MIN,
-        seq: 0,
-    };
-    /// Sorts after every key.
-    const MAX: TaskKey = TaskKey {
-        priority: Reverse(i32::MIN),
-        scheduled_at: Millis::MAX,
-        seq: u64::MAX,
-    };
-}
-
 /// Selects which tasks a consumer takes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum QueueFilter<'a> {

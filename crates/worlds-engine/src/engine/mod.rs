@@ -359,21 +359,13 @@ impl Engine {
                 None => {
                     let state = self.store.get_run(&run_id, ResolveData::None).await?;
                     if state.status.is_terminal() {
-                        return self
-                            .store
-                            .get_run(&state.id, ResolveData::All)
-                            .await
-                            .map(Arc::new);
+                        return self.final_state(&state.id).await;
                     }
                     let rx = self.runs.wait_let_go(&state.id);
                     // Re-check after registering, so a finish in between is not missed.
                     let state = self.store.get_run(&state.id, ResolveData::None).await?;
                     if state.status.is_terminal() {
-                        return self
-                            .store
-                            .get_run(&state.id, ResolveData::All)
-                            .await
-                            .map(Arc::new);
+                        return self.final_state(&state.id).await;
                     }
                     run_id = state.id;
                     (rx, false)
@@ -396,13 +388,17 @@ impl Engine {
             // Let go without a final state (taken over, read back), or polling: read.
             let state = self.store.get_run(&run_id, ResolveData::None).await?;
             if state.status.is_terminal() {
-                return self
-                    .store
-                    .get_run(&state.id, ResolveData::All)
-                    .await
-                    .map(Arc::new);
+                return self.final_state(&state.id).await;
             }
         }
+    }
+
+    /// A finished run's whole state, read from the store.
+    async fn final_state(&self, run_id: &str) -> Result<Arc<WorkflowState>, WorldError> {
+        self.store
+            .get_run(run_id, ResolveData::All)
+            .await
+            .map(Arc::new)
     }
 
     /// Everything that follows a run reaching a terminal status: this process lets go of it,

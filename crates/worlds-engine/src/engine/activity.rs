@@ -583,8 +583,8 @@ impl Engine {
             inner: Arc::new(ActivityInner {
                 activity_id: task.activity_id.clone(),
                 workflow_id: task.workflow_id.clone(),
-                run_id: task.run_id.to_string(),
-                name: task.name.to_string(),
+                run_id: String::from(&*task.run_id),
+                name: String::from(&*task.name),
                 attempt: task.attempt,
                 cancel,
                 clock: self.clock.clone(),

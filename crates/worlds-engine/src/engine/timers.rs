@@ -120,15 +120,20 @@ impl Timers {
             fired += due.len();
             // Runs fire concurrently, so that on a durable store their records share syncs
             // instead of waiting for one each; a run's own timers fire in order.
+            let runs: Vec<usize> = {
+                let mut index: rustc_hash::FxHashMap<&str, usize> = Default::default();
+                due.iter()
+                    .map(|timer| {
+                        let next = index.len();
+                        *index.entry(timer.run_id.as_str()).or_insert(next)
+                    })
+                    .collect()
+            };
             let mut by_run: Vec<Vec<Timer>> = Vec::new();
-            let mut index: rustc_hash::FxHashMap<String, usize> = Default::default();
-            for timer in due {
-                match index.get(&timer.run_id) {
-                    Some(&i) => by_run[i].push(timer),
-                    None => {
-                        index.insert(timer.run_id.clone(), by_run.len());
-                        by_run.push(vec![timer]);
-                    }
+            for (timer, run) in due.into_iter().zip(runs) {
+                match by_run.get_mut(run) {
+                    Some(timers) => timers.push(timer),
+                    None => by_run.push(vec![timer]),
                 }
             }
             futures::future::join_all(by_run.into_iter().map(|timers| async move {

@@ -26,10 +26,12 @@ use super::{
 /// first `visible` events (all of them, unless a durable store has not yet published the rest:
 /// see [`MemoryStore::append_unpublished`]).
 ///
-/// Kept small: one is allocated per run, sleeping ones included (with the run id it is 16 bytes
-/// over an allocator size class; the id is the key of [`MemoryStore::runs`] instead).
+/// Kept small: one is allocated per run, sleeping ones included, with the run's state beside
+/// it (the run id is the key of [`MemoryStore::runs`] instead of a field).
 struct Entry {
-    state: WorkflowState,
+    /// Shared, so that a run's final state goes to its waiters without a copy: an append
+    /// changes it in place unless someone still holds it ([`Arc::make_mut`]).
+    state: Arc<WorkflowState>,
     history: Vec<Arc<Event>>,
     /// Events readers may see; 0 for a run whose creation is not published yet. A `u32` (with
     /// the status beside it) keeps an `Entry` within a smaller allocation size class.
@@ -49,7 +51,7 @@ impl Entry {
     /// creation is not published.
     fn visible_state(&self) -> Option<std::borrow::Cow<'_, WorkflowState>> {
         if self.visible() == self.history.len() {
-            return Some(std::borrow::Cow::Borrowed(&self.state));
+            return Some(std::borrow::Cow::Borrowed(&*self.state));
         }
         if self.visible == 0 {
             return None;
@@ -169,7 +171,9 @@ impl Index {
 
     /// Files the run under `now`, removing it from the statuses it may have been filed under.
     fn set_status(&mut self, run_id: &Arc<str>, was: &[RunStatus], now: RunStatus) {
-        for status in was {
+        // Not from the set it goes into: taking it out only to put it back costs a search in
+        // a set that holds every run with that status.
+        for status in was.iter().filter(|s| **s != now) {
             if let Some(set) = self.by_status.get_mut(status) {
                 set.remove(run_id);
             }
@@ -264,7 +268,7 @@ impl MemoryStore {
         index.add_run(&id, &state)?;
         let visible_status = state.status;
         let entry = Entry {
-            state,
+            state: Arc::new(state),
             history: vec![Arc::new(first)],
             visible: 0,
             visible_status,
@@ -307,12 +311,12 @@ impl MemoryStore {
             for (i, event) in events.iter_mut().enumerate() {
                 if let Err(refused) = entry.state.check(&event.kind) {
                     if i > 0 {
-                        entry.state = WorkflowState::from_history(&entry.history)?;
+                        entry.state = Arc::new(WorkflowState::from_history(&entry.history)?);
                     }
                     return Err(refused);
                 }
                 event.seq = first_seq + i as u64;
-                entry.state.apply(event);
+                Arc::make_mut(&mut entry.state).apply(event);
             }
             if let Some(hooks) = &mut hooks {
                 hooks.apply(run_id, &events, &entry.state);
@@ -325,7 +329,7 @@ impl MemoryStore {
                 .state
                 .status
                 .is_terminal()
-                .then(|| Arc::new(entry.state.clone()));
+                .then(|| entry.state.clone());
             (entry.state.status, events, ended)
         };
         let run = RunHandle {
@@ -371,7 +375,7 @@ impl MemoryStore {
             .iter()
             .any(|e| touches_hooks(std::slice::from_ref(&**e)));
         entry.history.truncate(visible);
-        entry.state = WorkflowState::from_history(&entry.history)?;
+        entry.state = Arc::new(WorkflowState::from_history(&entry.history)?);
         if touched {
             self.hooks.lock().rebuild_run(&run.run_id, &entry.state);
         }
@@ -481,7 +485,7 @@ impl RunStore for MemoryStore {
                     index.set_status(&id, &[], state.status);
                     let entry = Entry {
                         visible_status: state.status,
-                        state,
+                        state: Arc::new(state),
                         history: vec![Arc::new(first)],
                         visible: 1,
                     };
@@ -716,7 +720,7 @@ impl TimerStore for MemoryStore {
             }
             due.push(Timer {
                 fire_at,
-                run_id: run_id.to_string(),
+                run_id: String::from(&*run_id),
                 kind,
             });
         }

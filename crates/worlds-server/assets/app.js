@@ -66,7 +66,9 @@ function checkForms() {
       const mine = ++asked;
       try { JSON.parse(area.value); }
       catch (e) { say("Not JSON: " + e.message); return false; }
-      const response = await fetch(form.action.replace(/\/resume$/, "/check"), {
+      // The check's URL is the page's own (its ids percent-encoded by the server), never one
+      // made from the form's action.
+      const response = await fetch(form.dataset.check, {
         method: "POST",
         credentials: "same-origin",
         headers: { "Content-Type": "application/x-www-form-urlencoded" },

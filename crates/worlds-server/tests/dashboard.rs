@@ -932,6 +932,7 @@ impl Session {
             .unwrap();
         let login = http
             .post(format!("{base}/login"))
+            .header("origin", base)
             .form(&[("key", key)])
             .send()
             .await
@@ -1155,4 +1156,118 @@ async fn an_encrypted_run_shows_its_values_with_the_keys_and_encrypted_without()
         server.shutdown().await;
         world.shutdown().await.unwrap();
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_hook_id_cannot_steer_the_resume_form() {
+    if let Some(browser) = Browser::start(Kind::Chromium).await {
+        hostile_hook_id(browser).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostile_hook_id_cannot_steer_the_resume_form_in_firefox() {
+    if let Some(browser) = Browser::start(Kind::Firefox).await {
+        hostile_hook_id(browser).await;
+    }
+}
+
+/// A DevKit app chooses its hook ids: one shaped as a path to another run's cancel, opened by
+/// an admin, is checked and resumed as itself (the script's check and the form both), and the
+/// other run keeps running.
+async fn hostile_hook_id(browser: Browser) {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let s = served().await;
+    let victim = start(&s.world, "nap", Value::Null).await;
+    let http = reqwest::Client::new();
+    let devkit = |method: reqwest::Method, path: String, body: Value| {
+        http.request(method, format!("{}/v1/devkit{path}", s.base))
+            .bearer_auth(&s.admin)
+            .json(&body)
+            .send()
+    };
+    let run: Value = devkit(
+        reqwest::Method::POST,
+        "/runs".into(),
+        json!({"workflowName": "workflow//app.ts//approve", "deploymentId": "dpl_1", "input": []}),
+    )
+    .await
+    .unwrap()
+    .json()
+    .await
+    .unwrap();
+    let id = run["runId"].as_str().unwrap().to_owned();
+    let hostile = format!("../../{victim}/cancel?");
+    for (method, path, body) in [
+        (
+            reqwest::Method::PATCH,
+            format!("/runs/{id}"),
+            json!({"status": "running"}),
+        ),
+        (
+            reqwest::Method::POST,
+            format!("/runs/{id}/hooks"),
+            json!({"hookId": hostile, "token": "approve-hostile"}),
+        ),
+    ] {
+        let answer = devkit(method, path.clone(), body).await.unwrap();
+        assert!(answer.status().is_success(), "{path}: {}", answer.status());
+    }
+    browser.sign_in(&s.base, &s.admin).await;
+    browser.text("table.runs").await;
+    {
+        let path = format!("/runs/{id}");
+        browser
+            .client
+            .goto(&format!("{}{path}", s.base))
+            .await
+            .unwrap();
+        // Every link and form of the page, as the browser resolved it, stays off the victim's
+        // paths.
+        let targets = browser
+            .client
+            .execute(
+                r#"return [...document.querySelectorAll("a[href], form[action], button[formaction], form[data-check]")]
+                     .flatMap(e => [e.href, e.action, e.formAction, e.dataset && e.dataset.check
+                       ? new URL(e.dataset.check, location.href).href : undefined])
+                     .filter(u => typeof u === "string" && u !== "");"#,
+                vec![],
+            )
+            .await
+            .unwrap();
+        for target in targets.as_array().unwrap() {
+            let target = target.as_str().unwrap();
+            let url = reqwest::Url::parse(target).unwrap();
+            assert!(
+                url.path_segments()
+                    .unwrap()
+                    .all(|segment| segment != victim),
+                "{path}: {target} leads to the victim"
+            );
+        }
+    }
+    browser
+        .client
+        .goto(&format!("{}/runs/{id}", s.base))
+        .await
+        .unwrap();
+    browser.fill("form.resume textarea", "true").await;
+    browser.click("form.resume button").await;
+    browser.until_text("#notice", "Hook resumed").await;
+    let state = s.world.get_run(&id, ResolveData::All).await.unwrap();
+    let hook = state.hooks.iter().find(|h| h.id == hostile).unwrap();
+    assert!(hook.received_at.is_some(), "the hook got the payload");
+    assert_eq!(
+        s.world
+            .get_run(&victim, ResolveData::None)
+            .await
+            .unwrap()
+            .status,
+        RunStatus::Running,
+        "the victim keeps running"
+    );
+    browser.screenshot("run-hostile-hook-id").await;
+    browser.end().await;
+    s.server.shutdown().await;
+    s.world.shutdown().await.unwrap();
 }

@@ -96,6 +96,8 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
         .build()?;
     let login = http
         .post(format!("{base}/login"))
+        // Signing in is refused unless it comes from the dashboard's own page.
+        .header("origin", &base)
         .header("content-type", "application/x-www-form-urlencoded")
         .body(format!("key={key}"))
         .send()

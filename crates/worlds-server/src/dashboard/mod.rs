@@ -65,19 +65,24 @@ pub(crate) fn routes(provider: Arc<dyn AuthProvider>, api: &Api) -> Router<Api> 
         .layer(axum::middleware::from_fn(security_headers))
 }
 
-/// Lets a request with a live session through (its [`Principal`] attached); sends a browser
-/// without one to the sign-in page. Actions must come from the dashboard's own pages.
+/// Lets a request with a live session whose key is still accepted through (its [`Principal`]
+/// and [`SessionId`](session::SessionId) attached); sends a browser without one to the sign-in page. Actions must
+/// come from the dashboard's own pages.
 async fn require_session(
     State(sessions): State<Arc<Sessions>>,
     request: Request,
     next: Next,
 ) -> Response {
     let (mut parts, body) = request.into_parts();
-    let Some(principal) = sessions.principal(&parts.headers) else {
+    let Some((id, principal)) = sessions.principal(&parts.headers).await else {
         if parts.method == axum::http::Method::GET && !parts.uri.path().starts_with("/live") {
             return Redirect::to("/login").into_response();
         }
-        return (StatusCode::UNAUTHORIZED, "sign in first").into_response();
+        return (
+            StatusCode::UNAUTHORIZED,
+            "sign in first (a session ends when its key is revoked or expires)",
+        )
+            .into_response();
     };
     if !session::same_origin(&parts) {
         return (
@@ -87,6 +92,7 @@ async fn require_session(
             .into_response();
     }
     parts.extensions.insert(principal);
+    parts.extensions.insert(id);
     next.run(Request::from_parts(parts, body)).await
 }
 

@@ -3,6 +3,10 @@
 //! `/`) holding a random session id, never the key. Sessions live in memory: a restarted server
 //! asks for the key again.
 //!
+//! A session is bound to its key: the key is kept with the session (in memory only) and checked
+//! again with the provider on every request, so a key that is revoked or expires ends its
+//! sessions at their next request, and a live page's event stream within [`RECHECK`].
+//!
 //! Actions (POST) also need the request to come from the dashboard's own pages: a browser says
 //! so in `Sec-Fetch-Site` (`same-origin`) or, failing that, in an `Origin` equal to the page's
 //! host. Together with `SameSite=Strict` this refuses cross-site forms (CSRF) without tokens.
@@ -28,12 +32,29 @@ const IDLE: Duration = Duration::from_secs(12 * 3600);
 /// Most sessions kept at once; beyond it the least recently used goes.
 const MAX_SESSIONS: usize = 10_000;
 
+/// How often a long-lived answer (a live page's event stream) checks that its session's key
+/// is still good.
+pub(crate) const RECHECK: Duration = Duration::from_secs(1);
+
 /// One signed-in browser.
-#[derive(Debug, Clone)]
 struct Session {
-    principal: Principal,
+    /// The key it signed in with, checked again on every request.
+    key: Key,
     last_seen: Millis,
 }
+
+/// A key kept for a session; never printed.
+struct Key(String);
+
+impl std::fmt::Debug for Key {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Key(..)")
+    }
+}
+
+/// The session a request came with (attached by the dashboard's guard), for answers that last.
+#[derive(Debug, Clone)]
+pub(crate) struct SessionId(pub(crate) String);
 
 /// The dashboard's sessions.
 pub(crate) struct Sessions {
@@ -51,15 +72,21 @@ impl Sessions {
         }
     }
 
-    /// Checks `key` as the API would and opens a session for it: the `Set-Cookie` value.
-    pub(crate) async fn sign_in(&self, key: &str) -> Result<(Principal, HeaderValue), AuthError> {
+    /// Checks `key` as the API would: who holds it, or why it is refused.
+    async fn authenticate(&self, key: &str) -> Result<Principal, AuthError> {
         let request = Request::builder()
             .uri("/")
-            .header(header::AUTHORIZATION, format!("Bearer {}", key.trim()))
+            .header(header::AUTHORIZATION, format!("Bearer {key}"))
             .body(())
             .map_err(|_| AuthError::Malformed)?;
         let (parts, ()) = request.into_parts();
-        let principal = self.provider.authenticate(&parts).await?;
+        self.provider.authenticate(&parts).await
+    }
+
+    /// Checks `key` as the API would and opens a session for it: the `Set-Cookie` value.
+    pub(crate) async fn sign_in(&self, key: &str) -> Result<(Principal, HeaderValue), AuthError> {
+        let key = key.trim();
+        let principal = self.authenticate(key).await?;
         let id =
             base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(rand::random::<[u8; 32]>());
         let now = self.clock.now_ms();
@@ -78,7 +105,7 @@ impl Sessions {
             sessions.insert(
                 id.clone(),
                 Session {
-                    principal: principal.clone(),
+                    key: Key(key.to_owned()),
                     last_seen: now,
                 },
             );
@@ -88,18 +115,54 @@ impl Sessions {
         Ok((principal, cookie))
     }
 
-    /// The principal of the request's session cookie, if it names a live session.
-    pub(crate) fn principal(&self, headers: &HeaderMap) -> Option<Principal> {
+    /// The request's session id and its key's principal, if the cookie names a live session
+    /// whose key the provider still accepts. A session whose key is refused (revoked,
+    /// expired) ends here.
+    pub(crate) async fn principal(&self, headers: &HeaderMap) -> Option<(SessionId, Principal)> {
         let id = session_id(headers)?;
-        let now = self.clock.now_ms();
-        let mut sessions = self.sessions.lock();
-        let session = sessions.get_mut(id)?;
-        if now - session.last_seen >= idle_ms() {
-            sessions.remove(id);
-            return None;
+        let principal = self.check(id, true).await?;
+        Some((SessionId(id.to_owned()), principal))
+    }
+
+    /// Whether the session `id` is still live and its key still accepted (without counting
+    /// as activity).
+    pub(crate) async fn is_live(&self, id: &SessionId) -> bool {
+        self.check(&id.0, false).await.is_some()
+    }
+
+    /// Completes once the session `id` has ended (signed out, idle, or its key refused),
+    /// looking every [`RECHECK`]: a live page's stream ends with its session.
+    pub(crate) async fn ended(self: Arc<Self>, id: SessionId) {
+        loop {
+            tokio::time::sleep(RECHECK).await;
+            if !self.is_live(&id).await {
+                return;
+            }
         }
-        session.last_seen = now;
-        Some(session.principal.clone())
+    }
+
+    async fn check(&self, id: &str, touch: bool) -> Option<Principal> {
+        let now = self.clock.now_ms();
+        let key = {
+            let mut sessions = self.sessions.lock();
+            let session = sessions.get_mut(id)?;
+            if now - session.last_seen >= idle_ms() {
+                sessions.remove(id);
+                return None;
+            }
+            if touch {
+                session.last_seen = now;
+            }
+            session.key.0.clone()
+        };
+        match self.authenticate(&key).await {
+            Ok(principal) => Some(principal),
+            Err(e) => {
+                tracing::info!(reason = %e, "a dashboard session ended: its key is refused now");
+                self.sessions.lock().remove(id);
+                None
+            }
+        }
     }
 
     /// Ends the request's session; the `Set-Cookie` value that clears the cookie.
@@ -130,10 +193,17 @@ fn session_id(headers: &HeaderMap) -> Option<&str> {
 
 /// Whether a request that changes something comes from the dashboard's own pages.
 pub(crate) fn same_origin(parts: &Parts) -> bool {
-    if parts.method == Method::GET || parts.method == Method::HEAD {
+    from_own_page(&parts.method, &parts.headers)
+}
+
+/// Whether a request with `method` and `headers` comes from the dashboard's own pages (any
+/// `GET` or `HEAD` does; others need `Sec-Fetch-Site: same-origin` or an `Origin` equal to
+/// the host). Signing in is checked too, so another site cannot sign a browser in with the
+/// attacker's key (login CSRF).
+pub(crate) fn from_own_page(method: &Method, headers: &HeaderMap) -> bool {
+    if *method == Method::GET || *method == Method::HEAD {
         return true;
     }
-    let headers = &parts.headers;
     if let Some(site) = headers.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
         return site == "same-origin" || site == "none";
     }

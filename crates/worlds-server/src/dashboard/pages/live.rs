@@ -15,6 +15,8 @@ pub(crate) struct StreamQuery {
 /// sends it (`chunk` events with the chunk as JSON, then `end`).
 pub(crate) async fn live_stream(
     State(api): State<Api>,
+    Extension(sessions): Extension<Arc<Sessions>>,
+    Extension(session): Extension<SessionId>,
     Query(q): Query<StreamQuery>,
     headers: HeaderMap,
 ) -> Response {
@@ -35,7 +37,12 @@ pub(crate) async fn live_stream(
                     chunk
                 })
             });
-            Sse::new(crate::routes::streams::events(chunks))
+            // The stream ends with the session (its key revoked, say).
+            let events = futures::StreamExt::take_until(
+                crate::routes::streams::events(chunks),
+                sessions.ended(session),
+            );
+            Sse::new(events)
                 .keep_alive(KeepAlive::default())
                 .into_response()
         }
@@ -60,6 +67,8 @@ pub(crate) struct LiveQuery {
 /// fetches the page again; a run page gets `end` once its run finished.
 pub(crate) async fn live(
     State(api): State<Api>,
+    Extension(sessions): Extension<Arc<Sessions>>,
+    Extension(session): Extension<SessionId>,
     Query(q): Query<LiveQuery>,
 ) -> Sse<impl Stream<Item = Result<SseEvent, Infallible>>> {
     let changes = api.world.status_changes();
@@ -91,6 +100,8 @@ pub(crate) async fn live(
             }
         },
     );
+    // The stream ends with the session (its key revoked, say).
+    let stream = futures::StreamExt::take_until(stream, sessions.ended(session));
     Sse::new(stream).keep_alive(KeepAlive::default())
 }
 

@@ -34,7 +34,7 @@ use worlds_engine::{
 };
 
 use super::may_act;
-use super::session::Sessions;
+use super::session::{SessionId, Sessions};
 use super::timeline::Timeline;
 use crate::auth::{Principal, Scope};
 use crate::routes::Api;
@@ -145,8 +145,18 @@ pub(crate) struct LoginForm {
 
 pub(crate) async fn login(
     Extension(sessions): Extension<Arc<Sessions>>,
+    method: axum::http::Method,
+    headers: HeaderMap,
     Form(form): Form<LoginForm>,
 ) -> Response {
+    if !super::session::from_own_page(&method, &headers) {
+        return render(
+            &login_page(
+                "Not signed in: the sign-in did not come from this dashboard's own page; open the sign-in page and sign in there.".to_owned(),
+            ),
+            StatusCode::FORBIDDEN,
+        );
+    }
     match sessions.sign_in(&form.key).await {
         Ok((_, cookie)) => {
             let mut response = Redirect::to("/").into_response();

@@ -4,7 +4,8 @@ use worlds_engine::WorldError;
 
 /// The engine error for a failed database call while doing `what`.
 pub(crate) fn error(server: &str, what: &str, e: sqlx::Error) -> WorldError {
-    match &e {
+    let e = Described(&e);
+    match e.0 {
         sqlx::Error::PoolTimedOut
         | sqlx::Error::Io(_)
         | sqlx::Error::PoolClosed
@@ -28,7 +29,33 @@ pub(crate) fn error(server: &str, what: &str, e: sqlx::Error) -> WorldError {
                 "PostgreSQL at {server} cancelled a statement while {what} (statement timeout): {e}"
             ))
         }
+        // Text PostgreSQL cannot keep (NUL): the engine refuses it in what it writes, so only
+        // a caller of the store itself gets here.
+        sqlx::Error::Database(db) if db.code().as_deref() == Some("22021") => {
+            WorldError::InvalidInput {
+                field: "text".into(),
+                message: format!(
+                    "PostgreSQL cannot store it while {what}: {e}; identifiers and names may not hold NUL (U+0000)"
+                ),
+            }
+        }
         _ => WorldError::Internal(format!("PostgreSQL error while {what}: {e}")),
+    }
+}
+
+/// A database error in words for callers: the server's message and its SQLSTATE code, never
+/// where in the server's own source the error was raised (sqlx's `Display` adds that line).
+struct Described<'a>(&'a sqlx::Error);
+
+impl std::fmt::Display for Described<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.0 {
+            sqlx::Error::Database(db) => match db.code() {
+                Some(code) => write!(f, "{} (SQLSTATE {code})", db.message()),
+                None => f.write_str(db.message()),
+            },
+            other => write!(f, "{other}"),
+        }
     }
 }
 
@@ -40,6 +67,13 @@ pub(crate) fn unique_violation(e: &sqlx::Error) -> Option<String> {
         }
         _ => None,
     }
+}
+
+/// True if `id` can be a `text` parameter: PostgreSQL text cannot hold NUL. Ids kept as
+/// `text` (run, step, hook and correlation ids) never hold it (the engine refuses NUL in
+/// them), so a lookup by one that does finds nothing, as on every other store.
+pub(crate) fn storable(id: &str) -> bool {
+    !id.contains('\0')
 }
 
 /// A `u64` from the engine as a `bigint` (saturating).

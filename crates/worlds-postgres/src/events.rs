@@ -10,7 +10,7 @@ use worlds_engine::store::{Appended, EventStore};
 use worlds_engine::{Event, ResolveData, WorldError};
 
 use crate::batch::Level;
-use crate::db::{big, from_json};
+use crate::db::{big, from_json, storable};
 use crate::PostgresStore;
 
 impl PostgresStore {
@@ -21,6 +21,9 @@ impl PostgresStore {
         run_id: &str,
         from_seq: i64,
     ) -> Result<Vec<Event>, WorldError> {
+        if !storable(run_id) {
+            return Ok(Vec::new());
+        }
         let rows: Vec<String> = sqlx::query_scalar(
             "SELECT body FROM events WHERE run_id = $1 AND seq >= $2 ORDER BY seq",
         )
@@ -34,6 +37,9 @@ impl PostgresStore {
 
     /// True if the run exists.
     pub(crate) async fn run_exists(&self, run_id: &str) -> Result<bool, WorldError> {
+        if !storable(run_id) {
+            return Ok(false);
+        }
         sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM runs WHERE run_id = $1)")
             .bind(run_id)
             .fetch_one(&self.inner.pool)
@@ -50,6 +56,11 @@ impl PostgresStore {
     ) -> Result<Page<Arc<Event>>, WorldError> {
         let after = query.number_cursor::<u64>()?.map(big);
         let limit = query.page_size();
+        if !storable(id) {
+            return Ok(Page::from_overfetch(Vec::new(), limit, |e: &Arc<Event>| {
+                e.seq.to_string()
+            }));
+        }
         let sql = match (by_correlation, query.order) {
             (false, SortOrder::Ascending) => "SELECT body FROM events WHERE run_id = $1 AND ($2::bigint IS NULL OR seq > $2) ORDER BY seq LIMIT $3",
             (false, SortOrder::Descending) => "SELECT body FROM events WHERE run_id = $1 AND ($2::bigint IS NULL OR seq < $2) ORDER BY seq DESC LIMIT $3",

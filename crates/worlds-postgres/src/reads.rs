@@ -7,7 +7,7 @@ use worlds_engine::model::{ActivityState, ListQuery, Page, SortOrder};
 use worlds_engine::store::{HookRecord, HookRef, HookStore, StepRecord, StepStore};
 use worlds_engine::{Event, HookStatus, ResolveData, WorkflowState, WorldError};
 
-use crate::db::from_json;
+use crate::db::{from_json, storable};
 use crate::PostgresStore;
 
 /// A run's row as the readers need it: run id, stored state (JSON), `state_seq`, `next_seq`.
@@ -19,6 +19,9 @@ impl PostgresStore {
         &self,
         run_id: &str,
     ) -> Result<Option<WorkflowState>, WorldError> {
+        if !storable(run_id) {
+            return Ok(None);
+        }
         let row: Option<StoredState> =
             sqlx::query_as("SELECT run_id, state, state_seq, next_seq FROM runs WHERE run_id = $1")
                 .bind(run_id)
@@ -57,6 +60,9 @@ impl PostgresStore {
 
     /// The run (id) a step or hook id was recorded in.
     async fn owner_of(&self, sql: &'static str, id: &str) -> Result<Option<String>, WorldError> {
+        if !storable(id) {
+            return Ok(None);
+        }
         sqlx::query_scalar(sql)
             .bind(id)
             .fetch_optional(&self.inner.pool)

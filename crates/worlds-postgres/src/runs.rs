@@ -10,7 +10,7 @@ use worlds_engine::model::{Page, RunStatus, WorkflowQueryFilter};
 use worlds_engine::store::{IdempotencyStore, RunStore};
 use worlds_engine::{Event, ResolveData, WorkflowState, WorldError};
 
-use crate::db::to_json;
+use crate::db::{storable, to_json};
 use crate::reads::StoredState;
 use crate::PostgresStore;
 
@@ -138,7 +138,16 @@ impl RunStore for PostgresStore {
             false => (" AND run_id < ", " ORDER BY run_id DESC OFFSET "),
         };
         if let Some(cursor) = &filter.cursor {
-            q.push(past).push_bind(cursor.clone());
+            if storable(cursor) {
+                q.push(past).push_bind(cursor.clone());
+            } else {
+                // Compared as bytes, as the other stores compare it.
+                let past = match filter.oldest_first {
+                    true => " AND convert_to(run_id, 'UTF8') > ",
+                    false => " AND convert_to(run_id, 'UTF8') < ",
+                };
+                q.push(past).push_bind(cursor.as_bytes().to_vec());
+            }
         }
         q.push(order)
             .push_bind(i64::try_from(offset).unwrap_or(i64::MAX))
@@ -249,7 +258,11 @@ fn push_filter(q: &mut QueryBuilder<Postgres>, filter: &WorkflowQueryFilter) {
         q.push(" AND name = ").push_bind(name.as_bytes().to_vec());
     }
     if let Some(parent) = &filter.parent_id {
-        q.push(" AND parent_id = ").push_bind(parent.clone());
+        match storable(parent) {
+            true => q.push(" AND parent_id = ").push_bind(parent.clone()),
+            // No run id holds NUL.
+            false => q.push(" AND false"),
+        };
     }
     if let Some(prefix) = &filter.workflow_id_prefix {
         // Workflow ids are stored as bytes.

@@ -28,6 +28,16 @@ use crate::telemetry::metrics::MetricsRecorder;
 
 use super::Progress;
 
+/// The records, unless one holds NUL in an identifier or a name (see
+/// [`check_text`](crate::model::check_text)): the one place every backend's writes are checked
+/// for it, so each answers the same 400.
+fn checked(kinds: Vec<EventKind>) -> Result<Vec<EventKind>, WorldError> {
+    for kind in &kinds {
+        crate::model::check_text(kind)?;
+    }
+    Ok(kinds)
+}
+
 /// How far an append must get before the engine goes on.
 #[derive(Debug, Clone, Copy)]
 enum Durability {
@@ -103,6 +113,7 @@ impl Journal {
 
     /// Creates a run from its first event (`workflow_queued`).
     pub(crate) async fn create_run(&self, first: Event) -> Result<(), WorldError> {
+        crate::model::check_text(&first.kind)?;
         self.runs.create_run(first).await
     }
 
@@ -113,12 +124,43 @@ impl Journal {
         first: Event,
         since: Millis,
     ) -> Result<Option<String>, WorldError> {
+        crate::model::check_text(&first.kind)?;
         self.runs.create_run_once(first, since).await
     }
 
     /// Creates many runs; result `i` is that of `firsts[i]`.
     pub(crate) async fn create_runs(&self, firsts: Vec<Event>) -> Vec<Result<(), WorldError>> {
-        self.runs.create_runs(firsts).await
+        self.create_checked(firsts).await
+    }
+
+    /// The store's `create_runs`, but a run holding NUL in an identifier or a name is refused
+    /// (see [`checked`]) and the others are created as asked; result `i` is that of `firsts[i]`.
+    async fn create_checked(&self, firsts: Vec<Event>) -> Vec<Result<(), WorldError>> {
+        let checks: Vec<Result<(), WorldError>> = firsts
+            .iter()
+            .map(|first| crate::model::check_text(&first.kind))
+            .collect();
+        if checks.iter().all(Result::is_ok) {
+            return self.runs.create_runs(firsts).await;
+        }
+        let fine = firsts
+            .into_iter()
+            .zip(&checks)
+            .filter_map(|(first, check)| check.is_ok().then_some(first))
+            .collect();
+        let mut created = self.runs.create_runs(fine).await.into_iter();
+        checks
+            .into_iter()
+            .map(|check| {
+                check.and_then(|()| {
+                    created.next().unwrap_or_else(|| {
+                        Err(WorldError::Internal(
+                            "the store answered fewer creations than asked".into(),
+                        ))
+                    })
+                })
+            })
+            .collect()
     }
 
     /// Appends events to a run durably and tells waiters that something happened.
@@ -127,7 +169,8 @@ impl Journal {
         run_id: &str,
         kinds: Vec<EventKind>,
     ) -> Result<Appended, WorldError> {
-        self.append_with(run_id, kinds, Durability::Synced).await
+        self.append_with(run_id, checked(kinds)?, Durability::Synced)
+            .await
     }
 
     /// Appends events that need to survive a crash of this process but not yet of the machine
@@ -138,7 +181,8 @@ impl Journal {
         run_id: &str,
         kinds: Vec<EventKind>,
     ) -> Result<Appended, WorldError> {
-        self.append_with(run_id, kinds, Durability::Written).await
+        self.append_with(run_id, checked(kinds)?, Durability::Written)
+            .await
     }
 
     /// Appends events whose loss in a crash a restart repairs by itself (a step's result, the
@@ -149,7 +193,8 @@ impl Journal {
         run_id: &str,
         kinds: Vec<EventKind>,
     ) -> Result<Appended, WorldError> {
-        self.append_with(run_id, kinds, Durability::Queued).await
+        self.append_with(run_id, checked(kinds)?, Durability::Queued)
+            .await
     }
 
     /// Waits until every event appended to the run so far is durable and readable.

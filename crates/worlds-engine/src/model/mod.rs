@@ -16,6 +16,7 @@ mod state;
 mod stored_options;
 pub(crate) mod stream;
 mod waits;
+mod text;
 
 pub use crate::status::RunStatus;
 pub use event::{Event, EventKind, QueuedRun, ReopenAction, ValueKind, EVENT_FORMAT_VERSION};
@@ -31,3 +32,4 @@ pub use reopen::{
 };
 pub use state::{ActivityState, ActivityStatus, CompensationState, PendingRetry, WorkflowState};
 pub use waits::{waits, Wait, WaitOn, LATE_MS, QUEUED_MS};
+pub(crate) use text::check_text;

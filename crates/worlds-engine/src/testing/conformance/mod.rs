@@ -28,6 +28,7 @@ mod hooks;
 mod keys;
 mod leases;
 mod runs;
+mod nul;
 mod schedules;
 mod steps;
 mod streams;
@@ -41,6 +42,7 @@ pub use keys::*;
 pub use leases::*;
 pub use runs::*;
 pub use schedules::*;
+pub use nul::*;
 pub use steps::*;
 pub use streams::*;
 pub use timers::*;
@@ -202,6 +204,8 @@ macro_rules! store_conformance {
         );
     };
     (@checks $backend:ident, $factory:expr, $($check:ident),+ $(,)?) => {
+            // nul.rs
+            nul_in_lookups_finds_nothing_and_payloads_keep_it,
         mod $backend {
             #[allow(unused_imports)]
             use super::*;

@@ -18,12 +18,18 @@ use super::{
 /// revoked by another process is refused within this time.
 const REFRESH_MS: Millis = 1_000;
 
-/// A key id not in memory reads the store again, but not more often than this: a flood of
-/// made-up keys costs the store one read per interval, not one per request.
+/// A key id not in memory reads the store again before the key is refused, so a key made by
+/// another process (`worlds keys create`) works on its first request. Such reads are allowed
+/// [`LOOKUP_BURST`] at once, then one per this interval: a flood of made-up keys costs the
+/// store ten reads a second, not one per request.
 const LOOKUP_MS: Millis = 100;
 
+/// Reads for unknown key ids allowed at once after a quiet spell.
+const LOOKUP_BURST: u32 = 5;
+
 /// The world's API keys: records in its store, checked from a copy in memory that is read
-/// again once it is a second old, or when a key's id is not in it (at most every 100 ms).
+/// again once it is a second old, or before a key whose id is not in it is refused (a few at
+/// once, then at most every 100 ms).
 ///
 /// ```
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
@@ -44,6 +50,38 @@ pub struct ApiKeys {
     ring: KeyRing,
     /// When the ring was last read from the store (the world's clock).
     read_at: Mutex<Millis>,
+    /// The reads for unknown key ids still allowed now.
+    lookups: Mutex<Lookups>,
+}
+
+/// A token bucket for the store reads of unknown key ids: [`LOOKUP_BURST`] tokens, one more
+/// every [`LOOKUP_MS`].
+#[derive(Debug)]
+struct Lookups {
+    tokens: u32,
+    /// When the last token was added (or the bucket found full).
+    filled_at: Millis,
+}
+
+impl Lookups {
+    /// Takes a token at `now`, if there is one.
+    fn take(&mut self, now: Millis) -> bool {
+        let earned = now.saturating_sub(self.filled_at) / LOOKUP_MS;
+        if earned > 0 {
+            let room = LOOKUP_BURST - self.tokens;
+            let added = u32::try_from(earned).unwrap_or(u32::MAX).min(room);
+            self.tokens += added;
+            self.filled_at = match self.tokens == LOOKUP_BURST {
+                true => now,
+                false => self.filled_at + Millis::from(added) * LOOKUP_MS,
+            };
+        }
+        if self.tokens == 0 {
+            return false;
+        }
+        self.tokens -= 1;
+        true
+    }
 }
 
 impl std::fmt::Debug for ApiKeys {
@@ -60,6 +98,10 @@ impl ApiKeys {
         let keys = ApiKeys {
             ring: KeyRing::new(),
             read_at: Mutex::new(0),
+            lookups: Mutex::new(Lookups {
+                tokens: LOOKUP_BURST,
+                filled_at: world.clock().now_ms(),
+            }),
             world,
         };
         keys.reload().await?;
@@ -115,7 +157,7 @@ impl ApiKeys {
     pub async fn verify(&self, key: &str) -> Result<Principal, AuthError> {
         let age = self.now().saturating_sub(*self.read_at.lock());
         let unknown = KeyRing::id_of(key).is_some_and(|id| self.ring.get(id).is_none());
-        if age >= REFRESH_MS || (unknown && age >= LOOKUP_MS) {
+        if age >= REFRESH_MS || (unknown && self.lookups.lock().take(self.now())) {
             if let Err(e) = self.reload().await {
                 // The copy in memory still answers; the store is tried again next time.
                 tracing::warn!(error = %e, "could not read the API keys again");

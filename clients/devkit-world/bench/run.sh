@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# W1/W2/W3 of the peer benchmark (/work/shared/bench/peers, its Vercel Workflow peer) on a
+# W1/W2/W3 of the peer benchmark (../shared/bench/peers from the repository's root, its Vercel Workflow peer) on a
 # Workflow DevKit 4.0.1-beta.22 app, once with the DevKit's own local world (`embedded`) and
 # once with @worlds-engine/devkit-world against `worlds serve`. See README.md.
 #
@@ -8,7 +8,7 @@
 #   bench/run.sh all                   # ROUNDS rounds, alternating the worlds in $WORLDS
 #
 # Environment (defaults in brackets):
-#   PEERS_DIR    a copy of the peer benchmark folder; client.mjs and lib/common.mjs come from it [/tmp/peers]
+#   PEERS_DIR    the peer benchmark folder; client.mjs and lib/common.mjs are copied from it [<repo>/../shared/bench/peers]
 #   WORK         scratch directory [/tmp/devkit-bench]
 #   WORLDS_BIN   the worlds binary [<repo>/target/release/worlds]
 #   WORLD_MODULE the built World [<repo>/clients/devkit-world/dist/index.js]
@@ -20,7 +20,7 @@
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 repo="$(cd "$here/../../.." && pwd)"
-PEERS_DIR="${PEERS_DIR:-/tmp/peers}"
+PEERS_DIR="${PEERS_DIR:-$repo/../shared/bench/peers}"
 WORK="${WORK:-/tmp/devkit-bench}"
 WORLDS_BIN="${WORLDS_BIN:-$repo/target/release/worlds}"
 WORLD_MODULE="${WORLD_MODULE:-$repo/clients/devkit-world/dist/index.js}"

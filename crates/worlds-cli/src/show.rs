@@ -226,16 +226,22 @@ pub(crate) fn format_run(state: &WorkflowState, history: &[&Event], context: &Co
             .unwrap_or_default();
         line(label, format!("{}{code}", error.message));
     }
-    let resumed = resumptions(history);
-    if !resumed.is_empty() {
+    let resumed = worlds_engine::model::resumptions(history);
+    if let Some(last) = resumed.last() {
         line(
             "resumed",
             format!(
-                "{} time(s) after a restart or takeover (marked in the history)",
-                resumed.len()
+                "{} time(s) after a restart or takeover, last at {}; marked << in the history",
+                resumed.len(),
+                timestamp(last.at)
             ),
         );
     }
+    let late: BTreeMap<u64, worlds_engine::model::LateTimer> =
+        worlds_engine::model::late_timers(history)
+            .into_iter()
+            .map(|timer| (timer.seq, timer))
+            .collect();
     if !state.status.is_terminal() {
         let waits = waiting_on(state, history, context);
         let mut label = "waiting on";
@@ -275,8 +281,19 @@ pub(crate) fn format_run(state: &WorkflowState, history: &[&Event], context: &Co
             .map(|p| p.to_string())
             .unwrap_or_default();
         let mut detail = details(&event.kind, &names, start);
-        if resumed.contains(&event.seq) {
-            detail = format!("<< resumed after a restart or takeover: {detail}");
+        if let Some(timer) = late.get(&event.seq) {
+            detail = late_timer(timer);
+        }
+        if let Some(resumption) = resumed.iter().find(|r| r.seq == event.seq) {
+            let stop = format!(
+                "<< resumed after a restart or takeover, {} after the event before",
+                rounded(elapsed(resumption.last_before, resumption.at))
+            );
+            detail = if detail.is_empty() {
+                stop
+            } else {
+                format!("{stop}: {detail}")
+            };
         }
         table.add_row([
             event.seq.to_string(),
@@ -299,34 +316,23 @@ fn payload(value: &Payload) -> String {
     shorten(value.as_json(), SHORT_VALUE)
 }
 
-/// The sequence numbers of the events where the run was resumed by another process (or the
-/// same program restarted): a step attempt recorded as lost (`WORKER_LOST`, written by recovery
-/// for the attempt that was running when its process stopped), or a `workflow_started` after
-/// the first one that no `workflow_retry` asked for. A run that was waiting on a timer or a
-/// hook when its process stopped leaves no trace: recovery re-arms it without an event.
-pub(crate) fn resumptions(history: &[&Event]) -> Vec<u64> {
-    let mut seqs = Vec::new();
-    let mut started = false;
-    let mut retry_asked = false;
-    for event in history {
-        match &event.kind {
-            EventKind::WorkflowStarted { .. } => {
-                if started && !retry_asked {
-                    seqs.push(event.seq);
-                }
-                started = true;
-                retry_asked = false;
-            }
-            EventKind::WorkflowRetry { .. } => retry_asked = true,
-            EventKind::ActivityFailed { error, .. }
-                if error.code.as_deref() == Some(codes::WORKER_LOST) =>
-            {
-                seqs.push(event.seq);
-            }
-            _ => {}
-        }
+/// What a late timer's `timer_fired` row says: how late, and why when the history tells.
+fn late_timer(timer: &worlds_engine::model::LateTimer) -> String {
+    let late = rounded(timer.late_ms.max(0) as u64);
+    if timer.world_stopped {
+        format!("fired {late} late: the world was not running when it was due")
+    } else {
+        format!("fired {late} late")
     }
-    seqs
+}
+
+/// A span to read at a glance: whole seconds from a minute on.
+fn rounded(ms: u64) -> String {
+    if ms >= 60_000 {
+        duration(ms / 1_000 * 1_000)
+    } else {
+        duration(ms)
+    }
 }
 
 /// Each step: position, name, status, attempts (with those lost to a stopped process), and its

@@ -305,16 +305,58 @@ impl Plan {
     }
 }
 
+/// Why runs are put back in motion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Cause {
+    /// Claimed from the store: this world started on it, or took over runs no live process
+    /// drives. A run this process was not driving is marked where it resumes.
+    Claimed,
+    /// Read back by the process that drives it (after a passing storage failure, or a
+    /// reopening): nothing to mark, the run never stopped being driven here.
+    ReadBack,
+}
+
 impl Engine {
+    /// True if `run`, claimed, comes back from a stop: this process did not drive it (a run
+    /// started here before `World::start` is claimed too, and never stopped), it was not just
+    /// reopened (its `run_reopened` says where it starts again), and this world can read it
+    /// (it leaves an encrypted run alone without its keys).
+    fn resumes_here(&self, run: &Unfinished) -> bool {
+        !self.runs.drives(&run.state.id)
+            && !run
+                .history
+                .last()
+                .is_some_and(|e| matches!(e.kind, EventKind::RunReopened { .. }))
+            && self.check_readable(&run.state).is_ok()
+    }
+
+    /// Records `run_resumed` before anything else this process records for the run, so the
+    /// history shows where (and when) it went on after its process stopped. Not waited for:
+    /// a marker lost in a crash is written by the next start. A refusal is logged and
+    /// recovery goes on: the marker is for readers, the run needs nothing of it.
+    async fn mark_resumed(&self, run_id: &str) {
+        if let Err(e) = self
+            .journal
+            .append_nowait(run_id, vec![EventKind::RunResumed {}])
+            .await
+        {
+            tracing::warn!(run_id, error = %e, "could not mark where the run resumed");
+        }
+    }
+
     /// Puts every unfinished run in the store that this world should drive back in motion:
     /// all of them, or on a store shared by several processes, those no live process drives.
     pub(crate) async fn recover(&self) -> Result<Recovered, WorldError> {
         let runs = self.recovery.claim().await?;
-        self.recover_runs(runs).await
+        self.recover_runs(runs, Cause::Claimed).await
     }
 
     /// Puts these unfinished runs (now driven by this world) in motion.
-    pub(crate) async fn recover_runs(&self, runs: Vec<String>) -> Result<Recovered, WorldError> {
+    pub(crate) async fn recover_runs(
+        &self,
+        runs: Vec<String>,
+        cause: Cause,
+    ) -> Result<Recovered, WorldError> {
         let mut found = Recovered::default();
         for run_id in runs {
             let run = self.recovery.read(&run_id).await?;
@@ -323,6 +365,9 @@ impl Engine {
                 continue;
             }
             found.runs += 1;
+            if cause == Cause::Claimed && self.resumes_here(&run) {
+                self.mark_resumed(&run_id).await;
+            }
             let before = found.clone();
             self.adopt(&run.state);
             let plan = Plan::of(&run);

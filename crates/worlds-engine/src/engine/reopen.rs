@@ -145,7 +145,8 @@ impl Engine {
                 return Ok(());
             }
         } else {
-            self.recover_runs(vec![run_id.to_owned()]).await?;
+            self.recover_runs(vec![run_id.to_owned()], super::recovery::Cause::ReadBack)
+                .await?;
         }
         match self.start_workflow_retry(run_id, attempt).await {
             // Its start timer fired first and started it.

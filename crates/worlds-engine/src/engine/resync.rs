@@ -165,7 +165,10 @@ impl Engine {
                 return;
             }
         }
-        match self.recover_runs(vec![run_id.to_owned()]).await {
+        match self
+            .recover_runs(vec![run_id.to_owned()], super::recovery::Cause::ReadBack)
+            .await
+        {
             Ok(_) => {}
             Err(e) if is_passing(&e) => self.resyncs.push(run_id),
             // A creation that failed and did not land after all: nothing to resume.

@@ -219,6 +219,11 @@ pub enum EventKind {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         operation: Option<String>,
     },
+    /// The run was picked up again from its history by a process that was not driving it: its
+    /// world started again (after a crash, a `kill -9` or a graceful stop) or another process
+    /// took it over. Recorded before anything else that process records for the run, so it
+    /// marks where the run resumed, and when; replay passes over it.
+    RunResumed {},
     /// The workflow registered a saga compensation.
     CompensationAdded {
         /// Command position.
@@ -528,6 +533,7 @@ impl EventKind {
             EventKind::WorkflowCompensated { .. } => "workflow_compensated",
             EventKind::WorkflowQuarantined { .. } => "workflow_quarantined",
             EventKind::RunReopened { .. } => "run_reopened",
+            EventKind::RunResumed {} => "run_resumed",
             EventKind::CompensationAdded { .. } => "compensation_added",
             EventKind::CompensationExecuted { .. } => "compensation_executed",
             EventKind::CompensationFailed { .. } => "compensation_failed",
@@ -572,6 +578,7 @@ impl EventKind {
             | EventKind::WorkflowCompensated {}
             | EventKind::WorkflowQuarantined { .. }
             | EventKind::RunReopened { .. }
+            | EventKind::RunResumed {}
             | EventKind::CompensationAdded { .. }
             | EventKind::CompensationExecuted { .. }
             | EventKind::CompensationFailed { .. }

@@ -11,12 +11,13 @@ pub mod keys;
 mod options;
 mod query;
 mod reopen;
+mod resumes;
 pub(crate) mod schedule;
 mod state;
 mod stored_options;
 pub(crate) mod stream;
-mod waits;
 mod text;
+mod waits;
 
 pub use crate::status::RunStatus;
 pub use event::{Event, EventKind, QueuedRun, ReopenAction, ValueKind, EVENT_FORMAT_VERSION};
@@ -30,6 +31,7 @@ pub use reopen::{
     attempt_commands, attempt_view, plan_reopen, reopened_by, AttemptCommand, AttemptView,
     ReopenRequest, Reopened,
 };
+pub use resumes::{late_timers, resumptions, LateTimer, Resumption, LATE_TIMER_MS};
 pub use state::{ActivityState, ActivityStatus, CompensationState, PendingRetry, WorkflowState};
-pub use waits::{waits, Wait, WaitOn, LATE_MS, QUEUED_MS};
 pub(crate) use text::check_text;
+pub use waits::{waits, Wait, WaitOn, LATE_MS, QUEUED_MS};

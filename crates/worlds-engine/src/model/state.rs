@@ -444,6 +444,16 @@ impl WorkflowState {
                     )))
                 }
             }
+            EventKind::RunResumed {} => {
+                if status.is_terminal() {
+                    Err(WorldError::conflict(format!(
+                        "run {} is {status}: there is nothing to resume",
+                        self.id
+                    )))
+                } else {
+                    Ok(())
+                }
+            }
             EventKind::WorkflowCompensating {} => transition(RunStatus::Compensating),
             EventKind::WorkflowCompensated {} => transition(RunStatus::Compensated),
             EventKind::WorkflowQuarantined { .. } => {
@@ -708,6 +718,8 @@ impl WorkflowState {
                     first_position: *next_position,
                 }));
             }
+            // A marker for readers: the run's state does not change.
+            EventKind::RunResumed {} => {}
             EventKind::WorkflowCompensating {} => {
                 self.status = RunStatus::Compensating;
             }

@@ -143,6 +143,7 @@ impl Fields<'_> {
             | EventKind::WorkflowCompensated {}
             | EventKind::WorkflowQuarantined { .. }
             | EventKind::RunReopened { .. }
+            | EventKind::RunResumed {}
             | EventKind::CompensationAdded { .. }
             | EventKind::CompensationExecuted { .. }
             | EventKind::WorkflowCancelled { .. }
@@ -228,6 +229,7 @@ impl Fields<'_> {
             | EventKind::WorkflowCompensated {}
             | EventKind::WorkflowQuarantined { .. }
             | EventKind::RunReopened { .. }
+            | EventKind::RunResumed {}
             | EventKind::CompensationAdded { .. }
             | EventKind::CompensationExecuted { .. }
             | EventKind::WorkflowCancelled { .. }

@@ -111,6 +111,8 @@ async fn counts_runs_by_status_workers_throughput_and_workload() {
             running: 3,
             completed: 5,
             failed: 2,
+            cancelled: 1,
+            compensated: 0,
         }
     );
     assert_eq!(
@@ -155,6 +157,8 @@ async fn counts_runs_by_status_workers_throughput_and_workload() {
             running: 1,
             completed: 8,
             failed: 2,
+            cancelled: 1,
+            compensated: 0,
         }
     );
     assert_eq!(m.throughput.per_minute, 3);

@@ -327,12 +327,8 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
     let app = app
         .merge(document)
         .merge(dashboard::routes(provider.clone(), &state))
-        .fallback(|| async {
-            error::ApiError::from(WorldError::NotFound {
-                what: "route",
-                id: "this path".into(),
-            })
-        })
+        // A browser gets the dashboard's page; an API caller the JSON error.
+        .fallback(dashboard::fallback)
         .layer(axum::extract::DefaultBodyLimit::max(limit))
         // A body that pauses longer than the world's webhook body timeout is cut off (400).
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(

@@ -63,9 +63,10 @@ pub struct WorkerMetrics {
 
 /// Run counts in [`WorldMetrics`].
 ///
-/// `queued` and `running` are the runs in those statuses now; `completed` and `failed` count
-/// the runs that reached that status since the world was created. Cancelled runs are counted in
-/// neither; a failed run that is then compensated stays counted once, as failed.
+/// `queued` and `running` are the runs in those statuses now; `completed`, `failed`,
+/// `cancelled` and `compensated` count the runs that reached that status since the world was
+/// created. A failed run that is then compensated counts in `failed` and in `compensated`, so
+/// the runs that finished are `completed + failed + cancelled`.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WorkflowMetrics {
     /// Runs accepted and not yet started (status `pending`).
@@ -77,6 +78,20 @@ pub struct WorkflowMetrics {
     pub completed: u64,
     /// Runs that failed.
     pub failed: u64,
+    /// Runs that were cancelled.
+    #[serde(default)]
+    pub cancelled: u64,
+    /// Failed runs whose compensations then ran (also counted in `failed`).
+    #[serde(default)]
+    pub compensated: u64,
+}
+
+impl WorkflowMetrics {
+    /// Runs that finished since the world was created: completed, failed (compensated or
+    /// not) and cancelled.
+    pub fn finished(&self) -> u64 {
+        self.completed + self.failed + self.cancelled
+    }
 }
 
 /// Throughput in [`WorldMetrics`], measured over the last [`THROUGHPUT_WINDOW_MS`].
@@ -525,6 +540,8 @@ impl MetricsRecorder {
                 running: counts.running,
                 completed: counts.completed,
                 failed: counts.failed,
+                cancelled: counts.cancelled,
+                compensated: counts.compensated,
             },
             throughput: Throughput {
                 per_minute,
@@ -660,6 +677,8 @@ mod tests {
             running: 0,
             completed: 1,
             failed: 1,
+            cancelled: 1,
+            compensated: 0,
         };
         assert_eq!(workflows(&m, 20), expected);
     }
@@ -725,6 +744,7 @@ mod tests {
         change(&m, "a", 4, RunStatus::Compensated, 3);
         let w = workflows(&m, 3);
         assert_eq!((w.running, w.failed, w.completed), (0, 1, 0));
+        assert_eq!((w.compensated, w.finished()), (1, 1));
     }
 
     #[test]

@@ -25,7 +25,7 @@ const KEPT: usize = 720;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Sample {
     pub(crate) at: Millis,
-    /// Runs completed and failed since the world was created.
+    /// Runs completed, failed (compensated or not) and cancelled since the world was created.
     pub(crate) finished: u64,
     pub(crate) queued: usize,
     pub(crate) running: usize,
@@ -60,7 +60,7 @@ impl Sample {
     pub(crate) fn of(at: Millis, metrics: &worlds_engine::telemetry::WorldMetrics) -> Sample {
         Sample {
             at,
-            finished: metrics.workflows.completed + metrics.workflows.failed,
+            finished: metrics.workflows.finished(),
             queued: metrics.workflows.queued,
             running: metrics.workflows.running,
             workers: metrics.workers.total,

@@ -96,9 +96,36 @@ async fn require_session(
     next.run(Request::from_parts(parts, body)).await
 }
 
+/// What a path no route serves answers: for a browser asking for a page (not under `/v1`),
+/// the dashboard's HTML "not found" page; for everything else, the API's JSON error.
+pub(crate) async fn fallback(request: Request) -> Response {
+    let path = request.uri().path();
+    let api = path == "/v1" || path.starts_with("/v1/");
+    let wants_html = request
+        .headers()
+        .get(header::ACCEPT)
+        .and_then(|accept| accept.to_str().ok())
+        .is_some_and(|accept| accept.contains("text/html"));
+    if api || !wants_html {
+        return crate::error::ApiError::from(worlds_engine::WorldError::NotFound {
+            what: "route",
+            id: "this path".into(),
+        })
+        .into_response();
+    }
+    let mut response = pages::no_page(path);
+    add_security_headers(&mut response);
+    response
+}
+
 /// Headers on every dashboard answer: the CSP, no sniffing, no referrer elsewhere.
 async fn security_headers(request: Request, next: Next) -> Response {
     let mut response = next.run(request).await;
+    add_security_headers(&mut response);
+    response
+}
+
+fn add_security_headers(response: &mut Response) {
     let headers = response.headers_mut();
     headers.insert(
         header::CONTENT_SECURITY_POLICY,
@@ -112,7 +139,6 @@ async fn security_headers(request: Request, next: Next) -> Response {
         header::REFERRER_POLICY,
         HeaderValue::from_static("same-origin"),
     );
-    response
 }
 
 async fn css() -> impl IntoResponse {

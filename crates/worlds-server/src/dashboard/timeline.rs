@@ -84,7 +84,15 @@ pub(crate) struct Timeline {
     pub(crate) end: Millis,
     pub(crate) rows: Vec<Row>,
     /// Moments the run was started again after the first time (restart, takeover, retry).
-    pub(crate) restarts: Vec<Millis>,
+    pub(crate) restarts: Vec<Restart>,
+}
+
+/// A moment the run was started again, marked across every row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Restart {
+    pub(crate) at: Millis,
+    /// Shown on hover: why it started again.
+    pub(crate) title: &'static str,
 }
 
 impl Timeline {
@@ -99,15 +107,23 @@ impl Timeline {
         let mut finished: Option<Millis> = None;
         // The step a compensation ran: the last one scheduled before it ended.
         let mut last_step: Option<&str> = None;
+        let late = worlds_engine::model::late_timers(history);
         for event in history {
             let t = event.timestamp;
             match &event.kind {
                 EventKind::WorkflowStarted { .. } => {
                     if started {
-                        restarts.push(t);
+                        restarts.push(Restart {
+                            at: t,
+                            title: "started again",
+                        });
                     }
                     started = true;
                 }
+                EventKind::RunResumed {} => restarts.push(Restart {
+                    at: t,
+                    title: "resumed after a restart or takeover",
+                }),
                 EventKind::ActivityScheduled { position, name, .. } => {
                     last_step = Some(name);
                     rows.row(RowKind::Step, *position, name);
@@ -150,7 +166,15 @@ impl Timeline {
                     });
                 }
                 EventKind::TimerFired { position } => {
-                    rows.close(RowKind::Sleep, *position, t, Outcome::Ok, None);
+                    let why = late.iter().find(|l| l.seq == event.seq).map(|l| {
+                        let late = super::pages::duration_text(l.late_ms);
+                        if l.world_stopped {
+                            format!("fired {late} late: the world was not running when it was due")
+                        } else {
+                            format!("fired {late} late")
+                        }
+                    });
+                    rows.close(RowKind::Sleep, *position, t, Outcome::Ok, why.as_deref());
                 }
                 EventKind::HookCreated {
                     position, webhook, ..
@@ -259,7 +283,7 @@ impl Timeline {
         ((at - self.start) as f64 / span * 100.0).clamp(0.0, 100.0)
     }
 
-    /// [`percent`](Self::percent) of a borrowed time (for templates).
+    /// [`percent`](Self::percent) of a borrowed time (templates hand over references).
     pub(crate) fn percent_of(&self, at: &Millis) -> f64 {
         self.percent(*at)
     }
@@ -273,6 +297,110 @@ impl Timeline {
     /// A bar's width in percent, at least a sliver so instant bars stay visible.
     pub(crate) fn width(&self, bar: &Bar) -> f64 {
         (self.percent(bar.end) - self.percent(bar.start)).max(0.4)
+    }
+}
+
+/// A mark of the time axis under the rows.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Tick {
+    /// Where, in percent of the track.
+    pub(crate) percent: f64,
+    /// Time since the run's first event: `0`, `30 s`, `2 min`…
+    pub(crate) label: String,
+    /// `start`, `middle` or `end`: how the label sits on its mark (the first and the last stay
+    /// inside the track).
+    pub(crate) anchor: &'static str,
+}
+
+/// Steps between two marks of the axis, in ms: the first that gives at most
+/// [`MOST_TICKS`] intervals is taken.
+const TICK_STEPS: [Millis; 28] = [
+    1,
+    2,
+    5,
+    10,
+    20,
+    50,
+    100,
+    200,
+    500,
+    1_000,
+    2_000,
+    5_000,
+    10_000,
+    15_000,
+    30_000,
+    60_000,
+    120_000,
+    300_000,
+    600_000,
+    900_000,
+    1_800_000,
+    3_600_000,
+    7_200_000,
+    10_800_000,
+    21_600_000,
+    43_200_000,
+    86_400_000,
+    604_800_000,
+];
+/// Most intervals between marks on the axis.
+const MOST_TICKS: Millis = 6;
+
+/// A time since the start in its two largest units: `3 h`, `1 h 30 min`, `1 s 500 ms`.
+fn tick_label(ms: Millis) -> String {
+    const UNITS: [(Millis, &str); 5] = [
+        (86_400_000, "d"),
+        (3_600_000, "h"),
+        (60_000, "min"),
+        (1_000, "s"),
+        (1, "ms"),
+    ];
+    if ms == 0 {
+        return "0".into();
+    }
+    let mut rest = ms;
+    let mut parts = Vec::new();
+    for (unit, name) in UNITS {
+        if rest >= unit {
+            parts.push(format!("{} {name}", rest / unit));
+            rest %= unit;
+        } else if !parts.is_empty() {
+            // Two units at most, and adjacent ones: `1 h 30 min`, never `1 h 5 s`.
+            break;
+        }
+        if parts.len() == 2 {
+            break;
+        }
+    }
+    parts.join(" ")
+}
+
+impl Timeline {
+    /// The marks of the time axis: from the run's first event, at a round step that gives
+    /// at most a handful of them.
+    pub(crate) fn ticks(&self) -> Vec<Tick> {
+        let span = (self.end - self.start).max(1);
+        let step = TICK_STEPS
+            .iter()
+            .copied()
+            .find(|step| span / step <= MOST_TICKS)
+            .unwrap_or_else(|| (span + MOST_TICKS - 1) / MOST_TICKS);
+        let count = span / step;
+        (0..=count)
+            .map(|i| {
+                let at = i * step;
+                Tick {
+                    percent: self.percent(self.start + at),
+                    label: tick_label(at),
+                    anchor: match i {
+                        0 => "start",
+                        _ if i == count && at * 100 > span * 95 => "end",
+                        _ => "middle",
+                    },
+                }
+            })
+            .collect()
     }
 }
 
@@ -457,7 +585,13 @@ mod tests {
         ];
         let timeline = Timeline::of(&history, 1_000);
         assert_eq!((timeline.start, timeline.end), (0, 100));
-        assert_eq!(timeline.restarts, vec![60]);
+        assert_eq!(
+            timeline.restarts,
+            vec![Restart {
+                at: 60,
+                title: "started again"
+            }]
+        );
         type Spans = Vec<(Millis, Millis, Outcome)>;
         let shape: Vec<(RowKind, &str, Spans)> = timeline
             .rows
@@ -515,5 +649,92 @@ mod tests {
         assert_eq!(timeline.rows[0].bars[0].outcome, Outcome::Open);
         assert_eq!(timeline.end, 30);
         assert_eq!(Timeline::of(&[], 5), Timeline::default());
+    }
+
+    #[test]
+    fn a_resumption_is_marked_and_a_sleep_it_made_late_says_why() {
+        let hour = 3_600_000;
+        let history = vec![
+            event(
+                0,
+                0,
+                EventKind::WorkflowStarted {
+                    attempt: 1,
+                    first_position: 0,
+                },
+            ),
+            event(
+                1,
+                1,
+                EventKind::TimerScheduled {
+                    position: 0,
+                    fire_at: hour,
+                    timer_id: None,
+                },
+            ),
+            event(2, 3 * hour, EventKind::RunResumed {}),
+            event(3, 3 * hour + 10, EventKind::TimerFired { position: 0 }),
+        ];
+        let timeline = Timeline::of(&history, 4 * hour);
+        assert_eq!(
+            timeline.restarts,
+            vec![Restart {
+                at: 3 * hour,
+                title: "resumed after a restart or takeover"
+            }]
+        );
+        let sleep = &timeline.rows[0].bars[0];
+        assert!(
+            sleep
+                .title
+                .ends_with("fired 2h 0m late: the world was not running when it was due"),
+            "{}",
+            sleep.title
+        );
+    }
+
+    #[test]
+    fn the_axis_marks_round_times_since_the_start() {
+        let timeline = Timeline {
+            start: 1_000,
+            end: 1_000 + 3 * 3_600_000 + 12 * 60_000,
+            rows: Vec::new(),
+            restarts: Vec::new(),
+        };
+        let ticks = timeline.ticks();
+        let labels: Vec<&str> = ticks.iter().map(|t| t.label.as_str()).collect();
+        assert_eq!(
+            labels,
+            [
+                "0",
+                "30 min",
+                "1 h",
+                "1 h 30 min",
+                "2 h",
+                "2 h 30 min",
+                "3 h"
+            ]
+        );
+        assert_eq!((ticks[0].percent, ticks[0].anchor), (0.0, "start"));
+        assert!(ticks[6].percent > 90.0 && ticks[6].percent < 100.0);
+        assert_eq!(
+            ticks[6].anchor, "middle",
+            "3 h is not the end of 3 h 12 min"
+        );
+
+        let short = Timeline {
+            start: 0,
+            end: 2_500,
+            ..timeline
+        };
+        let labels: Vec<String> = short.ticks().into_iter().map(|t| t.label).collect();
+        assert_eq!(
+            labels,
+            ["0", "500 ms", "1 s", "1 s 500 ms", "2 s", "2 s 500 ms"]
+        );
+        assert_eq!(short.ticks().last().unwrap().anchor, "end");
+        assert_eq!(tick_label(90_000), "1 min 30 s");
+        assert_eq!(tick_label(3_600_000 + 5_000), "1 h");
+        assert_eq!(tick_label(86_400_000 + 7_200_000), "1 d 2 h");
     }
 }

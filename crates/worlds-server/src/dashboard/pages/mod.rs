@@ -87,8 +87,17 @@ fn render(template: &impl Template, status: StatusCode) -> Response {
     }
 }
 
-/// A world error as a small page.
+/// A world error as a small page; a run (or hook, or schedule) that does not exist as the
+/// "not found" page.
 fn failure(principal: &Principal, error: &WorldError) -> Response {
+    if matches!(error, WorldError::NotFound { .. }) {
+        let page = Page::of(principal, "runs");
+        let view = NotFound {
+            page,
+            what: format!("{error}."),
+        };
+        return render(&view, StatusCode::NOT_FOUND);
+    }
     let mut page = Page::of(principal, "runs");
     page.notice = error.to_string();
     let status =
@@ -103,6 +112,32 @@ fn failure(principal: &Principal, error: &WorldError) -> Response {
 )]
 struct Message {
     page: Page,
+}
+
+#[derive(Template)]
+#[template(
+    source = "{% extends \"base.html\" %}{% block title %}Not found{% endblock %}{% block main %}<h1>Not found</h1><p id=\"not-found\">{{ what }}</p><p><a href=\"/\">Back to the runs</a></p>{% endblock %}",
+    ext = "html"
+)]
+struct NotFound {
+    page: Page,
+    /// What was asked for and is not there.
+    what: String,
+}
+
+/// The "not found" page for a path no route serves (no session needed to see it).
+pub(crate) fn no_page(path: &str) -> Response {
+    let view = NotFound {
+        page: Page {
+            signed_in: false,
+            section: "",
+            who: String::new(),
+            live: String::new(),
+            notice: String::new(),
+        },
+        what: format!("The dashboard has no page at {path}."),
+    };
+    render(&view, StatusCode::NOT_FOUND)
 }
 
 /// A notice shown at the top of a page after an action (`?notice=…`).
@@ -220,14 +255,15 @@ fn iso(at: Millis) -> String {
         .unwrap_or_default()
 }
 
-/// `2026-11-27 08:30:12` (UTC).
+/// `2026-11-27 08:30:12 UTC`.
 fn clock_text(at: Millis) -> String {
+    // The zone is named: a reader elsewhere would otherwise read it as their own time.
     jiff::Timestamp::from_millisecond(at)
-        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S").to_string())
+        .map(|t| t.strftime("%Y-%m-%d %H:%M:%S UTC").to_string())
         .unwrap_or_default()
 }
 
-fn duration_text(ms: Millis) -> String {
+pub(crate) fn duration_text(ms: Millis) -> String {
     let ms = ms.max(0);
     match ms {
         0..1_000 => format!("{ms} ms"),
@@ -249,6 +285,7 @@ mod tests {
         assert_eq!(duration_text(1_500), "1.5 s");
         assert_eq!(duration_text(125_000), "2m 5s");
         assert_eq!(duration_text(3_900_000), "1h 5m");
+        assert_eq!(clock_text(90_061_000), "1970-01-02 01:01:01 UTC");
         assert_eq!(segment("a b/ü"), "a%20b%2F%C3%BC");
         assert_eq!(query(&[("notice", "a b&c")]), "notice=a+b%26c");
     }

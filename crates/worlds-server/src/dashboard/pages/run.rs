@@ -20,6 +20,8 @@ struct RunView {
     parent: Option<String>,
     /// For a run driven from outside: who drives it.
     driven_by: Option<String>,
+    /// How often the run went on after its process stopped, or empty.
+    resumed: String,
     input: String,
     output: String,
 }
@@ -177,7 +179,13 @@ async fn run_page(
         can_cancel: acts && !state.status.is_terminal(),
         recover: RecoverView::of(&state, &history).filter(|_| acts),
         timeline,
-        events: shown.into_iter().map(|e| event_view(e, start)).collect(),
+        events: {
+            let context = HistoryContext::of(&history);
+            shown
+                .into_iter()
+                .map(|e| event_view(e, start, &context))
+                .collect()
+        },
         truncated,
         streams,
         run: RunView {
@@ -195,11 +203,28 @@ async fn run_page(
                 }
                 None => "its app, outside the engine".to_owned(),
             }),
+            resumed: resumed_text(&history),
             input: pretty(state.input.as_ref().map(|p| p.to_value())),
             output: pretty(state.output.as_ref().map(|p| p.to_value())),
         },
     };
     render(&view, status)
+}
+
+/// How often the run went on after its process stopped (a restart or a takeover), or empty.
+fn resumed_text(history: &[Event]) -> String {
+    let resumed = worlds_engine::model::resumptions(history);
+    match (resumed.len(), resumed.last()) {
+        (_, None) => String::new(),
+        (1, Some(last)) => format!(
+            "after a restart or takeover, at {} (marked ⟲ in the history)",
+            clock_text(last.at)
+        ),
+        (n, Some(last)) => format!(
+            "{n} times after a restart or takeover, last at {} (marked ⟲ in the history)",
+            clock_text(last.at)
+        ),
+    }
 }
 
 /// The whole history, page by page.
@@ -344,11 +369,60 @@ struct WaitLine {
     concern: String,
 }
 
-fn event_view(event: &Event, start: Millis) -> EventView {
+/// What a history row says that its event alone does not: the names of the steps, where the
+/// run resumed after its process stopped, and which timers fired late.
+struct HistoryContext {
+    names: std::collections::HashMap<u32, String>,
+    resumed: Vec<worlds_engine::model::Resumption>,
+    late: Vec<worlds_engine::model::LateTimer>,
+}
+
+impl HistoryContext {
+    fn of(history: &[Event]) -> HistoryContext {
+        let names = history
+            .iter()
+            .filter_map(|e| match &e.kind {
+                EventKind::ActivityScheduled { position, name, .. } => {
+                    Some((*position, name.clone()))
+                }
+                _ => None,
+            })
+            .collect();
+        HistoryContext {
+            names,
+            resumed: worlds_engine::model::resumptions(history),
+            late: worlds_engine::model::late_timers(history),
+        }
+    }
+}
+
+fn event_view(event: &Event, start: Millis, context: &HistoryContext) -> EventView {
     let json = serde_json::to_value(event).unwrap_or_default();
     let kind = json["type"].as_str().unwrap_or("event").to_owned();
+    let step = |position: &u32, attempt: &u32| match context.names.get(position) {
+        Some(name) => format!("{name}, attempt {attempt}"),
+        None => format!("attempt {attempt}"),
+    };
     let brief = match &event.kind {
         EventKind::ActivityScheduled { name, .. } => name.clone(),
+        EventKind::ActivityStarted { position, attempt }
+        | EventKind::ActivityCompleted {
+            position, attempt, ..
+        }
+        | EventKind::ActivityHeartbeat {
+            position, attempt, ..
+        } => step(position, attempt),
+        EventKind::ActivityRetry {
+            position, attempt, ..
+        } => format!("{} next", step(position, attempt)),
+        EventKind::TimerFired { .. } => match context.late.iter().find(|t| t.seq == event.seq) {
+            Some(timer) if timer.world_stopped => format!(
+                "fired {} late: the world was not running when it was due",
+                duration_text(timer.late_ms)
+            ),
+            Some(timer) => format!("fired {} late", duration_text(timer.late_ms)),
+            None => String::new(),
+        },
         EventKind::ActivityFailed { error, .. }
         | EventKind::WorkflowFailed { error }
         | EventKind::CompensationFailed { error, .. }
@@ -370,7 +444,7 @@ fn event_view(event: &Event, start: Millis) -> EventView {
         ),
         _ => String::new(),
     };
-    let class = match &event.kind {
+    let mut class = match &event.kind {
         EventKind::ActivityFailed { .. }
         | EventKind::WorkflowFailed { .. }
         | EventKind::CompensationFailed { .. }
@@ -378,6 +452,18 @@ fn event_view(event: &Event, start: Millis) -> EventView {
         _ => "",
     };
     let mut brief = brief;
+    if let Some(resumed) = context.resumed.iter().find(|r| r.seq == event.seq) {
+        let mark = format!(
+            "⟲ resumed after a restart or takeover, {} after the event before",
+            duration_text(resumed.at - resumed.last_before)
+        );
+        brief = if brief.is_empty() {
+            mark
+        } else {
+            format!("{mark}: {brief}")
+        };
+        class = "resumed";
+    }
     if brief.chars().count() > 120 {
         brief = brief.chars().take(120).collect::<String>() + "…";
     }

@@ -372,6 +372,17 @@ async fn doctor_reports_connection_version_members_runs_and_timers() {
     }
     world.shutdown().await.unwrap();
 
+    // A world that shut down has left at once: not live, not dead, and its run is up for a
+    // claim by any member (none is running).
+    let out = on_db(&["doctor"], &url, &schema).await;
+    let text = stdout(&out);
+    for expected in [
+        "members: 0 live, 0 dead",
+        "runs leased to no live member: 1",
+    ] {
+        assert!(text.contains(expected), "{expected:?} in\n{text}");
+    }
+
     // The member dies (its heartbeat an hour old) with the run unfinished: nothing drives it.
     let mut conn = PgConnection::connect(&self::url()).await.unwrap();
     sqlx::query(AssertSqlSafe(format!(

@@ -111,7 +111,12 @@ impl EventStore for PostgresStore {
         run_id: &str,
         events: Vec<Event>,
     ) -> Result<Appended, WorldError> {
-        self.append_events(run_id, events, Level::Written).await
+        let step_start = self.fault_is_step_start(&events);
+        let appended = self.append_events(run_id, events, Level::Written).await?;
+        if step_start {
+            self.fault_after_step_start();
+        }
+        Ok(appended)
     }
 
     async fn wait_durable(&self, run_id: &str) -> Result<(), WorldError> {
@@ -119,6 +124,7 @@ impl EventStore for PostgresStore {
     }
 
     async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
+        self.fault_read()?;
         let mut conn = self
             .inner
             .pool

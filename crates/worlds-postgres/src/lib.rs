@@ -76,9 +76,20 @@
 //! each run's `next_seq` with the last one this store saw.
 //!
 //! A member takes only the timers of runs it holds (see `timers`); a run's new holder re-arms
-//! and fires them. [`PostgresStore::close`] (or dropping the last handle) releases this
-//! member's leases so another member claims its runs at once; members whose heartbeat stopped
-//! longer ago than [`PostgresOptions::forget_dead_members_after`] are deleted.
+//! and fires them. [`PostgresStore::close`] (or dropping the last handle), and a world's
+//! shutdown (`LeaseStore::leave`), release this member's leases so another member claims its
+//! runs at once; members whose heartbeat stopped longer ago than
+//! [`PostgresOptions::forget_dead_members_after`] are deleted.
+//!
+//! Each member records its lease in its row and is judged dead by it, whatever lease the
+//! member looking uses. It also keeps its own view of its lease on a monotonic clock: until
+//! when its last heartbeat keeps it live, and whether two heartbeats were ever further apart
+//! than the lease (then every run it held is suspect until a read of its row shows it still
+//! holds it). Before a step's code runs the engine asks for that view
+//! (`LeaseStore::lease_confirmed`) and, when it does not vouch for the lease, asks the
+//! database (`LeaseStore::confirm_lease`). `LeaseStore::owned_runs` lists the runs whose rows
+//! name this member, taking up again under a new epoch any this store did not know of (a claim
+//! whose answer was lost), so the engine drives every run leased to it.
 //!
 //! # Wake-ups
 //!
@@ -103,6 +114,7 @@ mod batch;
 mod db;
 mod ended;
 mod events;
+mod faults;
 mod keys;
 mod leases;
 mod logs;
@@ -130,6 +142,8 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio_util::sync::CancellationToken;
 use worlds_engine::{Event, WorkflowState, WorldError};
 
+#[cfg(feature = "test-util")]
+pub use faults::Faults;
 pub use migrate::{check_schema_name, SCHEMA_VERSION};
 pub use world::{open, open_with_clock};
 
@@ -248,6 +262,14 @@ struct Inner {
     joined: bool,
     /// Set once the leases were released (by `close`), so a drop does not do it again.
     closed: std::sync::atomic::AtomicBool,
+    /// This member's own view of its lease (see `leases::LeaseClock`).
+    lease_clock: Mutex<leases::LeaseClock>,
+    /// Set while the world is shut down (`LeaseStore::leave`): no heartbeat, no claims, no
+    /// member row, until `rejoin`.
+    away: std::sync::atomic::AtomicBool,
+    /// Failures injected by tests.
+    #[cfg(feature = "test-util")]
+    faults: faults::Faults,
 }
 
 impl Drop for Inner {
@@ -439,6 +461,10 @@ impl PostgresStore {
             forget_dead_members_after: options.forget_dead_members_after,
             joined: join,
             closed: std::sync::atomic::AtomicBool::new(!join),
+            lease_clock: Mutex::default(),
+            away: std::sync::atomic::AtomicBool::new(false),
+            #[cfg(feature = "test-util")]
+            faults: faults::Faults::default(),
         });
         batch::spawn_writer(Arc::downgrade(&inner), appends);
         logs::spawn_log_writer(Arc::downgrade(&inner), log_batches, options.log_days);
@@ -459,6 +485,9 @@ impl PostgresStore {
         );
         let store = Self { inner };
         store.heartbeat_once().await?;
+        if let Err(e) = store.log_lease_waits().await {
+            tracing::debug!(error = %e, "could not look for members whose leases still hold runs");
+        }
         let interval = options
             .heartbeat_interval
             .unwrap_or(options.lease_duration / 3)

@@ -39,10 +39,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "code versions",
         include_str!("../migrations/0007_code_versions.sql"),
     ),
+    (
+        8,
+        "member leases",
+        include_str!("../migrations/0008_member_leases.sql"),
+    ),
 ];
 
 /// The schema version this build creates and knows: the newest embedded migration.
-pub const SCHEMA_VERSION: i64 = 7;
+pub const SCHEMA_VERSION: i64 = 8;
 
 /// Refuses a schema name that is not a plain lower-case identifier (what
 /// [`PostgresOptions::schema`] accepts), so a caller can check one before connecting.

@@ -106,6 +106,7 @@ impl RunStore for PostgresStore {
     }
 
     async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
+        self.fault_read()?;
         let row: Option<StoredState> = sqlx::query_as(
             "SELECT run_id, state, state_seq, next_seq FROM runs
              WHERE run_id = $1 OR workflow_id = $2

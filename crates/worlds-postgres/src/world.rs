@@ -59,6 +59,7 @@ pub async fn open_with_clock(
     let options = PostgresOptions {
         pool_size: config.database.pool_size,
         schema: config.database.schema.clone(),
+        lease_duration: config.database.lease_duration.0,
         log_days: config.logs.max_files,
         ..PostgresOptions::default()
     };

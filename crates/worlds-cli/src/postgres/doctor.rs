@@ -18,7 +18,9 @@ use worlds_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION};
 use super::{connect, leave, probe, unusable, Database};
 use crate::inspect::duration;
 
-/// A member whose heartbeat is older than this is dead: the store's default lease.
+/// A member whose heartbeat is older than this is dead, unless it recorded its own lease
+/// (`DatabaseConfig::lease_duration`; members of builds before schema version 8 did not): the
+/// store's default lease.
 fn lease() -> Duration {
     PostgresOptions::default().lease_duration
 }
@@ -37,12 +39,14 @@ pub(crate) struct Member {
     pub(crate) silent_ms: u64,
     /// Unfinished runs it holds the lease of.
     pub(crate) holds: i64,
+    /// Its lease, as it recorded it (else the default).
+    pub(crate) lease: Duration,
 }
 
 impl Member {
     /// Whether its heartbeat is recent enough for its leases to hold.
     pub(crate) fn live(&self) -> bool {
-        Duration::from_millis(self.silent_ms) <= lease()
+        Duration::from_millis(self.silent_ms) <= self.lease
     }
 }
 
@@ -147,7 +151,8 @@ pub(crate) async fn findings(store: &PostgresStore) -> anyhow::Result<Findings> 
         "SELECT m.member_id,
                 (extract(epoch FROM now() - m.heartbeat_at) * 1000)::bigint AS silent_ms,
                 (SELECT count(*) FROM runs r WHERE r.owner = m.member_id AND NOT r.finished)
-                    AS holds
+                    AS holds,
+                m.lease_ms
          FROM members m ORDER BY m.heartbeat_at DESC",
     )
     .fetch_all(pool)
@@ -158,6 +163,10 @@ pub(crate) async fn findings(store: &PostgresStore) -> anyhow::Result<Findings> 
             id: row.get("member_id"),
             silent_ms: u64::try_from(row.get::<i64, _>("silent_ms")).unwrap_or(0),
             holds: row.get("holds"),
+            lease: row
+                .get::<Option<i64>, _>("lease_ms")
+                .and_then(|ms| u64::try_from(ms).ok())
+                .map_or_else(lease, Duration::from_millis),
         })
         .collect();
     let rows = sqlx::query(
@@ -175,7 +184,8 @@ pub(crate) async fn findings(store: &PostgresStore) -> anyhow::Result<Findings> 
     let orphaned: i64 = sqlx::query_scalar(
         "SELECT count(*) FROM runs r WHERE NOT r.finished AND NOT EXISTS (
              SELECT 1 FROM members m WHERE m.member_id = r.owner
-             AND m.heartbeat_at > now() - make_interval(secs => $1))",
+             AND m.heartbeat_at > now() - coalesce(m.lease_ms * interval '1 millisecond',
+                                                   make_interval(secs => $1)))",
     )
     .bind(lease_secs())
     .fetch_one(pool)
@@ -217,18 +227,18 @@ pub(crate) fn format_findings(f: &Findings) -> String {
     let mut text = String::new();
     let live = f.members.iter().filter(|m| m.live()).count();
     let dead = f.members.len() - live;
-    let lease_text = duration(u64::try_from(lease().as_millis()).unwrap_or(u64::MAX));
     let _ = writeln!(
         text,
-        "members: {live} live, {dead} dead (no heartbeat for over {lease_text})"
+        "members: {live} live, {dead} dead (no heartbeat within their lease)"
     );
     for m in &f.members {
         let _ = writeln!(
             text,
-            "  {}  {}  heartbeat {} ago  holds {} unfinished run(s)",
+            "  {}  {}  heartbeat {} ago (lease {})  holds {} unfinished run(s)",
             m.id,
             if m.live() { "live" } else { "dead" },
             duration(m.silent_ms / 1000 * 1000),
+            duration(u64::try_from(m.lease.as_millis()).unwrap_or(u64::MAX)),
             m.holds
         );
     }
@@ -267,7 +277,7 @@ pub(crate) fn format_findings(f: &Findings) -> String {
             .members
             .iter()
             .filter(|m| !m.live() && m.holds > 0)
-            .any(|m| Duration::from_millis(m.silent_ms) > lease() * 4);
+            .any(|m| Duration::from_millis(m.silent_ms) > m.lease * 4);
         if stuck {
             problems.push(format!(
                 "{} run(s) are still leased to members dead for over {}: the live members have not taken them over; check their logs (can they reach the database? are the runs' workflows registered in them?)",
@@ -336,7 +346,8 @@ pub(crate) async fn driver_of(
 ) -> anyhow::Result<Option<String>> {
     let row = sqlx::query(
         "SELECT r.owner,
-                (extract(epoch FROM now() - m.heartbeat_at) * 1000)::bigint AS silent_ms
+                (extract(epoch FROM now() - m.heartbeat_at) * 1000)::bigint AS silent_ms,
+                m.lease_ms
          FROM runs r LEFT JOIN members m ON m.member_id = r.owner
          WHERE r.run_id = $1 AND NOT r.finished AND r.owner IS NOT NULL",
     )
@@ -345,8 +356,12 @@ pub(crate) async fn driver_of(
     .await?;
     Ok(row.map(|row| {
         let owner: String = row.get("owner");
+        let lease = row
+            .get::<Option<i64>, _>("lease_ms")
+            .and_then(|ms| u64::try_from(ms).ok())
+            .map_or_else(lease, Duration::from_millis);
         match row.get::<Option<i64>, _>("silent_ms") {
-            Some(ms) if Duration::from_millis(u64::try_from(ms).unwrap_or(0)) <= lease() => {
+            Some(ms) if Duration::from_millis(u64::try_from(ms).unwrap_or(0)) <= lease => {
                 format!("member {owner}")
             }
             Some(ms) => format!(
@@ -367,6 +382,7 @@ mod tests {
             id: id.to_owned(),
             silent_ms: silent_s * 1000,
             holds,
+            lease: lease(),
         }
     }
 

@@ -7,14 +7,18 @@ use serde::{Deserialize, Serialize};
 pub const DATABASE_URL_ENV: &str = "WORLDS_ENGINE_DATABASE_URL";
 
 /// The database of a world with [`Persistence::Postgres`](super::Persistence::Postgres): its
-/// URL, how many connections a process opens, and the schema holding the tables. Every process
-/// of the world points at the same database and schema.
+/// URL, how many connections a process opens, the schema holding the tables, and how long a
+/// process's lease on its runs outlives its last heartbeat. Every process of the world points
+/// at the same database and schema.
 ///
 /// ```
+/// use std::time::Duration;
 /// use worlds_engine::WorldConfig;
-/// let config = WorldConfig::postgres("postgres://app@db.internal/app");
+/// let mut config = WorldConfig::postgres("postgres://app@db.internal/app");
 /// assert_eq!(config.database.pool_size, 10);
 /// assert_eq!(config.database.schema, "worlds");
+/// assert_eq!(config.database.lease_duration.0, Duration::from_secs(30));
+/// config.database.lease_duration = Duration::from_secs(10).into();
 /// // The password never shows in logs.
 /// let shown = format!("{:?}", WorldConfig::postgres("postgres://app:s3cret@db/app").database);
 /// assert!(!shown.contains("s3cret"), "{shown}");
@@ -33,7 +37,18 @@ pub struct DatabaseConfig {
     /// digits and `_`. Several worlds can share a database under different schemas. Default
     /// `worlds`.
     pub schema: String,
+    /// How long this process's runs stay leased to it after its last heartbeat (renewed every
+    /// third of it): when a process dies without shutting down (`kill -9`, a crash, a lost
+    /// host), the other processes take its runs over this long after its last heartbeat, and a
+    /// process paused or cut off from the database for longer may find its runs taken. A
+    /// world that shuts down hands its runs over at once. At least 1 s. Default 30 s.
+    #[serde(alias = "leaseDuration")]
+    pub lease_duration: crate::duration::Dur,
 }
+
+/// The shortest [`DatabaseConfig::lease_duration`]: a shorter lease would pass to another
+/// process whenever a heartbeat is a little late.
+pub(crate) const MIN_LEASE_DURATION: std::time::Duration = std::time::Duration::from_secs(1);
 
 impl Default for DatabaseConfig {
     fn default() -> Self {
@@ -41,6 +56,7 @@ impl Default for DatabaseConfig {
             url: None,
             pool_size: 10,
             schema: "worlds".to_owned(),
+            lease_duration: crate::duration::Dur(std::time::Duration::from_secs(30)),
         }
     }
 }
@@ -91,6 +107,7 @@ impl std::fmt::Debug for DatabaseConfig {
             .field("url", &self.url.as_deref().map(redact_url))
             .field("pool_size", &self.pool_size)
             .field("schema", &self.schema)
+            .field("lease_duration", &self.lease_duration)
             .finish()
     }
 }

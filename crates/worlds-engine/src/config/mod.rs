@@ -338,6 +338,12 @@ impl WorldConfig {
         if self.shared_poll_interval.0.is_zero() {
             return bad("shared_poll_interval", "must be positive");
         }
+        if self.database.lease_duration.0 < database::MIN_LEASE_DURATION {
+            return bad(
+                "database.lease_duration",
+                "must be at least 1s: a shorter lease passes to another process whenever a heartbeat is a little late",
+            );
+        }
         if let Some(version) = &self.code_version {
             if version.trim().is_empty() || version.len() > 200 || version.contains('\0') {
                 return bad(

@@ -279,6 +279,17 @@ impl Engine {
             self.resync_if_passing(&run_id, &e);
             return;
         }
+        // Step code starts only under a lease this process knows it holds. One that cannot
+        // vouch for its lease by its own clock (its heartbeat lapsed: it was paused, or cut off
+        // from the store) asks the store, and leaves a run another process took over to it:
+        // that process may have run and recorded this step already.
+        if !self.store.lease_confirmed(&run_id) {
+            if let Err(e) = self.store.confirm_lease(&run_id).await {
+                tracing::warn!(run_id = %run_id, position = task.position, attempt = task.attempt, error = %e, "not starting the step: this process could not confirm it still holds the run's lease");
+                self.resync_if_passing(&run_id, &e);
+                return;
+            }
+        }
         let options = self.activity_options(&task.name, task.options.as_deref());
         let ctx = self.activity_context(&task, token.clone());
         let start = self.clock.now_ms();

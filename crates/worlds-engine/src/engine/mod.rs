@@ -39,6 +39,7 @@ mod idempotency;
 pub(crate) mod journal;
 mod lost;
 pub(crate) mod machine;
+mod reconcile;
 mod recovery;
 mod reopen;
 mod resync;
@@ -185,6 +186,8 @@ pub(crate) struct Engine {
     local_steps: Arc<steps::LocalSteps>,
     /// Runs to resume from their history after a passing store failure.
     resyncs: resync::Resyncs,
+    /// Which runs the store leases to this process, as last compared with those it drives.
+    owned: reconcile::Owned,
 }
 
 impl Engine {
@@ -280,6 +283,7 @@ impl Engine {
             keys: Default::default(),
             local_steps: Arc::default(),
             resyncs: Default::default(),
+            owned: Default::default(),
         }
     }
 

@@ -348,7 +348,13 @@ impl Engine {
     /// all of them, or on a store shared by several processes, those no live process drives.
     pub(crate) async fn recover(&self) -> Result<Recovered, WorldError> {
         let runs = self.recovery.claim().await?;
-        self.recover_runs(runs, Cause::Claimed).await
+        Ok(self.recover_claimed(runs).await)
+    }
+
+    /// Puts one claimed run in motion (see `reconcile.rs`).
+    pub(crate) async fn recover_claimed_one(&self, run_id: &str) -> Result<Recovered, WorldError> {
+        self.recover_runs(vec![run_id.to_owned()], Cause::Claimed)
+            .await
     }
 
     /// Puts these unfinished runs (now driven by this world) in motion.
@@ -362,6 +368,7 @@ impl Engine {
             let run = self.recovery.read(&run_id).await?;
             if run.state.external {
                 // Driven from outside: nothing of it runs here.
+                self.owned.not_driven_here(&run_id);
                 continue;
             }
             found.runs += 1;

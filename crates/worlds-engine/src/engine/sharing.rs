@@ -56,6 +56,7 @@ impl Engine {
         }
         if self.accepting.load(Ordering::Acquire) {
             self.recover().await?;
+            self.reconcile_owned().await?;
         }
         Ok(())
     }

@@ -353,6 +353,45 @@ pub trait LeaseStore: RunStore {
     fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
         None
     }
+
+    /// The unfinished runs leased to this process, as the store records them (empty for a
+    /// store of one process). The engine resumes from its history every one of them it does
+    /// not drive, so that a lease taken by a claim whose answer was lost, or whose run could not
+    /// be read back, does not leave the run held and idle while this process lives. A run the
+    /// store finds leased to it without its knowing (a claim whose answer was lost) it takes
+    /// up again under a new fencing epoch.
+    async fn owned_runs(&self) -> Result<Vec<String>, WorldError> {
+        Ok(Vec::new())
+    }
+
+    /// True if this process may start step code of `run_id` without asking the store: always,
+    /// unless leases expire and this process's own clock cannot vouch that its lease on the run
+    /// still holds (its heartbeat stalled or lapsed, the process was paused). The engine then
+    /// asks [`confirm_lease`](Self::confirm_lease) before it starts the step.
+    fn lease_confirmed(&self, run_id: &str) -> bool {
+        let _ = run_id;
+        true
+    }
+
+    /// Asks the store whether this process still holds the lease of `run_id`, renewing this
+    /// process's heartbeat in the same statement: `Ok` if it does, `LeaseLost` if another
+    /// process took the run over (or it finished), `Unavailable` if the store cannot tell.
+    async fn confirm_lease(&self, run_id: &str) -> Result<(), WorldError> {
+        let _ = run_id;
+        Ok(())
+    }
+
+    /// The world shut down: a store shared with other processes hands this process's runs
+    /// over at once (releasing their leases) and stops counting it as a live member, until
+    /// [`rejoin`](Self::rejoin). Nothing for a store of one process.
+    async fn leave(&self) -> Result<(), WorldError> {
+        Ok(())
+    }
+
+    /// The world starts (again): undoes [`leave`](Self::leave).
+    async fn rejoin(&self) -> Result<(), WorldError> {
+        Ok(())
+    }
 }
 
 /// What a durable timer does when it fires.

@@ -210,6 +210,9 @@ impl World {
     }
 
     async fn start_inner(&self) -> Result<(), WorldError> {
+        // A world shut down and started again is a member of its shared store again before it
+        // claims anything.
+        self.engine.rejoin_store().await?;
         {
             let mut life = self.lifecycle.lock();
             if life.started {
@@ -248,7 +251,7 @@ impl World {
         }
         // Runs started right after this call find idle workers (see `WorkerPool::ready`).
         self.workers.ready().await;
-        let resumed = self.engine.recover().await?.runs;
+        let resumed = self.engine.recover_at_start().await?.runs;
         let workers = self.workers.len();
         // The directory is logged in full: a relative default depends on the directory the
         // program was started from, and a different one silently means a different world.
@@ -335,6 +338,9 @@ impl World {
         for task in background {
             let _ = task.await;
         }
+        // Its runs go to the other processes of a shared store at once, not when its lease
+        // expires.
+        self.engine.leave_store().await;
         world_log!(self.engine.logs(), INFO, World, "world stopped");
     }
 

@@ -397,6 +397,26 @@ impl LeaseStore for SealedStore {
     fn changes(&self) -> Option<Arc<tokio::sync::Notify>> {
         self.inner.changes()
     }
+
+    async fn owned_runs(&self) -> Result<Vec<String>, WorldError> {
+        self.inner.owned_runs().await
+    }
+
+    fn lease_confirmed(&self, run_id: &str) -> bool {
+        self.inner.lease_confirmed(run_id)
+    }
+
+    async fn confirm_lease(&self, run_id: &str) -> Result<(), WorldError> {
+        self.inner.confirm_lease(run_id).await
+    }
+
+    async fn leave(&self) -> Result<(), WorldError> {
+        self.inner.leave().await
+    }
+
+    async fn rejoin(&self) -> Result<(), WorldError> {
+        self.inner.rejoin().await
+    }
 }
 
 #[async_trait]

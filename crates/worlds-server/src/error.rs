@@ -4,7 +4,9 @@
 //! `message` says what was wrong and what to do.
 
 use axum::extract::rejection::{JsonRejection, QueryRejection};
-use axum::http::StatusCode;
+use axum::extract::Request;
+use axum::http::{header, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::Value;
@@ -90,7 +92,18 @@ impl From<WorldError> for ApiError {
         let details = match &error {
             WorldError::NotFound { what, id } => serde_json::json!({ "what": what, "id": id }),
             WorldError::InvalidInput { field, .. } => serde_json::json!({ "field": field }),
-            WorldError::UnknownWorkflow { name } => serde_json::json!({ "workflow": name }),
+            WorldError::UnknownWorkflow { name } => {
+                // The engine's words tell a program to call `world.register`; a caller of the
+                // API cannot, so it is told what it can do instead.
+                return Self::new(
+                    status,
+                    kind.code(),
+                    format!(
+                        "no workflow named '{name}' is registered with this server: check the name (it is the one the program serving the API registers, case and all); a workflow not registered there cannot be started over HTTP"
+                    ),
+                    serde_json::json!({ "workflow": name }),
+                );
+            }
             WorldError::PayloadTooLarge { size, limit, .. } => {
                 serde_json::json!({ "size": size, "limit": limit })
             }
@@ -116,6 +129,7 @@ impl From<JsonRejection> for ApiError {
             );
         }
         let mut message = rejection.body_text();
+        let field = rejected_field(&message);
         // serde_json's words for the two refusals a caller cannot guess the cause of.
         if message.contains("hex escape") || message.contains("surrogate") {
             message.push_str(
@@ -124,7 +138,7 @@ impl From<JsonRejection> for ApiError {
         } else if message.contains("recursion limit") {
             message.push_str(" (JSON nested deeper than 128 levels is refused)");
         }
-        Self::invalid("body", message)
+        Self::invalid(&field, message)
     }
 }
 
@@ -132,6 +146,125 @@ impl From<QueryRejection> for ApiError {
     fn from(rejection: QueryRejection) -> Self {
         Self::invalid("query", rejection.body_text())
     }
+}
+
+/// The part of the request an extractor's refusal is about: for a JSON body of the wrong shape,
+/// the path serde names (`options.priority`), else `body`, `query`, `path` or `content-type`.
+fn rejected_field(message: &str) -> String {
+    const SHAPE: &str = "Failed to deserialize the JSON body into the target type: ";
+    if let Some(rest) = message.strip_prefix(SHAPE) {
+        // serde_path_to_error puts the path first: `options.priority: invalid type…`.
+        if let Some((path, _)) = rest.split_once(": ") {
+            if !path.is_empty() && path != "." && !path.contains(char::is_whitespace) {
+                return format!("body.{path}");
+            }
+        }
+        return "body".into();
+    }
+    if message.contains("Content-Type") {
+        "content-type".into()
+    } else if message.contains("query string") {
+        "query".into()
+    } else if message.contains("URL") || message.contains("path") {
+        "path".into()
+    } else {
+        "body".into()
+    }
+}
+
+/// True for the paths of the API (not the dashboard's pages).
+fn is_api_path(path: &str) -> bool {
+    path == "/v1" || path.starts_with("/v1/") || matches!(path, "/healthz" | "/readyz" | "/metrics")
+}
+
+/// Middleware: every refusal of an API route has the one JSON shape. The API's own handlers
+/// answer [`ApiError`]s; what answers without them — axum's extractors (a body of the wrong
+/// shape or type, a malformed query or path, a body over the limit), a method the route does
+/// not take — answers plain text or nothing, and is rewritten here: same status (but 422, a
+/// body of the wrong type, is the field-naming 400 of every other malformed request, and so is
+/// 415, a body without its JSON content type), the text as the message, the field named.
+pub(crate) async fn one_shape(request: Request, next: Next) -> Response {
+    if !is_api_path(request.uri().path()) {
+        return next.run(request).await;
+    }
+    let method = request.method().clone();
+    let path = request.uri().path().to_owned();
+    let response = next.run(request).await;
+    let status = response.status();
+    let json = response
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || json {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let text = axum::body::to_bytes(body, 64 * 1024)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_owned())
+        .unwrap_or_default();
+    let allow = parts.headers.get(header::ALLOW).cloned();
+    let error = match status {
+        StatusCode::BAD_REQUEST
+        | StatusCode::UNPROCESSABLE_ENTITY
+        | StatusCode::UNSUPPORTED_MEDIA_TYPE => {
+            let message = match text.is_empty() {
+                true => format!("{method} {path}: the request is malformed"),
+                false => text.clone(),
+            };
+            ApiError::invalid(&rejected_field(&text), message)
+        }
+        StatusCode::METHOD_NOT_ALLOWED => {
+            let allowed = allow.as_ref().and_then(|v| v.to_str().ok());
+            let takes = match allowed {
+                Some(allowed) => format!("it takes {allowed}"),
+                None => format!("the methods of each route are in {}", crate::OPENAPI_PATH),
+            };
+            ApiError::new(
+                status,
+                ErrorKind::MethodNotAllowed.code(),
+                format!("{path} does not take {method}; {takes}"),
+                serde_json::json!({ "method": method.as_str(), "allow": allowed }),
+            )
+        }
+        _ => {
+            let code = match status.as_u16() {
+                401 => "UNAUTHENTICATED",
+                403 => "FORBIDDEN",
+                429 => "RATE_LIMITED",
+                500 => ErrorKind::Internal.code(),
+                503 => ErrorKind::Unavailable.code(),
+                code => ErrorKind::ALL
+                    .into_iter()
+                    .find(|kind| kind.http_status() == code)
+                    .map_or(
+                        match status.is_client_error() {
+                            true => ErrorKind::InvalidInput.code(),
+                            false => ErrorKind::Internal.code(),
+                        },
+                        ErrorKind::code,
+                    ),
+            };
+            let message = match text.is_empty() {
+                true => status
+                    .canonical_reason()
+                    .unwrap_or("refused")
+                    .to_lowercase(),
+                false => text,
+            };
+            ApiError::new(status, code, message, Value::Null)
+        }
+    };
+    let mut response = error.into_response();
+    // What the refusal's headers told the caller still holds (`Allow`, `Retry-After`, a
+    // connection to close).
+    for (name, value) in parts.headers.iter() {
+        if name != header::CONTENT_TYPE && name != header::CONTENT_LENGTH {
+            response.headers_mut().insert(name.clone(), value.clone());
+        }
+    }
+    response
 }
 
 impl IntoResponse for ApiError {

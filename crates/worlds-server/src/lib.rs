@@ -338,6 +338,8 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
         Some(cors) => app.layer(cors),
         None => app,
     };
+    // Refusals that come from axum rather than the handlers get the API's one JSON shape.
+    let app = app.layer(axum::middleware::from_fn(error::one_shape));
     app.with_state(state)
 }
 

@@ -778,7 +778,7 @@ pub(crate) struct BenchArgs {
     #[arg(long)]
     pub(crate) json: bool,
 
-    /// Workers of the benchmarked world (its `min_workers`). Default: 4 on memory; 1024 on file
+    /// Workers of the benchmarked world (its `min_workers`). Default: 16 on memory; 1024 on file
     /// and hybrid, where a worker waits for its writes to be on disk and more of them in flight
     /// let one fsync cover more writes; 128 on postgres (a pool of workers + 8 connections, at
     /// most 64).
@@ -920,6 +920,25 @@ mod tests {
         assert_eq!(args.n, Some(5));
         assert!(args.json);
         assert!(Cli::try_parse_from(["worlds", "bench", "--workers", "0"]).is_err());
+    }
+
+    #[test]
+    fn bench_help_gives_the_worker_counts_the_bench_uses() {
+        use crate::bench::{DEFAULT_WORKERS, DURABLE_WORKERS, POSTGRES_WORKERS};
+        let mut command = Cli::command();
+        let bench = command
+            .find_subcommand_mut("bench")
+            .expect("a bench command");
+        let help = bench.render_long_help().to_string();
+        // The help wraps lines: read it as one line of words.
+        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+        for said in [
+            format!("Default: {DEFAULT_WORKERS} on memory"),
+            format!("{DURABLE_WORKERS} on file and hybrid"),
+            format!("{POSTGRES_WORKERS} on postgres"),
+        ] {
+            assert!(help.contains(&said), "`{said}` not in {help}");
+        }
     }
 
     #[test]

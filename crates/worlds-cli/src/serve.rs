@@ -87,7 +87,17 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         );
         say!("{}", new.key);
     } else {
-        say!("{usable} API key(s) can call this server (see `worlds keys list`)");
+        // A key's secret is shown once, when it is made: `keys list` cannot show it again.
+        let flags = match (
+            args.database.persistence(args.persistence),
+            crate::postgres::target(&args.database),
+        ) {
+            (crate::cli::PersistenceArg::Postgres, Some(db)) => db.flags(),
+            _ => crate::inspect::dir_flag(&args.dir),
+        };
+        say!(
+            "{usable} API key(s) can call this server; each key is shown only when it is made, so for one to use now run `worlds keys create --scope admin{flags}`"
+        );
     }
 
     let addr: SocketAddr = args.addr.parse().with_context(|| {

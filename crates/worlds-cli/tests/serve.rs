@@ -129,6 +129,18 @@ async fn serve_makes_a_key_once_requires_it_and_keeps_it_across_a_restart() {
         second.lines
     );
     assert_eq!(second.status(Some(&key)).await, StatusCode::OK);
+    // The secret is not shown again, and `keys list` cannot show it: point at the command
+    // that makes one, for this world.
+    let pointer = second
+        .lines
+        .iter()
+        .find(|l| l.contains("can call this server"))
+        .unwrap_or_else(|| panic!("no word on the keys in {:?}", second.lines));
+    assert!(
+        pointer.contains("worlds keys create --scope admin --dir ")
+            && !pointer.contains("keys list"),
+        "{pointer}"
+    );
     assert!(second.interrupt());
 
     // Nothing in the directory holds the key's secret.

@@ -40,7 +40,8 @@ impl WorldLogs<'_> {
     /// Installs a process-wide subscriber that writes this world's events to its log files
     /// and, if [`LogsConfig::console`](crate::telemetry::logs::LogsConfig::console), every event
     /// at or above the world's minimum level to standard error, time-stamped by the world's
-    /// clock.
+    /// clock. The console lines are coloured only when standard error is a terminal and the
+    /// `NO_COLOR` environment variable is unset or empty: a pipe or a file gets plain text.
     ///
     /// Returns false, and installs nothing, if the process already has a global subscriber: add
     /// [`layer`](Self::layer) to that one instead. Call it before
@@ -60,8 +61,14 @@ impl WorldLogs<'_> {
 
         let logs = self.world.engine.logs();
         let console = logs.config().console.then(|| {
+            use std::io::IsTerminal;
+            let colour = console_colour(
+                std::io::stderr().is_terminal(),
+                std::env::var_os("NO_COLOR").as_deref(),
+            );
             tracing_subscriber::fmt::layer()
                 .with_writer(std::io::stderr)
+                .with_ansi(colour)
                 .with_timer(crate::telemetry::logs::ClockTime::new(logs.clock().clone()))
                 .with_filter(logs.config().level.to_filter())
         });
@@ -133,5 +140,27 @@ impl World {
     #[cfg(feature = "prometheus")]
     pub fn metrics_prometheus(&self) -> String {
         crate::telemetry::prometheus::encode(&self.get_metrics(), self.engine.metrics())
+    }
+}
+
+/// Whether console log lines are coloured: only on a terminal, and never when `NO_COLOR` is set
+/// to anything but the empty string (<https://no-color.org>).
+#[cfg(feature = "console-log")]
+fn console_colour(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
+}
+
+#[cfg(all(test, feature = "console-log"))]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::console_colour;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(console_colour(true, None));
+        assert!(console_colour(true, Some(OsStr::new(""))));
+        assert!(!console_colour(true, Some(OsStr::new("1"))));
+        assert!(!console_colour(false, None));
     }
 }

@@ -30,7 +30,8 @@ pub enum ErrorKind {
     Timeout,
     /// The world is not started or is shutting down (503).
     Unavailable,
-    /// The feature or mode is not available in this build (501).
+    /// The feature or mode is not available in this build, or the data is stored encrypted
+    /// and this world cannot open it (501).
     Unsupported,
     /// The thing existed but is gone for good: an expired hook (410).
     Gone,
@@ -267,9 +268,45 @@ pub enum WorldError {
     /// The store's disk failed a read or write (EIO).
     #[error("{0}")]
     StorageIo(String),
+    /// Stored data is encrypted at rest and this world cannot open it: it has no encryption
+    /// keys, lacks the key the data was sealed with, or that key does not open it. Nothing was
+    /// read out and nothing was written: a world that cannot open a run does not write to it.
+    #[error("{what}: encrypted, and {reason}")]
+    Encrypted {
+        /// What could not be opened (`run:<id>`, `schedule:<id>`).
+        what: String,
+        /// Why this world cannot open it.
+        reason: Unopened,
+    },
     /// A fault in the engine or its storage.
     #[error("internal error: {0}")]
     Internal(String),
+}
+
+/// Why a world cannot open data stored encrypted ([`WorldError::Encrypted`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum Unopened {
+    /// The world has no encryption keys.
+    #[error("this world has no keys: it was sealed with the encryption key '{key_id}'; configure WorldConfig::encryption_keys (or WORLDS_ENGINE_ENCRYPTION_KEYS) with that key")]
+    NoKeys {
+        /// The id of the key the data was sealed with.
+        key_id: String,
+    },
+    /// The world has keys, but not the one the data was sealed with.
+    #[error("it was sealed with the encryption key '{key_id}', which this world does not have (it has {}): add that key to the encryption keys", has.join(", "))]
+    MissingKey {
+        /// The id of the key the data was sealed with.
+        key_id: String,
+        /// The ids of the keys the world has.
+        has: Vec<String>,
+    },
+    /// The world has a key of that id, but the data does not open with it.
+    #[error("a sealed value does not open with the encryption key '{key_id}': that key's bytes may not be the ones it was sealed with (check the key), or the value was changed or copied from another run")]
+    DoesNotOpen {
+        /// The id of the key that was tried.
+        key_id: String,
+    },
 }
 
 impl WorldError {
@@ -290,7 +327,9 @@ impl WorldError {
             WorldError::RunCancelled { .. } => ErrorKind::RunCancelled,
             WorldError::Timeout { .. } => ErrorKind::Timeout,
             WorldError::Unavailable(_) => ErrorKind::Unavailable,
-            WorldError::Unsupported(_) => ErrorKind::Unsupported,
+            // Like a feature this world was not set up for: the same answer whatever the
+            // reason, so a caller need not tell a missing key from a wrong one.
+            WorldError::Unsupported(_) | WorldError::Encrypted { .. } => ErrorKind::Unsupported,
             WorldError::Gone(_) => ErrorKind::Gone,
             WorldError::MethodNotAllowed { .. } => ErrorKind::MethodNotAllowed,
             WorldError::RequestTimeout(_) => ErrorKind::RequestTimeout,

@@ -134,7 +134,7 @@ pub use engine::context::{CommandFuture, WorkflowContext, WorkflowMetadata};
 pub use engine::definitions::{activity, workflow, Activity, Definition, Workflow};
 pub use engine::errors::{ContextError, StepError, WorkflowError};
 pub use engine::hook_handles::{Hook, Webhook};
-pub use error::{ErrorBody, ErrorKind, StructuredError, WorldError};
+pub use error::{ErrorBody, ErrorKind, StructuredError, Unopened, WorldError};
 pub use hooks::{define_hook, HookDefinition, HookOptions, HookTicket, WebhookRequest};
 pub use model::{
     ActivityOptions, ActivityStatus, Event, EventKind, FailureStrategy, HookStatus, OnConflict,

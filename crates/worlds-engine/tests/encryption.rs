@@ -7,9 +7,9 @@ use std::sync::Arc;
 
 use parking_lot::Mutex;
 use worlds_engine::prelude::*;
-use worlds_engine::store::{EventStore, HybridStore, Reveal, RunStore, Store};
+use worlds_engine::store::{EventStore, FileStore, HybridStore, Reveal, RunStore, Store};
 use worlds_engine::testing::{TestWorld, TestWorldOptions};
-use worlds_engine::{Definition, EncryptionKeys, ResolveData, WorkflowState};
+use worlds_engine::{Definition, EncryptionKeys, ResolveData, Unopened, WorkflowState};
 
 /// In every piece of user data the workflow below handles.
 const SECRET: &str = "tangerine-4242";
@@ -75,9 +75,29 @@ fn definitions(tokens: &Tokens) -> (Vec<Definition>, Workflow<String, String>) {
 
 /// A started world on a hybrid store in `dir`, with these keys.
 async fn world_on(dir: &Path, keys: Option<EncryptionKeys>, tokens: &Tokens) -> TestWorld {
+    world_on_disk(Disk::Hybrid, dir, keys, tokens).await
+}
+
+/// The durable stores, whose bytes the tests read.
+#[derive(Clone, Copy, Debug)]
+enum Disk {
+    Hybrid,
+    File,
+}
+
+/// A started world on a store of this kind in `dir`, with these keys.
+async fn world_on_disk(
+    disk: Disk,
+    dir: &Path,
+    keys: Option<EncryptionKeys>,
+    tokens: &Tokens,
+) -> TestWorld {
     let mut config = WorldConfig::memory();
     config.encryption_keys = keys;
-    let store: Arc<dyn Store> = Arc::new(HybridStore::open(dir).unwrap());
+    let store: Arc<dyn Store> = match disk {
+        Disk::Hybrid => Arc::new(HybridStore::open(dir).unwrap()),
+        Disk::File => Arc::new(FileStore::open(dir).unwrap()),
+    };
     let world = TestWorld::with_options(TestWorldOptions {
         config,
         store: Some(store),
@@ -298,4 +318,200 @@ async fn the_cli_and_dashboard_view_opens_a_store_read_directly_with_the_keys() 
     }
     assert_eq!(state.input.unwrap().decode::<String>().unwrap(), SECRET);
     assert!(format!("{history:?}").contains(&format!("first try failed on {SECRET}")));
+}
+
+/// What a world without the keys is asked to write into an encrypted run.
+const FORGED: &str = "forged-answer-7781";
+
+/// The refusal of a world without keys: typed, naming the key, 501.
+fn assert_no_keys<T: std::fmt::Debug>(what: &str, result: Result<T, WorldError>) {
+    match result {
+        Err(e @ WorldError::Encrypted { .. }) => {
+            assert!(
+                matches!(&e, WorldError::Encrypted { reason: Unopened::NoKeys { key_id }, .. } if key_id == "k1"),
+                "{what}: {e:?}"
+            );
+            assert!(
+                e.to_string()
+                    .contains("encrypted, and this world has no keys"),
+                "{what}: {e}"
+            );
+            assert_eq!(e.http_status(), 501, "{what}");
+        }
+        other => panic!("{what}: expected the no-keys refusal, got {other:?}"),
+    }
+}
+
+/// Starts the workflow with the keys and runs it until its hook waits; returns the run id.
+async fn run_to_the_hook(world: &TestWorld, tokens: &Tokens) -> String {
+    let (_, flow) = definitions(tokens);
+    let run = world
+        .execute(&flow, SECRET.to_owned(), WorkflowOptions::default())
+        .await
+        .unwrap();
+    world.advance("10s").await;
+    world.settle().await;
+    assert!(!tokens.0.lock().is_empty(), "the hook's token handed out");
+    run.id
+}
+
+/// Regression: a world opened without the keys resumed a waiting encrypted run's hook,
+/// recording the payload in plain text in the hybrid segment or the file-mode run log, and the
+/// run later completed with it while the real answer was refused. Now every write of such a
+/// world is refused, nothing of it reaches the disk, and the real answer goes through.
+#[tokio::test]
+async fn a_world_without_the_keys_writes_nothing_into_an_encrypted_run_on_disk() {
+    for disk in [Disk::Hybrid, Disk::File] {
+        let dir = tempfile::tempdir().unwrap();
+        let tokens = Tokens::default();
+        let world = world_on_disk(disk, dir.path(), keys(&key("k1", 1)), &tokens).await;
+        let run_id = run_to_the_hook(&world, &tokens).await;
+        let token = tokens.0.lock().last().cloned().unwrap();
+        close(world).await;
+
+        let world = world_on_disk(disk, dir.path(), None, &tokens).await;
+        assert_no_keys("resume_hook", world.resume_hook(&token, FORGED).await);
+        assert_no_keys("cancel", world.cancel_with_reason(&run_id, FORGED).await);
+        assert_no_keys(
+            "stream write",
+            world
+                .streams()
+                .write(&run_id, "default", FORGED.as_bytes().to_vec())
+                .await,
+        );
+        assert_no_keys(
+            "stream close",
+            world.streams().close(&run_id, "default").await,
+        );
+        // Reading: the chunk the run wrote is refused too, not handed out sealed.
+        assert_no_keys(
+            "stream chunks",
+            world.streams().chunks(&run_id, "default", None, 10).await,
+        );
+        let mut live = world.streams().read(&run_id, "default", 0).await.unwrap();
+        assert_no_keys(
+            "live stream",
+            futures::StreamExt::next(&mut live).await.unwrap(),
+        );
+        // For people, the same chunk is shown as encrypted.
+        let mut shown = world
+            .streams()
+            .read_shown(&run_id, "default", 0)
+            .await
+            .unwrap();
+        let chunk = futures::StreamExt::next(&mut shown).await.unwrap().unwrap();
+        assert_eq!(chunk.text(), Some("(encrypted)"));
+        drop((live, shown));
+        close(world).await;
+
+        for (path, bytes) in stored_bytes(dir.path()) {
+            assert!(
+                !contains(&bytes, FORGED),
+                "{disk:?}: {path} holds what the world without keys was asked to write"
+            );
+        }
+
+        // With the keys, the real answer is taken and the run completes with it.
+        let world = world_on_disk(disk, dir.path(), keys(&key("k1", 1)), &tokens).await;
+        world
+            .resume_hook(&token, &format!("yes from {SECRET}"))
+            .await
+            .unwrap();
+        let state = world.run_until_complete(&run_id, "2h").await.unwrap();
+        assert_eq!(state.status, RunStatus::Completed, "{disk:?}: {state:?}");
+        assert_eq!(
+            state.output.unwrap().decode::<String>().unwrap(),
+            expected_output()
+        );
+        close(world).await;
+    }
+}
+
+/// Regression: without the keys, `result()` answered a serde error ("invalid type: map,
+/// expected a string") and schedule inputs came back as sealed envelopes. Both now answer
+/// that the data is encrypted and this world has no keys, and the schedule is left alone.
+#[tokio::test]
+async fn a_world_without_the_keys_reads_results_and_schedules_as_encrypted() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = Tokens::default();
+    let world = world_on(dir.path(), keys(&key("k1", 1)), &tokens).await;
+    let run_id = run_to_the_sleep(&world, &tokens).await;
+    world.run_until_complete(&run_id, "2h").await.unwrap();
+    world
+        .schedules()
+        .cron("nightly", "secrets", SECRET, "0 3 * * *")
+        .await
+        .unwrap();
+    close(world).await;
+
+    let world = world_on(dir.path(), None, &tokens).await;
+    let handle = world.handle::<String>(&run_id).await.unwrap();
+    assert_no_keys("result", handle.result().await);
+    assert_no_keys("schedule get", world.schedules().get("nightly").await);
+    assert_no_keys("schedule list", world.schedules().list().await);
+    assert_no_keys("schedule pause", world.schedules().pause("nightly").await);
+    // Not fired here either: a firing would start a run with the sealed input.
+    world.advance("30h").await;
+    world.settle().await;
+    close(world).await;
+
+    let world = world_on(dir.path(), keys(&key("k1", 1)), &tokens).await;
+    let schedule = world.schedules().get("nightly").await.unwrap();
+    assert!(!schedule.paused);
+    assert_eq!(schedule.input.unwrap().decode::<String>().unwrap(), SECRET);
+    let runs = world
+        .list_runs(worlds_engine::WorkflowQueryFilter::default())
+        .await
+        .unwrap();
+    assert_eq!(
+        runs.data.len(),
+        1,
+        "no run started by the world without keys"
+    );
+    close(world).await;
+}
+
+/// Regression: with the right key id but other key bytes, every call answered 500 "a sealed
+/// value does not open" with no word of the key. Now the answer is the same status as for a
+/// missing key (501) and says the key may be wrong.
+#[tokio::test]
+async fn a_key_with_the_right_id_and_other_bytes_is_named_as_possibly_wrong() {
+    let dir = tempfile::tempdir().unwrap();
+    let tokens = Tokens::default();
+    let world = world_on(dir.path(), keys(&key("k1", 1)), &tokens).await;
+    let run_id = run_to_the_hook(&world, &tokens).await;
+    let token = tokens.0.lock().last().cloned().unwrap();
+    close(world).await;
+
+    // Not started: what it answers does not hang on what starting does with the run.
+    let mut config = WorldConfig::memory();
+    config.encryption_keys = keys(&key("k1", 9));
+    let store: Arc<dyn Store> = Arc::new(HybridStore::open(dir.path()).unwrap());
+    let world = TestWorld::with_options(TestWorldOptions {
+        config,
+        store: Some(store),
+        autostart: false,
+        ..TestWorldOptions::default()
+    })
+    .await;
+    for (what, result) in [
+        ("query", world.query(&run_id).await.map(|_| ())),
+        (
+            "resume_hook",
+            world.resume_hook(&token, FORGED).await.map(|_| ()),
+        ),
+    ] {
+        let e = result.unwrap_err();
+        assert!(
+            matches!(&e, WorldError::Encrypted { reason: Unopened::DoesNotOpen { key_id }, .. } if key_id == "k1"),
+            "{what}: {e:?}"
+        );
+        assert!(e.to_string().contains("'k1'"), "{what}: {e}");
+        assert!(e.to_string().contains("may not be the ones"), "{what}: {e}");
+        assert_eq!(e.http_status(), 501, "{what}");
+    }
+    close(world).await;
+    for (path, bytes) in stored_bytes(dir.path()) {
+        assert!(!contains(&bytes, FORGED), "{path}");
+    }
 }

@@ -322,7 +322,7 @@ impl Engine {
 
     /// Every schedule, ordered by id.
     pub(crate) async fn list_schedules(&self) -> Result<Vec<ScheduleConfig>, WorldError> {
-        self.store.list_schedules().await
+        self.schedules.list().await
     }
 
     /// The runs' streams: writes from outside, pages, live readers.

@@ -14,6 +14,13 @@
 //! The journal also owns the payload size limit, so what history accepts is checked in one
 //! place, and it notes the runs whose lease a shared store says this process lost
 //! ([`WorldError::LeaseLost`]): the engine lets go of them ([`take_lost`](Journal::take_lost)).
+//!
+//! And it writes only to runs this world can open ([`check_opens`](Journal::check_opens)): a
+//! run stored encrypted is written to by a world with the key that opens it, never by one
+//! without keys (which would store plain values among sealed ones) or with another key (whose
+//! values the run's own world could not open). Every append checks, as do stream writes:
+//! whatever asks to write (a hook's payload, a cancellation, a webhook, the DevKit), a run the
+//! world cannot open is refused with [`WorldError::Encrypted`] and left as it is.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -21,9 +28,11 @@ use std::sync::Arc;
 use crate::clock::{Clock, Millis};
 use crate::error::WorldError;
 use crate::ids::IdGenerator;
-use crate::model::{Event, EventKind, EVENT_FORMAT_VERSION};
+use crate::model::schedule::ScheduleConfig;
+use crate::model::stream::StreamChunk;
+use crate::model::{Event, EventKind, ListQuery, EVENT_FORMAT_VERSION};
 use crate::payload::Payload;
-use crate::store::{Appended, EventStore, IdempotencyStore};
+use crate::store::{refuse_sealed, Appended, EventStore, IdempotencyStore};
 use crate::telemetry::metrics::MetricsRecorder;
 
 use super::Progress;
@@ -65,7 +74,14 @@ pub(crate) struct Journal {
     max_payload_bytes: usize,
     /// Runs another process took over, found by a refused append, for the engine to let go of.
     lost: parking_lot::Mutex<Vec<String>>,
+    /// The world has encryption keys (its store is a `SealedStore`).
+    has_keys: bool,
+    /// Runs this world is known to open: made here, or their first event read and opened.
+    opens: parking_lot::RwLock<rustc_hash::FxHashSet<Box<str>>>,
 }
+
+/// Runs kept in [`Journal::opens`] before it is emptied (a run forgotten is read again once).
+const KNOWN_OPEN_RUNS: usize = 65_536;
 
 impl Journal {
     pub(crate) fn new(
@@ -75,6 +91,7 @@ impl Journal {
         ids: Arc<IdGenerator>,
         progress: Arc<Progress>,
         max_payload_bytes: usize,
+        has_keys: bool,
     ) -> Self {
         Journal {
             runs,
@@ -85,7 +102,74 @@ impl Journal {
             progress,
             max_payload_bytes,
             lost: parking_lot::Mutex::new(Vec::new()),
+            has_keys,
+            opens: Default::default(),
         }
+    }
+
+    /// Refuses ([`WorldError::Encrypted`]) if run `run_id` is stored encrypted and this world
+    /// cannot open it: it has no keys, or its keys do not open the run's input. A run that
+    /// does not exist passes (what writes to it says so). Read once per run: a run that opens
+    /// is remembered.
+    pub(crate) async fn check_opens(&self, run_id: &str) -> Result<(), WorldError> {
+        if self.opens.read().contains(run_id) {
+            return Ok(());
+        }
+        // The first event holds the run's input: through a sealed store, reading it opens it.
+        let first = match self
+            .events
+            .list_events(run_id, &ListQuery::new().limit(1))
+            .await
+        {
+            Ok(page) => page.data.into_iter().next(),
+            Err(WorldError::NotFound { .. }) => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let Some(first) = first else { return Ok(()) };
+        if let EventKind::WorkflowQueued(run) = &first.kind {
+            if !self.has_keys {
+                refuse_sealed(|| format!("run:{run_id}"), run.input.as_json().as_bytes())?;
+            }
+        }
+        self.known_to_open(run_id);
+        Ok(())
+    }
+
+    /// Refuses ([`WorldError::Encrypted`]) a schedule whose input is stored encrypted when this
+    /// world has no keys: it is neither shown, changed nor fired here. (With keys, the store
+    /// opened it on the way here, or refused.)
+    pub(crate) fn check_schedule_opens(&self, schedule: &ScheduleConfig) -> Result<(), WorldError> {
+        match &schedule.input {
+            Some(input) if !self.has_keys => refuse_sealed(
+                || format!("schedule:{}", schedule.id),
+                input.as_json().as_bytes(),
+            ),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses ([`WorldError::Encrypted`]) chunks stored encrypted when this world has no
+    /// keys, rather than hand them out sealed.
+    pub(crate) fn check_chunks_open(
+        &self,
+        run_id: &str,
+        chunks: &[StreamChunk],
+    ) -> Result<(), WorldError> {
+        if self.has_keys {
+            return Ok(());
+        }
+        for chunk in chunks {
+            refuse_sealed(|| format!("run:{run_id}"), &chunk.data)?;
+        }
+        Ok(())
+    }
+
+    fn known_to_open(&self, run_id: &str) {
+        let mut opens = self.opens.write();
+        if opens.len() >= KNOWN_OPEN_RUNS {
+            opens.clear();
+        }
+        opens.insert(run_id.into());
     }
 
     /// The runs whose lease this process lost since the last call (each once).
@@ -114,7 +198,10 @@ impl Journal {
     /// Creates a run from its first event (`workflow_queued`).
     pub(crate) async fn create_run(&self, first: Event) -> Result<(), WorldError> {
         crate::model::check_text(&first.kind)?;
-        self.runs.create_run(first).await
+        let run_id = first.run_id.clone();
+        self.runs.create_run(first).await?;
+        self.known_to_open(&run_id);
+        Ok(())
     }
 
     /// Creates a run unless its idempotency key started one at or after `since`: then returns
@@ -125,12 +212,24 @@ impl Journal {
         since: Millis,
     ) -> Result<Option<String>, WorldError> {
         crate::model::check_text(&first.kind)?;
-        self.runs.create_run_once(first, since).await
+        let run_id = first.run_id.clone();
+        let existing = self.runs.create_run_once(first, since).await?;
+        if existing.is_none() {
+            self.known_to_open(&run_id);
+        }
+        Ok(existing)
     }
 
     /// Creates many runs; result `i` is that of `firsts[i]`.
     pub(crate) async fn create_runs(&self, firsts: Vec<Event>) -> Vec<Result<(), WorldError>> {
-        self.create_checked(firsts).await
+        let run_ids: Vec<String> = firsts.iter().map(|first| first.run_id.clone()).collect();
+        let created = self.create_checked(firsts).await;
+        for (run_id, result) in run_ids.iter().zip(&created) {
+            if result.is_ok() {
+                self.known_to_open(run_id);
+            }
+        }
+        created
     }
 
     /// The store's `create_runs`, but a run holding NUL in an identifier or a name is refused
@@ -208,6 +307,7 @@ impl Journal {
         kinds: Vec<EventKind>,
         durability: Durability,
     ) -> Result<Appended, WorldError> {
+        self.check_opens(run_id).await?;
         let events = kinds.into_iter().map(|k| self.event(run_id, k)).collect();
         let appended = match durability {
             Durability::Synced => self.events.append(run_id, events).await,
@@ -227,6 +327,9 @@ impl Journal {
             }
             Err(e) => return Err(e),
         };
+        if appended.status.is_terminal() {
+            self.opens.write().remove(run_id);
+        }
         self.metrics.record(run_id, &appended.events);
         self.progress.epoch.fetch_add(1, Ordering::Relaxed);
         Ok(appended)

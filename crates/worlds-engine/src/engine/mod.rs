@@ -219,6 +219,7 @@ impl Engine {
             ids.clone(),
             progress.clone(),
             config.max_payload_bytes,
+            config.encryption_keys.is_some(),
         ));
         let timers = Arc::new(Timers::new(store.clone(), clock.clone()));
         let streams = Arc::new(Streams::new(
@@ -335,18 +336,13 @@ impl Engine {
     /// its code would fail on inputs it cannot read, and the failure would be recorded. The
     /// error leaves the run as it is, for a process that has the keys.
     pub(crate) fn check_readable(&self, state: &WorkflowState) -> Result<(), WorldError> {
-        if state
-            .input
-            .as_ref()
-            .is_some_and(|input| self.sealed_without_keys(input))
-        {
-            return Err(WorldError::Unsupported(format!(
-                "run {} is stored encrypted and this world has no encryption keys: configure WorldConfig::encryption_keys (or {}) to drive it",
-                state.id,
-                crate::ENCRYPTION_KEYS_ENV
-            )));
+        match &state.input {
+            Some(input) if self.config.encryption_keys.is_none() => crate::store::refuse_sealed(
+                || format!("run:{}", state.id),
+                input.as_json().as_bytes(),
+            ),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     /// Resolves when the run reaches a terminal status, or at once if it has.

@@ -196,7 +196,10 @@ impl Schedules {
             .update_schedule(&id, &mut |current| {
                 Ok(ScheduleChange::Put(match current {
                     None => fresh.clone(),
-                    Some(old) => merge(old, fresh.clone()),
+                    Some(old) => {
+                        self.journal.check_schedule_opens(&old)?;
+                        merge(old, fresh.clone())
+                    }
                 }))
             })
             .await?;
@@ -236,6 +239,9 @@ impl Schedules {
         let mut found = false;
         self.schedules
             .update_schedule(id, &mut |current| {
+                if let Some(stored) = &current {
+                    self.journal.check_schedule_opens(stored)?;
+                }
                 found = current.is_some();
                 Ok(ScheduleChange::Delete)
             })
@@ -252,10 +258,22 @@ impl Schedules {
     /// A schedule by id (404 if there is none).
     pub(crate) async fn get(&self, id: &str) -> Result<ScheduleConfig, WorldError> {
         check_id(id)?;
-        self.schedules
+        let schedule = self
+            .schedules
             .get_schedule(id)
             .await?
-            .ok_or_else(|| WorldError::not_found("schedule", id))
+            .ok_or_else(|| WorldError::not_found("schedule", id))?;
+        self.journal.check_schedule_opens(&schedule)?;
+        Ok(schedule)
+    }
+
+    /// Every schedule, ordered by id.
+    pub(crate) async fn list(&self) -> Result<Vec<ScheduleConfig>, WorldError> {
+        let schedules = self.schedules.list_schedules().await?;
+        for schedule in &schedules {
+            self.journal.check_schedule_opens(schedule)?;
+        }
+        Ok(schedules)
     }
 
     async fn change(
@@ -269,7 +287,10 @@ impl Schedules {
             .schedules
             .update_schedule(id, &mut |current| match current {
                 None => Err(WorldError::not_found("schedule", id)),
-                Some(s) => change(s, now).map(ScheduleChange::Put),
+                Some(s) => {
+                    self.journal.check_schedule_opens(&s)?;
+                    change(s, now).map(ScheduleChange::Put)
+                }
             })
             .await?;
         self.changed();
@@ -352,6 +373,7 @@ impl Schedules {
     fn can_fire(&self, schedule: &ScheduleConfig) -> bool {
         self.registry.workflow(&schedule.workflow_name).is_some()
             && (!schedule.input_fn || self.inputs.lock().contains_key(&schedule.id))
+            && self.journal.check_schedule_opens(schedule).is_ok()
     }
 
     /// Step 1: claims the due firings of a schedule. Returns the record as it is afterwards.

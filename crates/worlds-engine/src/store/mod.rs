@@ -51,7 +51,7 @@ pub use hybrid::HybridStore;
 pub use keys::{KeyFiles, KeyStore};
 pub use memory::MemoryStore;
 pub use schedules::{ScheduleChange, ScheduleStore, ScheduleUpdate};
-pub(crate) use sealed::is_sealed_payload;
+pub(crate) use sealed::{is_sealed_payload, refuse_sealed};
 pub use sealed::{Reveal, SealedStore};
 pub use streams::{NewChunk, StreamSignal, StreamStore};
 

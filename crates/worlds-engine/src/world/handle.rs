@@ -108,6 +108,9 @@ impl<O: DeserializeOwned> WorkflowHandle<O> {
                 self.id, self.id
             ))),
         };
+        if engine.config().encryption_keys.is_none() {
+            refuse_sealed_outcome(&state)?;
+        }
         outcome(&state)
     }
 
@@ -122,6 +125,20 @@ impl<O: DeserializeOwned> WorkflowHandle<O> {
     pub async fn cancel(&self) -> Result<(), WorldError> {
         self.engine()?.cancel_run(&self.id, None).await
     }
+}
+
+/// Refuses ([`WorldError::Encrypted`]) the output or error of a run stored encrypted, for a
+/// world without keys: rather than a decoding error on the sealed form, or that form handed
+/// out as the run's error.
+fn refuse_sealed_outcome(state: &WorkflowState) -> Result<(), WorldError> {
+    let scope = || format!("run:{}", state.id);
+    if let Some(output) = &state.output {
+        crate::store::refuse_sealed(scope, output.as_json().as_bytes())?;
+    }
+    if let Some(error) = &state.error {
+        crate::store::refuse_sealed(scope, error.message.as_bytes())?;
+    }
+    Ok(())
 }
 
 /// The result of a finished run.

@@ -71,8 +71,9 @@ impl WorldStreams<'_> {
     /// ending when the stream is done (closed, or its run finished). Each index comes once, in
     /// order, even while chunks are being written.
     ///
-    /// Errors: no such run (404), an invalid name (400). A stream the run has not written to
-    /// yet waits for its first chunk.
+    /// Errors: no such run (404), an invalid name (400); chunks stored encrypted and this world
+    /// cannot open them (501, [`WorldError::Encrypted`], the stream's item). A stream the run
+    /// has not written to yet waits for its first chunk.
     ///
     /// ```
     /// # use worlds_engine::prelude::*;
@@ -92,6 +93,27 @@ impl WorldStreams<'_> {
         name: &str,
         start_index: i64,
     ) -> Result<ChunkStream, WorldError> {
+        self.open_reader(run_id, name, start_index, false).await
+    }
+
+    /// [`read`](Self::read) for people: chunks stored encrypted that this world has no keys
+    /// for come as `(encrypted)` instead of an error (what a dashboard shows).
+    pub async fn read_shown(
+        &self,
+        run_id: &str,
+        name: &str,
+        start_index: i64,
+    ) -> Result<ChunkStream, WorldError> {
+        self.open_reader(run_id, name, start_index, true).await
+    }
+
+    async fn open_reader(
+        &self,
+        run_id: &str,
+        name: &str,
+        start_index: i64,
+        shown: bool,
+    ) -> Result<ChunkStream, WorldError> {
         check_name(name)?;
         let run = self.stream_run(run_id).await?;
         crate::engine::streams::reader::open(
@@ -99,13 +121,15 @@ impl WorldStreams<'_> {
             run.id,
             name.to_owned(),
             start_index,
+            shown,
         )
         .await
     }
 
     /// One page of the chunks stored so far: up to `limit` (0: 100) from the `cursor` of the
     /// previous page (`None`: from the first chunk). Errors: no such run (404), a cursor that
-    /// is not one this returned (400).
+    /// is not one this returned (400), chunks stored encrypted that this world cannot open
+    /// (501, [`WorldError::Encrypted`]).
     pub async fn chunks(
         &self,
         run_id: &str,
@@ -130,7 +154,7 @@ impl WorldStreams<'_> {
             .world
             .engine
             .streams()
-            .chunks(&run.id, name, from, limit)
+            .chunks(&run.id, name, from, limit, false)
             .await?;
         let next = data.last().map_or(from, |c| c.index + 1);
         let has_more = next < info.len();

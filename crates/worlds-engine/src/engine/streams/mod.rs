@@ -72,6 +72,7 @@ impl Streams {
             || format!("a chunk of stream '{name}' of run {run_id}"),
             data.len(),
         )?;
+        self.journal.check_opens(run_id).await?;
         let chunk = NewChunk {
             id: self.ids.next(CHUNK_PREFIX),
             created_at: self.clock.now_ms(),
@@ -84,6 +85,7 @@ impl Streams {
     /// Closes a stream of a run.
     pub(crate) async fn close_stream(&self, run_id: &str, name: &str) -> Result<(), WorldError> {
         check_name(name)?;
+        self.journal.check_opens(run_id).await?;
         self.streams.close_stream(run_id, name).await
     }
 
@@ -126,14 +128,29 @@ impl Streams {
     }
 
     /// Up to `limit` stored chunks of a stream from index `from`, and the stream's state.
+    /// Chunks stored encrypted that this world cannot open are refused
+    /// ([`WorldError::Encrypted`]), or, `shown` to people, shown as `(encrypted)`.
     pub(crate) async fn chunks(
         &self,
         run_id: &str,
         name: &str,
         from: u64,
         limit: usize,
+        shown: bool,
     ) -> Result<(Vec<StreamChunk>, StreamInfo), WorldError> {
-        self.streams.stream_chunks(run_id, name, from, limit).await
+        let (mut chunks, info) = self
+            .streams
+            .stream_chunks(run_id, name, from, limit)
+            .await?;
+        if shown {
+            let reveal = crate::store::Reveal::new(None);
+            for chunk in &mut chunks {
+                reveal.chunk(run_id, chunk);
+            }
+        } else {
+            self.journal.check_chunks_open(run_id, &chunks)?;
+        }
+        Ok((chunks, info))
     }
 
     /// A stream's length and whether it is closed.

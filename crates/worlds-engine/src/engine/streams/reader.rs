@@ -55,18 +55,21 @@ struct Reader {
     next: u64,
     signal: StreamSignal,
     buffer: VecDeque<StreamChunk>,
+    /// For people: sealed chunks this world cannot open shown as `(encrypted)`, not refused.
+    shown: bool,
     /// The run has finished: one more read, then the end.
     last_read: bool,
     ended: bool,
 }
 
 /// Opens a reader of a run's stream from `start` (negative: that many chunks back from the
-/// tail, clamped to the first chunk).
+/// tail, clamped to the first chunk); `shown`: see [`Streams::chunks`].
 pub(crate) async fn open(
     streams: Arc<Streams>,
     run_id: String,
     name: String,
     start: i64,
+    shown: bool,
 ) -> Result<ChunkStream, WorldError> {
     let signal = streams.watch(&run_id);
     let next = if start < 0 {
@@ -82,6 +85,7 @@ pub(crate) async fn open(
         next,
         signal,
         buffer: VecDeque::new(),
+        shown,
         last_read: false,
         ended: false,
     };
@@ -111,7 +115,7 @@ impl Reader {
         let streams = self.streams.clone();
         loop {
             let (chunks, info) = streams
-                .chunks(&self.run_id, &self.name, self.next, PAGE)
+                .chunks(&self.run_id, &self.name, self.next, PAGE, self.shown)
                 .await?;
             if let Some(last) = chunks.last() {
                 self.next = last.index + 1;

@@ -33,7 +33,7 @@ use sha2::Sha256;
 
 use crate::config::EncryptionKeys;
 use crate::payload::Payload;
-use crate::WorldError;
+use crate::{Unopened, WorldError};
 
 /// HKDF salt: names the scheme, so that keys derived for another use of the same world key
 /// differ.
@@ -63,6 +63,31 @@ enum Form {
 /// True if the payload is in the sealed form (encrypted at rest, not opened).
 pub(crate) fn is_sealed_payload(payload: &Payload) -> bool {
     payload.as_json().starts_with(PAYLOAD_PREFIX)
+}
+
+/// The id of the key a sealed payload, text or bytes (any of the sealed forms, as bytes) was
+/// sealed with; `None` if the value is not sealed or does not say.
+pub(crate) fn sealed_key_id(sealed: &[u8]) -> Option<&str> {
+    let head = &sealed[..sealed.len().min(256)];
+    let text = match std::str::from_utf8(head) {
+        Ok(text) => text,
+        Err(e) => std::str::from_utf8(&head[..e.valid_up_to()]).ok()?,
+    };
+    let id = match text.strip_prefix(PAYLOAD_PREFIX) {
+        Some(rest) => rest.strip_prefix("\"key\":\"")?.split('"').next()?,
+        None => text.strip_prefix(TEXT_PREFIX)?.split(':').next()?,
+    };
+    Some(id)
+}
+
+/// The error for a sealed value read by a world without keys.
+pub(crate) fn no_keys(scope: &str, sealed: &[u8]) -> WorldError {
+    WorldError::Encrypted {
+        what: scope.to_owned(),
+        reason: Unopened::NoKeys {
+            key_id: sealed_key_id(sealed).unwrap_or("?").to_owned(),
+        },
+    }
 }
 
 /// True if the text is in the sealed form.
@@ -128,10 +153,13 @@ impl Cipher {
             return Ok(keys.1.clone());
         }
         let Some(world_key) = self.keys.get(key_id) else {
-            return Err(WorldError::Unsupported(format!(
-                "{scope}: stored data is sealed with the encryption key '{key_id}', which this world does not have (it has {}): add that key to the encryption keys",
-                self.keys.ids().collect::<Vec<_>>().join(", ")
-            )));
+            return Err(WorldError::Encrypted {
+                what: scope.to_owned(),
+                reason: Unopened::MissingKey {
+                    key_id: key_id.to_owned(),
+                    has: self.keys.ids().map(str::to_owned).collect(),
+                },
+            });
         };
         let mut okm = [0u8; 64];
         Hkdf::<Sha256>::new(Some(SALT), world_key)
@@ -201,7 +229,13 @@ impl Cipher {
                     aad: scope.as_bytes(),
                 },
             )
-            .map_err(|_| tampered(scope))
+            // A wrong key and a changed value fail alike: the error says both.
+            .map_err(|_| WorldError::Encrypted {
+                what: scope.to_owned(),
+                reason: Unopened::DoesNotOpen {
+                    key_id: key_id.to_owned(),
+                },
+            })
     }
 
     /// The payload in its sealed form.

@@ -38,6 +38,18 @@ use super::{
 };
 
 pub(crate) use cipher::is_sealed_payload;
+
+/// For a world without keys: refuses a value of `scope` (`run:<id>`, `schedule:<id>`) stored
+/// sealed, in any of the sealed forms, with [`WorldError::Encrypted`] naming its key.
+pub(crate) fn refuse_sealed(
+    scope: impl FnOnce() -> String,
+    value: &[u8],
+) -> Result<(), WorldError> {
+    if cipher::sealed_key_id(value).is_some() {
+        return Err(cipher::no_keys(&scope(), value));
+    }
+    Ok(())
+}
 use cipher::Cipher;
 use fields::{Fields, Way};
 pub use reveal::Reveal;
@@ -105,9 +117,11 @@ impl SealedStore {
         Fut: std::future::Future<Output = Result<Appended, WorldError>> + 'a,
     {
         let plain: Vec<EventKind> = events.iter().map(|e| e.kind.clone()).collect();
-        let mut appended = append(self.seal_events(events)?).await?;
-        if appended.events.len() == plain.len() {
-            appended.events = appended
+        let appended = append(self.seal_events(events)?).await?;
+        let events = if appended.events.len() == plain.len() {
+            // Not opened again: a plain value that looks sealed (a user's, or one sealed by a
+            // store around this one) is the caller's as it is.
+            appended
                 .events
                 .into_iter()
                 .zip(plain)
@@ -119,14 +133,17 @@ impl SealedStore {
                     event.kind = kind;
                     Arc::new(event)
                 })
-                .collect();
-        }
-        self.open_appended(appended)
+                .collect()
+        } else {
+            self.open_events(appended.events)?
+        };
+        self.open_appended(Appended { events, ..appended })
     }
 
+    /// The run's state at its end, opened (the events are the caller's to open).
     fn open_appended(&self, appended: Appended) -> Result<Appended, WorldError> {
         Ok(Appended {
-            events: self.open_events(appended.events)?,
+            events: appended.events,
             status: appended.status,
             ended: match appended.ended {
                 Some(state) => Some(Arc::new(self.open_state(Arc::unwrap_or_clone(state))?)),

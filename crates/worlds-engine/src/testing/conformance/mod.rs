@@ -2,7 +2,8 @@
 //! `pub async fn` checks over `Arc<dyn Store>`, so any crate can run them against its backend.
 //!
 //! The checks are grouped by duty trait (runs, idempotency keys, events, steps, hooks, leases,
-//! timers, streams, schedules, API keys). [`store_conformance!`](crate::store_conformance) turns them into one
+//! timers, streams, schedules, API keys), plus encryption at rest over them all.
+//! [`store_conformance!`](crate::store_conformance) turns them into one
 //! test per check:
 //!
 //! ```ignore
@@ -27,9 +28,10 @@ mod external;
 mod hooks;
 mod keys;
 mod leases;
-mod runs;
 mod nul;
+mod runs;
 mod schedules;
+mod sealed;
 mod steps;
 mod streams;
 mod timers;
@@ -40,9 +42,10 @@ pub use external::*;
 pub use hooks::*;
 pub use keys::*;
 pub use leases::*;
+pub use nul::*;
 pub use runs::*;
 pub use schedules::*;
-pub use nul::*;
+pub use sealed::*;
 pub use steps::*;
 pub use streams::*;
 pub use timers::*;
@@ -201,11 +204,13 @@ macro_rules! store_conformance {
             a_failed_schedule_update_changes_nothing,
             // api_keys.rs
             api_keys_round_trip_list_by_id_and_are_replaced,
+            // nul.rs
+            nul_in_lookups_finds_nothing_and_payloads_keep_it,
+            // sealed.rs
+            a_world_that_cannot_open_a_run_does_not_write_to_it,
         );
     };
     (@checks $backend:ident, $factory:expr, $($check:ident),+ $(,)?) => {
-            // nul.rs
-            nul_in_lookups_finds_nothing_and_payloads_keep_it,
         mod $backend {
             #[allow(unused_imports)]
             use super::*;

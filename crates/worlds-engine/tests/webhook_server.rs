@@ -145,6 +145,32 @@ async fn until_closed(stream: &mut TcpStream) -> Vec<u8> {
     .expect("the server kept the connection open")
 }
 
+/// A connection with a request in progress: a POST's headers sent, asking to continue, and the
+/// server's `100 Continue` read (its handler is reading the body, which is not sent).
+async fn in_progress(addr: SocketAddr, path: &str, declared: usize) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let head = format!(
+        "POST {path} HTTP/1.1\r\nhost: test\r\nexpect: 100-continue\r\ncontent-length: {declared}\r\n\r\n"
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut seen = Vec::new();
+    timeout(BOUND, async {
+        while !seen.ends_with(b"\r\n\r\n") {
+            let mut byte = [0; 1];
+            assert_eq!(stream.read(&mut byte).await.unwrap(), 1, "closed: {seen:?}");
+            seen.push(byte[0]);
+        }
+    })
+    .await
+    .expect("the server asks for the body");
+    assert!(
+        seen.starts_with(b"HTTP/1.1 100"),
+        "{:?}",
+        String::from_utf8_lossy(&seen)
+    );
+    stream
+}
+
 /// Headers for a POST whose declared body is `declared` bytes long.
 fn post_head(path: &str, declared: usize) -> Vec<u8> {
     format!("POST {path} HTTP/1.1\r\nhost: test\r\ncontent-length: {declared}\r\n\r\n").into_bytes()
@@ -208,28 +234,119 @@ async fn stalled_uploads_are_cut_off_at_the_body_deadline() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_beyond_the_cap_wait_for_a_free_slot() {
+async fn connections_beyond_the_cap_wait_while_every_one_has_a_request_in_progress() {
     let mut config = config();
     short_timeouts(&mut config);
-    // Idle connections must outlast the test's look at the third one.
-    config.webhook_server.header_read_timeout = Dur::from_millis(10_000);
+    // The uploads in progress must outlast the test's look at the third connection.
+    config.webhook_server.body_read_timeout = Dur::from_millis(10_000);
+    config.webhook_server.body_deadline = Dur::from_millis(10_000);
     config.webhook_server.max_connections = 2;
     let world = world_with(config).await;
     let server = world.serve_webhooks("127.0.0.1:0").await.unwrap();
     let addr = server.local_addr();
-    // Two open connections that send nothing fill the cap of two.
-    let first = TcpStream::connect(addr).await.unwrap();
-    let _second = TcpStream::connect(addr).await.unwrap();
+    // Two connections in the middle of sending a body fill the cap of two.
+    let first = in_progress(addr, "/webhooks/slow", 100).await;
+    let _second = in_progress(addr, "/webhooks/slow", 100).await;
     let mut waiting = tokio::spawn(async move { send(addr, "POST", "/webhooks/nope", b"").await });
     assert!(
         timeout(Duration::from_millis(300), &mut waiting)
             .await
             .is_err(),
-        "a third connection was served while two held the cap of two"
+        "a third connection was served while two requests in progress held the cap of two"
     );
     drop(first);
     let answer = timeout(BOUND, waiting).await.unwrap().unwrap();
     assert_eq!(answer.status, 404, "{answer:?}");
+    server.shutdown().await;
+    world.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_connections_cannot_lock_out_a_real_request() {
+    let mut config = config();
+    short_timeouts(&mut config);
+    // Neither the idle connections nor the upload in progress time out during the test.
+    config.webhook_server.header_read_timeout = Dur::from_millis(10_000);
+    config.webhook_server.body_read_timeout = Dur::from_millis(10_000);
+    config.webhook_server.body_deadline = Dur::from_millis(10_000);
+    config.webhook_server.max_connections = 4;
+    let world = world_with(config).await;
+    let run = waiting_webhook(&world, "kept").await;
+    let server = world.serve_webhooks("127.0.0.1:0").await.unwrap();
+    let addr = server.local_addr();
+    // A request in progress: its headers and half its body sent.
+    let mut upload = in_progress(addr, "/webhooks/kept", 4).await;
+    upload.write_all(b"ok").await.unwrap();
+    // Then far more idle connections than the cap: none of them sends anything.
+    let mut idle = Vec::new();
+    for _ in 0..12 {
+        idle.push(TcpStream::connect(addr).await.unwrap());
+    }
+    // A real request is still served, over and over.
+    for _ in 0..3 {
+        let answer = send(addr, "POST", "/webhooks/nope", b"").await;
+        assert_eq!(answer.status, 404, "{answer:?}");
+    }
+    // The request in progress was not closed to make room: it completes.
+    upload.write_all(b"!!").await.unwrap();
+    let answer = Answer::parse(
+        &timeout(BOUND, async {
+            let mut raw = vec![0; 4096];
+            let n = upload.read(&mut raw).await.unwrap();
+            raw.truncate(n);
+            raw
+        })
+        .await
+        .expect("the upload in progress got its answer"),
+    );
+    assert_eq!(answer.status, 202, "{answer:?}");
+    assert_eq!(run.result().await.unwrap().body, "ok!!");
+    // Most of the idle connections were closed to make room.
+    let mut closed = 0;
+    for stream in &mut idle {
+        let mut byte = [0; 1];
+        if let Ok(Ok(0)) = timeout(Duration::from_millis(50), stream.read(&mut byte)).await {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 8, "{closed} of 12 idle connections closed");
+    server.shutdown().await;
+    world.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_headers_over_the_limit_are_refused_with_431() {
+    let mut config = config();
+    config.webhook_server.max_header_bytes = 32 * 1024;
+    let world = world_with(config).await;
+    let run = waiting_webhook(&world, "heads").await;
+    let server = world.serve_webhooks("127.0.0.1:0").await.unwrap();
+    for size in [40 * 1024, 200 * 1024, 500 * 1024] {
+        let request = format!(
+            "POST /webhooks/heads HTTP/1.1\r\nhost: test\r\nx-big: {}\r\ncontent-length: 2\r\nconnection: close\r\n\r\nhi",
+            "a".repeat(size)
+        );
+        let answer = send_raw(server.local_addr(), request.as_bytes()).await;
+        assert_eq!(answer.status, 431, "{size} bytes of header: {answer:?}");
+    }
+    let state = world.query(&run.id).await.unwrap();
+    assert_eq!(
+        state.hooks[0].status,
+        HookStatus::Waiting,
+        "nothing delivered"
+    );
+    // Headers within the limit are fine.
+    let request = format!(
+        "POST /webhooks/heads HTTP/1.1\r\nhost: test\r\nx-big: {}\r\ncontent-length: 2\r\nconnection: close\r\n\r\nhi",
+        "a".repeat(16 * 1024)
+    );
+    let answer = send_raw(server.local_addr(), request.as_bytes()).await;
+    assert_eq!(answer.status, 202, "{answer:?}");
+    // A limit below what hyper can work with is refused when the world is made.
+    let mut config = self::config();
+    config.webhook_server.max_header_bytes = 4096;
+    let err = World::new(config).unwrap_err();
+    assert!(err.to_string().contains("max_header_bytes"), "{err}");
     server.shutdown().await;
     world.shutdown().await.unwrap();
 }

@@ -55,12 +55,15 @@
 //! [`error::ErrorBody`]); a caller without a recognized key gets 401, one whose key's scope
 //! does not cover the route 403; with a [`RateLimit`], one over its rate 429 with `Retry-After`.
 //! Request bodies are capped at the world's payload limit plus
-//! room for the envelope (413 beyond). CORS headers are sent only for the origins in
+//! room for the envelope (413 beyond, at once for a declared `Content-Length`), and must arrive
+//! within the world's `webhook_server.body_deadline` without a pause over its
+//! `body_read_timeout` (408), on every route. CORS headers are sent only for the origins in
 //! [`ApiOptions::cors_origins`] (none by default).
 
 #![forbid(unsafe_code)]
 
 pub mod auth;
+mod body_limits;
 mod dashboard;
 pub mod devkit;
 pub mod error;
@@ -318,7 +321,11 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
             }),
         )
         .route_layer(guard(Scope::Read));
-    let body_read_timeout = world.config().webhook_server.body_read_timeout.0;
+    let body_limits = body_limits::BodyLimits {
+        max_bytes: limit,
+        pause: world.config().webhook_server.body_read_timeout.0,
+        deadline: world.config().webhook_server.body_deadline.0,
+    };
     let state = Api {
         world,
         keys: world_keys,
@@ -330,9 +337,11 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
         // A browser gets the dashboard's page; an API caller the JSON error.
         .fallback(dashboard::fallback)
         .layer(axum::extract::DefaultBodyLimit::max(limit))
-        // A body that pauses longer than the world's webhook body timeout is cut off (400).
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(
-            body_read_timeout,
+        // Every route's body: 413 at once when declared too large, 408 when it pauses too
+        // long or is not all there within the deadline.
+        .layer(axum::middleware::from_fn_with_state(
+            body_limits,
+            body_limits::limit,
         ));
     let app = match cors(&options.cors_origins) {
         Some(cors) => app.layer(cors),
@@ -401,9 +410,10 @@ impl Drop for ApiServer {
 /// plain HTTP: on an address other machines can reach it logs a warning, since keys and
 /// payloads would travel unencrypted without a TLS proxy in front.
 ///
-/// Connections get the world's HTTP limits (`webhook_server`: header read timeout, most
-/// connections at once, body read timeout) so slow or idle clients cannot hold the server, and
-/// shutdown waits for requests in flight at most the world's `shutdown_grace`.
+/// Connections get the world's HTTP limits (`webhook_server`: header read timeout and size,
+/// most connections at once with the longest idle one closed to make room, body pause and
+/// deadline) so slow or idle clients cannot hold the server, and shutdown waits for requests in
+/// flight at most the world's `shutdown_grace`.
 ///
 /// Fails with `Unavailable` if the address cannot be bound.
 pub async fn serve(

@@ -45,15 +45,23 @@ pub struct WebhookServerOptions {
     /// connection. Default 10 s.
     #[serde(alias = "headerReadTimeout")]
     pub header_read_timeout: Dur,
-    /// Longest pause while a request body arrives; a longer one is answered 408. Default 10 s.
+    /// Largest request head (request line and headers together), in bytes: a larger one is
+    /// answered 431 before any of it reaches a handler. At least 8192. Default 64 KiB.
+    #[serde(alias = "maxHeaderBytes")]
+    pub max_header_bytes: usize,
+    /// Longest pause while a request body arrives; a longer one is answered 408 (here and on
+    /// every route of `worlds-server`'s API). Default 10 s.
     #[serde(alias = "bodyReadTimeout")]
     pub body_read_timeout: Dur,
-    /// Longest time for a whole request body, however steadily it trickles in; a slower one is
-    /// answered 408. Default 30 s.
+    /// Longest time for a whole request body, however steadily it trickles in, from the
+    /// request's arrival; a slower one is answered 408 (here and on every route of
+    /// `worlds-server`'s API). Default 30 s.
     #[serde(alias = "bodyDeadline")]
     pub body_deadline: Dur,
-    /// Most connections served at once; further ones wait in the listen backlog until one
-    /// closes. Default 1024.
+    /// Most connections served at once. When all are taken and another client connects, the
+    /// connection idle the longest (one that sent no request yet, or a keep-alive connection
+    /// between requests) is closed to make room; only when every connection has a request in
+    /// progress do further ones wait in the listen backlog. Default 1024.
     #[serde(alias = "maxConnections")]
     pub max_connections: usize,
     /// The signature every webhook request must carry, unless its webhook names another
@@ -71,6 +79,7 @@ impl Default for WebhookServerOptions {
     fn default() -> Self {
         Self {
             header_read_timeout: Dur(Duration::from_secs(10)),
+            max_header_bytes: 64 * 1024,
             body_read_timeout: Dur(Duration::from_secs(10)),
             body_deadline: Dur(Duration::from_secs(30)),
             max_connections: 1024,
@@ -109,6 +118,15 @@ impl WebhookServerOptions {
                     "must be positive",
                 ));
             }
+        }
+        if self.max_header_bytes < 8192 {
+            return Err(WorldError::invalid(
+                "webhook_server.max_header_bytes",
+                format!(
+                    "must be at least 8192 (browsers send heads of several KiB); got {}",
+                    self.max_header_bytes
+                ),
+            ));
         }
         if self.max_connections == 0 {
             return Err(WorldError::invalid(

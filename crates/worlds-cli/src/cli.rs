@@ -174,6 +174,17 @@ pub(crate) struct ServeArgs {
     )]
     pub(crate) delivery_secret: Option<String>,
 
+    /// An origin (`https://app.example.com`) the DevKit queue may deliver to, besides this
+    /// machine (localhost, 127.0.0.1, [::1]), which it always may; repeat for more, or give a
+    /// comma-separated list. A `callbackUrl` elsewhere is refused.
+    #[arg(
+        long = "devkit-callback-origin",
+        env = "WORLDS_DEVKIT_CALLBACK_ORIGINS",
+        value_delimiter = ',',
+        value_name = "ORIGIN"
+    )]
+    pub(crate) devkit_callback_origins: Vec<String>,
+
     /// The world's data directory (file and hybrid storage).
     #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
     pub(crate) dir: PathBuf,

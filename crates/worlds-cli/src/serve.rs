@@ -116,6 +116,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         per_second,
         burst: per_second.saturating_mul(std::num::NonZeroU32::MIN.saturating_add(1)),
     });
+    options.devkit_callback_origins = args.devkit_callback_origins.clone();
     let server = worlds_server::serve(world.clone(), addr, options).await?;
     // Started once the API answers: the runs it resumes (DevKit deliveries among them) may
     // call back into it at once.

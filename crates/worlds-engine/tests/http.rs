@@ -432,13 +432,13 @@ async fn signed_webhooks_refuse_forged_stale_and_unsigned_requests_and_answer_re
     let body = br#"{"paid":true}"#;
 
     let forger = WebhookSignature::standard(WebhookSignature::generate_standard_secret());
-    let stale = standard.sign("msg_1", body, now_ms() - 600_000);
-    let mut altered = standard.sign("msg_1", body, now_ms());
+    let stale = standard.sign("msg_1", body, now_ms() - 600_000).unwrap();
+    let mut altered = standard.sign("msg_1", body, now_ms()).unwrap();
     altered.push(("content-type".into(), "application/json".into()));
     for (headers, sent, reason) in [
         (Vec::new(), &body[..], "missing_header"),
         (
-            forger.sign("msg_1", body, now_ms()),
+            forger.sign("msg_1", body, now_ms()).unwrap(),
             &body[..],
             "signature_mismatch",
         ),
@@ -461,12 +461,12 @@ async fn signed_webhooks_refuse_forged_stale_and_unsigned_requests_and_answer_re
 
     // Signed: accepted; the same delivery again (a sender's retry) gets the same answer; a
     // different delivery is a conflict.
-    let signed = standard.sign("msg_2", body, now_ms());
+    let signed = standard.sign("msg_2", body, now_ms()).unwrap();
     let (status, first) = post_signed(addr, path, &signed, body).await;
     assert_eq!(status, 202, "{first}");
     let (status, again) = post_signed(addr, path, &signed, body).await;
     assert_eq!((status, &again), (202, &first));
-    let other = standard.sign("msg_3", body, now_ms());
+    let other = standard.sign("msg_3", body, now_ms()).unwrap();
     let (status, answer) = post_signed(addr, path, &other, body).await;
     assert_eq!(status, 409, "{answer}");
 
@@ -474,7 +474,7 @@ async fn signed_webhooks_refuse_forged_stale_and_unsigned_requests_and_answer_re
     let (status, answer) = post_signed(
         addr,
         "/webhooks/signed-unknown",
-        &standard.sign("msg_4", body, now_ms()),
+        &standard.sign("msg_4", body, now_ms()).unwrap(),
         body,
     )
     .await;
@@ -489,11 +489,9 @@ async fn signed_webhooks_refuse_forged_stale_and_unsigned_requests_and_answer_re
     let (status, answer) = post_signed(
         addr,
         "/webhooks/signed-github",
-        &WebhookSignature::standard(WebhookSignature::generate_standard_secret()).sign(
-            "d",
-            raw,
-            now_ms(),
-        ),
+        &WebhookSignature::standard(WebhookSignature::generate_standard_secret())
+            .sign("d", raw, now_ms())
+            .unwrap(),
         raw,
     )
     .await;
@@ -504,7 +502,7 @@ async fn signed_webhooks_refuse_forged_stale_and_unsigned_requests_and_answer_re
     let (status, answer) = post_signed(
         addr,
         "/webhooks/signed-github",
-        &github.sign("delivery-1", raw, now_ms()),
+        &github.sign("delivery-1", raw, now_ms()).unwrap(),
         raw,
     )
     .await;

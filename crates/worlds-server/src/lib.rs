@@ -137,6 +137,11 @@ pub struct ApiOptions {
     /// Largest request body accepted (413 beyond). Default: the world's
     /// `max_payload_bytes` plus 64 KiB.
     pub max_body_bytes: Option<usize>,
+    /// Origins (`https://app.example.com`) the DevKit queue may deliver messages to, besides
+    /// this machine's loopback addresses (`localhost`, 127.0.0.0/8, `[::1]`, any port), which
+    /// it always may. Empty (the default): loopback only; a `callbackUrl` elsewhere is refused
+    /// with 400, so a caller cannot make the server send requests to hosts it names.
+    pub devkit_callback_origins: Vec<String>,
 }
 
 impl ApiOptions {
@@ -147,6 +152,7 @@ impl ApiOptions {
             rate_limit: None,
             cors_origins: Vec::new(),
             max_body_bytes: None,
+            devkit_callback_origins: Vec::new(),
         }
     }
 
@@ -159,6 +165,7 @@ impl ApiOptions {
             rate_limit: None,
             cors_origins: Vec::new(),
             max_body_bytes: None,
+            devkit_callback_origins: Vec::new(),
         }
     }
 
@@ -169,6 +176,7 @@ impl ApiOptions {
             rate_limit: None,
             cors_origins: Vec::new(),
             max_body_bytes: None,
+            devkit_callback_origins: Vec::new(),
         }
     }
 }
@@ -330,6 +338,9 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
         world,
         keys: world_keys,
         devkit: devkit::RunLocks::new(),
+        callbacks: Arc::new(devkit::delivery::CallbackOrigins::new(
+            &options.devkit_callback_origins,
+        )),
     };
     let app = app
         .merge(document)

@@ -1139,3 +1139,33 @@ async fn a_client_stalled_in_its_headers_or_body_is_cut_off() {
     server.shutdown().await;
     world.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn the_bearer_scheme_is_read_in_any_case() {
+    let s = Served::new().await;
+    for scheme in ["Bearer", "bearer", "BEARER", "bEaReR"] {
+        let answer = s
+            .http
+            .get(s.url("/v1/runs"))
+            .header("authorization", format!("{scheme} {}", s.read))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::OK, "{scheme}");
+    }
+    for header in [
+        format!("Basic {}", s.read),
+        format!("Bearer{}", s.read),
+        s.read.clone(),
+    ] {
+        let answer = s
+            .http
+            .get(s.url("/v1/runs"))
+            .header("authorization", &header)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), StatusCode::UNAUTHORIZED, "{header}");
+    }
+    s.stop().await;
+}

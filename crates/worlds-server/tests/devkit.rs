@@ -610,3 +610,79 @@ async fn a_server_without_a_delivery_secret_takes_no_messages() {
         .await;
     assert_eq!(status, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn the_queue_delivers_only_to_this_machine_and_the_origins_allowed() {
+    let secret = WebhookSignature::generate_standard_secret();
+    let s = Served::new(Some(WebhookSignature::standard(secret.clone()))).await;
+    let queue = |url: &str| json!({"queueName": "__wkf_step_x", "message": {}, "callbackUrl": url});
+    let deliveries = |world: Arc<World>| async move {
+        world
+            .query_workflows(
+                worlds_engine::WorkflowQueryFilter::new()
+                    .workflow_name(worlds_server::devkit::DELIVERY_WORKFLOW),
+            )
+            .await
+            .unwrap()
+            .len()
+    };
+    for url in [
+        "http://169.254.169.254/latest/meta-data",
+        "http://metadata.google.internal",
+        "https://example.com",
+        "http://10.0.0.5:3000",
+        "http://localhost@169.254.169.254/",
+        "http://2852039166/",
+        "http://127.0.0.1.nip.io/",
+        "ftp://localhost/",
+        "localhost:3000",
+    ] {
+        let (status, body) = s.post("/queue", queue(url)).await;
+        assert_eq!(status, StatusCode::BAD_REQUEST, "{url}: {body}");
+        assert!(
+            body["message"].as_str().unwrap().contains("callbackUrl")
+                || body["details"]["field"] == "callbackUrl",
+            "{url}: {body}"
+        );
+    }
+    assert_eq!(deliveries(s.world.clone()).await, 0, "nothing was queued");
+    for url in [
+        "http://localhost:3000",
+        "http://LOCALHOST:3000/app",
+        "http://127.0.0.1:1",
+        "http://127.8.9.10:8080",
+        "http://[::1]:8080",
+    ] {
+        let (status, body) = s.post("/queue", queue(url)).await;
+        assert_eq!(status, StatusCode::ACCEPTED, "{url}: {body}");
+    }
+
+    // A server that allows the app's origin delivers there too, and nowhere else.
+    let world = Arc::new(World::with_clock(WorldConfig::memory(), s.clock.clone()).unwrap());
+    worlds_server::devkit::register_delivery(&world, WebhookSignature::standard(secret)).unwrap();
+    world.start().await.unwrap();
+    let keys = Arc::new(KeyRing::new());
+    let key = keys.create("app", Scope::Write, T0, None).key;
+    let mut options = ApiOptions::with_keys(keys);
+    options.devkit_callback_origins = vec!["https://app.example.com".into()];
+    let server = serve(world.clone(), "127.0.0.1:0", options).await.unwrap();
+    for (url, expected) in [
+        ("https://app.example.com", StatusCode::ACCEPTED),
+        ("https://APP.example.com:443/base", StatusCode::ACCEPTED),
+        ("http://app.example.com", StatusCode::BAD_REQUEST),
+        ("https://app.example.com:8443", StatusCode::BAD_REQUEST),
+        ("http://169.254.169.254", StatusCode::BAD_REQUEST),
+    ] {
+        let answer = s
+            .http
+            .post(format!("http://{}/v1/devkit/queue", server.local_addr()))
+            .bearer_auth(&key)
+            .json(&queue(url))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(answer.status(), expected, "{url}");
+    }
+    server.shutdown().await;
+    world.shutdown().await.unwrap();
+}

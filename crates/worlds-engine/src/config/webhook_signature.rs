@@ -27,7 +27,7 @@
 //! use worlds_engine::hooks::WebhookSignature;
 //!
 //! let signature = WebhookSignature::github("It's a Secret to Everybody");
-//! let headers = signature.sign("delivery-1", b"Hello, World!", 1_700_000_000_000);
+//! let headers = signature.sign("delivery-1", b"Hello, World!", 1_700_000_000_000)?;
 //! assert_eq!(
 //!     headers[0],
 //!     (
@@ -38,6 +38,7 @@
 //! let headers: Vec<(&str, &str)> = headers.iter().map(|(n, v)| (n.as_str(), v.as_str())).collect();
 //! assert!(signature.verify(&headers, b"Hello, World!", 1_700_000_000_000).is_ok());
 //! assert!(signature.verify(&headers, b"Hello, World?", 1_700_000_000_000).is_err());
+//! # Ok::<(), worlds_engine::WorldError>(())
 //! ```
 
 use std::fmt;
@@ -418,16 +419,25 @@ impl WebhookSignature {
     /// secret: for tests, and for programs that send webhooks to a world. (Stripe's scheme has
     /// no delivery header, so `id` is not sent with it.)
     ///
-    /// # Panics
-    /// If the first secret is not valid for the scheme: check with [`validate`](Self::validate).
-    pub fn sign(&self, id: &str, body: &[u8], now: Millis) -> Vec<(String, String)> {
-        let key = self
-            .secrets
-            .first()
-            .and_then(|s| self.key(s).ok())
-            .expect("sign needs a valid first secret; check it with validate()");
+    /// Fails with `InvalidInput` (naming `secrets[0]`) when there is no secret or the first is
+    /// not valid for the scheme, as [`validate`](Self::validate) would say.
+    pub fn sign(
+        &self,
+        id: &str,
+        body: &[u8],
+        now: Millis,
+    ) -> Result<Vec<(String, String)>, WorldError> {
+        let secret = self.secrets.first().ok_or_else(|| {
+            WorldError::invalid(
+                "secrets",
+                "nothing to sign with: give the signature at least one secret",
+            )
+        })?;
+        let key = self.key(secret).map_err(|why| {
+            WorldError::invalid("secrets[0]", format!("cannot sign with this secret: {why}"))
+        })?;
         let seconds = (now / 1000).to_string();
-        match self.scheme {
+        Ok(match self.scheme {
             SignatureScheme::Standard => {
                 let mac = Self::mac(&key, &[id.as_bytes(), b".", seconds.as_bytes(), b".", body]);
                 vec![
@@ -459,7 +469,7 @@ impl WebhookSignature {
                     ("x-github-delivery".into(), id.to_owned()),
                 ]
             }
-        }
+        })
     }
 }
 
@@ -484,6 +494,31 @@ mod tests {
     use super::*;
 
     const NOW: Millis = 1_700_000_000_000;
+
+    #[test]
+    fn signing_with_a_bad_secret_is_an_error_not_a_panic() {
+        for (signature, field) in [
+            (
+                WebhookSignature::standard("whsec_not base64!"),
+                "secrets[0]",
+            ),
+            (WebhookSignature::standard("whsec_c2hvcnQ="), "secrets[0]"),
+            (WebhookSignature::github(""), "secrets[0]"),
+            (
+                WebhookSignature {
+                    secrets: Vec::new(),
+                    ..WebhookSignature::stripe("x")
+                },
+                "secrets",
+            ),
+        ] {
+            let err = signature.sign("msg_1", b"body", NOW).unwrap_err();
+            assert!(
+                matches!(&err, WorldError::InvalidInput { field: f, .. } if f == field),
+                "{err}"
+            );
+        }
+    }
 
     fn pairs(headers: &[(String, String)]) -> Vec<(&str, &str)> {
         headers
@@ -540,7 +575,7 @@ mod tests {
             let scheme = signature.scheme;
             signature.validate("s").unwrap();
             let body = b"{\"amount\":42}";
-            let headers = signature.sign("msg_1", body, NOW);
+            let headers = signature.sign("msg_1", body, NOW).unwrap();
             assert!(
                 signature.verify(&pairs(&headers), body, NOW).is_ok(),
                 "{scheme:?}"
@@ -571,19 +606,19 @@ mod tests {
     fn timestamps_outside_the_tolerance_are_refused() {
         for signature in all() {
             let body = b"x";
-            let old = signature.sign("msg_1", body, NOW - 301_000);
+            let old = signature.sign("msg_1", body, NOW - 301_000).unwrap();
             let refused = signature.verify(&pairs(&old), body, NOW);
             match signature.scheme {
                 // GitHub signs no timestamp.
                 SignatureScheme::GitHub => assert!(refused.is_ok()),
                 _ => assert_eq!(refused.unwrap_err().code(), "timestamp_out_of_tolerance"),
             }
-            let future = signature.sign("msg_1", body, NOW + 301_000);
+            let future = signature.sign("msg_1", body, NOW + 301_000).unwrap();
             assert_eq!(
                 signature.verify(&pairs(&future), body, NOW).is_err(),
                 signature.scheme != SignatureScheme::GitHub
             );
-            let recent = signature.sign("msg_1", body, NOW - 299_000);
+            let recent = signature.sign("msg_1", body, NOW - 299_000).unwrap();
             assert!(signature.verify(&pairs(&recent), body, NOW).is_ok());
         }
     }
@@ -594,14 +629,14 @@ mod tests {
         let new = WebhookSignature::generate_standard_secret();
         let sender = WebhookSignature::standard(old.clone());
         let receiver = WebhookSignature::standard(new).or_previous(old);
-        let headers = sender.sign("msg_1", b"body", NOW);
+        let headers = sender.sign("msg_1", b"body", NOW).unwrap();
         assert!(receiver.verify(&pairs(&headers), b"body", NOW).is_ok());
     }
 
     #[test]
     fn several_signatures_in_one_header_any_may_match() {
         let signature = WebhookSignature::standard(standard_secret());
-        let mut headers = signature.sign("msg_1", b"body", NOW);
+        let mut headers = signature.sign("msg_1", b"body", NOW).unwrap();
         let good = headers[2].1.clone();
         headers[2].1 = format!("v1,AAAA v1a,ignored {good}");
         assert!(signature.verify(&pairs(&headers), b"body", NOW).is_ok());
@@ -611,7 +646,7 @@ mod tests {
     fn empty_and_truncated_signatures_never_verify() {
         // A verifier that compared only the common prefix accepted `v1,` (an empty signature).
         let signature = WebhookSignature::standard(standard_secret());
-        let mut headers = signature.sign("msg_1", b"body", NOW);
+        let mut headers = signature.sign("msg_1", b"body", NOW).unwrap();
         for forged in ["v1,", "v1,AA==", "v1"] {
             headers[2].1 = forged.to_owned();
             assert!(
@@ -620,7 +655,7 @@ mod tests {
             );
         }
         let github = WebhookSignature::github("secret");
-        let mut headers = github.sign("d1", b"body", NOW);
+        let mut headers = github.sign("d1", b"body", NOW).unwrap();
         let full = headers[0].1.clone();
         for forged in ["sha256=", &full[..20]] {
             headers[0].1 = forged.to_owned();
@@ -630,7 +665,7 @@ mod tests {
             );
         }
         let stripe = WebhookSignature::stripe("secret");
-        let mut headers = stripe.sign("", b"body", NOW);
+        let mut headers = stripe.sign("", b"body", NOW).unwrap();
         headers[0].1 = format!("t={},v1=", NOW / 1000);
         assert!(stripe.verify(&pairs(&headers), b"body", NOW).is_err());
     }

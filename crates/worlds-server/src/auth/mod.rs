@@ -98,18 +98,18 @@ impl AuthProvider for KeyAuth {
     }
 }
 
-/// The key of `Authorization: Bearer <key>`.
+/// The key of `Authorization: Bearer <key>` (the scheme's name in any case, as HTTP has it).
 pub(crate) fn bearer_key(request: &Parts) -> Result<&str, AuthError> {
     let header = request
         .headers
         .get(header::AUTHORIZATION)
         .ok_or(AuthError::Missing)?;
-    header
-        .to_str()
-        .ok()
-        .and_then(|v| v.strip_prefix("Bearer "))
-        .map(str::trim)
-        .ok_or(AuthError::Malformed)
+    let value = header.to_str().map_err(|_| AuthError::Malformed)?.trim();
+    let (scheme, key) = value.split_once(' ').ok_or(AuthError::Malformed)?;
+    if !scheme.eq_ignore_ascii_case("bearer") {
+        return Err(AuthError::Malformed);
+    }
+    Ok(key.trim())
 }
 
 /// Requests each caller may make, counted per [`Principal::subject`].

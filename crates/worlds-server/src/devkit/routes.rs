@@ -795,6 +795,7 @@ pub(crate) async fn queue(
 ) -> Result<(StatusCode, Json<Queued>), ApiError> {
     let Json(body) = body?;
     let url = handler_url(&body.callback_url, &body.queue_name)?;
+    api.callbacks.check(&body.callback_url)?;
     if !api
         .world
         .workflow_names()

@@ -22,4 +22,6 @@ pub(crate) struct Api {
     pub(crate) keys: Option<Arc<crate::auth::ApiKeys>>,
     /// Turns of the DevKit writes to each run.
     pub(crate) devkit: Arc<crate::devkit::RunLocks>,
+    /// Where the DevKit queue may deliver.
+    pub(crate) callbacks: Arc<crate::devkit::delivery::CallbackOrigins>,
 }

@@ -493,7 +493,11 @@ impl WorkflowState {
                         self.id
                     )));
                 }
-                if self.activities.iter().any(|a| a.id == *activity_id) {
+                // A step id chosen from outside (a run driven by a DevKit runtime) may repeat
+                // one; the engine's own are fresh ids and are not searched for: that search
+                // reads every step of the run, and made each step of a long run cost more than
+                // the one before.
+                if self.external && self.activities.iter().any(|a| a.id == *activity_id) {
                     return Err(WorldError::conflict(format!(
                         "run {} already has a step {activity_id}",
                         self.id
@@ -1029,6 +1033,45 @@ mod tests {
             output: Payload::null(),
         };
         assert_eq!(s.check(&dup).unwrap_err().http_status(), 409);
+    }
+
+    /// Regression (W6: the cost of a step grew with the run's history): checking a new step
+    /// searched every earlier step of the run for its id, 10 000 string comparisons for the
+    /// 10 000th step. The engine's step ids are fresh, so only a run driven from outside,
+    /// whose caller picks them, is searched.
+    #[test]
+    fn a_new_step_id_is_searched_for_only_in_a_run_driven_from_outside() {
+        let mut s = WorkflowState::from_first_event(&queued()).unwrap();
+        let scheduled = |position: u32| EventKind::ActivityScheduled {
+            position,
+            activity_id: "step_1".into(),
+            name: "a".into(),
+            input: Payload::null(),
+            options: None,
+            inline: false,
+        };
+        for (i, kind) in [
+            EventKind::WorkflowStarted {
+                attempt: 1,
+                first_position: 0,
+            },
+            scheduled(0),
+        ]
+        .into_iter()
+        .enumerate()
+        {
+            s.check(&kind).unwrap();
+            s.apply(&ev(i as u64 + 1, kind));
+        }
+        // The same id again at a new position: not looked for in the engine's run...
+        s.check(&scheduled(1)).unwrap();
+        // ...and refused in one driven from outside.
+        s.external = true;
+        let refused = s.check(&scheduled(1)).unwrap_err();
+        assert!(
+            refused.to_string().contains("already has a step step_1"),
+            "{refused}"
+        );
     }
 
     #[test]

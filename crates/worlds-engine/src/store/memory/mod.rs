@@ -743,3 +743,68 @@ impl TimerStore for MemoryStore {
         Ok(true)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::model::{QueuedRun, EVENT_FORMAT_VERSION};
+    use crate::payload::Payload;
+
+    fn event(run_id: &str, kind: EventKind) -> Event {
+        Event {
+            id: String::new(),
+            run_id: run_id.to_owned(),
+            seq: 0,
+            timestamp: 1,
+            version: EVENT_FORMAT_VERSION,
+            kind,
+        }
+    }
+
+    /// An append changes the run's state where it is: the state is shared (with a finished
+    /// run's waiters), and a copy-on-write state still held by a reader would be copied whole
+    /// on every append, making each step of a long run cost more than the one before.
+    #[tokio::test]
+    async fn appends_change_the_run_state_in_place_without_copying_it() {
+        let store = MemoryStore::new();
+        let run_id = "wrun_in_place";
+        let queued = QueuedRun::new("w", run_id, Payload::null());
+        store
+            .create_run(event(run_id, EventKind::WorkflowQueued(Box::new(queued))))
+            .await
+            .unwrap();
+        let started = EventKind::WorkflowStarted {
+            attempt: 1,
+            first_position: 0,
+        };
+        store
+            .append(run_id, vec![event(run_id, started)])
+            .await
+            .unwrap();
+        let (_, shared) = store.entry_with_id(run_id).unwrap();
+        let state_at = Arc::as_ptr(&shared.lock().state);
+        for position in 0..200 {
+            let scheduled = EventKind::ActivityScheduled {
+                position,
+                activity_id: format!("step_{position}"),
+                name: "a".into(),
+                input: Payload::null(),
+                options: None,
+                inline: false,
+            };
+            let appended = store
+                .append(run_id, vec![event(run_id, scheduled)])
+                .await
+                .unwrap();
+            assert!(appended.ended.is_none());
+            // Readers in between take copies of what they read, not the state itself.
+            store.get_run(run_id, ResolveData::All).await.unwrap();
+            let entry = shared.lock();
+            assert_eq!(Arc::strong_count(&entry.state), 1, "after step {position}");
+            assert!(
+                std::ptr::eq(Arc::as_ptr(&entry.state), state_at),
+                "step {position} copied the run's state"
+            );
+        }
+    }
+}

@@ -18,6 +18,7 @@ mod reopen;
 mod schedules;
 mod serve;
 mod show;
+mod signals;
 mod simulate;
 mod writer;
 

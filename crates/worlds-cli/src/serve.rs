@@ -40,7 +40,10 @@ pub(crate) fn run(args: &ServeArgs) -> anyhow::Result<()> {
 }
 
 async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
-    let interrupt = tokio::signal::ctrl_c();
+    // Listened for from the start: a SIGTERM while the world opens must not end the process
+    // before it drains.
+    let mut stop =
+        crate::signals::Stop::listen().context("could not listen for Ctrl-C and SIGTERM")?;
     let mut config = WorldConfig::default();
     config.logs.console = false;
     if args.delivery_secret.is_some() {
@@ -135,8 +138,8 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         "dashboard: http://{}/ (sign in with an API key)",
         server.local_addr()
     );
-    interrupt.await.context("could not listen for Ctrl-C")?;
-    say!("stopping: answering the requests in flight");
+    let signal = stop.recv().await;
+    say!("stopping ({signal}): answering the requests in flight");
     server.shutdown().await;
     world.shutdown().await?;
     Ok(())

@@ -72,14 +72,10 @@ enum Outcome {
 
 /// One `worlds dev`, inside the runtime.
 async fn session(args: &DevArgs) -> anyhow::Result<()> {
-    // Listen for Ctrl-C before anything else: the first poll installs the handler, so from here
-    // on an interrupt is never lost, even while the world is starting.
-    let mut interrupt = Box::pin(tokio::signal::ctrl_c().fuse());
-    match futures::poll!(interrupt.as_mut()) {
-        Poll::Ready(Err(e)) => return Err(e).context("could not listen for Ctrl-C"),
-        Poll::Ready(Ok(())) => return Ok(()),
-        Poll::Pending => {}
-    }
+    // Listen for Ctrl-C and SIGTERM before anything else, so from here on neither is lost,
+    // even while the world is starting, and SIGTERM stops it as gracefully as Ctrl-C.
+    let mut interrupt =
+        crate::signals::Stop::listen().context("could not listen for Ctrl-C and SIGTERM")?;
 
     let chosen = args.database.persistence(args.persistence);
     let persistence = Persistence::from(chosen);
@@ -131,7 +127,7 @@ async fn session(args: &DevArgs) -> anyhow::Result<()> {
     let mut tick = tokio::time::interval(TICK);
     let outcome = loop {
         tokio::select! {
-            _ = &mut interrupt => break Outcome::Interrupted,
+            _ = interrupt.recv() => break Outcome::Interrupted,
             _ = tick.tick() => {
                 if let Err(e) = tracker.receive(&mut started) {
                     break Outcome::Failed(e.into());
@@ -164,7 +160,7 @@ async fn session(args: &DevArgs) -> anyhow::Result<()> {
                         "every run finished; the dashboard stays at {} until Ctrl-C",
                         dashboard.url()
                     );
-                    interrupt.await.context("could not listen for Ctrl-C")?;
+                    interrupt.recv().await;
                     dashboard.server.shutdown().await;
                     world.shutdown().await?;
                     return Ok(());
@@ -180,7 +176,7 @@ async fn session(args: &DevArgs) -> anyhow::Result<()> {
             eprintln!("stopping: no new runs; waiting for the steps in progress to finish…");
             tokio::select! {
                 stopped = world.shutdown() => stopped?,
-                _ = tokio::signal::ctrl_c() => bail!(
+                _ = interrupt.recv() => bail!(
                     "interrupted again: stopped without waiting for the steps in progress \
                      (they are retried when `{}` resumes their runs)",
                     report::resume_command(args)

@@ -16,11 +16,9 @@ mod tracker;
 
 use std::io::IsTerminal;
 use std::sync::Arc;
-use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context as _};
-use futures::FutureExt as _;
 use tokio::sync::{mpsc, watch};
 use worlds_demo::{Demo, DemoOptions, DemoRun};
 use worlds_engine::duration::Dur;

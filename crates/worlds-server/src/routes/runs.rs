@@ -13,7 +13,7 @@ use serde_json::Value;
 use worlds_engine::model::{ListQuery, SortOrder, StatusFilter};
 use worlds_engine::{
     ResolveData, RunStatus, StructuredError, WorkflowOptions, WorkflowQueryFilter, WorkflowState,
-    World,
+    World, WorldError,
 };
 
 use super::Api;
@@ -324,6 +324,13 @@ async fn wait_for(
         },
         _ => {
             let state = world.get_run(&handle.id, ResolveData::All).await?;
+            if state.status.is_terminal() {
+                // Stored encrypted and this world cannot open it: the state read here would
+                // hand out the sealed form as the output or error.
+                if let Err(e @ WorldError::Encrypted { .. }) = handle.result().await {
+                    return Err(e.into());
+                }
+            }
             Outcome {
                 done: state.status.is_terminal(),
                 run_id: state.id,

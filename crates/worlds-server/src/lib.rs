@@ -278,6 +278,12 @@ pub fn openapi() -> utoipa::openapi::OpenApi {
 /// The API over `world`, to serve or to mount in a larger application (under `/`: its paths
 /// start with `/v1`, `/healthz` and `/readyz`).
 pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
+    routes_of(world, options, CancellationToken::new())
+}
+
+/// The router, whose long polls answer at once when `stopping` is cancelled (the server is
+/// shutting down: a poll must not hold the shutdown, nor be cut off without an answer).
+fn routes_of(world: Arc<World>, options: ApiOptions, stopping: CancellationToken) -> Router {
     let mut world_keys = None;
     let provider: Arc<dyn AuthProvider> = match options.auth {
         Auth::Keys(keys) => Arc::new(KeyAuth {
@@ -341,6 +347,7 @@ pub fn router(world: Arc<World>, options: ApiOptions) -> Router {
         callbacks: Arc::new(devkit::delivery::CallbackOrigins::new(
             &options.devkit_callback_origins,
         )),
+        stopping,
     };
     let app = app
         .merge(document)
@@ -402,7 +409,8 @@ impl ApiServer {
         self.addr
     }
 
-    /// Stops accepting connections and waits for the requests in flight to be answered.
+    /// Stops accepting connections and waits for the requests in flight to be answered (a
+    /// long poll answers at once, with the run's state as it is).
     pub async fn shutdown(mut self) {
         self.stop.cancel();
         if let Some(task) = self.task.take() {
@@ -448,8 +456,8 @@ pub async fn serve(
         &world.config().webhook_server,
         world.config().shutdown_grace.0,
     );
-    let app = router(world, options);
     let stop = CancellationToken::new();
+    let app = routes_of(world, options, stop.clone());
     let stopped = stop.clone();
     let task = tokio::spawn(serve_connections(listener, app, limits, async move {
         stopped.cancelled().await

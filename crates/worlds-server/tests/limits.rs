@@ -217,27 +217,7 @@ async fn idle_connections_cannot_lock_out_real_callers() {
     // A long poll in progress on its own connection: a start that waits for the run's result.
     // Its body is sent once the server asks for it, so the request is surely in progress.
     let body = r#"{"workflow": "approval", "input": "go"}"#;
-    let mut long_poll = TcpStream::connect(s.addr()).await.unwrap();
-    let head = post_head(
-        "/v1/runs?wait_ms=20000",
-        &format!(
-            "authorization: Bearer {}\r\ncontent-type: application/json\r\nexpect: 100-continue\r\n",
-            s.key
-        ),
-        body.len(),
-    );
-    long_poll.write_all(head.as_bytes()).await.unwrap();
-    let mut continued = Vec::new();
-    timeout(BOUND, async {
-        while !continued.ends_with(b"\r\n\r\n") {
-            let mut byte = [0; 1];
-            assert_eq!(long_poll.read(&mut byte).await.unwrap(), 1);
-            continued.push(byte[0]);
-        }
-    })
-    .await
-    .expect("the server asks for the body");
-    assert!(continued.starts_with(b"HTTP/1.1 100"), "{continued:?}");
+    let mut long_poll = in_flight(s.addr(), "/v1/runs?wait_ms=20000", &s.key, body.len()).await;
     long_poll.write_all(body.as_bytes()).await.unwrap();
     // Far more idle, unauthenticated connections than the cap: none sends anything.
     let mut idle = Vec::new();
@@ -271,6 +251,64 @@ async fn idle_connections_cannot_lock_out_real_callers() {
     assert_eq!(answer.status, 200, "{answer:?}");
     assert!(answer.body.contains(r#""output":true"#), "{answer:?}");
     s.server.shutdown().await;
+    s.world.shutdown().await.unwrap();
+}
+
+/// A connection with a start that waits for its run (`POST path`) in flight: its head sent,
+/// asking to continue, and the server's `100 Continue` read (the handler reads the body,
+/// which is not sent yet).
+async fn in_flight(addr: SocketAddr, path: &str, key: &str, declared: usize) -> TcpStream {
+    let mut stream = TcpStream::connect(addr).await.unwrap();
+    let head = post_head(
+        path,
+        &format!(
+            "authorization: Bearer {key}\r\ncontent-type: application/json\r\nexpect: 100-continue\r\n"
+        ),
+        declared,
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut continued = Vec::new();
+    timeout(BOUND, async {
+        while !continued.ends_with(b"\r\n\r\n") {
+            let mut byte = [0; 1];
+            assert_eq!(stream.read(&mut byte).await.unwrap(), 1);
+            continued.push(byte[0]);
+        }
+    })
+    .await
+    .expect("the server asks for the body");
+    assert!(continued.starts_with(b"HTTP/1.1 100"), "{continued:?}");
+    stream
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_poll_in_flight_is_answered_at_once_when_the_server_shuts_down() {
+    // The default grace (30 s) would outlast the test: the poll must not wait for it.
+    let s = served(|_| {}, |_| {}).await;
+    let body = r#"{"workflow": "approval", "input": "never"}"#;
+    let mut long_poll = in_flight(s.addr(), "/v1/runs?wait_ms=60000", &s.key, body.len()).await;
+    long_poll.write_all(body.as_bytes()).await.unwrap();
+    timeout(BOUND, async {
+        loop {
+            let runs = s
+                .world
+                .query_workflows(worlds_engine::WorkflowQueryFilter::new())
+                .await
+                .unwrap();
+            if runs.iter().any(|r| !r.hooks.is_empty()) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the run waits on its hook");
+    timeout(BOUND, s.server.shutdown())
+        .await
+        .expect("the shutdown did not wait for the long poll");
+    let answer = until_closed(&mut long_poll).await;
+    assert_eq!(answer.status, 202, "{answer:?}");
+    assert!(answer.body.contains(r#""done":false"#), "{answer:?}");
     s.world.shutdown().await.unwrap();
 }
 

@@ -24,4 +24,6 @@ pub(crate) struct Api {
     pub(crate) devkit: Arc<crate::devkit::RunLocks>,
     /// Where the DevKit queue may deliver.
     pub(crate) callbacks: Arc<crate::devkit::delivery::CallbackOrigins>,
+    /// Cancelled when the server shuts down: long polls answer at once.
+    pub(crate) stopping: tokio_util::sync::CancellationToken,
 }

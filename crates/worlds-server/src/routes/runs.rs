@@ -75,7 +75,7 @@ pub(crate) async fn start(
         .await?;
     if q.wait_ms.is_some() {
         let location = format!("/v1/runs/{}", handle.id);
-        let mut response = wait_for(&api.world, handle, wait_of(q.wait_ms)).await?;
+        let mut response = wait_for(&api.world, handle, wait_of(q.wait_ms), &api.stopping).await?;
         if let Ok(value) = axum::http::HeaderValue::from_str(&location) {
             response
                 .headers_mut()
@@ -291,7 +291,7 @@ pub(crate) async fn result(
 ) -> Result<Response, ApiError> {
     let Query(q) = query?;
     let handle = api.world.handle::<Value>(&id).await?;
-    wait_for(&api.world, handle, wait_of(q.wait_ms)).await
+    wait_for(&api.world, handle, wait_of(q.wait_ms), &api.stopping).await
 }
 
 /// The wait a request asked for, within bounds.
@@ -302,16 +302,19 @@ fn wait_of(wait_ms: Option<u64>) -> Duration {
 }
 
 /// The outcome of the run of `handle` once it finished (200), or its status when `wait`
-/// passed first (202). A completed run's output comes with its end, with no read.
+/// passed first, or the server began to shut down (202). A completed run's output comes with
+/// its end, with no read.
 async fn wait_for(
     world: &World,
     handle: worlds_engine::WorkflowHandle<Value>,
     wait: Duration,
+    stopping: &tokio_util::sync::CancellationToken,
 ) -> Result<Response, ApiError> {
     let clock = world.clock();
     let finished = tokio::select! {
         result = handle.result() => Some(result),
         () = clock.sleep(wait) => None,
+        () = stopping.cancelled() => None,
     };
     let outcome = match finished {
         Some(Ok(output)) => Outcome {

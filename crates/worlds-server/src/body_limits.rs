@@ -62,6 +62,10 @@ pub(crate) async fn limit(
             limit: limits.max_bytes,
         }));
     }
+    if request.body().is_end_stream() {
+        // No body (a GET, say): nothing to time.
+        return next.run(request).await;
+    }
     let cut = Arc::new(AtomicU8::new(NONE));
     let request = request.map(|body| {
         Body::new(Limited {

@@ -215,6 +215,18 @@ fn signal(child: &Child, name: &str) {
     assert!(status.success(), "kill -{name} {}", child.id());
 }
 
+/// The member processes, killed when the test ends, also when it fails.
+struct Members(Vec<Child>);
+
+impl Drop for Members {
+    fn drop(&mut self) {
+        for member in &mut self.0 {
+            let _ = member.kill();
+            let _ = member.wait();
+        }
+    }
+}
+
 /// True once the process is stopped (SIGSTOP): its state in `/proc` is `T`.
 fn is_stopped(child: &Child) -> bool {
     std::fs::read_to_string(format!("/proc/{}/stat", child.id())).is_ok_and(|stat| {
@@ -339,13 +351,14 @@ async fn members_survive_kills_and_pauses() {
     // The first member is never killed or paused (connection storms cut it too): the runs its
     // lost claim leased to it are driven by it or by nobody, as for a member that survives
     // the faults of its peers.
-    let mut members: Vec<Child> = vec![spawn_member(
+    let mut members = Members(vec![spawn_member(
         &schema,
         &log,
         steps,
         &[(FAULT_VAR, "lose-claim")],
-    )];
-    members.extend((1..MEMBERS).map(|_| spawn(&mut rng)));
+    )]);
+    members.0.extend((1..MEMBERS).map(|_| spawn(&mut rng)));
+    let members = &mut members.0;
     let (mut kills, mut pauses, mut start_pauses, mut storms, mut cut) =
         (0u32, 0u32, 0u32, 0u32, 0u64);
     let reader = PostgresStore::connect(&common::url(), options(&schema))
@@ -414,7 +427,7 @@ async fn members_survive_kills_and_pauses() {
             }
         }
     }
-    for mut member in members {
+    for member in members.iter_mut() {
         // Members exit once every run has finished; make sure of it.
         let deadline = Instant::now() + Duration::from_secs(20);
         while member.try_wait().unwrap().is_none() && Instant::now() < deadline {
@@ -507,10 +520,16 @@ async fn a_paused_member_does_not_start_a_step_another_member_recorded() {
     let schema = common::fresh_schema();
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("executions.log");
-    let mut paused = spawn_member(&schema, &log, 1, &[(PAUSE_AFTER_START_VAR, "1")]);
+    let mut paused = Members(vec![spawn_member(
+        &schema,
+        &log,
+        1,
+        &[(PAUSE_AFTER_START_VAR, "1")],
+    )]);
+    let paused = &mut paused.0[0];
     // The member starts a one-step run and stops itself once the step's start is committed.
     let waited = Instant::now();
-    while !is_stopped(&paused) {
+    while !is_stopped(paused) {
         assert!(
             waited.elapsed() < Duration::from_secs(60),
             "the member never reached the step"
@@ -553,7 +572,7 @@ async fn a_paused_member_does_not_start_a_step_another_member_recorded() {
     assert_eq!(output, 1);
 
     // The paused member wakes, finds the run gone and exits.
-    signal(&paused, "CONT");
+    signal(paused, "CONT");
     let waited = Instant::now();
     while paused.try_wait().unwrap().is_none() {
         assert!(

@@ -1,7 +1,8 @@
 //! Encryption at rest over real HTTP: a server whose world cannot open a run stored encrypted
-//! (no keys, or a key of the right id with other bytes) refuses every write to it and every
-//! read that would hand out its sealed values, with 501 and a message saying what it lacks;
-//! nothing of what it was sent reaches the disk, and the world with the key carries on.
+//! (no keys, or a key of the right id with other bytes) refuses every write to it, the API's
+//! and the DevKit's, and every read that would hand out its sealed values, with 501 and a
+//! message saying what it lacks; nothing of what it was sent reaches the disk, and the world
+//! with the key carries on.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -123,7 +124,7 @@ async fn a_server_that_cannot_open_a_run_refuses_to_write_to_it_or_hand_out_its_
     let k1 = EncryptionKeys::new("k1", [5; 32]).unwrap();
 
     // With the key: a run waiting on its hook, a finished run, a schedule.
-    let (waiting, finished) = {
+    let (waiting, finished, external) = {
         let world = World::new(config(dir.path(), Some(k1.clone()))).unwrap();
         world.register(waiter()).unwrap().register(echo()).unwrap();
         world.start().await.unwrap();
@@ -161,8 +162,30 @@ async fn a_server_that_cannot_open_a_run_refuses_to_write_to_it_or_hand_out_its_
             .cron("nightly", "echo", "the secret schedule input", "0 3 * * *")
             .await
             .unwrap();
+        // A run a DevKit runtime drives, started.
+        let external = world
+            .external()
+            .create(
+                "workflow//app.ts//order",
+                worlds_engine::Payload::encode(&["the secret order"]).unwrap(),
+                None,
+            )
+            .await
+            .unwrap()
+            .id;
+        world
+            .external()
+            .append(
+                &external,
+                vec![worlds_engine::EventKind::WorkflowStarted {
+                    attempt: 1,
+                    first_position: 0,
+                }],
+            )
+            .await
+            .unwrap();
         world.shutdown().await.unwrap();
-        (waiting, finished.id)
+        (waiting, finished.id, external)
     };
 
     let no_keys = "encrypted, and this world has no keys";
@@ -206,6 +229,27 @@ async fn a_server_that_cannot_open_a_run_refuses_to_write_to_it_or_hand_out_its_
         let status = written.status();
         let body: Value = written.json().await.unwrap();
         assert_refused("stream write", (status, body), says);
+        // What a DevKit runtime records: a step, a hook.
+        assert_refused(
+            "DevKit step",
+            call(
+                Method::POST,
+                format!("/v1/devkit/runs/{external}/steps"),
+                Some(json!({ "stepId": "step_forged_1", "stepName": "step//app.ts//charge", "input": [FORGED] })),
+            )
+            .await,
+            says,
+        );
+        assert_refused(
+            "DevKit hook",
+            call(
+                Method::POST,
+                format!("/v1/devkit/runs/{external}/hooks"),
+                Some(json!({ "hookId": "hook_forged_1", "token": FORGED })),
+            )
+            .await,
+            says,
+        );
         assert_refused(
             "result",
             call(

@@ -1,5 +1,5 @@
 //! The commands the CLI tells a user to run, run as the user would: pasted into a shell with
-//! the installed `worlds` on PATH (the README's `cargo install --path crates/worlds-cli`).
+//! the installed `worlds` on PATH (the README's `cargo install --locked --path crates/worlds-cli`).
 
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
@@ -57,7 +57,7 @@ fn quoted_command(line: &str) -> Option<&str> {
 fn the_worlds_command_and_the_hints_it_prints_do_not_work_as_printed() {
     let readme = include_str!("../../../README.md");
     assert!(
-        readme.contains("cargo install --path crates/worlds-cli"),
+        readme.contains("cargo install --locked --path crates/worlds-cli"),
         "the README does not say how to put `worlds` on PATH"
     );
 

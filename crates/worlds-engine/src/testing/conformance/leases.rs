@@ -103,3 +103,51 @@ pub async fn a_reopened_run_is_claimed_again_and_takes_its_new_attempt(store: Ar
         "{refused:?}"
     );
 }
+
+/// What a process holds: `owned_runs` lists only unfinished runs leased to this process, never
+/// a finished one; a store of one process lists none and vouches for every lease itself. A
+/// shared store that lists its leases (PostgreSQL) confirms the lease of a run it holds, hands
+/// them all over when the process leaves (listing none, confirming none, while away), and
+/// after `rejoin` the next claim takes the run back, its lease confirmed again. `leave` and
+/// `rejoin` change nothing a claim of a store of one process sees.
+pub async fn a_process_lists_confirms_and_hands_over_what_is_leased_to_it(store: Arc<dyn Store>) {
+    let m = Maker::new();
+    let any = |_: &str, _: Option<&str>| true;
+    let run = m.create(&*store, "own").await;
+    m.append(&*store, &run, vec![started()]).await.unwrap();
+    let done = m.create(&*store, "own").await;
+    m.append(&*store, &done, vec![started(), completed()])
+        .await
+        .unwrap();
+
+    let owned = store.owned_runs().await.unwrap();
+    assert!(owned.iter().all(|id| *id == run), "{owned:?}");
+    let lists_leases = owned.contains(&run);
+    if !store.is_shared() {
+        assert!(owned.is_empty(), "{owned:?}");
+        assert!(store.lease_confirmed(&run));
+    }
+    store.confirm_lease(&run).await.unwrap();
+    assert!(store.lease_confirmed(&run));
+
+    store.leave().await.unwrap();
+    if lists_leases {
+        assert_eq!(store.owned_runs().await.unwrap(), Vec::<String>::new());
+        let away = store.confirm_lease(&run).await;
+        assert!(
+            away.is_err(),
+            "a process that left confirmed a lease: {away:?}"
+        );
+    }
+    store.rejoin().await.unwrap();
+    let claimed = store.claim_runs(&any).await.unwrap();
+    if lists_leases || !store.is_shared() {
+        assert!(claimed.contains(&run), "{claimed:?}");
+    }
+    assert!(!claimed.contains(&done), "{claimed:?}");
+    store.confirm_lease(&run).await.unwrap();
+    assert!(store.lease_confirmed(&run));
+    if lists_leases {
+        assert!(store.owned_runs().await.unwrap().contains(&run));
+    }
+}

@@ -191,6 +191,7 @@ macro_rules! store_conformance {
             // leases.rs
             claims_hand_out_unfinished_runs_once_and_nothing_changes_externally,
             a_reopened_run_is_claimed_again_and_takes_its_new_attempt,
+            a_process_lists_confirms_and_hands_over_what_is_leased_to_it,
             // timers.rs
             timers_fire_in_order_once_and_are_removable,
             // streams.rs

@@ -175,7 +175,7 @@ pub(crate) struct ServeArgs {
     pub(crate) delivery_secret: Option<String>,
 
     /// An origin (`https://app.example.com`) the DevKit queue may deliver to, besides this
-    /// machine (localhost, 127.0.0.1, [::1]), which it always may; repeat for more, or give a
+    /// machine (`localhost`, `127.0.0.1`, `[::1]`), which it always may; repeat for more, or give a
     /// comma-separated list. A `callbackUrl` elsewhere is refused.
     #[arg(
         long = "devkit-callback-origin",

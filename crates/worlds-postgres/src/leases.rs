@@ -369,6 +369,12 @@ impl LeaseStore for PostgresStore {
         if !self.inner.joined {
             return true;
         }
+        // A fresh heartbeat vouches only for runs this member still holds: one it heard was
+        // taken over (while paused, before its first heartbeat after waking saw the lapse) is
+        // not among the suspects, since it is no longer held.
+        if !self.inner.held.lock().contains_key(run_id) {
+            return false;
+        }
         let clock = self.inner.lease_clock.lock();
         clock
             .valid_until

@@ -129,6 +129,34 @@ async fn a_lapsed_holder_is_taken_over_and_its_append_is_refused_with_lease_lost
 }
 
 #[tokio::test]
+async fn a_run_taken_over_is_never_vouched_for_by_the_old_holders_fresh_heartbeat() {
+    let Some(pair) = Pair::new(Duration::from_secs(30)).await else {
+        return;
+    };
+    let run = pair.create(&pair.a).await;
+    assert!(pair.a.lease_confirmed(&run));
+    // Taken over while the holder was not looking (as when it was paused past its lease and
+    // heard of the takeover before its first heartbeat after waking).
+    sqlx::query("UPDATE runs SET owner = $2, epoch = epoch + 1 WHERE run_id = $1")
+        .bind(&run)
+        .bind(pair.b.member_id())
+        .execute(pair.a.pool())
+        .await
+        .unwrap();
+    assert_eq!(pair.a.external_changes().await.unwrap(), vec![run.clone()]);
+    // Its heartbeat is fresh and it has seen no lapse, yet the run is no longer its own.
+    assert!(
+        !pair.a.lease_confirmed(&run),
+        "a fresh heartbeat vouches only for runs the member still holds"
+    );
+    assert!(matches!(
+        pair.a.confirm_lease(&run).await,
+        Err(WorldError::LeaseLost { .. })
+    ));
+    pair.finish().await;
+}
+
+#[tokio::test]
 async fn concurrent_appends_never_share_a_seq_and_a_step_completes_once() {
     let Some(pair) = Pair::new(Duration::from_secs(30)).await else {
         return;

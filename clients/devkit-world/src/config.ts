@@ -51,7 +51,7 @@ function withoutTrailingSlash(url: string): string {
 }
 
 /** The server's base URL, or a clear error when it is not configured. */
-export function serverUrl(config: DevkitWorldConfig): string {
+export function baseUrl(config: DevkitWorldConfig): string {
   if (!config.url) {
     throw new Error(
       'WORLDS_URL is not set: point it at the worlds-engine server, e.g. WORLDS_URL=http://127.0.0.1:8080'

@@ -1,102 +1,228 @@
 /**
- * Errors as the DevKit expects them. The DevKit recognizes errors by `name` (and, for
- * `WorkflowAPIError`, by `status`: 409 means "already exists", 410 "the run has finished"), so
- * the server's error answers are turned into the classes of `@workflow/errors`.
+ * The server's error answers as the DevKit's error classes (`@workflow/errors`).
+ *
+ * The runtime tells errors apart by `name` (`EntityConflictError.is(err)` and so on), so each
+ * status of PROTOCOL.md becomes its class:
+ *
+ * | status | error |
+ * |---|---|
+ * | 400 | `WorkflowWorldError` (`status` 400: the runtime treats it as a validation failure) |
+ * | 404 | `WorkflowRunNotFoundError` (`run_not_found`), `HookNotFoundError` (`hook_not_found`), otherwise `WorkflowWorldError` with `status` 404 |
+ * | 409 | `EntityConflictError` |
+ * | 410 | `RunExpiredError` |
+ * | 412 | `PreconditionFailedError` |
+ * | 425 | `TooEarlyError` with `retryAfter` (seconds) |
+ * | 426 | `RunNotSupportedError` |
+ * | 429 | `ThrottleError` with `retryAfter` (after the client's own retries) |
+ * | other | `WorkflowWorldError` with `status` (5xx: the runtime retries the delivery) |
+ *
+ * A server that cannot be reached is a `WorkflowWorldError` with `code: 'TRANSPORT'`, and an
+ * answer that is not JSON one with `code: 'PARSE_ERROR'`: the runtime retries the first and
+ * counts the second as the World's fault.
  */
-import { WorkflowAPIError, WorkflowRunNotFoundError } from '@workflow/errors';
+import {
+  EntityConflictError,
+  HookNotFoundError,
+  PreconditionFailedError,
+  RunExpiredError,
+  RunNotSupportedError,
+  ThrottleError,
+  TooEarlyError,
+  WorkflowRunNotFoundError,
+  WorkflowWorldError,
+} from '@workflow/errors';
+import { SPEC_VERSION_CURRENT } from '@workflow/world';
 
-export { WorkflowAPIError, WorkflowRunNotFoundError };
+export {
+  EntityConflictError,
+  HookNotFoundError,
+  PreconditionFailedError,
+  RunExpiredError,
+  RunNotSupportedError,
+  ThrottleError,
+  TooEarlyError,
+  WorkflowRunNotFoundError,
+  WorkflowWorldError,
+};
 
-/** The body of a worlds-engine error answer. */
+/** The body of a worlds-engine error answer, `{"error": {"code", "message", ...}}`. */
 export interface ServerErrorBody {
   code?: string;
   message?: string;
-  details?: unknown;
+  /** Every other field of the error object (`retryAfter`, `runSpecVersion`, `details`, ...). */
+  fields: Record<string, unknown>;
 }
 
-/** A `WorkflowAPIError`, with the server's `details` when it sent some. */
-export type ApiError = WorkflowAPIError & { details?: unknown };
-
-/** Reads an error body: the server's JSON `{code, message, details}`, or any text. */
+/** Reads an error body: the server's JSON, or any text. */
 export function parseErrorBody(text: string): ServerErrorBody {
   const trimmed = text.trim();
-  if (trimmed === '') return {};
+  if (trimmed === '') return { fields: {} };
   try {
     const parsed: unknown = JSON.parse(trimmed);
     if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) {
       const body = parsed as Record<string, unknown>;
-      // `{"error": {...}}` is accepted too, in case a proxy wraps the answer.
       const inner =
-        body.error && typeof body.error === 'object'
-          ? (body.error as Record<string, unknown>)
+        body.error && typeof body.error === 'object' && !Array.isArray(body.error)
+          ? { ...body, ...(body.error as Record<string, unknown>) }
           : body;
       return {
         code: typeof inner.code === 'string' ? inner.code : undefined,
-        message: typeof inner.message === 'string' ? inner.message : undefined,
-        details: inner.details,
+        message:
+          typeof inner.message === 'string'
+            ? inner.message
+            : typeof body.error === 'string'
+              ? body.error
+              : undefined,
+        fields: inner,
       };
     }
-    if (typeof parsed === 'string') return { message: parsed };
+    if (typeof parsed === 'string') return { message: parsed, fields: {} };
   } catch {
-    // not JSON: use the text as it is
+    // not JSON: the text as it is
   }
-  return { message: trimmed.length > 500 ? `${trimmed.slice(0, 500)}…` : trimmed };
+  return { message: trimmed.length > 500 ? `${trimmed.slice(0, 500)}…` : trimmed, fields: {} };
 }
 
-/**
- * The error for a non-2xx answer: a `WorkflowAPIError` carrying the HTTP status, the server's
- * code and message.
- */
-export function apiError(
+/** What the call was about, for the errors that name it. */
+export interface ErrorContext {
+  /** The run the call was about (for `WorkflowRunNotFoundError`). */
+  runId?: string;
+  /** The hook id or token the call was about (for `HookNotFoundError`). */
+  hook?: string;
+  /** What a 404 of this call means when its code is neither `run_not_found` nor `hook_not_found`. */
+  notFound?: 'run' | 'hook';
+}
+
+export interface FailedRequest {
+  method: string;
+  url: string;
+  /** The `Retry-After` header of the answer. */
+  retryAfter?: string | null;
+}
+
+/** The error for a non-2xx answer. */
+export function errorForStatus(
   status: number,
   bodyText: string,
-  request: { method: string; url: string },
+  request: FailedRequest,
+  context: ErrorContext = {},
   hint?: string
-): ApiError {
+): Error {
   const body = parseErrorBody(bodyText);
-  let message = body.message ?? `HTTP ${status}`;
+  let message = `${request.method} ${pathOf(request.url)}: ${body.message ?? `HTTP ${status}`}`;
   if (hint) message = `${message} (${hint})`;
-  const error: ApiError = new WorkflowAPIError(
-    `${request.method} ${pathOf(request.url)}: ${message}`,
-    { status, code: body.code, url: request.url }
-  );
-  if (body.details !== undefined) error.details = body.details;
-  return error;
-}
-
-/** A `WorkflowAPIError` with no status: the server could not be reached. */
-export function unreachable(
-  request: { method: string; url: string },
-  cause: unknown
-): ApiError {
-  const reason = describeCause(cause);
-  return new WorkflowAPIError(
-    `${request.method} ${pathOf(request.url)}: could not reach the worlds server at ${originOf(request.url)}: ${reason}`,
-    { url: request.url, cause }
-  );
-}
-
-/** For `runs.get`: a 404 becomes `WorkflowRunNotFoundError` with the run id. */
-export function runNotFound(error: unknown, runId: string): unknown {
-  if (isStatus(error, 404)) {
-    const notFound = new WorkflowRunNotFoundError(runId);
-    (notFound as { cause?: unknown }).cause = error;
-    return notFound;
+  const tag = <E extends WorkflowWorldError>(error: E): E => {
+    error.status = status;
+    if (body.code !== undefined) error.code = body.code;
+    error.url = request.url;
+    return error;
+  };
+  switch (status) {
+    case 404: {
+      const byCode =
+        body.code === 'run_not_found' ? 'run' : body.code === 'hook_not_found' ? 'hook' : undefined;
+      // What the server's code says, else what a 404 of this call means.
+      const kind = byCode ?? context.notFound;
+      if (kind === 'run') {
+        const runId = context.runId ?? stringField(body.fields, 'runId') ?? '';
+        return withCause(new WorkflowRunNotFoundError(runId), message);
+      }
+      if (kind === 'hook') {
+        const hook = context.hook ?? stringField(body.fields, 'token') ?? stringField(body.fields, 'hookId') ?? '';
+        return withCause(new HookNotFoundError(hook), message);
+      }
+      break;
+    }
+    case 409:
+      return tag(new EntityConflictError(message));
+    case 410:
+      return tag(new RunExpiredError(message));
+    case 412:
+      return tag(new PreconditionFailedError(message, { retryAfter: retryAfterSeconds(body, request) }));
+    case 425:
+      return tag(new TooEarlyError(message, { retryAfter: retryAfterSeconds(body, request) }));
+    case 426:
+      return withCause(new RunNotSupportedError(runSpecVersion(body), SPEC_VERSION_CURRENT), message);
+    case 429:
+      return tag(new ThrottleError(message, { retryAfter: retryAfterSeconds(body, request) }));
+    default:
+      break;
   }
-  return error;
-}
-
-/** A `WorkflowAPIError` for something this World does not do; the server is not called. */
-export function notSupported(what: string): ApiError {
-  return new WorkflowAPIError(`${what} is not supported by the worlds-engine World`, {
-    status: 501,
-    code: 'not_supported',
+  return new WorkflowWorldError(message, {
+    status,
+    code: body.code,
+    url: request.url,
+    retryAfter: retryAfterSeconds(body, request),
   });
 }
 
-/** Whether `error` is a `WorkflowAPIError` (by name, as the DevKit checks) with this status. */
-export function isStatus(error: unknown, status: number): boolean {
-  return WorkflowAPIError.is(error) && (error as WorkflowAPIError).status === status;
+/** The server could not be reached (or the connection broke): retryable. */
+export function transportError(request: FailedRequest, cause: unknown): WorkflowWorldError {
+  return new WorkflowWorldError(
+    `${request.method} ${pathOf(request.url)}: could not reach the worlds server at ${originOf(request.url)}: ${describeCause(cause)}`,
+    { code: 'TRANSPORT', url: request.url, cause }
+  );
+}
+
+/** The server answered 2xx with something that is not what the protocol says. */
+export function contractError(request: FailedRequest, what: string): WorkflowWorldError {
+  return new WorkflowWorldError(`${request.method} ${pathOf(request.url)}: ${what}`, {
+    code: 'PARSE_ERROR',
+    url: request.url,
+  });
+}
+
+/**
+ * A step's `retryAfter` in seconds: the error's `retryAfter` (seconds, or an ISO time), else the
+ * `Retry-After` header (seconds). `undefined` when neither says.
+ */
+export function retryAfterSeconds(
+  body: ServerErrorBody,
+  request: FailedRequest,
+  nowMs: number = Date.now()
+): number | undefined {
+  const value = body.fields.retryAfter;
+  if (typeof value === 'number' && Number.isFinite(value)) return Math.max(0, Math.ceil(value));
+  if (typeof value === 'string' && value.trim() !== '') {
+    const asNumber = Number(value);
+    if (Number.isFinite(asNumber)) return Math.max(0, Math.ceil(asNumber));
+    const at = Date.parse(value);
+    if (!Number.isNaN(at)) return Math.max(0, Math.ceil((at - nowMs) / 1000));
+  }
+  const header = request.retryAfter;
+  if (header) {
+    const seconds = Number(header);
+    if (Number.isFinite(seconds)) return Math.max(0, Math.ceil(seconds));
+    const at = Date.parse(header);
+    if (!Number.isNaN(at)) return Math.max(0, Math.ceil((at - nowMs) / 1000));
+  }
+  return undefined;
+}
+
+/** The spec version a 426 names for the run (`runSpecVersion` or `specVersion`). */
+function runSpecVersion(body: ServerErrorBody): number {
+  const details = body.fields.details;
+  const candidates = [
+    body.fields.runSpecVersion,
+    body.fields.specVersion,
+    details && typeof details === 'object' ? (details as Record<string, unknown>).runSpecVersion : undefined,
+    details && typeof details === 'object' ? (details as Record<string, unknown>).specVersion : undefined,
+  ];
+  for (const value of candidates) {
+    if (typeof value === 'number' && Number.isFinite(value)) return value;
+  }
+  // The server says the run needs a newer World without saying which version.
+  return SPEC_VERSION_CURRENT + 1;
+}
+
+function stringField(fields: Record<string, unknown>, key: string): string | undefined {
+  const value = fields[key];
+  return typeof value === 'string' && value !== '' ? value : undefined;
+}
+
+function withCause<E extends Error>(error: E, serverMessage: string): E {
+  (error as { cause?: unknown }).cause = new Error(serverMessage);
+  return error;
 }
 
 function describeCause(cause: unknown): string {
@@ -111,7 +237,7 @@ function describeCause(cause: unknown): string {
   return String(cause);
 }
 
-function pathOf(url: string): string {
+export function pathOf(url: string): string {
   try {
     const u = new URL(url);
     return `${u.pathname}${u.search}`;

@@ -1,25 +1,28 @@
 /**
- * Calls to the worlds-engine HTTP API: the key on every request, JSON in and out, errors as
- * `WorkflowAPIError`s.
+ * Calls to the worlds-engine HTTP API: the key on every request, JSON in and out (bytes as
+ * `{"$bytes": ...}`, see wire.ts), errors as the DevKit's classes (see errors.ts).
  */
-import { type DevkitWorldConfig, serverUrl } from './config';
-import { apiError, unreachable } from './errors';
+import { baseUrl, type DevkitWorldConfig } from './config.js';
+import { contractError, type ErrorContext, errorForStatus, transportError } from './errors.js';
+import { fromWire, toWire } from './wire.js';
 
 /** Query parameters; `undefined` ones are left out. */
 export type Query = Record<string, string | number | boolean | undefined>;
 
 export interface CallOptions {
-  method: 'GET' | 'POST' | 'PATCH' | 'DELETE';
+  method: 'GET' | 'POST';
   /** Path from the server's root, e.g. `/v1/devkit/runs`. */
   path: string;
   query?: Query;
-  /** A JSON body. */
+  /** A JSON body (encoded with `toWire`). */
   json?: unknown;
   /** Raw bytes (sent as application/octet-stream). */
   bytes?: Uint8Array;
   /** Extra headers. */
   headers?: Record<string, string>;
   signal?: AbortSignal;
+  /** What the call is about, for the errors that name it. */
+  context?: ErrorContext;
 }
 
 /** How many times a 429 answer is retried, after the wait the server asks for. */
@@ -34,7 +37,7 @@ export function seg(value: string): string {
 
 /** The full URL of a path on the server, with its query. */
 export function urlFor(config: DevkitWorldConfig, path: string, query?: Query): string {
-  const url = new URL(`${serverUrl(config)}${path}`);
+  const url = new URL(`${baseUrl(config)}${path}`);
   if (query) {
     for (const [key, value] of Object.entries(query)) {
       if (value !== undefined) url.searchParams.set(key, String(value));
@@ -50,7 +53,7 @@ export function baseHeaders(config: DevkitWorldConfig): Record<string, string> {
   return headers;
 }
 
-/** Sends a request and returns the answer if it is 2xx; otherwise throws `WorkflowAPIError`. */
+/** Sends a request and returns the answer if it is 2xx; otherwise throws the mapped error. */
 export async function send(config: DevkitWorldConfig, options: CallOptions): Promise<Response> {
   const url = urlFor(config, options.path, options.query);
   const headers: Record<string, string> = {
@@ -61,12 +64,11 @@ export async function send(config: DevkitWorldConfig, options: CallOptions): Pro
   let body: string | Uint8Array | undefined;
   if (options.json !== undefined) {
     headers['content-type'] = 'application/json';
-    body = JSON.stringify(options.json);
+    body = JSON.stringify(toWire(options.json));
   } else if (options.bytes !== undefined) {
     headers['content-type'] = 'application/octet-stream';
     body = options.bytes;
   }
-  const request = { method: options.method, url };
   for (let attempt = 0; ; attempt++) {
     let response: Response;
     try {
@@ -78,33 +80,45 @@ export async function send(config: DevkitWorldConfig, options: CallOptions): Pro
       });
     } catch (cause) {
       if (options.signal?.aborted) throw cause;
-      throw unreachable(request, cause);
+      throw transportError({ method: options.method, url }, cause);
     }
     if (response.ok) return response;
     const text = await response.text().catch(() => '');
+    const retryAfter = response.headers.get('retry-after');
     if (response.status === 429 && attempt < RATE_LIMIT_RETRIES) {
-      await sleep(retryAfterMs(response.headers.get('retry-after')));
+      await sleep(retryAfterMs(retryAfter));
       continue;
     }
-    throw apiError(response.status, text, request, hintFor(response.status, config));
+    throw errorForStatus(
+      response.status,
+      text,
+      { method: options.method, url, retryAfter },
+      options.context,
+      hintFor(response.status, config)
+    );
   }
 }
 
-/** Sends a request and returns its JSON answer (`undefined` for an empty one). */
-export async function call<T = unknown>(
-  config: DevkitWorldConfig,
-  options: CallOptions
-): Promise<T> {
+/** Sends a request and returns its JSON answer, bytes decoded (`undefined` for an empty one). */
+export async function call<T = unknown>(config: DevkitWorldConfig, options: CallOptions): Promise<T> {
   const response = await send(config, options);
   const text = await response.text();
   if (text.trim() === '') return undefined as T;
+  let parsed: unknown;
   try {
-    return JSON.parse(text) as T;
+    parsed = JSON.parse(text);
   } catch {
-    throw new Error(
-      `${options.method} ${options.path}: the worlds server answered ${response.status} with a body that is not JSON`
+    throw contractError(
+      { method: options.method, url: response.url || options.path },
+      `the worlds server answered ${response.status} with a body that is not JSON`
     );
   }
+  return fromWire(parsed) as T;
+}
+
+/** Discards an answer's body (so that the connection is reused). */
+export async function drain(response: Response): Promise<void> {
+  await response.body?.cancel().catch(() => undefined);
 }
 
 function hintFor(status: number, config: DevkitWorldConfig): string | undefined {

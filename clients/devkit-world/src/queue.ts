@@ -1,7 +1,7 @@
 /**
  * The queue: messages are kept and delivered by the worlds server, which POSTs each one back to
  * this app (`/.well-known/workflow/v1/flow` or `/step` under the callback URL) signed with the
- * shared delivery secret. `createQueueHandler` checks the signature and runs the DevKit's
+ * shared delivery secret. `createQueueHandler` checks the signature and runs the runtime's
  * handler; the answer tells the server what to do next:
  *
  * - `200 {"ok": true}`: done, the message is acknowledged;
@@ -9,15 +9,58 @@
  * - `500`: the handler failed, retry with backoff (the server dead-letters it in the end);
  * - `400` / `401`: the delivery is malformed or not signed by the server.
  */
-import type { MessageId, Queue, ValidQueueName } from '@workflow/world';
-import type { DevkitWorldConfig } from './config';
-import { continueAfter, handlingStep, stepDelivery } from './continuity';
-import { decodeSecret, deliveryId, verifySignature } from './signature';
-
-export { deploymentId, enqueue } from './queue-client';
+import type { MessageId, Queue, QueueOptions, ValidQueueName } from '@workflow/world';
+import { callbackUrl, DEFAULT_DEPLOYMENT_ID, type DevkitWorldConfig } from './config.js';
+import { contractError } from './errors.js';
+import { call } from './http.js';
+import { decodeSecret, deliveryId, verifySignature } from './signature.js';
+import { fromWire } from './wire.js';
 
 type Handler = Parameters<Queue['createQueueHandler']>[1];
 type Prefix = Parameters<Queue['createQueueHandler']>[0];
+
+/** What `getDeploymentId()` answers: `WORLDS_DEPLOYMENT_ID`, or `worlds`. */
+export function deploymentId(config: DevkitWorldConfig): string {
+  return config.deploymentId ?? DEFAULT_DEPLOYMENT_ID;
+}
+
+/** The body of `POST /v1/devkit/queue` for a `queue()` call. */
+export function enqueueBody(
+  config: DevkitWorldConfig,
+  queueName: string,
+  message: unknown,
+  opts?: QueueOptions
+): Record<string, unknown> {
+  const body: Record<string, unknown> = {
+    queueName,
+    message,
+    callbackUrl: callbackUrl(config),
+  };
+  if (opts?.idempotencyKey !== undefined) body.idempotencyKey = opts.idempotencyKey;
+  if (opts?.delaySeconds !== undefined && opts.delaySeconds > 0) {
+    body.delaySeconds = Math.ceil(opts.delaySeconds);
+  }
+  return body;
+}
+
+/** Sends a message to the server's queue (`POST /v1/devkit/queue`). */
+export async function enqueue(
+  config: DevkitWorldConfig,
+  queueName: ValidQueueName,
+  message: unknown,
+  opts?: QueueOptions
+): Promise<{ messageId: MessageId }> {
+  const path = '/v1/devkit/queue';
+  const answer = await call<{ messageId?: unknown }>(config, {
+    method: 'POST',
+    path,
+    json: enqueueBody(config, queueName, message, opts),
+  });
+  if (!answer || typeof answer.messageId !== 'string' || answer.messageId === '') {
+    throw contractError({ method: 'POST', url: path }, `the worlds server sent no messageId for ${queueName}`);
+  }
+  return { messageId: answer.messageId as MessageId };
+}
 
 /** Refusals already logged, so a misconfigured app says why once, not on every delivery. */
 const logged = new Set<string>();
@@ -92,27 +135,21 @@ export function queueHandler(
     }
     let message: unknown;
     try {
-      message = JSON.parse(utf8.decode(raw));
+      message = fromWire(JSON.parse(utf8.decode(raw)));
     } catch {
-      return refuse(400, 'the body is not JSON');
+      return refuse(400, 'the body is not JSON (or holds a $bytes value that is not base64)');
     }
 
-    const step = prefix === '__wkf_step_' ? stepDelivery(messageId, message) : undefined;
     try {
-      const result = await handlingStep(step, () =>
-        handler(message, {
-          attempt,
-          queueName: queueName as ValidQueueName,
-          messageId: messageId as MessageId,
-        })
-      );
+      const result = await handler(message, {
+        attempt,
+        queueName: queueName as ValidQueueName,
+        messageId: messageId as MessageId,
+      });
       const timeoutSeconds = (result as { timeoutSeconds?: unknown } | undefined)?.timeoutSeconds;
       if (typeof timeoutSeconds === 'number' && Number.isFinite(timeoutSeconds)) {
         return Response.json({ timeoutSeconds: Math.max(0, Math.ceil(timeoutSeconds)) });
       }
-      // The workflow goes on after the step even if the runtime's own continuation was lost
-      // (see continuity.ts): the same key makes the two one message.
-      if (step) await continueAfter(getConfig(), step);
       return Response.json({ ok: true });
     } catch (error) {
       return new Response(errorText(error), {

@@ -1,198 +1,202 @@
 /**
- * Runs, steps, events and hooks, on the server's `/v1/devkit` routes.
+ * The World's storage (`runs`, `steps`, `events`, `hooks`) on the server's `/v1/devkit` routes.
+ * Every write is an event (`events.create`); the rest are reads. Each call is one request.
  */
-import type { PaginationOptions, Storage } from '@workflow/world';
-import type { DevkitWorldConfig } from './config';
-import {
-  eventFromWire,
-  eventToWire,
-  filterEvent,
-  filterHook,
-  filterRun,
-  filterStep,
-  hookFromWire,
-  pageFromWire,
-  runFromWire,
-  stepFromWire,
-  stepUpdateToWire,
-} from './convert';
-import { requeueStep } from './continuity';
-import { notSupported, runNotFound } from './errors';
-import { type CallOptions, call, type Query, seg } from './http';
+import type {
+  AttributeChange,
+  CreateEventParams,
+  Event,
+  EventResult,
+  ExperimentalSetAttributesResult,
+  Hook,
+  PaginatedResponse,
+  PaginationOptions,
+  ResolveData,
+  Storage,
+} from '@workflow/world';
+import type { DevkitWorldConfig } from './config.js';
+import { contractError } from './errors.js';
+import { call, type Query, seg } from './http.js';
+import { resultWithDates, withDates } from './wire.js';
 
-const BASE = '/v1/devkit';
+const HOOK_EVENTS_REQUIRING_A_HOOK = new Set(['hook_received', 'hook_disposed']);
 
-/** `limit` and `cursor` of a list call. */
-function pageQuery(pagination: PaginationOptions | undefined): Query {
-  return { limit: pagination?.limit, cursor: pagination?.cursor };
+function pageQuery(pagination: PaginationOptions | undefined, resolveData: ResolveData | undefined): Query {
+  return {
+    limit: pagination?.limit,
+    cursor: pagination?.cursor,
+    sortOrder: pagination?.sortOrder,
+    resolveData,
+  };
 }
 
-/** `limit`, `cursor` and `sortOrder` (for the routes that sort by creation time). */
-function sortedPageQuery(
-  pagination: PaginationOptions | undefined,
-  defaultOrder?: 'asc' | 'desc'
-): Query {
-  return { ...pageQuery(pagination), sortOrder: pagination?.sortOrder ?? defaultOrder };
+function asObject(value: unknown, path: string, what: string): Record<string, unknown> {
+  if (!value || typeof value !== 'object' || Array.isArray(value)) {
+    throw contractError({ method: 'GET', url: path }, `the worlds server sent ${what} that is not an object`);
+  }
+  return value as Record<string, unknown>;
 }
 
-/** The storage half of the World. */
+/** A page from the wire: each item with its dates. */
+export function pageFromWire<T>(value: unknown, path: string): PaginatedResponse<T> {
+  const page = asObject(value, path, 'a page');
+  if (!Array.isArray(page.data)) {
+    throw contractError({ method: 'GET', url: path }, 'the worlds server sent a page without data');
+  }
+  return {
+    data: page.data.map((item) => withDates(item) as T),
+    cursor: typeof page.cursor === 'string' && page.cursor !== '' ? page.cursor : null,
+    hasMore: page.hasMore === true,
+  };
+}
+
+/** An entity from the wire, with its dates. */
+export function entityFromWire<T>(value: unknown, path: string, what: string): T {
+  return withDates(asObject(value, path, what)) as T;
+}
+
+/** With `resolveData: 'none'` a hook comes without its metadata. */
+function hookData(hook: Hook, resolveData: ResolveData | undefined): Hook {
+  if (resolveData !== 'none') return hook;
+  const { metadata: _metadata, ...rest } = hook;
+  return rest as Hook;
+}
+
 export function createStorage(getConfig: () => DevkitWorldConfig): Storage {
-  const request = <T = unknown>(options: CallOptions) => call<T>(getConfig(), options);
-  const get = (path: string, query?: Query) =>
-    request({ method: 'GET', path: `${BASE}${path}`, query });
-  const post = (path: string, json?: unknown) =>
-    request({ method: 'POST', path: `${BASE}${path}`, json });
-  const patch = (path: string, json: unknown) =>
-    request({ method: 'PATCH', path: `${BASE}${path}`, json });
-
-  const runs: Storage['runs'] = {
-    async create(data) {
-      const body: Record<string, unknown> = {
-        deploymentId: data.deploymentId,
-        workflowName: data.workflowName,
-        input: data.input,
-      };
-      if (data.executionContext !== undefined) body.executionContext = data.executionContext;
-      return runFromWire(await post('/runs', body));
-    },
-    async get(id, params) {
-      try {
-        return filterRun(runFromWire(await get(`/runs/${seg(id)}`)), params?.resolveData);
-      } catch (error) {
-        throw runNotFound(error, id);
-      }
-    },
-    async update(id, data) {
-      const body: Record<string, unknown> = {};
-      if (data.status !== undefined) body.status = data.status;
-      if (data.output !== undefined) body.output = data.output;
-      if (data.error !== undefined) body.error = data.error;
-      if (data.executionContext !== undefined) body.executionContext = data.executionContext;
-      return runFromWire(await patch(`/runs/${seg(id)}`, body));
-    },
-    async list(params) {
-      const page = pageFromWire(
-        await get('/runs', {
-          workflowName: params?.workflowName,
-          status: params?.status,
-          ...sortedPageQuery(params?.pagination),
-        }),
-        runFromWire
-      );
-      return { ...page, data: page.data.map((run) => filterRun(run, params?.resolveData)) };
-    },
-    async cancel(id, params) {
-      return filterRun(runFromWire(await post(`/runs/${seg(id)}/cancel`)), params?.resolveData);
-    },
-    async pause() {
-      throw notSupported('pausing a run');
-    },
-    async resume() {
-      throw notSupported('resuming a paused run');
-    },
-  };
-
-  const steps: Storage['steps'] = {
-    async create(runId, data) {
-      try {
-        return stepFromWire(
-          await post(`/runs/${seg(runId)}/steps`, {
-            stepId: data.stepId,
-            stepName: data.stepName,
-            input: data.input,
-          })
-        );
-      } catch (error) {
-        // The step exists: if it never started, its message may have been lost between the
-        // two calls that made them (see continuity.ts). The 409 is the runtime's answer still.
-        // The server's 409 says what the step is, and the run's name and start.
-        const refused = error as { status?: unknown; details?: unknown };
-        const details = refused.details as
-          | { step?: unknown; workflowName?: unknown; startedAt?: unknown }
-          | undefined;
-        if (refused.status === 409 && details?.step && typeof details.workflowName === 'string') {
-          const step = stepFromWire(details.step);
-          const startedAt =
-            typeof details.startedAt === 'number' ? new Date(details.startedAt) : undefined;
-          await requeueStep(getConfig(), step, { workflowName: details.workflowName, startedAt });
-        }
-        throw error;
-      }
-    },
-    async get(runId, stepId, params) {
-      const path =
-        runId === undefined
-          ? `/steps/${seg(stepId)}`
-          : `/runs/${seg(runId)}/steps/${seg(stepId)}`;
-      return filterStep(stepFromWire(await get(path)), params?.resolveData);
-    },
-    async update(runId, stepId, data) {
-      return stepFromWire(
-        await patch(`/runs/${seg(runId)}/steps/${seg(stepId)}`, stepUpdateToWire(data))
-      );
-    },
-    async list(params) {
-      const page = pageFromWire(
-        await get(`/runs/${seg(params.runId)}/steps`, pageQuery(params.pagination)),
-        stepFromWire
-      );
-      return { ...page, data: page.data.map((step) => filterStep(step, params.resolveData)) };
-    },
-  };
+  const get = async <T>(path: string, query: Query, what: string, context?: Parameters<typeof call>[1]['context']) =>
+    entityFromWire<T>(await call(getConfig(), { method: 'GET', path, query, context }), path, what);
+  const list = async <T>(path: string, query: Query) =>
+    pageFromWire<T>(await call(getConfig(), { method: 'GET', path, query }), path);
 
   const events: Storage['events'] = {
-    async create(runId, data, params) {
-      return filterEvent(
-        eventFromWire(await post(`/runs/${seg(runId)}/events`, eventToWire(data))),
-        params?.resolveData
+    async create(runId: string | null, event: unknown, params?: CreateEventParams): Promise<EventResult> {
+      const data = event as { eventType?: string; correlationId?: string };
+      const path = '/v1/devkit/events';
+      const answer = await call(getConfig(), {
+        method: 'POST',
+        path,
+        json: { runId, event, params: params ?? {} },
+        context: {
+          runId: runId ?? undefined,
+          hook: data.correlationId,
+          notFound: HOOK_EVENTS_REQUIRING_A_HOOK.has(data.eventType ?? '') ? 'hook' : undefined,
+        },
+      });
+      const result = asObject(answer, path, 'an event result') as EventResult;
+      resultWithDates(result);
+      if (result.events !== undefined && !Array.isArray(result.events)) {
+        throw contractError({ method: 'POST', url: path }, 'the worlds server sent `events` that is not a list');
+      }
+      return result;
+    },
+    async get(runId, eventId, params) {
+      return get<Event>(
+        `/v1/devkit/runs/${seg(runId)}/events/${seg(eventId)}`,
+        { resolveData: params?.resolveData },
+        'an event',
+        { runId }
       );
     },
     async list(params) {
-      // Events come oldest first unless asked otherwise (as in the reference worlds).
-      const page = pageFromWire(
-        await get(
-          `/runs/${seg(params.runId)}/events`,
-          sortedPageQuery(params.pagination, 'asc')
-        ),
-        eventFromWire
+      return list<Event>(
+        `/v1/devkit/runs/${seg(params.runId)}/events`,
+        pageQuery(params.pagination, params.resolveData)
       );
-      return { ...page, data: page.data.map((event) => filterEvent(event, params.resolveData)) };
     },
     async listByCorrelationId(params) {
-      const page = pageFromWire(
-        await get('/events', {
-          correlationId: params.correlationId,
-          ...sortedPageQuery(params.pagination, 'asc'),
-        }),
-        eventFromWire
-      );
-      return { ...page, data: page.data.map((event) => filterEvent(event, params.resolveData)) };
+      return list<Event>('/v1/devkit/events', {
+        correlationId: params.correlationId,
+        ...pageQuery(params.pagination, params.resolveData),
+      });
     },
-  };
+  } as Storage['events'];
+
+  const runs = {
+    async get(id: string, params?: { resolveData?: ResolveData }) {
+      return get(`/v1/devkit/runs/${seg(id)}`, { resolveData: params?.resolveData }, 'a run', {
+        runId: id,
+        notFound: 'run',
+      });
+    },
+    async list(params?: {
+      workflowName?: string;
+      status?: string;
+      deploymentId?: string;
+      pagination?: PaginationOptions;
+      resolveData?: ResolveData;
+    }) {
+      return list('/v1/devkit/runs', {
+        workflowName: params?.workflowName,
+        status: params?.status,
+        deploymentId: params?.deploymentId,
+        ...pageQuery(params?.pagination, params?.resolveData),
+      });
+    },
+    async experimentalSetAttributes(
+      runId: string,
+      changes: AttributeChange[],
+      options?: { allowReservedAttributes?: boolean }
+    ): Promise<ExperimentalSetAttributesResult> {
+      const path = `/v1/devkit/runs/${seg(runId)}/attributes`;
+      const answer = await call<{ attributes?: unknown }>(getConfig(), {
+        method: 'POST',
+        path,
+        json: {
+          changes,
+          ...(options?.allowReservedAttributes ? { allowReservedAttributes: true } : {}),
+        },
+        context: { runId, notFound: 'run' },
+      });
+      const attributes = answer?.attributes;
+      if (!attributes || typeof attributes !== 'object' || Array.isArray(attributes)) {
+        throw contractError({ method: 'POST', url: path }, 'the worlds server sent no `attributes`');
+      }
+      return { attributes: attributes as Record<string, string> };
+    },
+  } as Storage['runs'];
+
+  const steps = {
+    async get(runId: string, stepId: string, params?: { resolveData?: ResolveData }) {
+      return get(
+        `/v1/devkit/runs/${seg(runId)}/steps/${seg(stepId)}`,
+        { resolveData: params?.resolveData },
+        'a step',
+        { runId }
+      );
+    },
+    async list(params: { runId: string; pagination?: PaginationOptions; resolveData?: ResolveData }) {
+      return list(
+        `/v1/devkit/runs/${seg(params.runId)}/steps`,
+        pageQuery(params.pagination, params.resolveData)
+      );
+    },
+  } as Storage['steps'];
 
   const hooks: Storage['hooks'] = {
-    async create(runId, data) {
-      const body: Record<string, unknown> = { hookId: data.hookId, token: data.token };
-      if (data.metadata !== undefined) body.metadata = data.metadata;
-      return hookFromWire(await post(`/runs/${seg(runId)}/hooks`, body));
-    },
     async get(hookId, params) {
-      return filterHook(hookFromWire(await get(`/hooks/${seg(hookId)}`)), params?.resolveData);
+      return get<Hook>(`/v1/devkit/hooks/${seg(hookId)}`, { resolveData: params?.resolveData }, 'a hook', {
+        hook: hookId,
+        notFound: 'hook',
+      });
     },
     async getByToken(token, params) {
-      return filterHook(hookFromWire(await post('/hooks/by-token', { token })), params?.resolveData);
+      // The token travels in the body: it is a secret, kept out of URLs and logs.
+      const path = '/v1/devkit/hooks/by-token';
+      const answer = await call(getConfig(), {
+        method: 'POST',
+        path,
+        json: { token },
+        context: { hook: token, notFound: 'hook' },
+      });
+      return hookData(entityFromWire<Hook>(answer, path, 'a hook'), params?.resolveData);
     },
     async list(params) {
-      const page = pageFromWire(
-        await get('/hooks', { runId: params.runId, ...pageQuery(params.pagination) }),
-        hookFromWire
-      );
-      return { ...page, data: page.data.map((hook) => filterHook(hook, params.resolveData)) };
-    },
-    async dispose(hookId, params) {
-      return filterHook(hookFromWire(await post(`/hooks/${seg(hookId)}/dispose`)), params?.resolveData);
+      return list<Hook>('/v1/devkit/hooks', {
+        runId: params.runId,
+        ...pageQuery(params.pagination, params.resolveData),
+      });
     },
   };
 
-  return { runs, steps, events, hooks };
+  return { events, runs, steps, hooks };
 }

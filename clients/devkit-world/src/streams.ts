@@ -1,38 +1,21 @@
 /**
- * Streams, on the server's stream routes (`/v1/runs/{runId}/streams/{name}`): chunks are written
- * as raw bytes and read live as Server-Sent Events.
- *
- * `readFromStream(name)` is given no run id, so it is taken from the name. The DevKit names a
- * run's streams `runId.replace('wrun_', 'strm_') + '_user'` (plus `_<namespace>` for a named
- * one): `strm_<X>_…` belongs to run `wrun_<X>`. This needs the part of the run id after `wrun_`
- * to hold no `_`, which is true of the ids the worlds server gives.
+ * Streams, on the server's stream routes (`/v1/runs/{runId}/streams/{name}`): chunks are
+ * written as raw bytes (or a JSON batch), read live as Server-Sent Events, and paged.
  */
-import type { DevkitWorldConfig } from './config';
-import { apiError, parseErrorBody, unreachable, WorkflowAPIError } from './errors';
-import { baseHeaders, send, seg, sleep, urlFor } from './http';
+import type { StreamChunksResponse, StreamInfoResponse } from '@workflow/world';
+import type { DevkitWorldConfig } from './config.js';
+import { contractError, errorForStatus, parseErrorBody, transportError, WorkflowWorldError } from './errors.js';
+import { baseHeaders, call, drain, send, seg, sleep, urlFor } from './http.js';
+import { fromBase64, fromWire, isBytes } from './wire.js';
 
-const STREAM_PREFIX = 'strm_';
-const RUN_PREFIX = 'wrun_';
-
-/** The run a stream belongs to, from the stream's name (`strm_<X>_…` → `wrun_<X>`). */
-export function runIdFromStreamName(name: string): string {
-  if (name.startsWith(STREAM_PREFIX)) {
-    const rest = name.slice(STREAM_PREFIX.length);
-    const end = rest.indexOf('_');
-    if (end > 0) return `${RUN_PREFIX}${rest.slice(0, end)}`;
-  }
-  throw new Error(
-    `cannot tell which run stream "${name}" belongs to: the worlds-engine World reads streams named strm_<X>_… (the DevKit's names for run wrun_<X>)`
-  );
-}
-
-function streamPath(runId: string, name: string): string {
+export function streamPath(runId: string, name: string): string {
   return `/v1/runs/${seg(runId)}/streams/${seg(name)}`;
 }
 
 const encoder = new TextEncoder();
 
-function toBytes(chunk: string | Uint8Array): Uint8Array {
+/** A chunk as bytes (a string is written as its UTF-8). */
+export function toBytes(chunk: string | Uint8Array): Uint8Array {
   if (typeof chunk === 'string') return encoder.encode(chunk);
   if (chunk instanceof Uint8Array) return chunk;
   throw new TypeError(`a stream chunk must be a string or a Uint8Array, got ${typeof chunk}`);
@@ -41,28 +24,89 @@ function toBytes(chunk: string | Uint8Array): Uint8Array {
 /** Appends a chunk to a run's stream. */
 export async function writeChunk(
   config: DevkitWorldConfig,
+  runId: string,
   name: string,
-  runId: string | Promise<string>,
   chunk: string | Uint8Array
 ): Promise<void> {
-  const id = await runId;
-  const response = await send(config, {
-    method: 'POST',
-    path: streamPath(id, name),
-    bytes: toBytes(chunk),
-  });
-  await response.body?.cancel().catch(() => undefined);
+  await drain(await send(config, { method: 'POST', path: streamPath(runId, name), bytes: toBytes(chunk) }));
+}
+
+/** Appends chunks, in order, in one write. */
+export async function writeChunks(
+  config: DevkitWorldConfig,
+  runId: string,
+  name: string,
+  chunks: (string | Uint8Array)[]
+): Promise<void> {
+  if (chunks.length === 0) return;
+  await drain(
+    await send(config, {
+      method: 'POST',
+      path: `${streamPath(runId, name)}/chunks`,
+      json: { chunks: chunks.map(toBytes) },
+    })
+  );
 }
 
 /** Closes a run's stream: readers end after its last chunk. */
-export async function closeStream(
+export async function closeStream(config: DevkitWorldConfig, runId: string, name: string): Promise<void> {
+  await drain(await send(config, { method: 'POST', path: `${streamPath(runId, name)}/close` }));
+}
+
+/** The names of a run's streams. */
+export async function listStreams(config: DevkitWorldConfig, runId: string): Promise<string[]> {
+  const path = `/v1/runs/${seg(runId)}/streams`;
+  const answer = await call<unknown>(config, { method: 'GET', path });
+  const names = Array.isArray(answer)
+    ? answer
+    : answer && typeof answer === 'object'
+      ? ((answer as { data?: unknown; names?: unknown }).data ?? (answer as { names?: unknown }).names)
+      : undefined;
+  if (!Array.isArray(names) || !names.every((name) => typeof name === 'string')) {
+    throw contractError({ method: 'GET', url: path }, 'the worlds server sent stream names that are not a list of strings');
+  }
+  return names;
+}
+
+/** A page of a stream's chunks as they are now. */
+export async function getChunks(
   config: DevkitWorldConfig,
+  runId: string,
   name: string,
-  runId: string | Promise<string>
-): Promise<void> {
-  const id = await runId;
-  const response = await send(config, { method: 'POST', path: `${streamPath(id, name)}/close` });
-  await response.body?.cancel().catch(() => undefined);
+  options?: { limit?: number; cursor?: string }
+): Promise<StreamChunksResponse> {
+  const path = `${streamPath(runId, name)}/chunks`;
+  const answer = await call<Record<string, unknown>>(config, {
+    method: 'GET',
+    path,
+    query: { limit: options?.limit, cursor: options?.cursor },
+  });
+  if (!answer || !Array.isArray(answer.data)) {
+    throw contractError({ method: 'GET', url: path }, 'the worlds server sent a page of chunks without data');
+  }
+  const data = answer.data.map((item: unknown) => {
+    const chunk = item as { index?: unknown; data?: unknown };
+    if (typeof chunk?.index !== 'number' || !(chunk.data instanceof Uint8Array)) {
+      throw contractError({ method: 'GET', url: path }, 'the worlds server sent a chunk without index or bytes');
+    }
+    return { index: chunk.index, data: chunk.data };
+  });
+  return {
+    data,
+    cursor: typeof answer.cursor === 'string' && answer.cursor !== '' ? answer.cursor : null,
+    hasMore: answer.hasMore === true,
+    done: answer.done === true,
+  };
+}
+
+/** Where a stream ends now and whether it is closed. */
+export async function getInfo(config: DevkitWorldConfig, runId: string, name: string): Promise<StreamInfoResponse> {
+  const path = `${streamPath(runId, name)}/info`;
+  const answer = await call<Record<string, unknown>>(config, { method: 'GET', path });
+  if (!answer || typeof answer.tailIndex !== 'number') {
+    throw contractError({ method: 'GET', url: path }, 'the worlds server sent stream info without tailIndex');
+  }
+  return { tailIndex: answer.tailIndex, done: answer.done === true };
 }
 
 /** One Server-Sent Event. */
@@ -134,18 +178,18 @@ export interface WireChunk {
   created_at?: number;
   text?: string;
   base64?: string;
+  data?: unknown;
 }
 
-/** The bytes of a `chunk` event's data. */
+/** The bytes of a `chunk` event's data (`text`, `base64`, or `data` as `{"$bytes": ...}`). */
 export function decodeChunk(data: string): { index: number; bytes: Uint8Array } {
   const chunk = JSON.parse(data) as WireChunk;
   if (!chunk || typeof chunk.index !== 'number') {
     throw new Error('a stream chunk event without an index');
   }
   if (typeof chunk.text === 'string') return { index: chunk.index, bytes: encoder.encode(chunk.text) };
-  if (typeof chunk.base64 === 'string') {
-    return { index: chunk.index, bytes: new Uint8Array(Buffer.from(chunk.base64, 'base64')) };
-  }
+  if (typeof chunk.base64 === 'string') return { index: chunk.index, bytes: fromBase64(chunk.base64) };
+  if (isBytes(chunk.data)) return { index: chunk.index, bytes: fromWire(chunk.data) as Uint8Array };
   return { index: chunk.index, bytes: new Uint8Array(0) };
 }
 
@@ -159,16 +203,16 @@ function backoffMs(failures: number): number {
 }
 
 /**
- * Reads a stream live: every chunk from `startIndex`, then each new one as it is written, until
- * the server says the stream is done (closed, or its run finished). A dropped connection is
- * resumed after the last chunk received.
+ * Reads a stream live: every chunk from `startIndex` (negative: that many chunks before the
+ * end), then each new one as it is written, until the server says the stream is done (closed, or
+ * its run finished). A dropped connection is resumed after the last chunk received.
  */
 export function readStream(
   getConfig: () => DevkitWorldConfig,
+  runId: string,
   name: string,
   startIndex = 0
 ): ReadableStream<Uint8Array> {
-  const runId = runIdFromStreamName(name);
   const abort = new AbortController();
   let lastIndex: number | undefined;
   let lastError: Error | undefined;
@@ -188,7 +232,7 @@ export function readStream(
         });
       } catch (cause) {
         if (abort.signal.aborted) return;
-        if (++failures > MAX_FAILURES) throw unreachable(request, cause);
+        if (++failures > MAX_FAILURES) throw transportError(request, cause);
         await sleep(backoffMs(failures), abort.signal);
         continue;
       }
@@ -198,7 +242,7 @@ export function readStream(
           await sleep(backoffMs(failures), abort.signal);
           continue;
         }
-        throw apiError(response.status, text, request);
+        throw errorForStatus(response.status, text, request, { runId });
       }
 
       const before = lastIndex;
@@ -212,7 +256,7 @@ export function readStream(
       if (++failures > MAX_FAILURES) {
         throw (
           lastError ??
-          new WorkflowAPIError(`GET ${streamPath(runId, name)}/live: the connection kept dropping`)
+          new WorkflowWorldError(`GET ${streamPath(runId, name)}/live: the connection kept dropping`)
         );
       }
       await sleep(backoffMs(failures), abort.signal);
@@ -248,7 +292,7 @@ export function readStream(
           } else if (event.event === 'error') {
             // The server failed mid-read: reconnect after the last chunk, as for a drop.
             const body = parseErrorBody(event.data);
-            lastError = new WorkflowAPIError(
+            lastError = new WorkflowWorldError(
               `GET ${streamPath(runId, name)}/live: ${body.message ?? 'the server failed while sending the stream'}`,
               { code: body.code }
             );

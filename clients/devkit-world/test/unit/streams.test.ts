@@ -1,20 +1,6 @@
 import { afterEach, describe, expect, test, vi } from 'vitest';
 import { createWorld } from '../../src/index';
-import { decodeChunk, runIdFromStreamName, SseParser } from '../../src/streams';
-
-describe('stream names', () => {
-  test('strm_<X>_… belongs to run wrun_<X>', () => {
-    expect(runIdFromStreamName('strm_01JD5ZK3Q8_user')).toBe('wrun_01JD5ZK3Q8');
-    // A namespaced stream: base64url of the namespace after `_user_`, which may hold `_`.
-    expect(runIdFromStreamName('strm_01JD5ZK3Q8_user_bXlfbmFtZQ')).toBe('wrun_01JD5ZK3Q8');
-  });
-
-  test('other names are refused with an explanation', () => {
-    expect(() => runIdFromStreamName('default')).toThrow(/strm_/);
-    expect(() => runIdFromStreamName('strm_')).toThrow(/strm_/);
-    expect(() => runIdFromStreamName('strm__user')).toThrow(/strm_/);
-  });
-});
+import { decodeChunk, SseParser } from '../../src/streams';
 
 describe('Server-Sent Events', () => {
   test('events split anywhere, with CRLF, comments and multi-line data', () => {
@@ -39,6 +25,9 @@ describe('Server-Sent Events', () => {
     const bytes = decodeChunk(`{"index":4,"base64":"${Buffer.from([0xff, 0x00, 0x80]).toString('base64')}"}`);
     expect(Array.from(bytes.bytes)).toEqual([0xff, 0x00, 0x80]);
     expect(bytes.bytes.constructor).toBe(Uint8Array);
+    expect(decodeChunk('{"index":5,"data":{"$bytes":"AP8="}}').bytes).toEqual(new Uint8Array([0, 255]));
+    expect(decodeChunk('{"index":6}').bytes.byteLength).toBe(0);
+    expect(() => decodeChunk('{"text":"x"}')).toThrow(/index/);
   });
 });
 
@@ -66,7 +55,7 @@ async function readAll(stream: ReadableStream<Uint8Array>): Promise<string> {
   return text;
 }
 
-describe('readFromStream', () => {
+describe('streams', () => {
   afterEach(() => {
     vi.unstubAllGlobals();
   });
@@ -89,7 +78,7 @@ describe('readFromStream', () => {
       })
     );
     const world = createWorld({ url: 'http://server:1/', apiKey: 'wek_test' });
-    const stream = await world.readFromStream('strm_01ABC_user', 0);
+    const stream = await world.streams.get('wrun_01ABC', 'strm_01ABC_user', 0);
     expect(await readAll(stream)).toBe('{"event":"hookCreated"}\nsecond\n');
     expect(urls).toEqual([
       'http://server:1/v1/runs/wrun_01ABC/streams/strm_01ABC_user/live?from=0',
@@ -98,7 +87,79 @@ describe('readFromStream', () => {
     ]);
   });
 
-  test('writes raw bytes and closes, awaiting a promised run id', async () => {
+  test('get with a negative start asks for it, then resumes at an absolute index', async () => {
+    const urls: string[] = [];
+    const answers = [sse([chunk(7, 'a')]), sse([chunk(8, 'b'), 'event: end\ndata: end\n\n'])];
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async (url: string) => {
+        urls.push(url);
+        const answer = answers.shift();
+        if (!answer) throw new Error('no more answers');
+        return answer;
+      })
+    );
+    const stream = await createWorld({ url: 'http://server:1' }).streams.get('wrun_1', 'out', -3);
+    expect(await readAll(stream)).toBe('ab');
+    expect(urls).toEqual([
+      'http://server:1/v1/runs/wrun_1/streams/out/live?from=-3',
+      'http://server:1/v1/runs/wrun_1/streams/out/live?from=8',
+    ]);
+  });
+
+  test('a 4xx other than 404 ends the read with the mapped error', async () => {
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async () => Response.json({ error: { code: 'invalid', message: 'bad from' } }, { status: 400 }))
+    );
+    const stream = await createWorld({ url: 'http://server:1' }).streams.get('wrun_1', 'out');
+    await expect(readAll(stream)).rejects.toThrow(/bad from/);
+  });
+
+  test('writeMulti sends the chunks in order in one request; list, getChunks, getInfo', async () => {
+    const calls: Array<{ url: string; init: RequestInit }> = [];
+    const answers: Record<string, unknown> = {
+      'http://server:1/v1/runs/wrun_1/streams': ['out', 'strm_x'],
+      'http://server:1/v1/runs/wrun_1/streams/out/chunks?limit=2&cursor=c1': {
+        data: [
+          { index: 2, data: { $bytes: 'AA==' } },
+          { index: 3, data: { $bytes: '' } },
+        ],
+        cursor: 'c2',
+        hasMore: true,
+        done: false,
+      },
+      'http://server:1/v1/runs/wrun_1/streams/out/info': { tailIndex: -1, done: true },
+    };
+    vi.stubGlobal(
+      'fetch',
+      vi.fn(async (url: string, init: RequestInit) => {
+        calls.push({ url, init });
+        return url in answers ? Response.json(answers[url]) : new Response(null, { status: 204 });
+      })
+    );
+    const world = createWorld({ url: 'http://server:1' });
+    await world.streams.writeMulti!('wrun_1', 'out', ['a', new Uint8Array([0, 1])]);
+    expect(calls[0]?.url).toBe('http://server:1/v1/runs/wrun_1/streams/out/chunks');
+    expect(JSON.parse(String(calls[0]?.init.body))).toEqual({ chunks: [{ $bytes: 'YQ==' }, { $bytes: 'AAE=' }] });
+    await world.streams.writeMulti!('wrun_1', 'out', []);
+    expect(calls).toHaveLength(1);
+
+    expect(await world.streams.list('wrun_1')).toEqual(['out', 'strm_x']);
+    const page = await world.streams.getChunks('wrun_1', 'out', { limit: 2, cursor: 'c1' });
+    expect(page).toEqual({
+      data: [
+        { index: 2, data: new Uint8Array([0]) },
+        { index: 3, data: new Uint8Array(0) },
+      ],
+      cursor: 'c2',
+      hasMore: true,
+      done: false,
+    });
+    expect(await world.streams.getInfo('wrun_1', 'out')).toEqual({ tailIndex: -1, done: true });
+  });
+
+  test('writes raw bytes and closes', async () => {
     const calls: Array<{ url: string; init: RequestInit }> = [];
     vi.stubGlobal(
       'fetch',
@@ -108,9 +169,9 @@ describe('readFromStream', () => {
       })
     );
     const world = createWorld({ url: 'http://server:1', apiKey: 'wek_test' });
-    await world.writeToStream('strm_01ABC_user', Promise.resolve('wrun_01ABC'), 'héllo');
-    await world.writeToStream('strm_01ABC_user', 'wrun_01ABC', new Uint8Array([0, 1, 2]));
-    await world.closeStream('strm_01ABC_user', 'wrun_01ABC');
+    await world.streams.write('wrun_01ABC', 'strm_01ABC_user', 'héllo');
+    await world.streams.write('wrun_01ABC', 'strm_01ABC_user', new Uint8Array([0, 1, 2]));
+    await world.streams.close('wrun_01ABC', 'strm_01ABC_user');
     expect(calls.map((c) => c.url)).toEqual([
       'http://server:1/v1/runs/wrun_01ABC/streams/strm_01ABC_user',
       'http://server:1/v1/runs/wrun_01ABC/streams/strm_01ABC_user',

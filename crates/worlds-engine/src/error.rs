@@ -8,6 +8,7 @@ use std::fmt;
 
 use serde::{Deserialize, Deserializer, Serialize};
 
+use crate::payload::Payload;
 use crate::status::RunStatus;
 
 /// What went wrong, in the categories an API caller can act on.
@@ -427,6 +428,11 @@ pub struct StructuredError {
     /// A machine-readable code, see [`codes`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub code: Option<String>,
+    /// The error as an outside runtime serialized it (a Workflow DevKit app's error bytes),
+    /// kept byte for byte so that runtime can read it back; `message` then says what could be
+    /// read of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub data: Option<Payload>,
 }
 
 impl StructuredError {
@@ -436,6 +442,7 @@ impl StructuredError {
             message: message.into(),
             stack: None,
             code: None,
+            data: None,
         }
     }
 
@@ -497,6 +504,8 @@ impl<'de> Deserialize<'de> for StructuredError {
             stack: Option<String>,
             #[serde(default)]
             code: Option<String>,
+            #[serde(default)]
+            data: Option<Payload>,
         }
         #[derive(Deserialize)]
         #[serde(untagged)]
@@ -510,6 +519,7 @@ impl<'de> Deserialize<'de> for StructuredError {
                 message: o.message.unwrap_or_else(|| "unknown error".to_owned()),
                 stack: o.stack,
                 code: o.code,
+                data: o.data,
             },
         })
     }

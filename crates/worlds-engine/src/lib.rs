@@ -140,11 +140,12 @@ pub use model::{
     ActivityOptions, ActivityStatus, Event, EventKind, FailureStrategy, HookStatus, OnConflict,
     ResolveData, RunStatus, WorkflowOptions, WorkflowQueryFilter, WorkflowState,
 };
-pub use payload::Payload;
+pub use payload::{Payload, BYTES_KEY};
 pub use worker::{WorkerInfo, WorkerStatus};
 pub use world::{
-    Divergence, ExternalRuns, HistoryVerdict, VerifyOptions, VerifyReport, WorkflowHandle,
-    WorkflowVerified, World, WorldKeys, WorldLogs, WorldSchedules, WorldStreams, WorldWorkers,
+    Divergence, ExternalRuns, HistoryVerdict, NewExternalRun, VerifyOptions, VerifyReport,
+    WorkflowHandle, WorkflowVerified, World, WorldKeys, WorldLogs, WorldSchedules, WorldStreams,
+    WorldWorkers,
 };
 // The attributes that turn an `async fn` into a workflow, an activity or a durable step. They
 // share their names with the `activity` and `workflow` functions: macros live in a namespace of their own.

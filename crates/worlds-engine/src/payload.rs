@@ -18,6 +18,9 @@ use serde::de::DeserializeOwned;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::value::RawValue;
 
+/// The key of the JSON object that holds a binary payload ([`Payload::from_bytes`]).
+pub const BYTES_KEY: &str = "$bytes";
+
 /// One serialized JSON value, cheap to clone.
 #[derive(Clone)]
 pub struct Payload(Arc<RawValue>);
@@ -31,6 +34,44 @@ impl PartialEq for Payload {
 impl Eq for Payload {}
 
 impl Payload {
+    /// Bytes as a payload: the JSON object `{"$bytes": "<standard base64>"}`, the form every
+    /// store keeps binary data in and the API carries it in (an outside runtime's serialized
+    /// values, stream chunks). [`binary`](Self::binary) gives the bytes back exactly.
+    ///
+    /// ```
+    /// use worlds_engine::Payload;
+    /// let payload = Payload::from_bytes(&[0, 159, 255]);
+    /// assert_eq!(payload.as_json(), r#"{"$bytes":"AJ//"}"#);
+    /// assert_eq!(payload.binary(), Some(vec![0, 159, 255]));
+    /// assert_eq!(Payload::from_json("[1]").unwrap().binary(), None);
+    /// ```
+    pub fn from_bytes(bytes: &[u8]) -> Self {
+        use base64::Engine as _;
+        let text = base64::engine::general_purpose::STANDARD.encode(bytes);
+        Payload::from_json(format!("{{\"{BYTES_KEY}\":\"{text}\"}}"))
+            .expect("base64 text needs no escaping")
+    }
+
+    /// The bytes of a binary payload ([`from_bytes`](Self::from_bytes)), or `None` for any
+    /// other JSON value (and for an object whose `$bytes` is not valid base64).
+    pub fn binary(&self) -> Option<Vec<u8>> {
+        use base64::Engine as _;
+        let text = self.as_json();
+        if !text.trim_start().starts_with('{') || !text.contains(BYTES_KEY) {
+            return None;
+        }
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct Binary<'a> {
+            #[serde(rename = "$bytes", borrow)]
+            bytes: std::borrow::Cow<'a, str>,
+        }
+        let binary: Binary = serde_json::from_str(text).ok()?;
+        base64::engine::general_purpose::STANDARD
+            .decode(binary.bytes.as_bytes())
+            .ok()
+    }
+
     /// Serializes `value` to JSON.
     pub fn encode<T: Serialize + ?Sized>(value: &T) -> Result<Self, serde_json::Error> {
         serde_json::value::to_raw_value(value).and_then(Payload::from_raw)

@@ -233,6 +233,7 @@ impl ContextError {
                     message,
                     stack: None,
                     code: error.code.clone(),
+                    data: None,
                 }
             }
             ContextError::ChildFailed {
@@ -246,6 +247,7 @@ impl ContextError {
                 ),
                 stack: None,
                 code: error.code.clone(),
+                data: None,
             },
             ContextError::Cancelled => {
                 StructuredError::new(self.to_string()).with_code(crate::error::codes::CANCELLED)

@@ -10,7 +10,10 @@ use std::sync::Arc;
 
 use crate::error::WorldError;
 use crate::hooks::{token_digest, NewHook};
-use crate::model::{Event, EventKind, QueuedRun, ResolveData, WorkflowState};
+use crate::model::{
+    check_attribute_changes, AttributeChange, Event, EventKind, QueuedRun, ResolveData,
+    RuntimeInfo, WorkflowState,
+};
 use crate::payload::Payload;
 use crate::store::{Appended, HookRef};
 
@@ -20,17 +23,45 @@ impl Engine {
     /// Creates a run driven from outside, pending until its runtime records a start.
     pub(crate) async fn create_external(
         &self,
-        name: &str,
-        input: Payload,
-        code_version: Option<String>,
+        run: NewExternalRun,
     ) -> Result<WorkflowState, WorldError> {
-        check_name(name)?;
+        check_name(&run.name)?;
+        let name = run.name.as_str();
         self.journal
-            .check_payload(|| format!("input of run of '{name}'"), &input)?;
-        let run_id = self.ids.run_id();
-        let mut queued = QueuedRun::new(name, run_id.clone(), input);
-        queued.code_version = code_version;
+            .check_payload(|| format!("input of run of '{name}'"), &run.input)?;
+        if let Some(context) = run
+            .runtime
+            .as_ref()
+            .and_then(|r| r.execution_context.as_ref())
+        {
+            self.journal
+                .check_payload(|| format!("execution context of run of '{name}'"), context)?;
+        }
+        if let Some(runtime) = &run.runtime {
+            check_attribute_changes(
+                &Default::default(),
+                &runtime
+                    .attributes
+                    .iter()
+                    .map(|(key, value)| AttributeChange {
+                        key: key.clone(),
+                        value: Some(value.clone()),
+                    })
+                    .collect::<Vec<_>>(),
+                true,
+            )?;
+        }
+        let run_id = match run.run_id {
+            Some(id) => {
+                check_run_id(&id)?;
+                id
+            }
+            None => self.ids.run_id(),
+        };
+        let mut queued = QueuedRun::new(name, run_id.clone(), run.input);
+        queued.code_version = run.code_version;
         queued.external = true;
+        queued.runtime = run.runtime.filter(|r| !r.is_empty()).map(Box::new);
         let first = self
             .journal
             .event(&run_id, EventKind::WorkflowQueued(Box::new(queued)));
@@ -169,6 +200,49 @@ fn payload_of(kind: &EventKind) -> Option<&Payload> {
         EventKind::HookReceived { payload, .. } => Some(payload),
         _ => None,
     }
+}
+
+/// A run that an outside runtime creates ([`ExternalRuns::create`](crate::ExternalRuns::create)).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewExternalRun {
+    /// The run id the runtime chose (`wrun_…`), or `None` for a new one.
+    pub run_id: Option<String>,
+    /// Workflow name.
+    pub name: String,
+    /// The input.
+    pub input: Payload,
+    /// The runtime's deployment (the run's code version), if any.
+    pub code_version: Option<String>,
+    /// What the runtime keeps with the run: protocol version, execution context, attributes.
+    pub runtime: Option<RuntimeInfo>,
+}
+
+impl NewExternalRun {
+    /// A run of workflow `name` with `input`, its id made by the world, nothing else recorded.
+    pub fn new(name: impl Into<String>, input: Payload) -> Self {
+        NewExternalRun {
+            run_id: None,
+            name: name.into(),
+            input,
+            code_version: None,
+            runtime: None,
+        }
+    }
+}
+
+/// A run id an outside runtime may choose: 1 to 256 bytes of letters, digits and `_-.:`.
+fn check_run_id(id: &str) -> Result<(), WorldError> {
+    let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':');
+    if id.is_empty() || id.len() > 256 || !id.chars().all(allowed) {
+        return Err(WorldError::invalid(
+            "runId",
+            format!(
+                "a run id is 1 to 256 characters among letters, digits and _-.:, not {:?}",
+                id.chars().take(64).collect::<String>()
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// A workflow name as an outside runtime may give it: not empty, at most 1024 bytes.

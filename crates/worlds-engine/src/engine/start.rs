@@ -229,6 +229,7 @@ impl Engine {
                 idempotency_key: options.idempotency_key.clone(),
                 code_version: self.config.code_version.clone(),
                 external: false,
+                runtime: None,
             })),
         );
         Ok(NewRun {

@@ -6,6 +6,7 @@ use crate::clock::Millis;
 use crate::error::StructuredError;
 use crate::payload::Payload;
 
+use super::runtime::{AttributeChange, RuntimeInfo};
 use super::{ActivityOptions, FailureStrategy, RunStatus, WorkflowOptions};
 
 fn is_zero(n: &u32) -> bool {
@@ -123,6 +124,10 @@ pub struct QueuedRun {
     /// shows it and answers for it, but never executes, recovers or times it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub external: bool,
+    /// What the outside runtime of a run driven from outside recorded about it (its protocol
+    /// version, execution context and first attributes), if anything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Box<RuntimeInfo>>,
 }
 
 impl QueuedRun {
@@ -144,6 +149,7 @@ impl QueuedRun {
             idempotency_key: None,
             code_version: None,
             external: false,
+            runtime: None,
         }
     }
 }
@@ -465,6 +471,19 @@ pub enum EventKind {
         /// Hook id.
         hook_id: String,
     },
+    /// The run's attributes changed (set by its outside runtime or its code).
+    AttributesSet {
+        /// The changes, applied in order.
+        changes: Vec<AttributeChange>,
+        /// The id the runtime gave this change, if any (a second change with the same id is
+        /// refused).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        correlation_id: Option<String>,
+        /// Who made the change, as the runtime describes it (the workflow, or a step's
+        /// attempt).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        writer: Option<Payload>,
+    },
 }
 
 /// Matches the kinds that concern a command position, binding it to `$p`: `Some($then)` for
@@ -555,6 +574,7 @@ impl EventKind {
             EventKind::ChildWorkflowFailed { .. } => "child_workflow_failed",
             EventKind::ValueRecorded { .. } => "value_recorded",
             EventKind::PatchRecorded { .. } => "patch_recorded",
+            EventKind::AttributesSet { .. } => "attributes_set",
         }
     }
 
@@ -595,7 +615,8 @@ impl EventKind {
             | EventKind::HookCreated { .. }
             | EventKind::HookConflict { .. }
             | EventKind::HookExpired { .. }
-            | EventKind::HookDisposed { .. } => {}
+            | EventKind::HookDisposed { .. }
+            | EventKind::AttributesSet { .. } => {}
         }
     }
 

@@ -12,6 +12,7 @@ mod options;
 mod query;
 mod reopen;
 mod resumes;
+mod runtime;
 pub(crate) mod schedule;
 mod state;
 mod stored_options;
@@ -32,6 +33,10 @@ pub use reopen::{
     ReopenRequest, Reopened,
 };
 pub use resumes::{late_timers, resumptions, LateTimer, Resumption, LATE_TIMER_MS};
+pub use runtime::{
+    apply_attribute_changes, check_attribute_changes, AttributeChange, RuntimeInfo, MAX_ATTRIBUTES,
+    MAX_ATTRIBUTE_KEY, MAX_ATTRIBUTE_VALUE,
+};
 pub use state::{ActivityState, ActivityStatus, CompensationState, PendingRetry, WorkflowState};
 pub(crate) use text::check_text;
 pub use waits::{waits, Wait, WaitOn, LATE_MS, QUEUED_MS};

@@ -7,6 +7,7 @@ use crate::error::{StructuredError, WorldError};
 use crate::payload::Payload;
 
 use super::hook::check_hook_change;
+use super::runtime::{apply_attribute_changes, check_attribute_changes, RuntimeInfo};
 use super::{
     ActivityOptions, Event, EventKind, FailureStrategy, HookState, HookStatus, QueuedRun,
     ResolveData, RunStatus,
@@ -250,6 +251,11 @@ pub struct WorkflowState {
     /// A `workflow_retry` (or a reopening) waiting for its attempt to start.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     retry_pending: Option<Box<PendingRetry>>,
+    /// What the outside runtime of a run driven from outside recorded about it, with the
+    /// run's attributes as they stand ([`EventKind::AttributesSet`] changes them). Boxed:
+    /// runs the engine drives have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runtime: Option<Box<RuntimeInfo>>,
 }
 
 impl WorkflowState {
@@ -276,6 +282,7 @@ impl WorkflowState {
             idempotency_key,
             code_version,
             external,
+            runtime,
         } = &**run;
         Ok(WorkflowState {
             id: event.run_id.clone(),
@@ -310,6 +317,7 @@ impl WorkflowState {
             reopened_at: None,
             pending_timers: PendingTimers::default(),
             retry_pending: None,
+            runtime: runtime.clone(),
         })
     }
 
@@ -638,6 +646,22 @@ impl WorkflowState {
                 self.hook(*position),
                 HookStatus::Disposed,
             ),
+            EventKind::AttributesSet { changes, .. } => {
+                if status.is_terminal() {
+                    return Err(WorldError::conflict(format!(
+                        "run {} is {status}: its attributes can no longer change",
+                        self.id
+                    )));
+                }
+                // Which keys a writer may set is the caller's rule; the shape and the limits
+                // hold for every run.
+                let current = self
+                    .runtime
+                    .as_ref()
+                    .map(|r| r.attributes.clone())
+                    .unwrap_or_default();
+                check_attribute_changes(&current, changes, true)
+            }
         }
     }
 
@@ -929,6 +953,11 @@ impl WorkflowState {
                 if let Some(h) = self.hook_mut(*position) {
                     h.status = HookStatus::Disposed;
                 }
+            }
+            EventKind::AttributesSet { changes, .. } => {
+                let runtime = self.runtime.get_or_insert_with(Box::default);
+                runtime.attributes =
+                    apply_attribute_changes(std::mem::take(&mut runtime.attributes), changes);
             }
         }
     }

@@ -4,6 +4,7 @@
 use std::sync::Arc;
 
 use crate::engine::external::ExternalHook;
+pub use crate::engine::external::NewExternalRun;
 use crate::error::WorldError;
 use crate::model::{Event, EventKind, ResolveData, WorkflowState};
 use crate::payload::Payload;
@@ -49,20 +50,13 @@ impl World {
 }
 
 impl ExternalRuns<'_> {
-    /// Creates a pending run of workflow `name` with `input`, tagged with the outside
-    /// runtime's `code_version` (its deployment) if given. Its run id is new (`wrun_…`).
+    /// Creates a pending run driven from outside: with the id the runtime chose, or a new one
+    /// (`wrun_…`), tagged with the runtime's deployment and what it keeps with the run.
     ///
-    /// Errors: an empty or over-long name (400), an input over the payload limit (413).
-    pub async fn create(
-        &self,
-        name: &str,
-        input: Payload,
-        code_version: Option<String>,
-    ) -> Result<WorkflowState, WorldError> {
-        self.world
-            .engine
-            .create_external(name, input, code_version)
-            .await
+    /// Errors: an empty or over-long name, a malformed run id or bad attributes (400), a run id
+    /// that is taken (409), an input or execution context over the payload limit (413).
+    pub async fn create(&self, run: NewExternalRun) -> Result<WorkflowState, WorldError> {
+        self.world.engine.create_external(run).await
     }
 
     /// The run (by run id or workflow id), its payloads left out with [`ResolveData::None`],

@@ -36,7 +36,7 @@ use crate::telemetry::logs::world_log;
 use crate::worker::WorkerPool;
 
 use crate::config::WorldConfig;
-pub use external::ExternalRuns;
+pub use external::{ExternalRuns, NewExternalRun};
 pub use handle::WorkflowHandle;
 pub use keys::WorldKeys;
 pub use schedules::WorldSchedules;

@@ -201,7 +201,10 @@ pub(crate) async fn create_run(
     let state = api
         .world
         .external()
-        .create(&body.workflow_name, input, deployment)
+        .create(worlds_engine::NewExternalRun {
+            code_version: deployment,
+            ..worlds_engine::NewExternalRun::new(body.workflow_name.clone(), input)
+        })
         .await?;
     Ok((StatusCode::CREATED, Json(DevkitRun::of(&state))))
 }

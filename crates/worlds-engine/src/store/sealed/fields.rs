@@ -115,13 +115,20 @@ impl Fields<'_> {
 
     pub(crate) fn error(&self, error: &mut StructuredError) -> Result<(), WorldError> {
         self.text(&mut error.message)?;
+        self.maybe_payload(&mut error.data)?;
         self.maybe_text(&mut error.stack)
     }
 
     /// The user data of an event.
     pub(crate) fn event_kind(&self, kind: &mut EventKind) -> Result<(), WorldError> {
         match kind {
-            EventKind::WorkflowQueued(run) => self.payload(&mut run.input),
+            EventKind::WorkflowQueued(run) => {
+                self.payload(&mut run.input)?;
+                match &mut run.runtime {
+                    Some(runtime) => self.maybe_payload(&mut runtime.execution_context),
+                    None => Ok(()),
+                }
+            }
             EventKind::WorkflowCompleted { output }
             | EventKind::ActivityCompleted { output, .. }
             | EventKind::ChildWorkflowCompleted { output, .. } => self.payload(output),
@@ -136,6 +143,7 @@ impl Fields<'_> {
             | EventKind::ActivityFailed { error, .. }
             | EventKind::ChildWorkflowFailed { error, .. } => self.error(error),
             EventKind::ActivityHeartbeat { message, .. } => self.maybe_text(message),
+            EventKind::AttributesSet { writer, .. } => self.maybe_payload(writer),
             // Listed one by one, so that a new kind is a compile error here until someone
             // decides whether it holds user data.
             EventKind::WorkflowStarted { .. }
@@ -176,6 +184,9 @@ impl Fields<'_> {
     /// The user data of a run's state, its steps, hooks and history included.
     pub(crate) fn state(&self, state: &mut WorkflowState) -> Result<(), WorldError> {
         self.maybe_payload(&mut state.input)?;
+        if let Some(runtime) = &mut state.runtime {
+            self.maybe_payload(&mut runtime.execution_context)?;
+        }
         self.maybe_payload(&mut state.output)?;
         if let Some(error) = &mut state.error {
             self.error(error)?;
@@ -200,10 +211,19 @@ impl Fields<'_> {
     pub(crate) fn has_sealed(kind: &EventKind) -> bool {
         let payload = |p: &Payload| is_sealed_payload(p);
         let error = |e: &StructuredError| {
-            is_sealed_text(&e.message) || e.stack.as_deref().is_some_and(is_sealed_text)
+            is_sealed_text(&e.message)
+                || e.stack.as_deref().is_some_and(is_sealed_text)
+                || e.data.as_ref().is_some_and(is_sealed_payload)
         };
         match kind {
-            EventKind::WorkflowQueued(run) => payload(&run.input),
+            EventKind::WorkflowQueued(run) => {
+                payload(&run.input)
+                    || run
+                        .runtime
+                        .as_ref()
+                        .and_then(|r| r.execution_context.as_ref())
+                        .is_some_and(payload)
+            }
             EventKind::WorkflowCompleted { output }
             | EventKind::ActivityCompleted { output, .. }
             | EventKind::ChildWorkflowCompleted { output, .. } => payload(output),
@@ -222,6 +242,7 @@ impl Fields<'_> {
             EventKind::ActivityHeartbeat { message, .. } => {
                 message.as_deref().is_some_and(is_sealed_text)
             }
+            EventKind::AttributesSet { writer, .. } => writer.as_ref().is_some_and(payload),
             // Listed one by one, as in `event_kind`: a new kind must say whether it holds user
             // data here too, or its sealed fields would be handed out unopened.
             EventKind::WorkflowStarted { .. }

@@ -65,6 +65,12 @@ export function parseErrorBody(text: string): ServerErrorBody {
         body.error && typeof body.error === 'object' && !Array.isArray(body.error)
           ? { ...body, ...(body.error as Record<string, unknown>) }
           : body;
+      // `details` (the server's usual place for the facts of an error) below the error's own
+      // fields.
+      const details =
+        inner.details && typeof inner.details === 'object' && !Array.isArray(inner.details)
+          ? (inner.details as Record<string, unknown>)
+          : {};
       return {
         code: typeof inner.code === 'string' ? inner.code : undefined,
         message:
@@ -73,7 +79,7 @@ export function parseErrorBody(text: string): ServerErrorBody {
             : typeof body.error === 'string'
               ? body.error
               : undefined,
-        fields: inner,
+        fields: { ...details, ...inner },
       };
     }
     if (typeof parsed === 'string') return { message: parsed, fields: {} };
@@ -119,16 +125,20 @@ export function errorForStatus(
   };
   switch (status) {
     case 404: {
-      const byCode =
-        body.code === 'run_not_found' ? 'run' : body.code === 'hook_not_found' ? 'hook' : undefined;
+      const byCode = notFoundKind(body);
       // What the server's code says, else what a 404 of this call means.
       const kind = byCode ?? context.notFound;
       if (kind === 'run') {
-        const runId = context.runId ?? stringField(body.fields, 'runId') ?? '';
+        const runId = context.runId ?? stringField(body.fields, 'runId') ?? stringField(body.fields, 'id') ?? '';
         return withCause(new WorkflowRunNotFoundError(runId), message);
       }
       if (kind === 'hook') {
-        const hook = context.hook ?? stringField(body.fields, 'token') ?? stringField(body.fields, 'hookId') ?? '';
+        const hook =
+          context.hook ??
+          stringField(body.fields, 'token') ??
+          stringField(body.fields, 'hookId') ??
+          stringField(body.fields, 'id') ??
+          '';
         return withCause(new HookNotFoundError(hook), message);
       }
       break;
@@ -213,6 +223,22 @@ function runSpecVersion(body: ServerErrorBody): number {
   }
   // The server says the run needs a newer World without saying which version.
   return SPEC_VERSION_CURRENT + 1;
+}
+
+/**
+ * What a 404 is about, from its code (`run_not_found`, `hook_not_found`, in any case) or from
+ * `details.what` of a plain `not_found` (`{"what": "run", "id": ...}`).
+ */
+function notFoundKind(body: ServerErrorBody): 'run' | 'hook' | undefined {
+  const code = body.code?.toLowerCase();
+  if (code === 'run_not_found') return 'run';
+  if (code === 'hook_not_found') return 'hook';
+  if (code === 'not_found' || code === undefined) {
+    const what = body.fields.what;
+    if (what === 'run') return 'run';
+    if (what === 'hook') return 'hook';
+  }
+  return undefined;
 }
 
 function stringField(fields: Record<string, unknown>, key: string): string | undefined {

@@ -113,3 +113,46 @@ describe('error mapping (PROTOCOL.md)', () => {
     expect(parseErrorBody('')).toEqual({ fields: {} });
   });
 });
+
+describe('the server error shape as it is today', () => {
+  test('a flat {code, message, details} with NOT_FOUND and details.what', () => {
+    const run = errorForStatus(
+      404,
+      JSON.stringify({ code: 'NOT_FOUND', message: 'no run wrun_7', details: { what: 'run', id: 'wrun_7' } }),
+      request
+    );
+    expect(WorkflowRunNotFoundError.is(run)).toBe(true);
+    expect((run as WorkflowRunNotFoundError).runId).toBe('wrun_7');
+    const hook = errorForStatus(
+      404,
+      JSON.stringify({ code: 'NOT_FOUND', message: 'no hook', details: { what: 'hook', id: 'hook_3' } }),
+      request
+    );
+    expect(HookNotFoundError.is(hook)).toBe(true);
+    expect((hook as HookNotFoundError).token).toBe('hook_3');
+    const step = errorForStatus(
+      404,
+      JSON.stringify({ code: 'NOT_FOUND', message: 'no step', details: { what: 'step', id: 'step_1' } }),
+      request
+    );
+    expect(WorkflowWorldError.is(step)).toBe(true);
+    expect(errorForStatus(404, JSON.stringify({ code: 'RUN_NOT_FOUND', message: 'x' }), request).name).toBe(
+      'WorkflowRunNotFoundError'
+    );
+  });
+
+  test('retryAfter and runSpecVersion may sit in details', () => {
+    const early = errorForStatus(
+      425,
+      JSON.stringify({ code: 'TOO_EARLY', message: 'wait', details: { retryAfter: 4 } }),
+      request
+    );
+    expect((early as TooEarlyError).retryAfter).toBe(4);
+    const newer = errorForStatus(
+      426,
+      JSON.stringify({ code: 'RUN_NOT_SUPPORTED', message: 'newer', details: { runSpecVersion: 6 } }),
+      request
+    );
+    expect((newer as RunNotSupportedError).runSpecVersion).toBe(6);
+  });
+});

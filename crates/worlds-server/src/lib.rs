@@ -37,8 +37,11 @@
 //! | `POST /v1/runs/{id}/cancel` | write | cancel it (and its unfinished children), `{"reason"}` optional |
 //! | `GET /v1/runs/{id}/streams` | read | the names of the run's streams |
 //! | `GET /v1/runs/{id}/streams/{name}` | read | its chunks, paged: `cursor`, `limit` (text, or `base64` for binary data) |
-//! | `GET /v1/runs/{id}/streams/{name}/live` | read | Server-Sent Events: chunks from `from` (or after `Last-Event-ID`), then new ones, then `end` |
+//! | `GET /v1/runs/{id}/streams/{name}/live` | read | Server-Sent Events: chunks from `from` (negative: that many back from the end, clamped to 0; or after `Last-Event-ID`), then new ones, then `end` |
 //! | `POST /v1/runs/{id}/streams/{name}`, `…/close` | write | append the body as the stream's next chunk (201 `{index}`); close the stream (for runs driven from outside) |
+//! | `GET /v1/runs/{id}/streams/{name}/chunks` | read | its chunks, paged, in the DevKit's shape: `{data: [{index, data: {"$bytes"}}], cursor, hasMore, done}` (`limit` 100 by default, at most 1000) |
+//! | `GET /v1/runs/{id}/streams/{name}/info` | read | `{tailIndex, done}`: the index of its last chunk (-1 when empty), whether it is done |
+//! | `POST /v1/runs/{id}/streams/{name}/chunks` | write | `{"chunks": [{"$bytes"} \| "text", …]}`: append them in order, all checked before any is stored (201 `{indices}`) |
 //! | `/v1/devkit/…` | read (`GET`), write | the Workflow DevKit's World: its runs, steps, events, hooks and queue (see [`devkit`]) |
 //! | `POST /v1/hooks/resume` | write | `{"token", "payload"}`: resume the hook waiting with that token |
 //! | `GET /v1/hooks` | read | the hooks waiting now, paged |
@@ -207,6 +210,8 @@ impl Routes {
             .routes(routes!(streams::names))
             .routes(routes!(streams::chunks))
             .routes(routes!(streams::live))
+            .routes(routes!(streams::devkit_chunks))
+            .routes(routes!(streams::info))
             .routes(routes!(hooks::waiting))
             .routes(routes!(hooks::get))
             .routes(routes!(schedules::list))
@@ -233,6 +238,7 @@ impl Routes {
             .routes(routes!(hooks::resume))
             .routes(routes!(streams::write))
             .routes(routes!(streams::close))
+            .routes(routes!(streams::write_many))
             .routes(routes!(devkit::routes::create_run))
             .routes(routes!(devkit::routes::update_run))
             .routes(routes!(devkit::routes::cancel_run))

@@ -180,7 +180,7 @@ fn code(body: &Value) -> &str {
 }
 
 /// Every guarded route, as the OpenAPI document names it, with the scope it needs.
-const ROUTES: [(&str, &str, Scope); 54] = [
+const ROUTES: [(&str, &str, Scope); 57] = [
     ("GET", "/v1/runs", Scope::Read),
     ("GET", "/v1/runs/{id}", Scope::Read),
     ("GET", "/v1/runs/{id}/result", Scope::Read),
@@ -211,11 +211,14 @@ const ROUTES: [(&str, &str, Scope); 54] = [
     ("GET", "/v1/runs/{id}/streams", Scope::Read),
     ("GET", "/v1/runs/{id}/streams/{name}", Scope::Read),
     ("GET", "/v1/runs/{id}/streams/{name}/live", Scope::Read),
+    ("GET", "/v1/runs/{id}/streams/{name}/chunks", Scope::Read),
+    ("GET", "/v1/runs/{id}/streams/{name}/info", Scope::Read),
     ("GET", "/v1/keys", Scope::Admin),
     ("POST", "/v1/keys", Scope::Admin),
     ("POST", "/v1/keys/{id}/revoke", Scope::Admin),
     ("POST", "/v1/runs/{id}/streams/{name}", Scope::Write),
     ("POST", "/v1/runs/{id}/streams/{name}/close", Scope::Write),
+    ("POST", "/v1/runs/{id}/streams/{name}/chunks", Scope::Write),
     ("GET", "/v1/devkit/runs", Scope::Read),
     ("GET", "/v1/devkit/runs/{id}", Scope::Read),
     ("GET", "/v1/devkit/runs/{id}/steps", Scope::Read),

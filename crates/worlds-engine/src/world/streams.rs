@@ -55,6 +55,36 @@ impl WorldStreams<'_> {
             .await
     }
 
+    /// Appends `chunks` to stream `name` of a run (by run id or workflow id), in order, and
+    /// returns them as stored. The name and every chunk's size are checked before any chunk is
+    /// stored: a refusal writes nothing. The chunks get consecutive indices unless another
+    /// writer appends to the same stream at the same time. No chunks: nothing is written (the
+    /// run must still exist and be open).
+    ///
+    /// Errors: no such run (404), the stream is closed or the run has finished (409), a chunk
+    /// is over the payload limit (413), the name is empty, too long or holds a control
+    /// character (400).
+    pub async fn write_many(
+        &self,
+        run_id: &str,
+        name: &str,
+        chunks: Vec<Bytes>,
+    ) -> Result<Vec<StreamChunk>, WorldError> {
+        check_name(name)?;
+        let run = self.stream_run(run_id).await?;
+        if run.status.is_terminal() {
+            return Err(WorldError::conflict(format!(
+                "run {} has finished ({}); its streams take no more chunks",
+                run.id, run.status
+            )));
+        }
+        self.world
+            .engine
+            .streams()
+            .write_chunks(&run.id, name, chunks)
+            .await
+    }
+
     /// Closes stream `name` of a run: readers end after its last chunk, writes are refused.
     /// Closing a closed stream does nothing. Errors: no such run (404).
     pub async fn close(&self, run_id: &str, name: &str) -> Result<(), WorldError> {

@@ -6,6 +6,14 @@
 //! once the stream is done (closed, or its run finished). A client that loses the connection
 //! and reconnects with `Last-Event-ID` (what browsers' `EventSource` does by itself) continues
 //! after the last index it got: no chunk is missed or sent twice.
+//!
+//! The Workflow DevKit's World (`clients/devkit-world`) uses these routes, plus three in its
+//! own shapes: several chunks written at once (`POST …/chunks`, each `{"$bytes": base64}` or
+//! text), a page of chunks as `{"$bytes"}` with whether the stream is done (`GET …/chunks`),
+//! and where a stream stands (`GET …/info`). Every route stores and returns a chunk's bytes as
+//! they were written, whichever wrote it. A stream of an existing run that was never written
+//! reads as empty (no chunks, `tailIndex` -1, not done until closed or the run finishes); a run
+//! that does not exist is a 404.
 
 use std::convert::Infallible;
 
@@ -116,8 +124,25 @@ pub(crate) async fn close(
 pub(crate) struct ChunkPage {
     /// The `cursor` of the previous page.
     cursor: Option<String>,
-    /// Page size, at most 1000.
+    /// Page size: 0 or absent is 100, above 1000 is 1000.
+    #[serde(default, deserialize_with = "page_limit")]
+    #[param(value_type = Option<usize>)]
     limit: Option<usize>,
+}
+
+/// A page size: any run of digits (one too large for a number is the most there is, lowered
+/// to the page's maximum like any other); a sign or anything else is refused by name.
+fn page_limit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
+    let Some(text) = Option::<String>::deserialize(d)? else {
+        return Ok(None);
+    };
+    let digits = text.trim();
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return Err(serde::de::Error::custom(format!(
+            "limit must be a whole number of chunks, 0 or more; got {text:?}"
+        )));
+    }
+    Ok(Some(digits.parse::<usize>().unwrap_or(usize::MAX)))
 }
 
 /// A stream's chunks, paged.
@@ -132,17 +157,220 @@ pub(crate) async fn chunks(
     query: Result<Query<ChunkPage>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<PageBody<ChunkBody>>, ApiError> {
     let Query(q) = query?;
-    let page = api
+    let page = page(&api, &id, &name, &q).await?;
+    Ok(Json(PageBody::from(page).map(|c| ChunkBody::from(&c))))
+}
+
+/// The most chunks one page holds; a larger `limit` is lowered to it.
+const MAX_CHUNK_PAGE: usize = 1_000;
+
+/// One page of a stream's chunks, as both paged routes read it: `limit` absent or 0 is the
+/// engine's default (100), above [`MAX_CHUNK_PAGE`] is lowered to it; a cursor this did not
+/// give is a 400.
+async fn page(
+    api: &Api,
+    id: &str,
+    name: &str,
+    q: &ChunkPage,
+) -> Result<worlds_engine::model::Page<StreamChunk>, ApiError> {
+    Ok(api
         .world
         .streams()
         .chunks(
-            &id,
-            &name,
+            id,
+            name,
             q.cursor.as_deref(),
-            q.limit.unwrap_or(0).min(1_000),
+            q.limit.unwrap_or(0).min(MAX_CHUNK_PAGE),
         )
-        .await?;
-    Ok(Json(PageBody::from(page).map(|c| ChunkBody::from(&c))))
+        .await?)
+}
+
+/// Bytes as the DevKit's World sends and reads them: `{"$bytes": "<standard base64>"}`.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct WireBytes {
+    /// The bytes, in standard base64 with padding.
+    #[serde(rename = "$bytes")]
+    bytes: String,
+}
+
+/// A chunk in the DevKit's shape.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct DevkitChunk {
+    /// Its place in the stream, from 0 with no gaps.
+    index: u64,
+    /// Its bytes, as they were written.
+    data: WireBytes,
+}
+
+/// A page of chunks in the DevKit's shape.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct DevkitChunkPage {
+    /// The chunks, by index.
+    data: Vec<DevkitChunk>,
+    /// Pass as `cursor` for the next page; null when this page reaches the stream's tail.
+    cursor: Option<String>,
+    /// True if more chunks are stored after this page.
+    has_more: bool,
+    /// True if the stream is done (closed, or its run finished) and this page reaches its end:
+    /// no chunk will follow.
+    done: bool,
+}
+
+/// A stream's chunks, paged, in the DevKit's shape (`streams.getChunks`). `limit` defaults to
+/// 100 and is lowered to 1000; a stream never written reads as an empty page.
+#[utoipa::path(get, path = "/v1/runs/{id}/streams/{name}/chunks", tag = "streams",
+    params(("id" = String, Path, description = "A run id or workflow id"),
+        ("name" = String, Path, description = "The stream's name"), ChunkPage),
+    security(("api_key" = [])),
+    responses((status = 200, body = DevkitChunkPage), (status = 400, body = ErrorDoc),
+        (status = 404, description = "No such run", body = ErrorDoc)))]
+pub(crate) async fn devkit_chunks(
+    State(api): State<Api>,
+    Path((id, name)): Path<(String, String)>,
+    query: Result<Query<ChunkPage>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<DevkitChunkPage>, ApiError> {
+    let Query(q) = query?;
+    // Where the stream stands is read first: once it is done no chunk can follow, so a page
+    // read after it that reaches the tail has reached the end.
+    let info = api.world.streams().info(&id, &name).await?;
+    let page = page(&api, &id, &name, &q).await?;
+    let data = page
+        .data
+        .iter()
+        .map(|chunk| DevkitChunk {
+            index: chunk.index,
+            data: WireBytes {
+                bytes: base64::engine::general_purpose::STANDARD.encode(&chunk.data),
+            },
+        })
+        .collect();
+    Ok(Json(DevkitChunkPage {
+        data,
+        cursor: page.cursor,
+        has_more: page.has_more,
+        done: info.done && !page.has_more,
+    }))
+}
+
+/// Where a stream stands.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct StreamTail {
+    /// The index of its last chunk; -1 while it has none (or was never written).
+    tail_index: i64,
+    /// It is closed, or its run has finished: no chunk will follow.
+    done: bool,
+}
+
+/// The index of a stream's last chunk and whether it is done (`streams.getInfo`).
+#[utoipa::path(get, path = "/v1/runs/{id}/streams/{name}/info", tag = "streams",
+    params(("id" = String, Path, description = "A run id or workflow id"),
+        ("name" = String, Path, description = "The stream's name")),
+    security(("api_key" = [])),
+    responses((status = 200, body = StreamTail), (status = 400, body = ErrorDoc),
+        (status = 404, description = "No such run", body = ErrorDoc)))]
+pub(crate) async fn info(
+    State(api): State<Api>,
+    Path((id, name)): Path<(String, String)>,
+) -> Result<Json<StreamTail>, ApiError> {
+    let info = api.world.streams().info(&id, &name).await?;
+    Ok(Json(StreamTail {
+        tail_index: info.tail_index,
+        done: info.done,
+    }))
+}
+
+/// `{"chunks": [...]}`: chunks to append, each `{"$bytes": "<base64>"}` or a string (its UTF-8
+/// bytes).
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct NewChunks {
+    /// The chunks, in the order they are appended.
+    #[schema(value_type = Vec<Object>)]
+    chunks: Vec<serde_json::Value>,
+}
+
+/// The most chunks one multi-chunk write takes.
+const MAX_CHUNKS_PER_WRITE: usize = 10_000;
+
+/// Where the chunks of a write went.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+pub(crate) struct WrittenMany {
+    /// The index of each chunk, in the order sent.
+    indices: Vec<u64>,
+}
+
+/// The bytes of chunk `i` of a write: `{"$bytes": base64}` decoded, or a string's UTF-8.
+fn chunk_bytes(i: usize, chunk: serde_json::Value) -> Result<axum::body::Bytes, ApiError> {
+    let field = format!("chunks[{i}]");
+    match chunk {
+        serde_json::Value::String(text) => Ok(text.into()),
+        serde_json::Value::Object(mut object) if object.len() == 1 => {
+            match object.remove("$bytes") {
+                Some(serde_json::Value::String(b64)) => base64::engine::general_purpose::STANDARD
+                    .decode(b64.as_bytes())
+                    .map(Into::into)
+                    .map_err(|e| {
+                        ApiError::invalid(
+                            &field,
+                            format!("\"$bytes\" is not standard base64 with padding: {e}"),
+                        )
+                    }),
+                _ => Err(ApiError::invalid(
+                    &field,
+                    "a chunk is {\"$bytes\": \"<base64>\"} or a string",
+                )),
+            }
+        }
+        _ => Err(ApiError::invalid(
+            &field,
+            "a chunk is {\"$bytes\": \"<base64>\"} or a string",
+        )),
+    }
+}
+
+/// Appends several chunks to a run's stream in order, in one request
+/// (`streams.writeMulti`). Each is stored as the same bytes a single write of them stores.
+/// Every chunk is checked before any is stored: a refused request writes nothing. An empty
+/// list writes nothing (201 with no indices); more than 10 000 chunks are refused (400).
+#[utoipa::path(post, path = "/v1/runs/{id}/streams/{name}/chunks", tag = "streams",
+    params(("id" = String, Path, description = "A run id or workflow id"),
+        ("name" = String, Path, description = "The stream's name")),
+    request_body = NewChunks,
+    security(("api_key" = [])),
+    responses((status = 201, body = WrittenMany), (status = 400, body = ErrorDoc),
+        (status = 404, body = ErrorDoc),
+        (status = 409, description = "The stream is closed or the run has finished", body = ErrorDoc),
+        (status = 413, body = ErrorDoc)))]
+pub(crate) async fn write_many(
+    State(api): State<Api>,
+    Path((id, name)): Path<(String, String)>,
+    body: Result<Json<NewChunks>, axum::extract::rejection::JsonRejection>,
+) -> Result<(axum::http::StatusCode, Json<WrittenMany>), ApiError> {
+    let Json(body) = body?;
+    if body.chunks.len() > MAX_CHUNKS_PER_WRITE {
+        return Err(ApiError::invalid(
+            "chunks",
+            format!(
+                "{} chunks in one write; send at most {MAX_CHUNKS_PER_WRITE} per request",
+                body.chunks.len()
+            ),
+        ));
+    }
+    let chunks = body
+        .chunks
+        .into_iter()
+        .enumerate()
+        .map(|(i, chunk)| chunk_bytes(i, chunk))
+        .collect::<Result<Vec<_>, _>>()?;
+    let written = api.world.streams().write_many(&id, &name, chunks).await?;
+    Ok((
+        axum::http::StatusCode::CREATED,
+        Json(WrittenMany {
+            indices: written.iter().map(|c| c.index).collect(),
+        }),
+    ))
 }
 
 /// `?from=` of a live read: the first index (negative counts back from the last chunk).

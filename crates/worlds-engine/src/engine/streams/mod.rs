@@ -82,6 +82,41 @@ impl Streams {
         self.streams.write_chunk(run_id, name, chunk).await
     }
 
+    /// Appends chunks to a stream of a run, in order, with consecutive indices unless another
+    /// writer appends to the same stream meanwhile. The name and every chunk's size are checked
+    /// before any is stored, so a refused chunk leaves the stream as it was; only a store
+    /// failure part way (the stream closed by someone else, the disk failed) leaves the chunks
+    /// before it written.
+    pub(crate) async fn write_chunks(
+        &self,
+        run_id: &str,
+        name: &str,
+        chunks: Vec<Bytes>,
+    ) -> Result<Vec<StreamChunk>, WorldError> {
+        check_name(name)?;
+        for (i, data) in chunks.iter().enumerate() {
+            self.journal.check_size(
+                || format!("chunk {i} of the write to stream '{name}' of run {run_id}"),
+                data.len(),
+            )?;
+        }
+        if chunks.is_empty() {
+            return Ok(Vec::new());
+        }
+        self.journal.check_opens(run_id).await?;
+        let mut written = Vec::with_capacity(chunks.len());
+        for data in chunks {
+            let chunk = NewChunk {
+                id: self.ids.next(CHUNK_PREFIX),
+                created_at: self.clock.now_ms(),
+                key: None,
+                data,
+            };
+            written.push(self.streams.write_chunk(run_id, name, chunk).await?);
+        }
+        Ok(written)
+    }
+
     /// Closes a stream of a run.
     pub(crate) async fn close_stream(&self, run_id: &str, name: &str) -> Result<(), WorldError> {
         check_name(name)?;

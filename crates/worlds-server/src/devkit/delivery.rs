@@ -22,6 +22,9 @@
 //!   in its error, and `worlds runs retry` (or the dashboard) delivers one again.
 //! - **Once per key**: a message queued with an idempotency key starts its run with that key,
 //!   so the same key within the world's idempotency window gives the same message.
+//! - **Later**: a message queued with `delaySeconds` waits that long before its first delivery,
+//!   as a durable sleep of its run (an engine timer on the world's clock), so the wait survives
+//!   a restart of the server; at most [`MAX_DELAY_SECONDS`] (7 days).
 
 use std::time::Duration;
 
@@ -45,6 +48,28 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 /// The longest wait a `timeoutSeconds` answer may ask for: a year.
 const MAX_TIMEOUT_SECONDS: u64 = 365 * 24 * 3600;
 
+/// The longest `delaySeconds` a message may be queued with: 7 days.
+pub(crate) const MAX_DELAY_SECONDS: u64 = 7 * 24 * 3600;
+
+/// The delay before a message's first delivery, in milliseconds (rounded up), from the
+/// `delaySeconds` it was queued with; `None` for none (absent or 0). A delay that is not a
+/// number of seconds from 0 to [`MAX_DELAY_SECONDS`] is refused.
+pub(crate) fn delay_ms(delay_seconds: Option<f64>) -> Result<Option<u64>, WorldError> {
+    let Some(seconds) = delay_seconds else {
+        return Ok(None);
+    };
+    if !seconds.is_finite() || seconds < 0.0 || seconds > MAX_DELAY_SECONDS as f64 {
+        return Err(WorldError::InvalidInput {
+            field: "delaySeconds".into(),
+            message: format!(
+                "delaySeconds must be a number of seconds from 0 to {MAX_DELAY_SECONDS} (7 days); got {seconds}"
+            ),
+        });
+    }
+    let ms = (seconds * 1_000.0).ceil() as u64;
+    Ok((ms > 0).then_some(ms))
+}
+
 /// What a delivery run is started with.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -55,6 +80,9 @@ pub(crate) struct Delivery {
     pub(crate) message: Box<RawValue>,
     /// The handler route the message goes to.
     pub(crate) url: String,
+    /// How long the message waits before its first delivery, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) delay_ms: Option<u64>,
 }
 
 /// The retry policy of one round of attempts: 5 attempts, 0.5 s doubling to at most 30 s
@@ -221,6 +249,10 @@ pub(crate) fn workflow(signature: WebhookSignature) -> Workflow<Delivery, u32> {
             async move {
                 let message_id = ctx.run_id().to_owned();
                 let body = delivery.message.get().to_owned();
+                if let Some(delay) = delivery.delay_ms {
+                    // A durable timer: the wait outlives a restart of the server.
+                    ctx.sleep(Duration::from_millis(delay)).await?;
+                }
                 let mut attempt: u32 = 1;
                 let mut round: u32 = 1;
                 loop {
@@ -311,6 +343,28 @@ mod tests {
         ];
         for (status, body, expected) in table {
             assert_eq!(answer(status, body), expected, "{status} {body}");
+        }
+    }
+
+    #[test]
+    fn delays_are_whole_milliseconds_up_to_seven_days() {
+        assert_eq!(delay_ms(None).unwrap(), None);
+        assert_eq!(delay_ms(Some(0.0)).unwrap(), None);
+        assert_eq!(delay_ms(Some(0.0001)).unwrap(), Some(1));
+        assert_eq!(delay_ms(Some(1.5)).unwrap(), Some(1_500));
+        assert_eq!(
+            delay_ms(Some(MAX_DELAY_SECONDS as f64)).unwrap(),
+            Some(MAX_DELAY_SECONDS * 1_000)
+        );
+        for bad in [
+            -1.0,
+            -0.001,
+            f64::NAN,
+            f64::INFINITY,
+            MAX_DELAY_SECONDS as f64 + 0.5,
+        ] {
+            let e = delay_ms(Some(bad)).unwrap_err().to_string();
+            assert!(e.contains("delaySeconds"), "{bad}: {e}");
         }
     }
 

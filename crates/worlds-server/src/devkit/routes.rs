@@ -778,6 +778,8 @@ pub(crate) struct NewMessage {
     callback_url: String,
     #[serde(default)]
     idempotency_key: Option<String>,
+    #[serde(default)]
+    delay_seconds: Option<f64>,
 }
 
 #[derive(Debug, Serialize)]
@@ -822,6 +824,7 @@ pub(crate) async fn queue(
         queue_name: body.queue_name,
         message: body.message,
         url,
+        delay_ms: super::delivery::delay_ms(body.delay_seconds)?,
     };
     let handle = api
         .world

@@ -52,6 +52,26 @@ impl ApiError {
         )
     }
 
+    /// 425: too early; `details.retryAfter` says in how many seconds to try again.
+    pub fn too_early(message: impl Into<String>, retry_after_secs: u64) -> Self {
+        Self::new(
+            StatusCode::TOO_EARLY,
+            "TOO_EARLY",
+            message,
+            serde_json::json!({ "retryAfter": retry_after_secs }),
+        )
+    }
+
+    /// 426: the request needs a newer server.
+    pub fn upgrade_required(message: impl Into<String>) -> Self {
+        Self::new(
+            StatusCode::UPGRADE_REQUIRED,
+            "UPGRADE_REQUIRED",
+            message,
+            Value::Null,
+        )
+    }
+
     /// 403: the caller may not do this.
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(StatusCode::FORBIDDEN, "FORBIDDEN", message, Value::Null)

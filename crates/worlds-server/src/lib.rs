@@ -245,6 +245,7 @@ impl Routes {
             .routes(routes!(devkit::routes::create_step))
             .routes(routes!(devkit::routes::update_step))
             .routes(routes!(devkit::routes::create_event))
+            .routes(routes!(devkit::create::create_event))
             .routes(routes!(devkit::routes::create_hook))
             .routes(routes!(devkit::routes::hook_by_token))
             .routes(routes!(devkit::routes::dispose_hook))

@@ -22,7 +22,9 @@
 //! Streams use the run stream routes every run has (`/v1/runs/{id}/streams/{name}`: write,
 //! close, read live).
 
+pub(crate) mod create;
 pub(crate) mod delivery;
+pub(crate) mod log;
 pub(crate) mod records;
 pub(crate) mod routes;
 pub(crate) mod writes;

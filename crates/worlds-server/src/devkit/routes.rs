@@ -17,6 +17,7 @@ use worlds_engine::{
 };
 
 use super::delivery::{handler_url, Delivery, DELIVERY_WORKFLOW};
+use super::log;
 use super::records::{self, DevkitEvent, DevkitHook, DevkitRun, DevkitStep};
 use super::writes::{self, NewEvent, RunUpdate, StepUpdate};
 use crate::error::ApiError;
@@ -283,9 +284,32 @@ pub(crate) async fn list_runs(
 pub(crate) async fn get_run(
     State(api): State<Api>,
     Path(id): Path<String>,
-) -> Result<Json<DevkitRun>, ApiError> {
+    query: Result<Query<Resolve>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query?;
     let state = api.world.external().get(&id, ResolveData::All).await?;
-    Ok(Json(DevkitRun::of(&state)))
+    if log::is_event_log(&state) {
+        return Ok(Json(log::run(&state, q.resolve())));
+    }
+    Ok(Json(
+        serde_json::to_value(DevkitRun::of(&state))
+            .map_err(|e| WorldError::Internal(e.to_string()))?,
+    ))
+}
+
+/// `?resolveData=` of a read: `none` leaves payloads out.
+#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
+#[serde(rename_all = "camelCase")]
+#[into_params(parameter_in = Query)]
+pub(crate) struct Resolve {
+    /// `all` (default) or `none`.
+    resolve_data: Option<String>,
+}
+
+impl Resolve {
+    fn resolve(&self) -> bool {
+        self.resolve_data.as_deref() != Some("none")
+    }
 }
 
 /// `runs.update`: `running`, then `completed` with its output, `failed` with its error, or
@@ -397,15 +421,30 @@ pub(crate) async fn list_steps(
     State(api): State<Api>,
     Path(id): Path<String>,
     query: Result<Query<Paging>, QueryRejection>,
-) -> Result<Json<Page<DevkitStep>>, ApiError> {
+    resolve: Result<Query<Resolve>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
     let Query(q) = query?;
+    let Query(r) = resolve?;
     let state = load(&api, &id).await?;
+    let internal = |e: serde_json::Error| WorldError::Internal(e.to_string());
+    if log::is_event_log(&state) {
+        let steps = log::steps(&state, r.resolve())
+            .into_iter()
+            .enumerate()
+            .map(|(i, s)| (i as u64, s))
+            .collect();
+        return Ok(Json(
+            serde_json::to_value(q.page(steps)?).map_err(internal)?,
+        ));
+    }
     let steps = records::steps(&state)
         .into_iter()
         .enumerate()
         .map(|(i, s)| (i as u64, s))
         .collect();
-    Ok(Json(q.page(steps)?))
+    Ok(Json(
+        serde_json::to_value(q.page(steps)?).map_err(internal)?,
+    ))
 }
 
 /// `steps.get`.
@@ -416,9 +455,25 @@ pub(crate) async fn list_steps(
 pub(crate) async fn get_step(
     State(api): State<Api>,
     Path((id, step)): Path<(String, String)>,
-) -> Result<Json<DevkitStep>, ApiError> {
+    query: Result<Query<Resolve>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
+    let Query(q) = query?;
     let state = load(&api, &id).await?;
-    Ok(Json(find_step(&state, &step)?))
+    if log::is_event_log(&state) {
+        let a = state
+            .activities
+            .iter()
+            .find(|a| a.id == step)
+            .ok_or_else(|| WorldError::NotFound {
+                what: "step",
+                id: step.clone(),
+            })?;
+        return Ok(Json(log::step(&state, a, q.resolve())));
+    }
+    Ok(Json(
+        serde_json::to_value(find_step(&state, &step)?)
+            .map_err(|e| WorldError::Internal(e.to_string()))?,
+    ))
 }
 
 /// `steps.get` without the run: the step is found by its id.
@@ -519,14 +574,28 @@ pub(crate) async fn list_events(
     State(api): State<Api>,
     Path(id): Path<String>,
     query: Result<Query<Paging>, QueryRejection>,
-) -> Result<Json<Page<DevkitEvent>>, ApiError> {
+    resolve: Result<Query<Resolve>, QueryRejection>,
+) -> Result<Json<Value>, ApiError> {
     let Query(q) = query?;
+    let Query(r) = resolve?;
     let state = load(&api, &id).await?;
+    let internal = |e: serde_json::Error| WorldError::Internal(e.to_string());
+    if log::is_event_log(&state) {
+        let events = log::LogReader::events(&state.history, r.resolve())
+            .into_iter()
+            .map(|e| (e.seq, e.value))
+            .collect();
+        return Ok(Json(
+            serde_json::to_value(q.page(events)?).map_err(internal)?,
+        ));
+    }
     let events = records::events(&state.history)
         .into_iter()
         .map(|e| (e.seq, e))
         .collect();
-    Ok(Json(q.page(events)?))
+    Ok(Json(
+        serde_json::to_value(q.page(events)?).map_err(internal)?,
+    ))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -695,7 +764,7 @@ pub(crate) struct ByToken {
 pub(crate) async fn hook_by_token(
     State(api): State<Api>,
     body: Body<ByToken>,
-) -> Result<Json<DevkitHook>, ApiError> {
+) -> Result<Json<Value>, ApiError> {
     let Json(body) = body?;
     let not_found = || WorldError::NotFound {
         what: "hook",
@@ -710,7 +779,13 @@ pub(crate) async fn hook_by_token(
         .iter()
         .find(|h| h.position == at.position && h.status != HookStatus::Conflict)
         .ok_or_else(not_found)?;
-    Ok(Json(DevkitHook::of(&state.id, hook, Some(&body.token))))
+    if log::is_event_log(&state) {
+        return Ok(Json(log::hook(&state, hook, Some(&body.token), true)));
+    }
+    Ok(Json(
+        serde_json::to_value(DevkitHook::of(&state.id, hook, Some(&body.token)))
+            .map_err(|e| WorldError::Internal(e.to_string()))?,
+    ))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]

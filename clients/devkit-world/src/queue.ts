@@ -37,9 +37,8 @@ export function enqueueBody(
     callbackUrl: callbackUrl(config),
   };
   if (opts?.idempotencyKey !== undefined) body.idempotencyKey = opts.idempotencyKey;
-  if (opts?.delaySeconds !== undefined && opts.delaySeconds > 0) {
-    body.delaySeconds = Math.ceil(opts.delaySeconds);
-  }
+  // A durable delay of the server (fractions of a second are kept); 0 delivers at once.
+  if (opts?.delaySeconds !== undefined && opts.delaySeconds > 0) body.delaySeconds = opts.delaySeconds;
   return body;
 }
 

@@ -304,13 +304,13 @@ describe('queue()', () => {
     expect(Object.keys(calls[0]?.body).sort()).toEqual(['callbackUrl', 'idempotencyKey', 'message', 'queueName']);
   });
 
-  test('passes delaySeconds through (whole seconds), and leaves out a zero delay', async () => {
+  test('passes delaySeconds through as it is, and leaves out a zero delay', async () => {
     const calls = stubServer(() => Response.json({ messageId: 'msg_2' }, { status: 202 }));
     process.env.PORT = '4321';
     const world = createWorld({ url: 'http://server:1' });
     await world.queue('__wkf_workflow_w', { runId: 'wrun_1' }, { delaySeconds: 2.5, idempotencyKey: 'k' });
     await world.queue('__wkf_workflow_w', { runId: 'wrun_1' }, { delaySeconds: 0 });
-    expect(calls[0]?.body).toMatchObject({ delaySeconds: 3, idempotencyKey: 'k' });
+    expect(calls[0]?.body).toMatchObject({ delaySeconds: 2.5, idempotencyKey: 'k' });
     expect(calls[1]?.body).not.toHaveProperty('delaySeconds');
   });
 

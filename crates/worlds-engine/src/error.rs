@@ -431,8 +431,9 @@ pub struct StructuredError {
     /// The error as an outside runtime serialized it (a Workflow DevKit app's error bytes),
     /// kept byte for byte so that runtime can read it back; `message` then says what could be
     /// read of it.
+    /// Boxed: few errors have it, and errors travel by value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub data: Option<Payload>,
+    pub data: Option<Box<Payload>>,
 }
 
 impl StructuredError {
@@ -504,8 +505,10 @@ impl<'de> Deserialize<'de> for StructuredError {
             stack: Option<String>,
             #[serde(default)]
             code: Option<String>,
+            // A `Value`, not a `Payload`: inside an untagged enum the input is buffered, which
+            // a raw JSON value cannot be read from.
             #[serde(default)]
-            data: Option<Payload>,
+            data: Option<serde_json::Value>,
         }
         #[derive(Deserialize)]
         #[serde(untagged)]
@@ -519,7 +522,11 @@ impl<'de> Deserialize<'de> for StructuredError {
                 message: o.message.unwrap_or_else(|| "unknown error".to_owned()),
                 stack: o.stack,
                 code: o.code,
-                data: o.data,
+                data: o
+                    .data
+                    .as_ref()
+                    .and_then(|v| Payload::encode(v).ok())
+                    .map(Box::new),
             },
         })
     }

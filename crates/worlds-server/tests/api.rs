@@ -180,7 +180,7 @@ fn code(body: &Value) -> &str {
 }
 
 /// Every guarded route, as the OpenAPI document names it, with the scope it needs.
-const ROUTES: [(&str, &str, Scope); 57] = [
+const ROUTES: [(&str, &str, Scope); 58] = [
     ("GET", "/v1/runs", Scope::Read),
     ("GET", "/v1/runs/{id}", Scope::Read),
     ("GET", "/v1/runs/{id}/result", Scope::Read),
@@ -234,6 +234,7 @@ const ROUTES: [(&str, &str, Scope); 57] = [
     ("POST", "/v1/devkit/runs/{id}/steps", Scope::Write),
     ("PATCH", "/v1/devkit/runs/{id}/steps/{step}", Scope::Write),
     ("POST", "/v1/devkit/runs/{id}/events", Scope::Write),
+    ("POST", "/v1/devkit/events", Scope::Write),
     ("POST", "/v1/devkit/runs/{id}/hooks", Scope::Write),
     ("POST", "/v1/devkit/hooks/by-token", Scope::Write),
     ("POST", "/v1/devkit/hooks/{hook}/dispose", Scope::Write),

@@ -202,7 +202,7 @@ fn payload_of(kind: &EventKind) -> Option<&Payload> {
     }
 }
 
-/// A run that an outside runtime creates ([`ExternalRuns::create`](crate::ExternalRuns::create)).
+/// A run that an outside runtime creates ([`ExternalRuns::create_run`](crate::ExternalRuns::create_run)).
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewExternalRun {
     /// The run id the runtime chose (`wrun_…`), or `None` for a new one.

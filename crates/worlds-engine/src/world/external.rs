@@ -55,8 +55,26 @@ impl ExternalRuns<'_> {
     ///
     /// Errors: an empty or over-long name, a malformed run id or bad attributes (400), a run id
     /// that is taken (409), an input or execution context over the payload limit (413).
-    pub async fn create(&self, run: NewExternalRun) -> Result<WorkflowState, WorldError> {
+    pub async fn create_run(&self, run: NewExternalRun) -> Result<WorkflowState, WorldError> {
         self.world.engine.create_external(run).await
+    }
+
+    /// Creates a pending run of workflow `name` with `input`, tagged with the outside
+    /// runtime's `code_version` (its deployment) if given, under a new run id (`wrun_…`): a
+    /// shorthand of [`create_run`](Self::create_run).
+    ///
+    /// Errors: an empty or over-long name (400), an input over the payload limit (413).
+    pub async fn create(
+        &self,
+        name: &str,
+        input: Payload,
+        code_version: Option<String>,
+    ) -> Result<WorkflowState, WorldError> {
+        self.create_run(NewExternalRun {
+            code_version,
+            ..NewExternalRun::new(name, input)
+        })
+        .await
     }
 
     /// The run (by run id or workflow id), its payloads left out with [`ResolveData::None`],

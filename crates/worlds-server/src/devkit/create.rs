@@ -208,7 +208,7 @@ fn error(value: Option<&Value>, code: Option<String>) -> Result<StructuredError,
         Some(value) => {
             let data = payload(value)?;
             let mut error = StructuredError::new(readable(&data));
-            error.data = Some(data);
+            error.data = Some(Box::new(data));
             error
         }
         None => StructuredError::new("failed without an error"),
@@ -759,7 +759,7 @@ pub(crate) async fn create_event(
     }
     let external = api.world.external();
     if event.event_type == "run_created" {
-        let state = external.create(event.new_run(run_id)?).await?;
+        let state = external.create_run(event.new_run(run_id)?).await?;
         let state = external.get_with_history(&state.id).await?;
         let mut out = result(
             &state,
@@ -776,7 +776,10 @@ pub(crate) async fn create_event(
     let _turn = api.devkit.lock(&run_id).await;
     let mut state = match external.get_with_history(&run_id).await {
         Err(WorldError::NotFound { .. }) if event.can_create_run() => {
-            match external.create(event.new_run(Some(run_id.clone()))?).await {
+            match external
+                .create_run(event.new_run(Some(run_id.clone()))?)
+                .await
+            {
                 Ok(_) | Err(WorldError::Conflict { .. }) => {}
                 Err(e) => return Err(e.into()),
             }

@@ -202,10 +202,7 @@ pub(crate) async fn create_run(
     let state = api
         .world
         .external()
-        .create(worlds_engine::NewExternalRun {
-            code_version: deployment,
-            ..worlds_engine::NewExternalRun::new(body.workflow_name.clone(), input)
-        })
+        .create(&body.workflow_name, input, deployment)
         .await?;
     Ok((StatusCode::CREATED, Json(DevkitRun::of(&state))))
 }

@@ -115,7 +115,9 @@ impl Fields<'_> {
 
     pub(crate) fn error(&self, error: &mut StructuredError) -> Result<(), WorldError> {
         self.text(&mut error.message)?;
-        self.maybe_payload(&mut error.data)?;
+        if let Some(data) = &mut error.data {
+            self.payload(data)?;
+        }
         self.maybe_text(&mut error.stack)
     }
 
@@ -213,7 +215,7 @@ impl Fields<'_> {
         let error = |e: &StructuredError| {
             is_sealed_text(&e.message)
                 || e.stack.as_deref().is_some_and(is_sealed_text)
-                || e.data.as_ref().is_some_and(is_sealed_payload)
+                || e.data.as_deref().is_some_and(is_sealed_payload)
         };
         match kind {
             EventKind::WorkflowQueued(run) => {

@@ -221,8 +221,11 @@ function runSpecVersion(body: ServerErrorBody): number {
   for (const value of candidates) {
     if (typeof value === 'number' && Number.isFinite(value)) return value;
   }
-  // The server says the run needs a newer World without saying which version.
-  return SPEC_VERSION_CURRENT + 1;
+  // Else the version its message names ("... of spec version 6 ..."), else one above this
+  // World's: the server said the run needs a newer World without saying which.
+  const named = body.message?.match(/spec version (\d+)/i);
+  const version = named ? Number(named[1]) : NaN;
+  return Number.isFinite(version) && version > SPEC_VERSION_CURRENT ? version : SPEC_VERSION_CURRENT + 1;
 }
 
 /**

@@ -7,7 +7,10 @@
  * - `200 {"ok": true}`: done, the message is acknowledged;
  * - `200 {"timeoutSeconds": N}`: deliver the same message again in N seconds;
  * - `500`: the handler failed, retry with backoff (the server dead-letters it in the end);
- * - `400` / `401`: the delivery is malformed or not signed by the server.
+ * - `503`: this app has no (valid) delivery secret: a mistake of its settings, so the server
+ *   keeps the message and retries, and the message runs once the app is fixed;
+ * - `400` / `401`: the delivery is malformed or not signed by the server (the server
+ *   dead-letters a 4xx at once).
  */
 import type { MessageId, Queue, QueueOptions, ValidQueueName } from '@workflow/world';
 import { callbackUrl, DEFAULT_DEPLOYMENT_ID, type DevkitWorldConfig } from './config.js';
@@ -64,8 +67,8 @@ export async function enqueue(
 /** Refusals already logged, so a misconfigured app says why once, not on every delivery. */
 const logged = new Set<string>();
 
-function refuse(status: 400 | 401, reason: string): Response {
-  if (status === 401 && !logged.has(reason)) {
+function refuse(status: 400 | 401 | 503, reason: string): Response {
+  if (status !== 400 && !logged.has(reason)) {
     logged.add(reason);
     console.error(`[worlds-engine world] refusing a delivery: ${reason}`);
   }
@@ -87,7 +90,7 @@ export function queueHandler(
     const secret = getConfig().deliverySecret;
     if (!secret) {
       return refuse(
-        401,
+        503,
         'WORLDS_DELIVERY_SECRET is not set, so this app cannot tell deliveries of the worlds server from forged ones: set it to the secret the server signs with'
       );
     }
@@ -95,7 +98,7 @@ export function queueHandler(
     try {
       key = decodeSecret(secret);
     } catch (error) {
-      return refuse(401, (error as Error).message);
+      return refuse(503, (error as Error).message);
     }
 
     const raw = new Uint8Array(await req.arrayBuffer());

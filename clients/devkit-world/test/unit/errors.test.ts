@@ -154,5 +154,13 @@ describe('the server error shape as it is today', () => {
       request
     );
     expect((newer as RunNotSupportedError).runSpecVersion).toBe(6);
+    // As the server answers today: UPGRADE_REQUIRED, the version in the message only.
+    const today = errorForStatus(
+      426,
+      JSON.stringify({ code: 'UPGRADE_REQUIRED', message: 'run wrun_1 was made by a DevKit runtime of spec version 7; this server speaks version 5', details: null }),
+      request
+    );
+    expect(RunNotSupportedError.is(today)).toBe(true);
+    expect((today as RunNotSupportedError).runSpecVersion).toBe(7);
   });
 });

@@ -116,14 +116,18 @@ describe('the queue handler', () => {
     expect(response.status).toBe(200);
   });
 
-  test('refuses every delivery, saying why, without a secret', async () => {
+  test('answers 503 (retry later: the app is misconfigured) to every delivery without a secret', async () => {
     const handler = vi.fn(async () => undefined);
     const saved = process.env.WORLDS_DELIVERY_SECRET;
     delete process.env.WORLDS_DELIVERY_SECRET;
     try {
       const response = await createWorld().createQueueHandler('__wkf_workflow_', handler)(delivery({}));
-      expect(response.status).toBe(401);
+      expect(response.status).toBe(503);
       expect(((await response.json()) as { error: string }).error).toMatch(/WORLDS_DELIVERY_SECRET/);
+      const malformed = await createWorld({ deliverySecret: 'whsec_!!' }).createQueueHandler('__wkf_workflow_', handler)(
+        delivery({})
+      );
+      expect(malformed.status).toBe(503);
     } finally {
       if (saved !== undefined) process.env.WORLDS_DELIVERY_SECRET = saved;
     }

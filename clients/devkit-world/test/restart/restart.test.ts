@@ -26,6 +26,7 @@ import path from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
+import { hydrateWorkflowReturnValue } from '@workflow/core/serialization';
 import { afterAll, expect, test } from 'vitest';
 
 const BEFORE_KILL = 20;
@@ -435,8 +436,13 @@ async function invokeAddition(appUrl: string, a: number, b: number): Promise<str
   return runId;
 }
 
-/** What `GET /runs/:id` on the app last gave for a run. */
-type Seen = { status: string; output?: unknown; error?: unknown } | { failure: string };
+/**
+ * What `GET /runs/:id` on the app last gave for a run; `value` is its output as the runtime reads
+ * it back (`hydrateWorkflowReturnValue`), for a completed run.
+ */
+type Seen =
+  | { status: string; output?: unknown; error?: unknown; value?: unknown; unreadable?: string }
+  | { failure: string };
 
 /**
  * Polls the app until every run is finished (completed, failed or cancelled) or `timeoutMs`
@@ -485,7 +491,20 @@ async function readRun(appUrl: string, id: string): Promise<Seen> {
     const response = await fetch(`${appUrl}/runs/${encodeURIComponent(id)}`);
     const text = await response.text();
     if (!response.ok) return { failure: `HTTP ${response.status} ${text.slice(0, 200)}` };
-    return JSON.parse(text) as Seen;
+    // The app sends Uint8Array values as {__type: 'Uint8Array', data: base64}.
+    const run = JSON.parse(text, (_key, value) =>
+      value && typeof value === 'object' && value.__type === 'Uint8Array' && typeof value.data === 'string'
+        ? new Uint8Array(Buffer.from(value.data, 'base64'))
+        : value
+    ) as { status: string; output?: unknown; error?: unknown; value?: unknown; unreadable?: string };
+    if (run.status === 'completed' && run.output instanceof Uint8Array) {
+      try {
+        run.value = await hydrateWorkflowReturnValue(run.output, id, undefined);
+      } catch (error) {
+        run.unreadable = String(error);
+      }
+    }
+    return run;
   } catch (error) {
     return { failure: String(error) };
   }
@@ -495,22 +514,22 @@ function isFinished(seen: Seen | undefined): boolean {
   return !!seen && 'status' in seen && isTerminal(seen.status);
 }
 
-/** Completed with the sum, stored as the DevKit stores it (devalue's flat JSON: `[sum]`). */
+/** Completed with the sum (its output read back by the runtime). */
 function isRight(seen: Seen | undefined, sum: number | undefined): boolean {
-  return (
-    !!seen &&
-    'status' in seen &&
-    seen.status === 'completed' &&
-    JSON.stringify(seen.output) === JSON.stringify([sum])
-  );
+  return !!seen && 'status' in seen && seen.status === 'completed' && seen.value === sum;
 }
 
 function summarize(seen: Seen | undefined): string {
   if (!seen) return 'never read';
   if ('failure' in seen) return `could not be read: ${seen.failure}`;
   let text = `status ${seen.status}`;
-  if (seen.output !== undefined) text += `, output ${JSON.stringify(seen.output)}`;
-  if (seen.error !== undefined) text += `, error ${JSON.stringify(seen.error).slice(0, 300)}`;
+  if (seen.value !== undefined) text += `, output ${JSON.stringify(seen.value)}`;
+  else if (seen.unreadable !== undefined) text += `, output unreadable (${seen.unreadable})`;
+  if (seen.error instanceof Uint8Array) {
+    text += `, error (${seen.error.byteLength} bytes) ${JSON.stringify(Buffer.from(seen.error).toString('utf8').slice(0, 300))}`;
+  } else if (seen.error !== undefined) {
+    text += `, error ${JSON.stringify(seen.error).slice(0, 300)}`;
+  }
   return text;
 }
 

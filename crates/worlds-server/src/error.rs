@@ -92,12 +92,6 @@ impl ApiError {
         self.status
     }
 
-    /// The same refusal with `details` for programs (replacing any it had).
-    pub(crate) fn with_details(mut self, details: Value) -> Self {
-        self.body.details = details;
-        self
-    }
-
     /// The body.
     pub fn body(&self) -> &ErrorBody {
         &self.body

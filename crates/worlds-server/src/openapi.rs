@@ -78,19 +78,19 @@ engine_record!(
 );
 engine_record!(
     DevkitRun,
-    "A Workflow DevKit run: `runId`, `deploymentId`, `workflowName`, `status`, `input`, `output` or `error`, `startedAt`, `completedAt`, `createdAt`, `updatedAt` (ms since the epoch; absent fields left out)."
+    "A Workflow DevKit run (`WorkflowRun` of spec version 5): `runId`, `deploymentId`, `workflowName`, `status`, `specVersion`, `executionContext`, `attributes`, `input`, `output` or `error` and `errorCode`, `startedAt`, `completedAt`, `createdAt`, `updatedAt` (RFC 3339; absent fields left out; payloads as stored, bytes as `{\"$bytes\": base64}`)."
 );
 engine_record!(
     DevkitStep,
-    "A Workflow DevKit step: `runId`, `stepId`, `stepName`, `status`, `input`, `output` or `error`, `attempt`, `startedAt` (the first attempt's), `completedAt`, `createdAt`, `updatedAt`, `retryAfter`."
+    "A Workflow DevKit step: `runId`, `stepId`, `stepName`, `status`, `input`, `output` or `error`, `attempt`, `startedAt` (the first attempt's), `completedAt`, `createdAt`, `updatedAt`, `retryAfter`, `specVersion` (RFC 3339 times)."
 );
 engine_record!(
     DevkitHook,
-    "A Workflow DevKit hook: `runId`, `hookId`, `token` (only where the caller gave it), `metadata`, `ownerId`, `projectId`, `environment`, `createdAt`."
+    "A Workflow DevKit hook: `runId`, `hookId`, `token` (only where the caller gave it: only its digest is stored), `metadata`, `ownerId`, `projectId`, `environment`, `createdAt`, `specVersion`."
 );
 engine_record!(
     DevkitEvent,
-    "A Workflow DevKit event: `runId`, `eventId`, `eventType`, `correlationId`, `eventData`, `createdAt`."
+    "A Workflow DevKit event of a run's event log: `runId`, `eventId` (`evnt_…`), `eventType`, `correlationId`, `eventData`, `createdAt`, `specVersion`."
 );
 engine_record!(
     DevkitPage,

@@ -180,7 +180,7 @@ fn code(body: &Value) -> &str {
 }
 
 /// Every guarded route, as the OpenAPI document names it, with the scope it needs.
-const ROUTES: [(&str, &str, Scope); 58] = [
+const ROUTES: [(&str, &str, Scope); 51] = [
     ("GET", "/v1/runs", Scope::Read),
     ("GET", "/v1/runs/{id}", Scope::Read),
     ("GET", "/v1/runs/{id}/result", Scope::Read),
@@ -223,21 +223,14 @@ const ROUTES: [(&str, &str, Scope); 58] = [
     ("GET", "/v1/devkit/runs/{id}", Scope::Read),
     ("GET", "/v1/devkit/runs/{id}/steps", Scope::Read),
     ("GET", "/v1/devkit/runs/{id}/steps/{step}", Scope::Read),
-    ("GET", "/v1/devkit/steps/{step}", Scope::Read),
     ("GET", "/v1/devkit/runs/{id}/events", Scope::Read),
+    ("GET", "/v1/devkit/runs/{id}/events/{event}", Scope::Read),
     ("GET", "/v1/devkit/events", Scope::Read),
     ("GET", "/v1/devkit/hooks/{hook}", Scope::Read),
     ("GET", "/v1/devkit/hooks", Scope::Read),
-    ("POST", "/v1/devkit/runs", Scope::Write),
-    ("PATCH", "/v1/devkit/runs/{id}", Scope::Write),
-    ("POST", "/v1/devkit/runs/{id}/cancel", Scope::Write),
-    ("POST", "/v1/devkit/runs/{id}/steps", Scope::Write),
-    ("PATCH", "/v1/devkit/runs/{id}/steps/{step}", Scope::Write),
-    ("POST", "/v1/devkit/runs/{id}/events", Scope::Write),
     ("POST", "/v1/devkit/events", Scope::Write),
-    ("POST", "/v1/devkit/runs/{id}/hooks", Scope::Write),
+    ("POST", "/v1/devkit/runs/{id}/attributes", Scope::Write),
     ("POST", "/v1/devkit/hooks/by-token", Scope::Write),
-    ("POST", "/v1/devkit/hooks/{hook}/dispose", Scope::Write),
     ("POST", "/v1/devkit/queue", Scope::Write),
 ];
 

@@ -25,11 +25,6 @@ use serde_json::{json, Map, Value};
 use worlds_engine::model::{ActivityState, ActivityStatus, HookState};
 use worlds_engine::{Event, EventKind, Payload, RunStatus, StructuredError, WorkflowState};
 
-use super::records::{run_status, step_status, wait_id_at, DEFAULT_DEPLOYMENT};
-
-/// The spec version of runs recorded through `events.create`: from 2 on, the DevKit's World is
-/// an event log.
-pub(crate) const FIRST_EVENT_LOG_SPEC: u32 = 2;
 
 /// The spec version this server speaks.
 pub(crate) const SPEC_VERSION: u32 = 5;
@@ -38,9 +33,33 @@ pub(crate) const SPEC_VERSION: u32 = 5;
 /// for.
 const HOOK_SCOPE: &str = "worlds";
 
-/// True for a run its runtime records as an event log (spec version 2 or later).
-pub(crate) fn is_event_log(state: &WorkflowState) -> bool {
-    spec_version(state).is_some_and(|v| v >= FIRST_EVENT_LOG_SPEC)
+/// The deployment id of a run whose app named none.
+pub(crate) const DEFAULT_DEPLOYMENT: &str = "worlds";
+
+/// A run's status as the DevKit names it.
+pub(crate) fn run_status(status: RunStatus) -> &'static str {
+    match status {
+        RunStatus::Pending => "pending",
+        RunStatus::Running | RunStatus::Compensating => "running",
+        RunStatus::Completed => "completed",
+        RunStatus::Failed | RunStatus::Compensated => "failed",
+        RunStatus::Cancelled => "cancelled",
+    }
+}
+
+/// A step's status as the DevKit names it: a step waiting for its next attempt is `pending`.
+pub(crate) fn step_status(status: ActivityStatus) -> &'static str {
+    match status {
+        ActivityStatus::Scheduled | ActivityStatus::Retrying => "pending",
+        ActivityStatus::Running => "running",
+        ActivityStatus::Completed => "completed",
+        ActivityStatus::Failed => "failed",
+    }
+}
+
+/// The id of a wait recorded without one: its position.
+pub(crate) fn wait_id_at(position: u32) -> String {
+    format!("wait_{position}")
 }
 
 fn spec_version(state: &WorkflowState) -> Option<u32> {
@@ -372,14 +391,33 @@ pub(crate) struct LogReader {
 impl LogReader {
     /// The DevKit events of `history`, in order; `resolve` leaves payloads in.
     pub(crate) fn events(history: &[Event], resolve: bool) -> Vec<LogEvent> {
+        Self::events_from(history, 0, resolve)
+    }
+
+    /// The DevKit events of `history[from..]`, in order; the events before `from` are read
+    /// only for the steps and waits they name (no payloads copied), which makes reading the
+    /// tail of a long run cheap.
+    pub(crate) fn events_from(history: &[Event], from: usize, resolve: bool) -> Vec<LogEvent> {
         let mut reader = LogReader::default();
         let mut out = Vec::new();
         for (i, event) in history.iter().enumerate() {
-            if let Some(e) = reader.read(event, history.get(i + 1), resolve) {
-                out.push(e);
+            let wanted = i >= from;
+            if let Some(e) = reader.read(event, history.get(i + 1), resolve && wanted) {
+                if wanted {
+                    out.push(e);
+                }
             }
         }
         out
+    }
+
+    /// The DevKit event with this event id, if the history has it and it is one.
+    pub(crate) fn find(history: &[Event], event_id: &str, resolve: bool) -> Option<LogEvent> {
+        let at = history.iter().position(|e| e.id == event_id)?;
+        Self::events_from(&history[..history.len().min(at + 2)], at, resolve)
+            .into_iter()
+            .next()
+            .filter(|e| e.seq == history[at].seq)
     }
 
     /// The DevKit event an engine event is, if it is one; `next` is the event after it (a

@@ -3,31 +3,33 @@
 //! keeps its runs, steps, hooks, events, streams and queue in a worlds-engine server.
 //!
 //! Nothing here is a store of its own. A DevKit run is an engine run driven from outside
-//! ([`worlds_engine::ExternalRuns`]): the app's runtime executes the workflow code, and each
-//! thing it records — a step created, an attempt started, a result, a wait, a hook payload —
-//! becomes the engine event with that meaning (`writes.rs` has the table), checked by the
-//! engine's rules. The DevKit's records are read back off the run (`records.rs`). So a DevKit
-//! run is kept on every backend, listed by `worlds runs list`, and drawn by the dashboard
-//! with its steps, hooks and streams like any run. Queue messages are runs of a built-in
-//! workflow that delivers them to the app (`delivery.rs`).
+//! ([`worlds_engine::ExternalRuns`]): the app's runtime executes the workflow code and records
+//! what happens as DevKit events (`event.rs`), each one an atomic write of the engine events
+//! with that meaning (`plan.rs`), checked by the engine's rules. The DevKit's event log and
+//! records are read back off the run (`log.rs`, `reads.rs`). So a DevKit run is kept on every
+//! backend, listed by `worlds runs list`, and drawn by the dashboard with its steps, hooks and
+//! streams like any run. Queue messages are runs of a built-in workflow that delivers them to
+//! the app (`queue.rs`, `delivery.rs`).
 //!
 //! | route | DevKit call |
 //! |---|---|
-//! | `POST /v1/devkit/runs`, `GET /v1/devkit/runs`, `GET`/`PATCH /v1/devkit/runs/{id}`, `POST /v1/devkit/runs/{id}/cancel` | `runs.create`, `list`, `get`, `update`, `cancel` |
-//! | `POST`/`GET /v1/devkit/runs/{id}/steps`, `GET`/`PATCH /v1/devkit/runs/{id}/steps/{step}`, `GET /v1/devkit/steps/{step}` | `steps.create`, `list`, `get`, `update` |
-//! | `POST`/`GET /v1/devkit/runs/{id}/events`, `GET /v1/devkit/events?correlationId=` | `events.create`, `list`, `listByCorrelationId` |
-//! | `POST /v1/devkit/runs/{id}/hooks`, `GET /v1/devkit/hooks`, `GET /v1/devkit/hooks/{hook}`, `POST /v1/devkit/hooks/by-token`, `POST /v1/devkit/hooks/{hook}/dispose` | `hooks.create`, `list`, `get`, `getByToken`, `dispose` |
+//! | `POST /v1/devkit/events` | `events.create` (every write) |
+//! | `GET /v1/devkit/runs`, `GET /v1/devkit/runs/{id}`, `POST /v1/devkit/runs/{id}/attributes` | `runs.list`, `get`, `experimentalSetAttributes` |
+//! | `GET /v1/devkit/runs/{id}/steps`, `GET /v1/devkit/runs/{id}/steps/{step}` | `steps.list`, `get` |
+//! | `GET /v1/devkit/runs/{id}/events`, `GET /v1/devkit/runs/{id}/events/{event}`, `GET /v1/devkit/events?correlationId=` | `events.list`, `get`, `listByCorrelationId` |
+//! | `GET /v1/devkit/hooks`, `GET /v1/devkit/hooks/{hook}`, `POST /v1/devkit/hooks/by-token` | `hooks.list`, `get`, `getByToken` |
 //! | `POST /v1/devkit/queue` | `queue` |
 //!
 //! Streams use the run stream routes every run has (`/v1/runs/{id}/streams/{name}`: write,
-//! close, read live).
+//! write several chunks, read pages of chunks, read live, close).
 
 pub(crate) mod create;
 pub(crate) mod delivery;
+pub(crate) mod event;
 pub(crate) mod log;
-pub(crate) mod records;
-pub(crate) mod routes;
-pub(crate) mod writes;
+pub(crate) mod plan;
+pub(crate) mod queue;
+pub(crate) mod reads;
 
 use std::hash::{Hash, Hasher};
 use std::sync::Arc;
@@ -57,7 +59,7 @@ pub fn register_delivery(world: &World, signature: WebhookSignature) -> Result<(
 
 /// Locks that make the DevKit writes to one run take turns in this server, so two of them do
 /// not both pick the same free position. (Servers sharing a database still may; the engine
-/// refuses the second and the write is planned again, see `routes::record`.)
+/// refuses the second write, and the runtime retries the event.)
 pub(crate) struct RunLocks {
     stripes: Vec<tokio::sync::Mutex<()>>,
 }

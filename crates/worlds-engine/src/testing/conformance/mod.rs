@@ -2,7 +2,8 @@
 //! `pub async fn` checks over `Arc<dyn Store>`, so any crate can run them against its backend.
 //!
 //! The checks are grouped by duty trait (runs, idempotency keys, events, steps, hooks, leases,
-//! timers, streams, schedules, API keys), plus encryption at rest over them all.
+//! timers, streams, schedules, API keys), plus runs driven from outside, what their runtime
+//! records, and encryption at rest over them all.
 //! [`store_conformance!`](crate::store_conformance) turns them into one
 //! test per check:
 //!
@@ -30,6 +31,7 @@ mod keys;
 mod leases;
 mod nul;
 mod runs;
+mod runtime;
 mod schedules;
 mod sealed;
 mod steps;
@@ -44,6 +46,7 @@ pub use keys::*;
 pub use leases::*;
 pub use nul::*;
 pub use runs::*;
+pub use runtime::*;
 pub use schedules::*;
 pub use sealed::*;
 pub use steps::*;
@@ -184,6 +187,13 @@ macro_rules! store_conformance {
             payloads_with_nul_and_lone_surrogate_escapes_round_trip,
             // external.rs
             external_runs_keep_their_records_and_iterate_their_hooks,
+            // runtime.rs
+            runtime_info_round_trips_exactly,
+            attribute_changes_apply_in_order_and_bad_ones_write_nothing,
+            binary_payloads_round_trip_byte_for_byte,
+            error_data_round_trips_on_failed_steps_and_runs,
+            runtime_data_is_sealed_at_rest,
+            caller_chosen_run_ids_are_kept_exactly_or_refused,
             // steps.rs
             steps_are_found_by_id_and_listed_in_pages,
             // hooks.rs

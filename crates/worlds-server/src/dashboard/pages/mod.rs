@@ -5,8 +5,10 @@
 
 mod live;
 mod run;
+mod run_parts;
 mod runs;
 mod schedules;
+mod shown;
 
 pub(crate) use live::{live, live_stream};
 pub(crate) use run::{cancel, check_hook_payload, recover, resume_hook, run};

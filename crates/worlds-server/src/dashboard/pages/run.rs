@@ -5,6 +5,8 @@
 use worlds_engine::model::ReopenRequest;
 use worlds_engine::store::Reveal;
 
+use super::run_parts::{self, HookLine, RuntimeView, StepView, StreamView, WaitView};
+use super::shown::{self, clean, json_text, payload_text};
 use super::*;
 
 // ---- one run ----
@@ -30,6 +32,8 @@ struct RunView {
 struct Why {
     headline: String,
     error: String,
+    /// The error as the run's runtime serialized it (its bytes, shown), or empty.
+    data: String,
     compensations: Vec<String>,
 }
 
@@ -97,8 +101,14 @@ struct RunPage {
     timeline: Timeline,
     events: Vec<EventView>,
     truncated: bool,
-    /// The names of the run's streams.
-    streams: Vec<String>,
+    /// The run's streams, with their first chunks.
+    streams: Vec<StreamView>,
+    /// What the run's outside runtime recorded (a DevKit run), if anything.
+    runtime: Option<RuntimeView>,
+    /// A run driven from outside: its steps, hooks and waits one by one.
+    steps: Vec<StepView>,
+    all_hooks: Vec<HookLine>,
+    waits: Vec<WaitView>,
 }
 
 pub(crate) async fn run(
@@ -165,12 +175,18 @@ async fn run_page(
         history.iter().collect()
     };
     let start = history.first().map_or(state.created_at, |e| e.timestamp);
-    let streams = api
-        .world
-        .streams()
-        .list(&state.id)
-        .await
-        .unwrap_or_default();
+    let streams = run_parts::streams(api, &state.id).await;
+    // The engine draws its own runs' steps and hooks well in the timeline; a run driven from
+    // outside (a DevKit app) has its records listed too.
+    let (steps, all_hooks, waits) = if state.external || state.runtime.is_some() {
+        (
+            run_parts::steps(&state, now),
+            run_parts::hooks(&state, &history),
+            run_parts::waits(&history),
+        )
+    } else {
+        (Vec::new(), Vec::new(), Vec::new())
+    };
     let view = RunPage {
         page,
         why: why(&state, &history),
@@ -188,6 +204,10 @@ async fn run_page(
         },
         truncated,
         streams,
+        runtime: RuntimeView::of(&state),
+        steps,
+        all_hooks,
+        waits,
         run: RunView {
             id: state.id.clone(),
             workflow_id: state.workflow_id.clone(),
@@ -204,8 +224,8 @@ async fn run_page(
                 None => "its app, outside the engine".to_owned(),
             }),
             resumed: resumed_text(&history),
-            input: pretty(state.input.as_ref().map(|p| p.to_value())),
-            output: pretty(state.output.as_ref().map(|p| p.to_value())),
+            input: state.input.as_ref().map(payload_text).unwrap_or_default(),
+            output: state.output.as_ref().map(payload_text).unwrap_or_default(),
         },
     };
     render(&view, status)
@@ -239,12 +259,6 @@ async fn read_history(api: &Api, run_id: &str) -> Result<Vec<Event>, WorldError>
             _ => return Ok(events),
         }
     }
-}
-
-fn pretty(value: Option<serde_json::Value>) -> String {
-    value
-        .map(|v| serde_json::to_string_pretty(&v).unwrap_or_default())
-        .unwrap_or_default()
 }
 
 /// One sentence-sized answer for a failed, compensated, cancelled or quarantined run.
@@ -310,6 +324,12 @@ fn why(state: &WorkflowState, history: &[Event]) -> Option<Why> {
         RunStatus::Cancelled => "The run was cancelled.".to_owned(),
         _ => return None,
     };
+    let data = failed_step
+        .and_then(|s| s.error.as_ref())
+        .and_then(|e| e.data.as_deref())
+        .or_else(|| state.error.as_ref().and_then(|e| e.data.as_deref()))
+        .map(payload_text)
+        .unwrap_or_default();
     let error = match (failed_step.and_then(|s| s.error.as_ref()), error.is_empty()) {
         (Some(step_error), _) if step_error.message != error && !error.is_empty() => {
             format!("{}\n(run: {error})", step_error.message)
@@ -319,7 +339,8 @@ fn why(state: &WorkflowState, history: &[Event]) -> Option<Why> {
     };
     Some(Why {
         headline,
-        error,
+        error: clean(&error, shown::SHOWN_TEXT),
+        data,
         compensations,
     })
 }
@@ -428,6 +449,25 @@ fn event_view(event: &Event, start: Millis, context: &HistoryContext) -> EventVi
         | EventKind::CompensationFailed { error, .. }
         | EventKind::ChildWorkflowFailed { error, .. } => error.message.clone(),
         EventKind::ChildWorkflowStarted { child_id, .. } => child_id.clone(),
+        EventKind::HookCreated { hook_id, .. }
+        | EventKind::HookReceived { hook_id, .. }
+        | EventKind::HookConflict { hook_id, .. }
+        | EventKind::HookExpired { hook_id, .. }
+        | EventKind::HookDisposed { hook_id, .. } => hook_id.clone(),
+        EventKind::TimerScheduled {
+            timer_id, fire_at, ..
+        } => match timer_id {
+            Some(id) => format!("{id}, until {}", clock_text(*fire_at)),
+            None => format!("until {}", clock_text(*fire_at)),
+        },
+        EventKind::AttributesSet { changes, .. } => changes
+            .iter()
+            .map(|c| match &c.value {
+                Some(value) => format!("{} = {value}", c.key),
+                None => format!("{} removed", c.key),
+            })
+            .collect::<Vec<_>>()
+            .join(", "),
         EventKind::RunReopened {
             action,
             kept_until,
@@ -467,10 +507,14 @@ fn event_view(event: &Event, start: Millis, context: &HistoryContext) -> EventVi
     if brief.chars().count() > 120 {
         brief = brief.chars().take(120).collect::<String>() + "…";
     }
-    let mut json = serde_json::to_string_pretty(&json).unwrap_or_default();
-    if json.len() > 16 * 1024 {
-        json.truncate(json.floor_char_boundary(16 * 1024));
-        json.push_str("\n… (cut; the API's /v1/runs/{id}/events has it whole)");
+    let brief = brief
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .collect();
+    // Binary values are summarized as bytes; cut, the API has the event whole.
+    let mut json = json_text(json);
+    if json.len() > shown::SHOWN_TEXT {
+        json.push_str("\n(the API's /v1/runs/{id}/events has it whole)");
     }
     EventView {
         seq: event.seq,

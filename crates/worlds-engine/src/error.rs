@@ -495,40 +495,50 @@ impl fmt::Display for StructuredError {
 
 impl std::error::Error for StructuredError {}
 
+/// Reads the stored forms of an error: a bare message string, or the object. `data` is taken
+/// as raw JSON text (its bytes, key order included, as the runtime wrote them), so it needs a
+/// `serde_json` deserializer, as [`Payload`] does.
 impl<'de> Deserialize<'de> for StructuredError {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        struct Object {
-            #[serde(default)]
-            message: Option<String>,
-            #[serde(default)]
-            stack: Option<String>,
-            #[serde(default)]
-            code: Option<String>,
-            // A `Value`, not a `Payload`: inside an untagged enum the input is buffered, which
-            // a raw JSON value cannot be read from.
-            #[serde(default)]
-            data: Option<serde_json::Value>,
+        deserializer.deserialize_any(StoredError)
+    }
+}
+
+/// The visitor of [`StructuredError`]'s stored forms.
+struct StoredError;
+
+impl<'de> serde::de::Visitor<'de> for StoredError {
+    type Value = StructuredError;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("an error: a message string or an object with a message")
+    }
+
+    fn visit_str<E: serde::de::Error>(self, message: &str) -> Result<StructuredError, E> {
+        Ok(StructuredError::new(message))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> Result<StructuredError, A::Error> {
+        let mut error = StructuredError::new("unknown error");
+        while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+            match key.as_ref() {
+                "message" => {
+                    if let Some(message) = map.next_value::<Option<String>>()? {
+                        error.message = message;
+                    }
+                }
+                "stack" => error.stack = map.next_value()?,
+                "code" => error.code = map.next_value()?,
+                "data" => error.data = map.next_value::<Option<Payload>>()?.map(Box::new),
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
         }
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Stored {
-            Plain(String),
-            Object(Object),
-        }
-        Ok(match Stored::deserialize(deserializer)? {
-            Stored::Plain(message) => StructuredError::new(message),
-            Stored::Object(o) => StructuredError {
-                message: o.message.unwrap_or_else(|| "unknown error".to_owned()),
-                stack: o.stack,
-                code: o.code,
-                data: o
-                    .data
-                    .as_ref()
-                    .and_then(|v| Payload::encode(v).ok())
-                    .map(Box::new),
-            },
-        })
+        Ok(error)
     }
 }
 
@@ -581,6 +591,21 @@ mod tests {
         );
         let no_message: StructuredError = serde_json::from_str("{}").unwrap();
         assert_eq!(no_message.message, "unknown error");
+    }
+
+    #[test]
+    fn structured_error_data_keeps_its_bytes_and_key_order() {
+        let data = r#"{"name":"TypeError","cause":{"nul":"a\u0000b"},"n":1.0}"#;
+        let text = format!(r#"{{"message":"m","extra":[1],"data":{data},"code":"C"}}"#);
+        let e: StructuredError = serde_json::from_str(&text).unwrap();
+        assert_eq!(e.data.as_deref().map(Payload::as_json), Some(data));
+        assert_eq!(e.code.as_deref(), Some("C"));
+        let back: StructuredError = serde_json::from_str(&e.to_stored()).unwrap();
+        assert_eq!(back, e);
+        let null_data: StructuredError =
+            serde_json::from_str(r#"{"message":null,"data":null}"#).unwrap();
+        assert_eq!(null_data, StructuredError::new("unknown error"));
+        assert!(serde_json::from_str::<StructuredError>("[1]").is_err());
     }
 
     #[test]

@@ -75,12 +75,38 @@ impl Served {
         self.call(reqwest::Method::POST, path, Some(body)).await
     }
 
-    async fn patch(&self, path: &str, body: Value) -> (StatusCode, Value) {
-        self.call(reqwest::Method::PATCH, path, Some(body)).await
-    }
-
     async fn get(&self, path: &str) -> (StatusCode, Value) {
         self.call(reqwest::Method::GET, path, None).await
+    }
+
+    /// One `events.create`, as a DevKit 5.x runtime sends it.
+    async fn event(&self, run_id: Option<&str>, event: Value) -> (StatusCode, Value) {
+        self.post(
+            "/events",
+            json!({"runId": run_id, "event": event, "params": {}}),
+        )
+        .await
+    }
+
+    /// One `events.create` that must be taken; its answer.
+    async fn took(&self, run_id: &str, event: Value) -> Value {
+        let (status, answer) = self.event(Some(run_id), event.clone()).await;
+        assert_eq!(status, StatusCode::OK, "{event}: {answer}");
+        answer
+    }
+
+    /// A run created and started as a DevKit 5.x runtime does; its id.
+    async fn started_run(&self, name: &str) -> String {
+        let (status, created) = self
+            .event(
+                None,
+                json!({"eventType": "run_created", "specVersion": 5, "eventData": {"workflowName": name, "deploymentId": "dpl_1", "input": []}}),
+            )
+            .await;
+        assert_eq!(status, StatusCode::OK, "{created}");
+        let id = created["run"]["runId"].as_str().unwrap().to_owned();
+        self.took(&id, json!({"eventType": "run_started"})).await;
+        id
     }
 
     /// Every DevKit event of the run, read page by page as the DevKit runtime does.
@@ -103,6 +129,11 @@ impl Served {
     }
 }
 
+/// A time as the DevKit World writes it (RFC 3339).
+fn at(ms: i64) -> Value {
+    json!(jiff::Timestamp::from_millisecond(ms).unwrap().to_string())
+}
+
 fn types(events: &[Value]) -> Vec<(String, String)> {
     events
         .iter()
@@ -118,223 +149,244 @@ fn types(events: &[Value]) -> Vec<(String, String)> {
 #[tokio::test]
 async fn a_devkit_run_is_an_engine_run_its_app_drives() {
     let s = Served::new(None).await;
-    let (status, run) = s
-        .post(
-            "/runs",
-            json!({"deploymentId": "dpl_7", "workflowName": "workflow//w.ts//add", "input": [1, 2, "nul \u{0}"]}),
+    let (status, created) = s
+        .event(
+            None,
+            json!({"eventType": "run_created", "specVersion": 5, "eventData": {"deploymentId": "dpl_7", "workflowName": "workflow//w.ts//add", "input": [1, 2, "nul \u{0}"]}}),
         )
         .await;
-    assert_eq!(status, StatusCode::CREATED, "{run}");
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let run = &created["run"];
     assert_eq!(run["status"], "pending");
     assert_eq!(run["deploymentId"], "dpl_7");
+    assert_eq!(run["input"], json!([1, 2, "nul \u{0}"]));
     assert!(
         run.get("startedAt").is_none() && run.get("output").is_none(),
         "{run}"
     );
     let id = run["runId"].as_str().unwrap().to_owned();
     assert!(id.starts_with("wrun_"));
+    assert_eq!(created["event"]["eventType"], "run_created");
+    assert_eq!(created["event"]["runId"], json!(id));
 
-    let (_, run) = s
-        .patch(&format!("/runs/{id}"), json!({"status": "running"}))
-        .await;
-    assert_eq!(run["status"], "running");
-    let started_at = run["startedAt"].clone();
-    assert_eq!(started_at, json!(T0));
-
-    // A step: created once (a replay creating it again gets 409), attempt 1 fails and waits
-    // 2 s, attempt 2 completes; the first start time is kept.
-    let step = json!({"stepId": "step_a", "stepName": "add", "input": [1, 2]});
+    let started = s.took(&id, json!({"eventType": "run_started"})).await;
+    assert_eq!(started["run"]["status"], "running");
+    let started_at = started["run"]["startedAt"].clone();
+    assert_eq!(started_at, at(T0));
+    // The run's events so far come with the start (the runtime replays from them)...
     assert_eq!(
-        s.post(&format!("/runs/{id}/steps"), step.clone()).await.0,
-        StatusCode::CREATED
+        types(started["events"].as_array().unwrap()),
+        [("run_created", ""), ("run_started", "")].map(|(t, c)| (t.to_owned(), c.to_owned()))
     );
-    let (status, body) = s.post(&format!("/runs/{id}/steps"), step).await;
+    // ...and a second delivery's start records nothing.
+    let again = s.took(&id, json!({"eventType": "run_started"})).await;
+    assert_eq!(again["run"]["startedAt"], started_at);
+    assert!(again.get("event").is_none(), "{again}");
+
+    // A step: created once (a replay creating it again gets 409 and changes nothing), attempt
+    // 1 fails and waits 2 s (a start before then is too early), attempt 2 completes; the first
+    // start time is kept.
+    let step = json!({"eventType": "step_created", "correlationId": "step_a", "eventData": {"stepName": "add", "input": [1, 2]}});
+    let made = s.took(&id, step.clone()).await;
+    assert_eq!(
+        (
+            made["step"]["status"].as_str(),
+            made["step"]["attempt"].as_u64()
+        ),
+        (Some("pending"), Some(0))
+    );
+    let (status, body) = s.event(Some(&id), step).await;
     assert_eq!(
         (status, body["code"].as_str()),
-        (StatusCode::CONFLICT, Some("CONFLICT"))
+        (StatusCode::CONFLICT, Some("CONFLICT")),
+        "{body}"
     );
-    // What the app needs to queue the step's message again, should it have been lost.
-    assert_eq!(body["details"]["step"]["stepName"], "add");
-    assert_eq!(body["details"]["step"]["attempt"], 0);
-    assert_eq!(body["details"]["workflowName"], "workflow//w.ts//add");
-    assert_eq!(body["details"]["startedAt"], json!(T0));
-    let started = json!({"eventType": "step_started", "correlationId": "step_a"});
-    s.post(&format!("/runs/{id}/events"), started.clone()).await;
-    let (_, step) = s
-        .patch(
-            &format!("/runs/{id}/steps/step_a"),
-            json!({"status": "running", "attempt": 1}),
+    let (status, body) = s
+        .event(
+            Some(&id),
+            json!({"eventType": "step_started", "correlationId": "step_a", "eventData": {"stepName": "add", "input": [9]}}),
         )
         .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (_, step) = s.get(&format!("/runs/{id}/steps/step_a")).await;
+    assert_eq!(
+        (
+            step["status"].as_str(),
+            step["attempt"].as_u64(),
+            &step["input"]
+        ),
+        (Some("pending"), Some(0), &json!([1, 2]))
+    );
+    let start = json!({"eventType": "step_started", "correlationId": "step_a"});
+    let step = s.took(&id, start.clone()).await["step"].clone();
     assert_eq!(
         (step["status"].as_str(), step["attempt"].as_u64()),
         (Some("running"), Some(1))
     );
     s.clock.advance(Duration::from_millis(10));
-    s.post(
-        &format!("/runs/{id}/events"),
-        json!({"eventType": "step_failed", "correlationId": "step_a", "eventData": {"error": "Error: busy", "stack": "at add"}}),
-    )
-    .await;
-    let (_, step) = s
-        .patch(
-            &format!("/runs/{id}/steps/step_a"),
-            json!({"status": "pending", "retryAfter": T0 + 2_010}),
+    let retrying = s
+        .took(
+            &id,
+            json!({"eventType": "step_retrying", "correlationId": "step_a", "eventData": {"error": {"message": "busy", "stack": "at add"}, "retryAfter": at(T0 + 2_010)}}),
         )
         .await;
+    assert_eq!(retrying["event"]["eventData"]["retryAfter"], at(T0 + 2_010));
+    let step = &retrying["step"];
     assert_eq!(step["status"], "pending");
-    assert_eq!(step["retryAfter"], json!(T0 + 2_010));
+    assert_eq!(step["retryAfter"], at(T0 + 2_010));
+    assert_eq!(step["error"]["message"], "busy");
+    let (status, body) = s.event(Some(&id), start.clone()).await;
+    assert_eq!(
+        (status.as_u16(), body["code"].as_str()),
+        (425, Some("TOO_EARLY")),
+        "{body}"
+    );
     s.clock.advance(Duration::from_secs(2));
-    s.post(&format!("/runs/{id}/events"), started).await;
-    let (_, step) = s
-        .patch(
-            &format!("/runs/{id}/steps/step_a"),
-            json!({"status": "running", "attempt": 2}),
-        )
-        .await;
+    let step = s.took(&id, start).await["step"].clone();
     assert_eq!(step["attempt"], 2);
     assert_eq!(
         step["startedAt"],
-        json!(T0),
+        at(T0),
         "the first attempt's start is kept"
     );
-    let (_, step) = s
-        .patch(
-            &format!("/runs/{id}/steps/step_a"),
-            json!({"status": "completed", "output": [3]}),
-        )
-        .await;
-    assert_eq!(
-        (step["status"].as_str(), &step["output"]),
-        (Some("completed"), &json!([3]))
-    );
-    // The event after the update adds nothing and answers with the recorded completion; a
-    // second completion by update is refused (a concurrent attempt must not log its own).
-    let (status, done) = s
-        .post(
-            &format!("/runs/{id}/events"),
+    let done = s
+        .took(
+            &id,
             json!({"eventType": "step_completed", "correlationId": "step_a", "eventData": {"result": [3]}}),
         )
         .await;
-    assert_eq!(status, StatusCode::CREATED);
-    assert_eq!(done["eventData"], json!({"result": [3]}));
+    assert_eq!(
+        (done["step"]["status"].as_str(), &done["step"]["output"]),
+        (Some("completed"), &json!([3]))
+    );
+    assert_eq!(done["event"]["eventData"]["result"], json!([3]));
+    // A second completion is refused (a concurrent attempt must not log its own), and the
+    // first one's output stays.
     let (status, _) = s
-        .patch(
-            &format!("/runs/{id}/steps/step_a"),
-            json!({"status": "completed", "output": [4]}),
+        .event(
+            Some(&id),
+            json!({"eventType": "step_completed", "correlationId": "step_a", "eventData": {"result": [4]}}),
         )
         .await;
     assert_eq!(status, StatusCode::CONFLICT);
+    let (_, step) = s.get(&format!("/runs/{id}/steps/step_a")).await;
+    assert_eq!(step["output"], json!([3]));
 
     // A wait, completed once.
-    let (_, wait) = s
-        .post(
-            &format!("/runs/{id}/events"),
-            json!({"eventType": "wait_created", "correlationId": "wait_x", "eventData": {"resumeAt": T0 + 60_000}}),
+    let wait = s
+        .took(
+            &id,
+            json!({"eventType": "wait_created", "correlationId": "wait_x", "eventData": {"resumeAt": at(T0 + 60_000)}}),
         )
         .await;
-    assert_eq!(wait["eventData"]["resumeAt"], json!(T0 + 60_000));
+    assert_eq!(wait["event"]["eventData"]["resumeAt"], at(T0 + 60_000));
+    assert_eq!(wait["wait"]["status"], "waiting");
     let completed = json!({"eventType": "wait_completed", "correlationId": "wait_x"});
-    assert_eq!(
-        s.post(&format!("/runs/{id}/events"), completed.clone())
-            .await
-            .0,
-        StatusCode::CREATED
-    );
-    assert_eq!(
-        s.post(&format!("/runs/{id}/events"), completed).await.0,
-        StatusCode::CONFLICT
-    );
+    let fired = s.took(&id, completed.clone()).await;
+    assert_eq!(fired["wait"]["status"], "completed");
+    assert_eq!(s.event(Some(&id), completed).await.0, StatusCode::CONFLICT);
 
     // A hook with metadata, found by its token, resumed twice.
-    let (status, hook) = s
-        .post(
-            &format!("/runs/{id}/hooks"),
-            json!({"hookId": "hook_h", "token": "order-7", "metadata": {"customData": "x"}}),
+    let hook = s
+        .took(
+            &id,
+            json!({"eventType": "hook_created", "correlationId": "hook_h", "eventData": {"token": "order-7", "metadata": {"customData": "x"}}}),
         )
         .await;
-    assert_eq!(status, StatusCode::CREATED, "{hook}");
-    s.post(
-        &format!("/runs/{id}/events"),
-        json!({"eventType": "hook_created", "correlationId": "hook_h"}),
-    )
-    .await;
+    assert_eq!(hook["event"]["eventType"], "hook_created", "{hook}");
+    assert_eq!(hook["hook"]["token"], "order-7");
     let (_, found) = s.post("/hooks/by-token", json!({"token": "order-7"})).await;
     assert_eq!(found["runId"], json!(id));
+    assert_eq!(found["hookId"], "hook_h");
     assert_eq!(found["metadata"], json!({"customData": "x"}));
     assert_eq!(found["token"], "order-7");
     for payload in ["first", "second"] {
-        let (status, body) = s
-            .post(
-                &format!("/runs/{id}/events"),
-                json!({"eventType": "hook_received", "correlationId": "hook_h", "eventData": {"payload": {"data": payload}}}),
-            )
-            .await;
-        assert_eq!(status, StatusCode::CREATED, "{body}");
+        s.took(
+            &id,
+            json!({"eventType": "hook_received", "correlationId": "hook_h", "eventData": {"payload": {"data": payload}}}),
+        )
+        .await;
     }
-    // Another run cannot take the token while the hook lives.
-    let (_, other) = s
-        .post(
-            "/runs",
-            json!({"workflowName": "workflow//w.ts//other", "input": []}),
+    // Another run cannot take the token while the hook lives: it is answered with a
+    // hook_conflict naming the run that holds it, and gets no hook.
+    let other = s.started_run("workflow//w.ts//other").await;
+    let conflict = s
+        .took(
+            &other,
+            json!({"eventType": "hook_created", "correlationId": "hook_o", "eventData": {"token": "order-7"}}),
         )
         .await;
-    let other = other["runId"].as_str().unwrap();
-    s.patch(&format!("/runs/{other}"), json!({"status": "running"}))
-        .await;
-    let (status, _) = s
-        .post(
-            &format!("/runs/{other}/hooks"),
-            json!({"hookId": "hook_o", "token": "order-7"}),
-        )
-        .await;
-    assert_eq!(status, StatusCode::CONFLICT);
+    assert_eq!(
+        conflict["event"]["eventType"], "hook_conflict",
+        "{conflict}"
+    );
+    assert_eq!(conflict["event"]["eventData"]["token"], "order-7");
+    assert_eq!(
+        conflict["event"]["eventData"]["conflictingRunId"],
+        json!(id)
+    );
+    assert!(conflict.get("hook").is_none(), "{conflict}");
+    let (_, found) = s.post("/hooks/by-token", json!({"token": "order-7"})).await;
+    assert_eq!(found["runId"], json!(id));
 
-    let (_, run) = s
-        .patch(
-            &format!("/runs/{id}"),
-            json!({"status": "completed", "output": [3, "nul \u{0}"]}),
+    let ended = s
+        .took(
+            &id,
+            json!({"eventType": "run_completed", "eventData": {"output": [3, "nul \u{0}"]}}),
         )
         .await;
+    let run = &ended["run"];
     assert_eq!(
         (run["status"].as_str(), &run["output"]),
         (Some("completed"), &json!([3, "nul \u{0}"]))
     );
     assert_eq!(run["startedAt"], started_at);
     assert!(
-        run.get("error").is_none() && run["completedAt"].is_i64(),
+        run.get("error").is_none() && run["completedAt"].is_string(),
         "{run}"
     );
-    // Repeating the ending is answered with the run; a different ending is refused, and so is
-    // anything a finished run cannot take.
+    // Repeating the ending, or ending it otherwise, is refused, and so is anything a finished
+    // run cannot take; its hook's token is free again.
+    for (event, expected) in [
+        (json!({"eventType": "run_completed"}), StatusCode::CONFLICT),
+        (
+            json!({"eventType": "run_failed", "eventData": {"error": "late"}}),
+            StatusCode::CONFLICT,
+        ),
+        (
+            json!({"eventType": "step_created", "correlationId": "step_late", "eventData": {"stepName": "x", "input": []}}),
+            StatusCode::CONFLICT,
+        ),
+        (json!({"eventType": "run_started"}), StatusCode::GONE),
+    ] {
+        let (status, body) = s.event(Some(&id), event.clone()).await;
+        assert_eq!(status, expected, "{event}: {body}");
+    }
+    let (_, run) = s.get(&format!("/runs/{id}")).await;
+    assert_eq!(run["status"], "completed");
     assert_eq!(
-        s.patch(&format!("/runs/{id}"), json!({"status": "completed"}))
+        s.post("/hooks/by-token", json!({"token": "order-7"}))
             .await
             .0,
-        StatusCode::OK
+        StatusCode::NOT_FOUND
     );
-    assert_eq!(
-        s.patch(&format!("/runs/{id}"), json!({"status": "failed"}))
-            .await
-            .0,
-        StatusCode::CONFLICT
-    );
-    let (status, body) = s
-        .post(
-            &format!("/runs/{id}/steps"),
-            json!({"stepId": "step_late", "stepName": "x", "input": []}),
+    let taken = s
+        .took(
+            &other,
+            json!({"eventType": "hook_created", "correlationId": "hook_o2", "eventData": {"token": "order-7"}}),
         )
         .await;
-    assert_eq!(
-        (status, body["code"].as_str()),
-        (StatusCode::GONE, Some("GONE"))
-    );
+    assert_eq!(taken["event"]["eventType"], "hook_created", "{taken}");
 
+    let events = s.events(&id).await;
     assert_eq!(
-        types(&s.events(&id).await),
+        types(&events),
         [
+            ("run_created", ""),
+            ("run_started", ""),
+            ("step_created", "step_a"),
             ("step_started", "step_a"),
-            ("step_failed", "step_a"),
+            ("step_retrying", "step_a"),
             ("step_started", "step_a"),
             ("step_completed", "step_a"),
             ("wait_created", "wait_x"),
@@ -342,19 +394,22 @@ async fn a_devkit_run_is_an_engine_run_its_app_drives() {
             ("hook_created", "hook_h"),
             ("hook_received", "hook_h"),
             ("hook_received", "hook_h"),
+            ("run_completed", ""),
             ("hook_disposed", "hook_h"),
         ]
         .map(|(t, c)| (t.to_owned(), c.to_owned()))
     );
+    assert_eq!(events[12]["eventData"]["output"], json!([3, "nul \u{0}"]));
     let (_, by_step) = s.get("/events?correlationId=step_a").await;
-    assert_eq!(by_step["data"].as_array().unwrap().len(), 4);
-    let (_, step) = s.get("/steps/step_a").await;
+    assert_eq!(by_step["data"].as_array().unwrap().len(), 5);
+    let (_, step) = s.get(&format!("/runs/{id}/steps/step_a")).await;
     assert_eq!(step["runId"], json!(id));
 
     // The engine's own view: an ordinary run, never executed by the engine.
     let state = s.world.get_run(&id, ResolveData::All).await.unwrap();
     assert!(state.external);
     assert_eq!(state.name, "workflow//w.ts//add");
+    assert_eq!(state.status, RunStatus::Completed);
     assert_eq!(state.activities[0].status, ActivityStatus::Completed);
     assert_eq!(state.activities[0].attempt, 2);
     let (_, listed) = s.get("/runs?workflowName=workflow//w.ts//add").await;
@@ -365,35 +420,95 @@ async fn a_devkit_run_is_an_engine_run_its_app_drives() {
 async fn unknown_records_and_runs_the_engine_drives_are_refused() {
     let s = Served::new(None).await;
     assert_eq!(s.get("/runs/wrun_nothing").await.0, StatusCode::NOT_FOUND);
-    assert_eq!(s.get("/steps/step_nothing").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(
+        s.get("/runs/wrun_nothing/steps/step_nothing").await.0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        s.get("/runs/wrun_nothing/events").await.0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(s.get("/hooks/hook_nothing").await.0, StatusCode::NOT_FOUND);
     assert_eq!(
         s.post("/hooks/by-token", json!({"token": "none"})).await.0,
         StatusCode::NOT_FOUND
     );
+    // An event of a run that does not exist (and does not carry what creates it).
     let (status, body) = s
-        .post("/runs", json!({"workflowName": "", "input": []}))
-        .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
-    let (_, run) = s
-        .post("/runs", json!({"workflowName": "w", "input": []}))
-        .await;
-    let id = run["runId"].as_str().unwrap();
-    let (status, body) = s
-        .post(
-            &format!("/runs/{id}/events"),
-            json!({"eventType": "step_started", "correlationId": "step_none"}),
+        .event(
+            Some("wrun_nothing"),
+            json!({"eventType": "step_created", "correlationId": "step_a", "eventData": {"stepName": "s", "input": []}}),
         )
         .await;
     assert_eq!(status, StatusCode::NOT_FOUND, "{body}");
-    let (status, _) = s
-        .post(
-            &format!("/runs/{id}/events"),
-            json!({"eventType": "launched"}),
+    // A run needs its name, and every event but run_created names its run.
+    let (status, body) = s
+        .event(
+            None,
+            json!({"eventType": "run_created", "eventData": {"input": []}}),
         )
         .await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = s
+        .event(
+            None,
+            json!({"eventType": "run_created", "eventData": {"workflowName": "", "input": []}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
+    let (status, body) = s.event(None, json!({"eventType": "run_started"})).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST, "{body}");
 
-    // A run of a workflow the engine runs takes no DevKit records.
+    let id = s.started_run("w").await;
+    for (event, expected) in [
+        (
+            json!({"eventType": "step_started", "correlationId": "step_none"}),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            json!({"eventType": "step_completed", "correlationId": "step_none"}),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            json!({"eventType": "hook_received", "correlationId": "hook_none", "eventData": {"payload": 1}}),
+            StatusCode::NOT_FOUND,
+        ),
+        (
+            json!({"eventType": "wait_completed", "correlationId": "wait_none"}),
+            StatusCode::NOT_FOUND,
+        ),
+        (json!({"eventType": "launched"}), StatusCode::BAD_REQUEST),
+        (
+            json!({"eventType": "step_created", "eventData": {"stepName": "s", "input": []}}),
+            StatusCode::BAD_REQUEST,
+        ),
+    ] {
+        let (status, body) = s.event(Some(&id), event.clone()).await;
+        assert_eq!(status, expected, "{event}: {body}");
+    }
+    assert_eq!(
+        s.get(&format!("/runs/{id}/steps/step_none")).await.0,
+        StatusCode::NOT_FOUND
+    );
+    assert_eq!(
+        s.get(&format!("/runs/{id}/events/evnt_none")).await.0,
+        StatusCode::NOT_FOUND
+    );
+    // A run id that exists already is not made again.
+    let (status, body) = s
+        .event(
+            Some(&id),
+            json!({"eventType": "run_created", "eventData": {"workflowName": "w", "input": []}}),
+        )
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    // Nothing refused was recorded.
+    assert_eq!(
+        types(&s.events(&id).await),
+        [("run_created", ""), ("run_started", "")].map(|(t, c)| (t.to_owned(), c.to_owned()))
+    );
+
+    // A run of a workflow the engine runs takes no DevKit records, and is not a DevKit run.
     let nap = workflow("nap", |ctx: WorkflowContext, _: ()| async move {
         ctx.sleep("1h").await?;
         Ok::<_, WorkflowError>(())
@@ -405,12 +520,30 @@ async fn unknown_records_and_runs_the_engine_drives_are_refused() {
         .await
         .unwrap();
     let (status, body) = s
-        .patch(
-            &format!("/runs/{}", engine_run.id),
-            json!({"status": "completed"}),
+        .event(Some(&engine_run.id), json!({"eventType": "run_completed"}))
+        .await;
+    assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (status, body) = s
+        .post(
+            &format!("/runs/{}/attributes", engine_run.id),
+            json!({"changes": [{"key": "k", "value": "v"}]}),
         )
         .await;
     assert_eq!(status, StatusCode::CONFLICT, "{body}");
+    let (_, listed) = s.get("/runs").await;
+    let listed: Vec<&str> = listed["data"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["runId"].as_str().unwrap())
+        .collect();
+    assert_eq!(listed, [id.as_str()]);
+    let state = s
+        .world
+        .get_run(&engine_run.id, ResolveData::All)
+        .await
+        .unwrap();
+    assert_eq!(state.status, RunStatus::Running);
 }
 
 /// What the app's handler answers to each delivery, in turn.

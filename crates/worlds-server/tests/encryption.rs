@@ -229,23 +229,47 @@ async fn a_server_that_cannot_open_a_run_refuses_to_write_to_it_or_hand_out_its_
         let status = written.status();
         let body: Value = written.json().await.unwrap();
         assert_refused("stream write", (status, body), says);
-        // What a DevKit runtime records: a step, a hook.
+        // What a DevKit runtime records (a step, a hook, attributes), each an `events.create`
+        // or the attributes route of the 5.x World.
+        for (what, event) in [
+            (
+                "DevKit step",
+                json!({"eventType": "step_created", "correlationId": "step_forged_1", "eventData": {"stepName": "step//app.ts//charge", "input": [FORGED]}}),
+            ),
+            (
+                "DevKit step started",
+                json!({"eventType": "step_started", "correlationId": "step_forged_2", "eventData": {"stepName": "step//app.ts//charge", "input": [FORGED]}}),
+            ),
+            (
+                "DevKit hook",
+                json!({"eventType": "hook_created", "correlationId": "hook_forged_1", "eventData": {"token": FORGED}}),
+            ),
+            (
+                "DevKit attributes",
+                json!({"eventType": "attr_set", "eventData": {"changes": [{"key": "note", "value": FORGED}]}}),
+            ),
+            (
+                "DevKit completion",
+                json!({"eventType": "run_completed", "eventData": {"output": FORGED}}),
+            ),
+        ] {
+            assert_refused(
+                what,
+                call(
+                    Method::POST,
+                    "/v1/devkit/events".into(),
+                    Some(json!({ "runId": external, "event": event, "params": {} })),
+                )
+                .await,
+                says,
+            );
+        }
         assert_refused(
-            "DevKit step",
+            "DevKit attributes route",
             call(
                 Method::POST,
-                format!("/v1/devkit/runs/{external}/steps"),
-                Some(json!({ "stepId": "step_forged_1", "stepName": "step//app.ts//charge", "input": [FORGED] })),
-            )
-            .await,
-            says,
-        );
-        assert_refused(
-            "DevKit hook",
-            call(
-                Method::POST,
-                format!("/v1/devkit/runs/{external}/hooks"),
-                Some(json!({ "hookId": "hook_forged_1", "token": FORGED })),
+                format!("/v1/devkit/runs/{external}/attributes"),
+                Some(json!({ "changes": [{"key": "note", "value": FORGED}] })),
             )
             .await,
             says,

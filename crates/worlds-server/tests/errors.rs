@@ -299,18 +299,19 @@ async fn a_stream_chunk_over_the_limit_gets_the_json_413() {
         Some(1024),
     )
     .await;
-    let (status, run) = s
+    // A run a DevKit runtime drives, created as a 5.x runtime creates it.
+    let (status, created) = s
         .call(
             Method::POST,
-            "/v1/devkit/runs",
+            "/v1/devkit/events",
             Some((
                 Some("application/json"),
-                br#"{"workflowName": "w", "input": []}"#.to_vec(),
+                br#"{"runId": null, "event": {"eventType": "run_created", "eventData": {"workflowName": "w", "input": []}}}"#.to_vec(),
             )),
         )
         .await;
-    assert_eq!(status, StatusCode::CREATED, "{run}");
-    let id = run["runId"].as_str().unwrap();
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let id = created["run"]["runId"].as_str().unwrap();
     // Sent in chunks, so no Content-Length announces the size: the limit is met reading it.
     let (status, content_type, body) = chunked_post(
         &s.base,
@@ -360,9 +361,10 @@ async fn a_database_error_does_not_tell_where_in_the_server_it_was_raised() {
     .await
     .unwrap();
     conn.close().await.unwrap();
+    // Finding the run of a step reads the dropped table.
     let response = s
         .http
-        .get(format!("{}/v1/devkit/steps/step_x", s.base))
+        .get(format!("{}/v1/devkit/events?correlationId=step_x", s.base))
         .bearer_auth(&s.key)
         .send()
         .await

@@ -48,21 +48,33 @@ async fn walk(world: Arc<World>) -> Answers {
         }
     };
 
-    // A run driven from outside, to hang steps, hooks and waits on.
-    let (status, run) = call(
+    // A run driven from outside, to hang steps, hooks and waits on: created and started as a
+    // DevKit 5.x runtime does, each write an `events.create`.
+    let (status, created) = call(
         Method::POST,
-        "/v1/devkit/runs".into(),
-        Some(json!({"workflowName": "w", "input": []})),
+        "/v1/devkit/events".into(),
+        Some(
+            json!({"runId": null, "event": {"eventType": "run_created", "eventData": {"workflowName": "w", "input": []}}}),
+        ),
     )
     .await;
-    assert_eq!(status, StatusCode::CREATED, "{run}");
-    let id = run["runId"].as_str().unwrap().to_owned();
-    call(
-        Method::PATCH,
-        format!("/v1/devkit/runs/{id}"),
-        Some(json!({"status": "running"})),
+    assert_eq!(status, StatusCode::OK, "{created}");
+    let id = created["run"]["runId"].as_str().unwrap().to_owned();
+    let (status, started) = call(
+        Method::POST,
+        "/v1/devkit/events".into(),
+        Some(json!({"runId": id, "event": {"eventType": "run_started"}})),
     )
     .await;
+    assert_eq!(status, StatusCode::OK, "{started}");
+    // An `events.create` of `run` (the run above unless another is named).
+    let event = |run: &str, event: Value| {
+        (
+            Method::POST,
+            "/v1/devkit/events".to_owned(),
+            Some(json!({"runId": run, "event": event, "params": {}})),
+        )
+    };
 
     let nul = "a\u{0}b";
     let requests: Vec<(Method, String, Option<Value>)> = vec![
@@ -82,37 +94,64 @@ async fn walk(world: Arc<World>) -> Answers {
             "/v1/runs".into(),
             Some(json!({"workflow": nul, "input": 1})),
         ),
-        (
-            Method::POST,
-            format!("/v1/devkit/runs/{id}/steps"),
-            Some(json!({"stepId": nul, "stepName": "s", "input": []})),
+        event(
+            &id,
+            json!({"eventType": "step_created", "correlationId": nul, "eventData": {"stepName": "s", "input": []}}),
+        ),
+        event(
+            &id,
+            json!({"eventType": "step_started", "correlationId": nul, "eventData": {"stepName": "s", "input": []}}),
+        ),
+        event(
+            &id,
+            json!({"eventType": "step_created", "correlationId": "step_n", "eventData": {"stepName": nul, "input": []}}),
+        ),
+        event(
+            &id,
+            json!({"eventType": "hook_created", "correlationId": nul, "eventData": {"token": "tok-1"}}),
+        ),
+        event(
+            &id,
+            json!({"eventType": "wait_created", "correlationId": nul, "eventData": {"resumeAt": 1}}),
+        ),
+        event(
+            &id,
+            json!({"eventType": "attr_set", "eventData": {"changes": [{"key": nul, "value": "v"}]}}),
         ),
         (
             Method::POST,
-            format!("/v1/devkit/runs/{id}/steps"),
-            Some(json!({"stepId": "step_n", "stepName": nul, "input": []})),
+            format!("/v1/devkit/runs/{id}/attributes"),
+            Some(json!({"changes": [{"key": "k", "value": nul}]})),
         ),
         (
             Method::POST,
-            format!("/v1/devkit/runs/{id}/hooks"),
-            Some(json!({"hookId": nul, "token": "tok-1"})),
-        ),
-        (
-            Method::POST,
-            format!("/v1/devkit/runs/{id}/events"),
+            "/v1/devkit/events".into(),
             Some(
-                json!({"eventType": "wait_created", "correlationId": nul, "eventData": {"resumeAt": 1}}),
+                json!({"runId": null, "event": {"eventType": "run_created", "eventData": {"workflowName": nul, "input": []}}}),
             ),
         ),
         (
             Method::POST,
-            "/v1/devkit/runs".into(),
-            Some(json!({"workflowName": nul, "input": []})),
+            "/v1/devkit/events".into(),
+            Some(
+                json!({"runId": null, "event": {"eventType": "run_created", "eventData": {"workflowName": "w", "deploymentId": nul, "input": []}}}),
+            ),
         ),
         (
             Method::POST,
-            "/v1/devkit/runs".into(),
-            Some(json!({"workflowName": "w", "deploymentId": nul, "input": []})),
+            "/v1/devkit/events".into(),
+            Some(
+                json!({"runId": null, "event": {"eventType": "run_created", "eventData": {"workflowName": "w", "input": [], "attributes": {"a": nul}}}}),
+            ),
+        ),
+        event(
+            "wrun_a\u{0}b",
+            json!({"eventType": "run_created", "eventData": {"workflowName": "w", "input": []}}),
+        ),
+        // A run_started of a run not created yet creates it: the id it names is refused.
+        event(
+            "wrun_a\u{0}c",
+            json!({"eventType": "run_started", "eventData": {"workflowName": "w", "deploymentId": "d", "input": []}}),
         ),
         (
             Method::POST,
@@ -121,10 +160,9 @@ async fn walk(world: Arc<World>) -> Answers {
         ),
         (Method::POST, format!("/v1/runs/{id}/streams/a%00b"), None),
         // A token is only ever stored as its digest: it may hold NUL.
-        (
-            Method::POST,
-            format!("/v1/devkit/runs/{id}/hooks"),
-            Some(json!({"hookId": "hook_t", "token": nul})),
+        event(
+            &id,
+            json!({"eventType": "hook_created", "correlationId": "hook_t", "eventData": {"token": nul}}),
         ),
         (
             Method::POST,
@@ -174,7 +212,41 @@ async fn walk(world: Arc<World>) -> Answers {
             "/v1/devkit/events?correlationId=%00".into(),
             None,
         ),
-        (Method::GET, "/v1/devkit/steps/a%00b".into(), None),
+        (
+            Method::GET,
+            "/v1/devkit/events?correlationId=step_x&cursor=%00".into(),
+            None,
+        ),
+        (Method::GET, "/v1/devkit/runs/a%00b/steps".into(), None),
+        (Method::GET, "/v1/devkit/runs/a%00b/steps/x".into(), None),
+        (Method::GET, "/v1/devkit/runs/a%00b/events".into(), None),
+        (Method::GET, "/v1/devkit/runs/a%00b/events/x".into(), None),
+        (
+            Method::GET,
+            format!("/v1/devkit/runs/{id}/events/a%00b"),
+            None,
+        ),
+        (
+            Method::POST,
+            "/v1/devkit/runs/a%00b/attributes".into(),
+            Some(json!({"changes": [{"key": "k", "value": "v"}]})),
+        ),
+        event(
+            "a\u{0}b",
+            json!({"eventType": "step_started", "correlationId": "step_x"}),
+        ),
+        event(
+            &id,
+            json!({"eventType": "step_started", "correlationId": nul}),
+        ),
+        event(
+            &id,
+            json!({"eventType": "hook_received", "correlationId": nul, "eventData": {"payload": 1}}),
+        ),
+        event(
+            &id,
+            json!({"eventType": "wait_completed", "correlationId": nul}),
+        ),
         (Method::GET, "/v1/devkit/runs?cursor=%00".into(), None),
         (Method::GET, "/v1/devkit/runs?workflowName=%00".into(), None),
         (Method::GET, "/v1/devkit/runs/a%00b".into(), None),
@@ -190,12 +262,15 @@ async fn walk(world: Arc<World>) -> Answers {
         ),
         (Method::GET, "/v1/devkit/hooks/a%00b".into(), None),
         (Method::GET, "/v1/devkit/hooks?runId=a%00b".into(), None),
-        (Method::POST, "/v1/devkit/hooks/a%00b/dispose".into(), None),
+        (Method::GET, "/v1/devkit/hooks?cursor=%00".into(), None),
+        event(
+            &id,
+            json!({"eventType": "hook_disposed", "correlationId": nul}),
+        ),
         // Payloads holding NUL are taken and kept.
-        (
-            Method::POST,
-            format!("/v1/devkit/runs/{id}/steps"),
-            Some(json!({"stepId": "step_p", "stepName": "s", "input": [nul]})),
+        event(
+            &id,
+            json!({"eventType": "step_created", "correlationId": "step_p", "eventData": {"stepName": "s", "input": [nul]}}),
         ),
         (
             Method::GET,
@@ -206,10 +281,10 @@ async fn walk(world: Arc<World>) -> Answers {
     let mut answers = Vec::new();
     for (method, path, body) in requests {
         let request = format!(
-            "{method} {} {}",
-            path.replace(&id, "{run}"),
+            "{method} {path} {}",
             body.as_ref().map(Value::to_string).unwrap_or_default()
-        );
+        )
+        .replace(&id, "{run}");
         let (status, body) = call(method, path, body).await;
         assert!(!status.is_server_error(), "{request} → {status} {body}");
         let kept = match status.is_success() {
@@ -266,6 +341,7 @@ async fn nul_in_what_a_caller_chooses_gets_the_same_answer_on_every_backend() {
         "wait id",
         "workflow name",
         "code version",
+        "attributes",
     ] {
         assert!(refused.contains(&field), "{field} not refused: {memory:#?}");
     }

@@ -485,12 +485,13 @@ async fn hooks_are_listed_by_run_and_waiting_across_the_runs_driven_from_outside
     let lost = s.took(&c, hook("hook_c2", "tok-a1")).await;
     assert_eq!(lost["event"]["eventType"], "hook_conflict", "{lost}");
 
-    // By run: its hooks in the order they were created, none that lost its token.
+    // By run: its hooks in the order they were created, none that lost its token and none
+    // disposed (the DevKit's own Worlds delete a hook when they dispose of it).
     let of_a = s.pages(&format!("/hooks?runId={a}"), 1).await;
-    assert!(
-        ids(&of_a, "hookId").starts_with(&["hook_a1", "hook_a2"]),
-        "{of_a:?}"
-    );
+    assert_eq!(ids(&of_a, "hookId"), ["hook_a1", "hook_a2"], "{of_a:?}");
+    assert_eq!(s.get("/hooks/hook_a3").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(s.get("/hooks/hook_c2").await.0, StatusCode::NOT_FOUND);
+    assert_eq!(s.get("/hooks/hook_a1").await.0, StatusCode::OK);
     assert!(of_a.iter().all(|h| h["runId"] == json!(a)), "{of_a:?}");
     assert_eq!(of_a[0]["metadata"], json!({"for": "hook_a1"}));
     assert_eq!(of_a[0]["token"], "", "only the token's digest is kept");

@@ -7,7 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use worlds_engine::model::{HookStatus, ListQuery, SortOrder, StatusFilter};
+use worlds_engine::model::{HookState, HookStatus, ListQuery, SortOrder, StatusFilter};
 use worlds_engine::{ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState, WorldError};
 
 use super::log::{self, LogReader};
@@ -398,7 +398,21 @@ pub(crate) async fn get_hook(
         .external()
         .get(&found.run_id, ResolveData::All)
         .await?;
+    if !devkit_hook(&found.hook) {
+        return Err(WorldError::NotFound {
+            what: "hook",
+            id: hook,
+        }
+        .into());
+    }
     Ok(Json(log::hook(&state, &found.hook, None, q.resolve()?)))
+}
+
+/// Whether the DevKit sees this hook: a hook that lost its token (`hook_conflict`) was never
+/// one, and a disposed hook is gone, as the DevKit's own Worlds delete it at disposal. The
+/// engine keeps both in the run's history, and the dashboard shows them.
+fn devkit_hook(hook: &HookState) -> bool {
+    !matches!(hook.status, HookStatus::Conflict | HookStatus::Disposed)
 }
 
 #[derive(Debug, Deserialize)]
@@ -436,7 +450,12 @@ pub(crate) async fn hook_by_token(
         .iter()
         .find(|h| h.position == at.position && h.status != HookStatus::Conflict)
         .ok_or_else(not_found)?;
-    Ok(Json(log::hook(&state, hook, Some(&body.token), q.resolve()?)))
+    Ok(Json(log::hook(
+        &state,
+        hook,
+        Some(&body.token),
+        q.resolve()?,
+    )))
 }
 
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
@@ -479,7 +498,7 @@ pub(crate) async fn list_hooks(
     let hooks = state
         .hooks
         .iter()
-        .filter(|h| h.status != HookStatus::Conflict)
+        .filter(|h| devkit_hook(h))
         .map(|h| (u64::from(h.position), log::hook(&state, h, None, resolve)))
         .collect();
     Ok(Json(paging.page(hooks)?))

@@ -184,7 +184,10 @@ pub(crate) fn payload(value: &Value) -> Result<Payload, WorldError> {
 }
 
 /// An error the runtime sent (its serialized bytes, or a structured error), with a code.
-pub(crate) fn error(value: Option<&Value>, code: Option<String>) -> Result<StructuredError, WorldError> {
+pub(crate) fn error(
+    value: Option<&Value>,
+    code: Option<String>,
+) -> Result<StructuredError, WorldError> {
     let mut error = match value {
         Some(Value::String(message)) => StructuredError::new(message.clone()),
         Some(Value::Object(fields)) if !fields.contains_key(worlds_engine::BYTES_KEY) => {
@@ -255,4 +258,3 @@ pub(crate) fn too_early(step_id: &str, at: i64, now: i64) -> ApiError {
         u64::try_from((at - now).max(0)).unwrap_or(0).div_ceil(1000),
     )
 }
-

@@ -25,7 +25,6 @@ use serde_json::{json, Map, Value};
 use worlds_engine::model::{ActivityState, ActivityStatus, HookState};
 use worlds_engine::{Event, EventKind, Payload, RunStatus, StructuredError, WorkflowState};
 
-
 /// The spec version this server speaks.
 pub(crate) const SPEC_VERSION: u32 = 5;
 

@@ -16,7 +16,6 @@
 //! | `hook_received` / `hook_disposed` of a hook that does not exist or was disposed | 404 |
 //! | `wait_created` with an id that exists; `wait_completed` of a completed wait | 409 |
 
-
 use serde_json::Value;
 use worlds_engine::model::{check_attribute_changes, ActivityStatus, AttributeChange, HookStatus};
 use worlds_engine::{EventKind, Payload, RunStatus, StructuredError, WorkflowState, WorldError};
@@ -418,4 +417,3 @@ pub(crate) fn plan(state: &WorkflowState, event: &NewEvent, now: i64) -> Result<
     }
     Ok(plan)
 }
-

@@ -15,7 +15,6 @@ use crate::error::ApiError;
 use crate::openapi::{DevkitBody, ErrorDoc};
 use crate::routes::Api;
 
-
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct NewMessage {

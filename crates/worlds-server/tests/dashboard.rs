@@ -970,7 +970,8 @@ fn askama_escape(text: &str) -> String {
         .replace('\'', "&#39;")
 }
 
-/// Without a browser: a Workflow DevKit run — driven by its app through `/v1/devkit` — has a
+/// Without a browser: a Workflow DevKit run — written by its app as events through
+/// `POST /v1/devkit/events`, as a 5.x runtime does — has a
 /// page like any run: where it runs, its steps, its hook, its stream, and no recovery controls
 /// once it failed (the engine cannot run its code).
 #[tokio::test]
@@ -978,47 +979,34 @@ async fn a_devkit_run_has_a_page_with_its_steps_hooks_and_streams() {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let s = served().await;
     let http = reqwest::Client::new();
-    let devkit = |method: reqwest::Method, path: &str, body: Value| {
-        http.request(method, format!("{}/v1/devkit{path}", s.base))
+    let event = |run_id: Option<&str>, event: Value| {
+        http.post(format!("{}/v1/devkit/events", s.base))
             .bearer_auth(&s.admin)
-            .json(&body)
+            .json(&json!({"runId": run_id, "event": event, "params": {}}))
             .send()
     };
-    let run: Value = devkit(
-        reqwest::Method::POST,
-        "/runs",
-        json!({"workflowName": "workflow//app.ts//order", "deploymentId": "dpl_shop", "input": ["A-1"]}),
+    let created = event(
+        None,
+        json!({"eventType": "run_created", "specVersion": 5, "eventData": {
+            "workflowName": "workflow//app.ts//order", "deploymentId": "dpl_shop", "input": ["A-1"]}}),
     )
     .await
-    .unwrap()
-    .json()
-    .await
     .unwrap();
-    let id = run["runId"].as_str().unwrap().to_owned();
-    for (method, path, body) in [
-        (
-            reqwest::Method::PATCH,
-            format!("/runs/{id}"),
-            json!({"status": "running"}),
-        ),
-        (
-            reqwest::Method::POST,
-            format!("/runs/{id}/steps"),
-            json!({"stepId": "step_charge_1", "stepName": "step//app.ts//charge", "input": [1200]}),
-        ),
-        (
-            reqwest::Method::PATCH,
-            format!("/runs/{id}/steps/step_charge_1"),
-            json!({"status": "completed", "output": ["ch_1"]}),
-        ),
-        (
-            reqwest::Method::POST,
-            format!("/runs/{id}/hooks"),
-            json!({"hookId": "hook_approve_1", "token": "approve-A-1"}),
-        ),
+    assert!(created.status().is_success(), "{}", created.status());
+    let created: Value = created.json().await.unwrap();
+    let id = created["run"]["runId"].as_str().unwrap().to_owned();
+    for body in [
+        json!({"eventType": "run_started", "specVersion": 5}),
+        json!({"eventType": "step_created", "specVersion": 5, "correlationId": "step_charge_1",
+            "eventData": {"stepName": "step//app.ts//charge", "input": [1200]}}),
+        json!({"eventType": "step_started", "specVersion": 5, "correlationId": "step_charge_1"}),
+        json!({"eventType": "step_completed", "specVersion": 5, "correlationId": "step_charge_1",
+            "eventData": {"result": ["ch_1"]}}),
+        json!({"eventType": "hook_created", "specVersion": 5, "correlationId": "hook_approve_1",
+            "eventData": {"token": "approve-A-1"}}),
     ] {
-        let answer = devkit(method, &path, body).await.unwrap();
-        assert!(answer.status().is_success(), "{path}: {}", answer.status());
+        let answer = event(Some(&id), body.clone()).await.unwrap();
+        assert!(answer.status().is_success(), "{body}: {}", answer.status());
     }
     let written = http
         .post(format!(
@@ -1031,13 +1019,14 @@ async fn a_devkit_run_has_a_page_with_its_steps_hooks_and_streams() {
         .await
         .unwrap();
     assert_eq!(written.status().as_u16(), 201);
-    devkit(
-        reqwest::Method::PATCH,
-        &format!("/runs/{id}"),
-        json!({"status": "failed", "error": {"message": "card declined"}}),
+    let failed = event(
+        Some(&id),
+        json!({"eventType": "run_failed", "specVersion": 5,
+            "eventData": {"error": {"message": "card declined"}}}),
     )
     .await
     .unwrap();
+    assert!(failed.status().is_success(), "{}", failed.status());
 
     let signed_in = Session::sign_in(&s.base, &s.admin).await;
     let page = signed_in.text(&format!("{}/runs/{id}", s.base)).await;
@@ -1180,38 +1169,31 @@ async fn hostile_hook_id(browser: Browser) {
     let s = served().await;
     let victim = start(&s.world, "nap", Value::Null).await;
     let http = reqwest::Client::new();
-    let devkit = |method: reqwest::Method, path: String, body: Value| {
-        http.request(method, format!("{}/v1/devkit{path}", s.base))
+    let event = |run_id: Option<&str>, event: Value| {
+        http.post(format!("{}/v1/devkit/events", s.base))
             .bearer_auth(&s.admin)
-            .json(&body)
+            .json(&json!({"runId": run_id, "event": event, "params": {}}))
             .send()
     };
-    let run: Value = devkit(
-        reqwest::Method::POST,
-        "/runs".into(),
-        json!({"workflowName": "workflow//app.ts//approve", "deploymentId": "dpl_1", "input": []}),
+    let run: Value = event(
+        None,
+        json!({"eventType": "run_created", "specVersion": 5, "eventData": {
+            "workflowName": "workflow//app.ts//approve", "deploymentId": "dpl_1", "input": []}}),
     )
     .await
     .unwrap()
     .json()
     .await
     .unwrap();
-    let id = run["runId"].as_str().unwrap().to_owned();
+    let id = run["run"]["runId"].as_str().unwrap().to_owned();
     let hostile = format!("../../{victim}/cancel?");
-    for (method, path, body) in [
-        (
-            reqwest::Method::PATCH,
-            format!("/runs/{id}"),
-            json!({"status": "running"}),
-        ),
-        (
-            reqwest::Method::POST,
-            format!("/runs/{id}/hooks"),
-            json!({"hookId": hostile, "token": "approve-hostile"}),
-        ),
+    for body in [
+        json!({"eventType": "run_started", "specVersion": 5}),
+        json!({"eventType": "hook_created", "specVersion": 5, "correlationId": hostile,
+            "eventData": {"token": "approve-hostile"}}),
     ] {
-        let answer = devkit(method, path.clone(), body).await.unwrap();
-        assert!(answer.status().is_success(), "{path}: {}", answer.status());
+        let answer = event(Some(&id), body.clone()).await.unwrap();
+        assert!(answer.status().is_success(), "{body}: {}", answer.status());
     }
     browser.sign_in(&s.base, &s.admin).await;
     browser.text("table.runs").await;

@@ -236,39 +236,32 @@ fn targets(base: &str, page: &str) -> Vec<(String, reqwest::Url)> {
 }
 
 /// A DevKit run (driven from outside, so its hook ids are the caller's) waiting on a hook whose
-/// id is `hook_id`.
+/// id is `hook_id`, written as a 5.x runtime writes it (`POST /v1/devkit/events`).
 async fn devkit_run_with_hook(http: &Client, base: &str, key: &str, hook_id: &str) -> String {
-    let call = |method: reqwest::Method, path: String, body: Value| {
-        http.request(method, format!("{base}/v1/devkit{path}"))
+    let event = |run_id: Option<&str>, event: Value| {
+        http.post(format!("{base}/v1/devkit/events"))
             .bearer_auth(key)
-            .json(&body)
+            .json(&serde_json::json!({"runId": run_id, "event": event, "params": {}}))
             .send()
     };
-    let run: Value = call(
-        reqwest::Method::POST,
-        "/runs".into(),
-        serde_json::json!({"workflowName": "workflow//app.ts//approve", "deploymentId": "dpl_1", "input": []}),
+    let run: Value = event(
+        None,
+        serde_json::json!({"eventType": "run_created", "specVersion": 5, "eventData": {
+            "workflowName": "workflow//app.ts//approve", "deploymentId": "dpl_1", "input": []}}),
     )
     .await
     .unwrap()
     .json()
     .await
     .unwrap();
-    let id = run["runId"].as_str().unwrap().to_owned();
-    for (method, path, body) in [
-        (
-            reqwest::Method::PATCH,
-            format!("/runs/{id}"),
-            serde_json::json!({"status": "running"}),
-        ),
-        (
-            reqwest::Method::POST,
-            format!("/runs/{id}/hooks"),
-            serde_json::json!({"hookId": hook_id, "token": format!("token-{id}")}),
-        ),
+    let id = run["run"]["runId"].as_str().unwrap().to_owned();
+    for body in [
+        serde_json::json!({"eventType": "run_started", "specVersion": 5}),
+        serde_json::json!({"eventType": "hook_created", "specVersion": 5, "correlationId": hook_id,
+            "eventData": {"token": format!("token-{id}")}}),
     ] {
-        let answer = call(method, path.clone(), body).await.unwrap();
-        assert!(answer.status().is_success(), "{path}: {}", answer.status());
+        let answer = event(Some(&id), body.clone()).await.unwrap();
+        assert!(answer.status().is_success(), "{body}: {}", answer.status());
     }
     id
 }

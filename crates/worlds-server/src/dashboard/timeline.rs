@@ -10,6 +10,13 @@ use std::collections::BTreeMap;
 use worlds_engine::clock::Millis;
 use worlds_engine::{Event, EventKind};
 
+use super::pages::shown::one_line;
+
+/// The most characters of a row's label (a step's name, which a caller may choose).
+const LABEL_TEXT: usize = 160;
+/// The most characters of an error in a bar's title.
+const ERROR_TEXT: usize = 300;
+
 /// How a bar ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
@@ -419,7 +426,7 @@ impl Rows {
             rows.push(Row {
                 kind,
                 position,
-                label: label.to_owned(),
+                label: one_line(label, LABEL_TEXT),
                 bars: Vec::new(),
                 child: None,
             });
@@ -475,7 +482,7 @@ fn close(row: &mut Row, t: Millis, outcome: Outcome, error: Option<&str>) {
         bar.outcome = outcome;
         bar.title = format!("{}, {} ms", bar.title, t - bar.start);
         if let Some(error) = error {
-            bar.title = format!("{}: {error}", bar.title);
+            bar.title = format!("{}: {}", bar.title, one_line(error, ERROR_TEXT));
         }
     }
 }

@@ -8,7 +8,7 @@ mod run;
 mod run_parts;
 mod runs;
 mod schedules;
-mod shown;
+pub(super) mod shown;
 
 pub(crate) use live::{live, live_stream};
 pub(crate) use run::{cancel, check_hook_payload, recover, resume_hook, run};

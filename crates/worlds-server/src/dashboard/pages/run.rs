@@ -5,8 +5,10 @@
 use worlds_engine::model::ReopenRequest;
 use worlds_engine::store::Reveal;
 
-use super::run_parts::{self, HookLine, RuntimeView, StepView, StreamView, WaitView};
-use super::shown::{self, clean, json_text, payload_text};
+use super::run_parts::{
+    self, Budget, HookLine, Listed, RuntimeView, StepView, StreamView, WaitView,
+};
+use super::shown::{self, clean, json_text, one_line, payload_text, ID_TEXT, NAME_TEXT};
 use super::*;
 
 // ---- one run ----
@@ -75,6 +77,8 @@ impl RecoverView {
 
 struct HookView {
     id: String,
+    /// The id as shown (its control characters escaped, cut at a bound); `id` goes in links.
+    shown_id: String,
     kind: String,
     webhook: bool,
 }
@@ -105,10 +109,11 @@ struct RunPage {
     streams: Vec<StreamView>,
     /// What the run's outside runtime recorded (a DevKit run), if anything.
     runtime: Option<RuntimeView>,
-    /// A run driven from outside: its steps, hooks and waits one by one.
-    steps: Vec<StepView>,
-    all_hooks: Vec<HookLine>,
-    waits: Vec<WaitView>,
+    /// A run driven from outside: its steps, hooks and waits one by one (none listed for a run
+    /// the engine drives, whose timeline draws them).
+    steps: Listed<StepView>,
+    all_hooks: Listed<HookLine>,
+    waits: Listed<WaitView>,
 }
 
 pub(crate) async fn run(
@@ -157,6 +162,7 @@ async fn run_page(
             .filter(|h| h.status == HookStatus::Waiting)
             .map(|h| HookView {
                 id: h.id.clone(),
+                shown_id: clean(&h.id, ID_TEXT),
                 kind: h.hook_type.clone().unwrap_or_default(),
                 webhook: h.webhook,
             })
@@ -179,13 +185,14 @@ async fn run_page(
     // The engine draws its own runs' steps and hooks well in the timeline; a run driven from
     // outside (a DevKit app) has its records listed too.
     let (steps, all_hooks, waits) = if state.external || state.runtime.is_some() {
+        let mut budget = Budget::new();
         (
-            run_parts::steps(&state, now),
-            run_parts::hooks(&state, &history),
+            run_parts::steps(&state, now, &mut budget),
+            run_parts::hooks(&state, &history, &mut budget),
             run_parts::waits(&history),
         )
     } else {
-        (Vec::new(), Vec::new(), Vec::new())
+        (Listed::none(), Listed::none(), Listed::none())
     };
     let view = RunPage {
         page,
@@ -210,8 +217,8 @@ async fn run_page(
         waits,
         run: RunView {
             id: state.id.clone(),
-            workflow_id: state.workflow_id.clone(),
-            name: state.name.clone(),
+            workflow_id: clean(&state.workflow_id, NAME_TEXT),
+            name: clean(&state.name, NAME_TEXT),
             status: state.status.as_str(),
             created: clock_text(state.created_at),
             duration: duration_text(state.completed_at.unwrap_or(now) - state.created_at),
@@ -306,7 +313,7 @@ fn why(state: &WorkflowState, history: &[Event]) -> Option<Why> {
         RunStatus::Failed | RunStatus::Compensated | RunStatus::Compensating => match failed_step {
             Some(step) => format!(
                 "Step {} failed after {} attempt{}{}.",
-                step.name,
+                clean(&step.name, NAME_TEXT),
                 step.attempt,
                 if step.attempt == 1 { "" } else { "s" },
                 if compensations.is_empty() {
@@ -375,13 +382,17 @@ fn waiting_on(state: &WorkflowState, history: &[Event], now: Millis) -> Vec<Wait
             if let Some(due) = wait.due {
                 text.push_str(&format!("; due {}", clock_text(due)));
             }
+            // Step names and hook ids are the caller's: shown on one line, escaped, bounded.
             WaitLine {
-                text,
-                concern: wait.concern.unwrap_or_default(),
+                text: one_line(&text, LINE_TEXT),
+                concern: one_line(&wait.concern.unwrap_or_default(), LINE_TEXT),
             }
         })
         .collect()
 }
+
+/// The most characters of a line of "Waiting on".
+const LINE_TEXT: usize = 600;
 
 /// One line of "Waiting on".
 struct WaitLine {

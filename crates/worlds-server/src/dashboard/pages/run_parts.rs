@@ -6,7 +6,7 @@
 
 use worlds_engine::model::{ActivityStatus, HookStatus};
 
-use super::shown::{bytes_line, clean, payload_text, SHOWN_TEXT};
+use super::shown::{bytes_line, clean, payload_text, ID_TEXT, NAME_TEXT, SHOWN_TEXT};
 use super::*;
 
 /// The most steps, hooks or waits listed one by one (the timeline and history have them all).
@@ -17,6 +17,56 @@ const ATTRIBUTES_SHOWN: usize = 256;
 const ATTRIBUTE_TEXT: usize = 1024;
 /// The chunks of a stream previewed on the page.
 const CHUNKS_SHOWN: usize = 20;
+/// The most text the listed steps' and hooks' values take on a page, in bytes (each value is
+/// cut at [`SHOWN_TEXT`] too): past it, a value is named by its size only, so that a run of
+/// many large values still has a page of bounded size.
+const RECORDS_TEXT: usize = 1024 * 1024;
+
+/// Records of a run listed one by one: the first [`LISTED`], and how many more it has.
+pub(super) struct Listed<T> {
+    /// The records listed, in the order the run made them.
+    pub(super) items: Vec<T>,
+    /// How many are not listed.
+    pub(super) more: usize,
+}
+
+impl<T> Listed<T> {
+    /// Nothing listed (a run the engine drives has its records in the timeline).
+    pub(super) fn none() -> Self {
+        Listed {
+            items: Vec::new(),
+            more: 0,
+        }
+    }
+
+    /// How many the run has in all.
+    pub(super) fn total(&self) -> usize {
+        self.items.len() + self.more
+    }
+}
+
+/// What is left of [`RECORDS_TEXT`] for the values of one page.
+pub(super) struct Budget(usize);
+
+impl Budget {
+    /// All of [`RECORDS_TEXT`].
+    pub(super) fn new() -> Self {
+        Budget(RECORDS_TEXT)
+    }
+
+    /// `text` if the page has room for it, else a note of its size.
+    fn take(&mut self, text: String) -> String {
+        if text.len() <= self.0 {
+            self.0 -= text.len();
+            text
+        } else {
+            format!(
+                "(not shown: {} bytes of text, more than this page has room for; the API has it)",
+                shown::grouped(text.len())
+            )
+        }
+    }
+}
 
 /// What the run's outside runtime recorded about it.
 pub(super) struct RuntimeView {
@@ -31,6 +81,7 @@ pub(super) struct RuntimeView {
 }
 
 impl RuntimeView {
+    /// What the run's runtime recorded, or `None` for a run without a runtime's record.
     pub(super) fn of(state: &WorkflowState) -> Option<RuntimeView> {
         let runtime = state.runtime.as_deref()?;
         let spec_version = match runtime.spec_version {
@@ -81,15 +132,16 @@ fn step_status(status: ActivityStatus) -> &'static str {
     }
 }
 
-/// The steps of a run, in the order they were created (the first [`LISTED`]).
-pub(super) fn steps(state: &WorkflowState, now: Millis) -> Vec<StepView> {
-    state
+/// The steps of a run, in the order they were created (the first [`LISTED`]), their values
+/// taken from `budget`.
+pub(super) fn steps(state: &WorkflowState, now: Millis, budget: &mut Budget) -> Listed<StepView> {
+    let items = state
         .activities
         .iter()
         .take(LISTED)
         .map(|a| StepView {
-            id: clean(&a.id, 256),
-            name: clean(&a.name, 512),
+            id: clean(&a.id, ID_TEXT),
+            name: clean(&a.name, NAME_TEXT),
             status: step_status(a.status),
             attempt: a.attempt,
             started: a.started_at.map(clock_text).unwrap_or_default(),
@@ -97,21 +149,33 @@ pub(super) fn steps(state: &WorkflowState, now: Millis) -> Vec<StepView> {
                 .started_at
                 .map(|s| duration_text(a.completed_at.unwrap_or(now) - s))
                 .unwrap_or_default(),
-            input: a.input.as_ref().map(payload_text).unwrap_or_default(),
-            output: a.output.as_ref().map(payload_text).unwrap_or_default(),
-            error: a
-                .error
-                .as_ref()
-                .map(|e| clean(&e.to_string(), SHOWN_TEXT))
-                .unwrap_or_default(),
-            error_data: a
-                .error
-                .as_ref()
-                .and_then(|e| e.data.as_deref())
-                .map(payload_text)
-                .unwrap_or_default(),
+            input: budget.take(a.input.as_ref().map(payload_text).unwrap_or_default()),
+            output: budget.take(a.output.as_ref().map(payload_text).unwrap_or_default()),
+            error: budget.take(
+                a.error
+                    .as_ref()
+                    .map(|e| {
+                        let text = match &e.stack {
+                            Some(stack) if !stack.is_empty() => format!("{e}\n{stack}"),
+                            _ => e.to_string(),
+                        };
+                        clean(&text, SHOWN_TEXT)
+                    })
+                    .unwrap_or_default(),
+            ),
+            error_data: budget.take(
+                a.error
+                    .as_ref()
+                    .and_then(|e| e.data.as_deref())
+                    .map(payload_text)
+                    .unwrap_or_default(),
+            ),
         })
-        .collect()
+        .collect();
+    Listed {
+        items,
+        more: state.activities.len().saturating_sub(LISTED),
+    }
 }
 
 /// One hook of a run, whatever its state.
@@ -119,8 +183,10 @@ pub(super) struct HookLine {
     pub(super) id: String,
     pub(super) status: &'static str,
     pub(super) created: String,
+    /// How many payloads it received and when the last came, or empty.
     pub(super) received: String,
     pub(super) metadata: String,
+    /// The last payload it received, or empty.
     pub(super) payload: String,
 }
 
@@ -134,30 +200,55 @@ fn hook_status(status: HookStatus) -> &'static str {
     }
 }
 
-/// The hooks of a run (the first [`LISTED`]), with the payload each received. Tokens are not
-/// shown (only their digests are kept, and a token resumes its hook).
-pub(super) fn hooks(state: &WorkflowState, history: &[Event]) -> Vec<HookLine> {
-    state
+/// The hooks of a run (the first [`LISTED`]), with the last payload each received (a hook
+/// of a run driven from outside takes payloads until it is disposed), their values taken from
+/// `budget`. Tokens are not shown (only their digests are kept, and a token resumes its hook).
+pub(super) fn hooks(
+    state: &WorkflowState,
+    history: &[Event],
+    budget: &mut Budget,
+) -> Listed<HookLine> {
+    let items = state
         .hooks
         .iter()
         .take(LISTED)
         .map(|h| {
-            let payload = history.iter().find_map(|e| match &e.kind {
-                EventKind::HookReceived {
+            let mut received = 0usize;
+            let mut last = None;
+            for event in history {
+                if let EventKind::HookReceived {
                     hook_id, payload, ..
-                } if *hook_id == h.id => Some(payload_text(payload)),
-                _ => None,
-            });
+                } = &event.kind
+                {
+                    if *hook_id == h.id {
+                        received += 1;
+                        last = Some(payload);
+                    }
+                }
+            }
+            let received = match (received, h.received_at) {
+                (0, _) | (_, None) => String::new(),
+                (1, Some(at)) => format!("a payload received {}", clock_text(at)),
+                (n, Some(at)) => format!(
+                    "{} payloads received, the last {}",
+                    shown::grouped(n),
+                    clock_text(at)
+                ),
+            };
             HookLine {
-                id: clean(&h.id, 256),
+                id: clean(&h.id, ID_TEXT),
                 status: hook_status(h.status),
                 created: clock_text(h.created_at),
-                received: h.received_at.map(clock_text).unwrap_or_default(),
-                metadata: h.metadata.as_ref().map(payload_text).unwrap_or_default(),
-                payload: payload.unwrap_or_default(),
+                received,
+                metadata: budget.take(h.metadata.as_ref().map(payload_text).unwrap_or_default()),
+                payload: budget.take(last.map(payload_text).unwrap_or_default()),
             }
         })
-        .collect()
+        .collect();
+    Listed {
+        items,
+        more: state.hooks.len().saturating_sub(LISTED),
+    }
 }
 
 /// One wait (a durable timer) of a run.
@@ -170,20 +261,22 @@ pub(super) struct WaitView {
 }
 
 /// The waits of a run (the first [`LISTED`]), from its history.
-pub(super) fn waits(history: &[Event]) -> Vec<WaitView> {
+pub(super) fn waits(history: &[Event]) -> Listed<WaitView> {
     let mut waits: Vec<(u32, WaitView)> = Vec::new();
+    let mut more = 0;
     for event in history {
         match &event.kind {
+            EventKind::TimerScheduled { .. } if waits.len() >= LISTED => more += 1,
             EventKind::TimerScheduled {
                 position,
                 fire_at,
                 timer_id,
-            } if waits.len() < LISTED => waits.push((
+            } => waits.push((
                 *position,
                 WaitView {
                     id: timer_id
                         .as_deref()
-                        .map_or_else(|| format!("command #{position}"), |id| clean(id, 256)),
+                        .map_or_else(|| format!("command #{position}"), |id| clean(id, ID_TEXT)),
                     resume_at: clock_text(*fire_at),
                     completed: String::new(),
                 },
@@ -196,7 +289,10 @@ pub(super) fn waits(history: &[Event]) -> Vec<WaitView> {
             _ => {}
         }
     }
-    waits.into_iter().map(|(_, wait)| wait).collect()
+    Listed {
+        items: waits.into_iter().map(|(_, wait)| wait).collect(),
+        more,
+    }
 }
 
 /// One stream of a run, with its first chunks.

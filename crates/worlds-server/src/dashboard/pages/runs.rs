@@ -1,5 +1,6 @@
 //! The runs page: counts by status, filters kept in the URL, cursor pages.
 
+use super::shown::{clean, NAME_TEXT};
 use super::*;
 
 // ---- runs ----
@@ -163,8 +164,8 @@ pub(crate) async fn runs(
             .iter()
             .map(|run| RunRow {
                 id: run.id.clone(),
-                workflow_id: run.workflow_id.clone(),
-                name: run.name.clone(),
+                workflow_id: clean(&run.workflow_id, NAME_TEXT),
+                name: clean(&run.name, NAME_TEXT),
                 status: run.status.as_str(),
                 created: clock_text(run.created_at),
                 created_iso: iso(run.created_at),

@@ -11,6 +11,10 @@ use worlds_engine::{Payload, BYTES_KEY};
 
 /// The most text one value shows (its size is given when it is cut).
 pub(crate) const SHOWN_TEXT: usize = 16 * 1024;
+/// The longest id (of a step, hook or wait) shown, in bytes.
+pub(crate) const ID_TEXT: usize = 256;
+/// The longest name (of a workflow or step) shown, in bytes.
+pub(crate) const NAME_TEXT: usize = 1024;
 /// The bytes a hex / ASCII preview covers.
 const PREVIEW: usize = 64;
 /// The bytes a one-line summary's hex covers.
@@ -23,7 +27,7 @@ pub(crate) fn grouped(n: usize) -> String {
     let digits = n.to_string();
     let mut out = String::with_capacity(digits.len() + digits.len() / 3);
     for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
             out.push(' ');
         }
         out.push(c);
@@ -59,7 +63,7 @@ pub(crate) fn clean(text: &str, max: usize) -> String {
 }
 
 /// `text` on one line (line breaks and tabs escaped too), at most `max` characters.
-fn one_line(text: &str, max: usize) -> String {
+pub(crate) fn one_line(text: &str, max: usize) -> String {
     let mut out = String::new();
     for (i, c) in text.chars().enumerate() {
         if i >= max {
@@ -135,16 +139,15 @@ pub(crate) fn bytes_text(bytes: &[u8]) -> String {
     out
 }
 
-/// Bytes on one line: `(binary, N bytes) <text>` when they are UTF-8, else with their first
-/// bytes in hex.
+/// Bytes on one line: `(binary, N bytes) <text>` when they are readable text (UTF-8 without
+/// control characters but line breaks and tabs), else with their first bytes in hex.
 pub(crate) fn bytes_line(bytes: &[u8]) -> String {
-    match std::str::from_utf8(bytes) {
-        Ok(text) => format!("({}) {}", size_text(bytes.len()), one_line(text, LINE_TEXT)),
-        Err(_) => format!(
-            "({}) {}",
-            size_text(bytes.len()),
-            hex(bytes, LINE_PREVIEW)
-        ),
+    let readable = std::str::from_utf8(bytes)
+        .ok()
+        .filter(|text| !text.chars().any(|c| c.is_control() && !c.is_whitespace()));
+    match readable {
+        Some(text) => format!("({}) {}", size_text(bytes.len()), one_line(text, LINE_TEXT)),
+        None => format!("({}) {}", size_text(bytes.len()), hex(bytes, LINE_PREVIEW)),
     }
 }
 
@@ -168,7 +171,9 @@ pub(crate) fn readable(value: serde_json::Value) -> serde_json::Value {
     }
     match value {
         Value::Array(items) => Value::Array(items.into_iter().map(readable).collect()),
-        Value::Object(map) => Value::Object(map.into_iter().map(|(k, v)| (k, readable(v))).collect()),
+        Value::Object(map) => {
+            Value::Object(map.into_iter().map(|(k, v)| (k, readable(v))).collect())
+        }
         other => other,
     }
 }
@@ -203,13 +208,19 @@ mod tests {
     #[test]
     fn binary_payloads_show_size_preview_and_text() {
         let json = payload_text(&Payload::from_bytes(br#"{"order":"A-1"}"#));
-        assert!(json.starts_with("binary, 15 bytes\nhex    7b 22 6f"), "{json}");
+        assert!(
+            json.starts_with("binary, 15 bytes\nhex    7b 22 6f"),
+            "{json}"
+        );
         assert!(json.contains("ascii  {\"order\":\"A-1\"}"), "{json}");
         assert!(json.contains("\"order\": \"A-1\""), "pretty JSON: {json}");
         assert!(!json.contains(BYTES_KEY), "{json}");
 
         let raw = payload_text(&Payload::from_bytes(&[0, 0xff, b'<', b'a']));
-        assert!(raw.starts_with("binary, 4 bytes\nhex    00 ff 3c 61\nascii  ..<a"), "{raw}");
+        assert!(
+            raw.starts_with("binary, 4 bytes\nhex    00 ff 3c 61\nascii  ..<a"),
+            "{raw}"
+        );
         assert!(raw.contains("not UTF-8"), "{raw}");
         assert_eq!(payload_text(&Payload::from_bytes(&[])), "binary, 0 bytes");
         assert!(payload_text(&Payload::from_bytes(&[7])).starts_with("binary, 1 byte\n"));
@@ -237,8 +248,14 @@ mod tests {
             "other": {"$bytes": "AA==", "x": 1},
         });
         let shown = json_text(value);
-        assert!(shown.contains("\"input\": \"(binary, 3 bytes) 00 01 02\""), "{shown}");
+        assert!(
+            shown.contains("\"input\": \"(binary, 3 bytes) 00 01 02\""),
+            "{shown}"
+        );
         assert!(shown.contains("\"(binary, 2 bytes) hi\""), "{shown}");
         assert!(shown.contains("\"x\": 1"), "not a binary value: {shown}");
+        // Text with control characters in it is shown as hex; line breaks stay text, escaped.
+        assert_eq!(bytes_line(b"a\0b"), "(binary, 3 bytes) 61 00 62");
+        assert_eq!(bytes_line(b"a\nb"), "(binary, 3 bytes) a\\nb");
     }
 }

@@ -22,7 +22,8 @@
 #                round, created and dropped through this URL) [postgres://postgres@127.0.0.1:5432/test]
 #   APP_PORT     the app's port [3310]
 #   ROUNDS, WORLDS for `all` [3, "local wpostgres hybrid postgres"]
-#   W1_N W1_K W2_N W2_K W3_N W3_SLEEP_S WORKLOAD_TIMEOUT_S WORKLOADS: passed to client.mjs
+#   W1_N [200, as in the peer's runs] W1_K W2_N W2_K W3_N W3_SLEEP_S WORKLOAD_TIMEOUT_S WORKLOADS:
+#                passed to client.mjs
 # Results: one JSON line per workload in $WORK/results/devkit-<world>.jsonl; logs in $WORK/logs/.
 set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
@@ -33,6 +34,7 @@ WORLDS_BIN="${WORLDS_BIN:-$repo/target/release/worlds}"
 WORLD_MODULE="${WORLD_MODULE:-$repo/clients/devkit-world/dist/index.js}"
 DATABASE_URL="${DATABASE_URL:-postgres://postgres@127.0.0.1:5432/test}"
 APP_PORT="${APP_PORT:-3310}"
+export W1_N="${W1_N:-200}"   # the peers' W1 on the DevKit (the client's own default is 1000)
 APP="$WORK/app"
 BUILDS="$WORK/builds"
 mkdir -p "$WORK/results" "$WORK/logs"
@@ -213,5 +215,5 @@ case "${1:-}" in
             done
         done
         ;;
-    *) sed -n '2,26p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -13,44 +13,17 @@
 
 use std::io::Write;
 
-use anyhow::Context;
-use worlds_engine::{World, WorldError};
-
 use crate::cli::CancelArgs;
 use crate::escape::escaped;
-use crate::inspect::{not_found_hint, Place};
-use crate::writer::with_world;
+use crate::target::Target;
 
 /// Runs `worlds runs cancel`.
 pub(crate) fn cancel(args: &CancelArgs, out: &mut dyn Write) -> anyhow::Result<()> {
-    let instead = "cancel the run through its API (`worlds runs cancel ID --server URL --api-key KEY` when it serves one), or from that program (World::cancel or handle.cancel()), or stop it and run this command again.";
-    if let Some(client) = crate::remote::client(&args.remote)? {
-        let state = crate::remote::cancel(&client, args)?;
-        return report(args, &state, out);
-    }
-    let place = Place::of(&args.dir, &args.database);
-    let cancel = async |world: &World| {
-        let reason = args
-            .reason
-            .clone()
-            .unwrap_or_else(|| "cancelled with `worlds runs cancel`".to_owned());
-        match world.cancel_with_reason(&args.id, reason).await {
-            Ok(()) => {}
-            Err(e @ WorldError::NotFound { .. }) => return Err(not_found_hint(e, &place)),
-            Err(e) => {
-                return Err(anyhow::Error::new(e).context(format!("could not cancel {}", args.id)))
-            }
-        }
-        let state = world
-            .query(&args.id)
-            .await
-            .with_context(|| format!("could not read {} back", args.id))?;
-        Ok(state)
-    };
-    let state = match &place {
-        Place::Dir(dir) => with_world(dir, instead, cancel)?,
-        Place::Database(db) => crate::postgres::with_world(db, cancel)?,
-    };
+    let reason = args
+        .reason
+        .clone()
+        .unwrap_or_else(|| "cancelled with `worlds runs cancel`".to_owned());
+    let state = Target::open(&args.world)?.cancel(&args.id, &reason)?;
     report(args, &state, out)
 }
 
@@ -105,10 +78,8 @@ mod tests {
     fn args(dir: &Path, id: &str, json: bool) -> CancelArgs {
         CancelArgs {
             id: id.to_owned(),
-            dir: dir.to_path_buf(),
-            database: crate::cli::DatabaseArgs::default(),
+            world: crate::target::WorldArgs::dir(dir),
             reason: None,
-            remote: crate::cli::ServerArgs::default(),
             json,
         }
     }

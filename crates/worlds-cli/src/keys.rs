@@ -5,56 +5,27 @@
 //! visitor. Only digests are written: a new key is printed once and kept nowhere.
 
 use std::io::Write;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use comfy_table::{presets, Table};
 use worlds_engine::clock::Millis;
 use worlds_engine::model::keys::{check_key_id, ApiKeyRecord};
-use worlds_engine::store::{KeyFiles, KeyStore};
 use worlds_server::auth::KeyRing;
 
 use crate::cli::{KeyIdArgs, KeysCreateArgs, KeysListArgs};
 use crate::escape::escaped;
-use crate::inspect::{plain, timestamp, Place};
-
-fn now_ms() -> Millis {
-    SystemTime::now().duration_since(UNIX_EPOCH).map_or(0, |d| {
-        Millis::try_from(d.as_millis()).unwrap_or(Millis::MAX)
-    })
-}
-
-/// Runs `work` on the key records of the place the arguments name.
-fn on_keys<T>(
-    place: &Place,
-    work: impl AsyncFnOnce(&dyn KeyStore) -> anyhow::Result<T>,
-) -> anyhow::Result<T> {
-    match place {
-        Place::Dir(dir) => {
-            crate::inspect::check_dir(dir)?;
-            if !dir.join("workflows").is_dir() {
-                bail!(
-                    "no worlds-engine data in {} (it has no workflows/ directory)",
-                    dir.display()
-                );
-            }
-            let files = KeyFiles::open(dir);
-            futures::executor::block_on(work(&files))
-        }
-        // A visitor's connection: key records are no run's, so writing them needs no lease.
-        Place::Database(db) => crate::postgres::read(db, async |store| work(store).await),
-    }
-}
+use crate::target::Target;
+use crate::text::{now_ms, plain, timestamp};
 
 /// `worlds keys create`.
 pub(crate) fn create(args: &KeysCreateArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let place = Place::of(&args.dir, &args.database);
+    let target = Target::local(&args.world);
     let now = now_ms();
     let expires_at = args
         .expires_in
         .map(|d| now.saturating_add(Millis::try_from(d.as_millis()).unwrap_or(Millis::MAX)));
     let new = KeyRing::generate(&args.name, args.scope, now, expires_at);
-    on_keys(&place, async |store| {
+    target.keys(async |store| {
         store
             .save_key(&new.record)
             .await
@@ -69,7 +40,7 @@ pub(crate) fn create(args: &KeysCreateArgs, out: &mut impl Write) -> anyhow::Res
             "created key {} ({} scope) for {}",
             new.record.id,
             new.record.scope,
-            place.describe()
+            target.describe()
         )?;
         writeln!(out, "{}", new.key)?;
         writeln!(
@@ -82,8 +53,8 @@ pub(crate) fn create(args: &KeysCreateArgs, out: &mut impl Write) -> anyhow::Res
 
 /// `worlds keys list`.
 pub(crate) fn list(args: &KeysListArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let place = Place::of(&args.dir, &args.database);
-    let records = on_keys(&place, async |store| Ok(store.list_keys().await?))?;
+    let target = Target::local(&args.world);
+    let records = target.keys(async |store| Ok(store.list_keys().await?))?;
     if args.json {
         for record in &records {
             writeln!(out, "{}", serde_json::to_string(record)?)?;
@@ -97,9 +68,9 @@ pub(crate) fn list(args: &KeysListArgs, out: &mut impl Write) -> anyhow::Result<
 /// `worlds keys revoke`.
 pub(crate) fn revoke(args: &KeyIdArgs, out: &mut impl Write) -> anyhow::Result<()> {
     check_key_id(&args.id)?;
-    let place = Place::of(&args.dir, &args.database);
+    let target = Target::local(&args.world);
     let now = now_ms();
-    let record = on_keys(&place, async |store| {
+    let record = target.keys(async |store| {
         let records = store.list_keys().await?;
         let Some(mut record) = records.into_iter().find(|r| r.id == args.id) else {
             bail!("no key with id {} (see `worlds keys list`)", args.id);

@@ -9,29 +9,29 @@ mod cancel;
 mod cli;
 mod dev;
 mod escape;
+mod hooks;
 mod inspect;
 mod keys;
 mod logs;
-mod postgres;
-mod remote;
 mod reopen;
 mod schedules;
 mod serve;
 mod show;
 mod signals;
 mod simulate;
-mod writer;
+mod target;
+mod text;
 
 use std::process::ExitCode;
 
-use clap::parser::ValueSource;
-use clap::{ArgMatches, CommandFactory, FromArgMatches};
+use clap::{CommandFactory, FromArgMatches};
 
 use worlds_engine::model::ReopenRequest;
 
 use crate::cli::{
     Cli, Command, DbCommand, HooksCommand, KeysCommand, RunsCommand, SchedulesCommand,
 };
+use crate::target::ScheduleAction;
 
 /// Turns transparent huge pages off for this process. mimalloc asks the kernel for them on its
 /// arenas, and the first touch of each 2 MiB page then zeroes all of it inside one page fault:
@@ -60,7 +60,7 @@ fn main() -> ExitCode {
         Err(error) => return usage_error(&error),
     };
     let json = cli.json();
-    match one_world(&matches).and_then(|()| run(cli)) {
+    match target::one_world(&matches).and_then(|()| run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(error) => {
             let message = format!("{error:#}");
@@ -104,37 +104,6 @@ fn usage_error(error: &clap::Error) -> ExitCode {
     ExitCode::from(2)
 }
 
-/// Refuses a command that names both a directory (`--dir` on the command line) and a database
-/// (`--database-url` or `WORLDS_ENGINE_DATABASE_URL`): it could only pick one silently.
-fn one_world(matches: &ArgMatches) -> anyhow::Result<()> {
-    let Some((command, mut leaf)) = matches.subcommand() else {
-        return Ok(());
-    };
-    if !matches!(command, "runs" | "schedules" | "doctor" | "logs") {
-        return Ok(());
-    }
-    while let Some((_, sub)) = leaf.subcommand() {
-        leaf = sub;
-    }
-    let dir_given = leaf.try_contains_id("dir").unwrap_or(false)
-        && leaf.value_source("dir") == Some(ValueSource::CommandLine);
-    let url = leaf
-        .try_get_one::<String>("database_url")
-        .ok()
-        .flatten()
-        .filter(|url| !url.trim().is_empty());
-    if let (true, Some(_)) = (dir_given, url) {
-        let from = match leaf.value_source("database_url") {
-            Some(ValueSource::EnvVariable) => "the WORLDS_ENGINE_DATABASE_URL environment variable",
-            _ => "--database-url",
-        };
-        anyhow::bail!(
-            "both --dir and {from} name a world: pick one (drop --dir to use the database, or unset the URL to use the directory)"
-        );
-    }
-    Ok(())
-}
-
 /// Runs the chosen subcommand.
 fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
@@ -158,22 +127,22 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             schedules::list(&args, &mut std::io::stdout())
         }
         Command::Schedules(SchedulesCommand::Pause(args)) => {
-            schedules::change(&args, schedules::Action::Pause, &mut std::io::stdout())
+            schedules::change(&args, ScheduleAction::Pause, &mut std::io::stdout())
         }
         Command::Schedules(SchedulesCommand::Resume(args)) => {
-            schedules::change(&args, schedules::Action::Resume, &mut std::io::stdout())
+            schedules::change(&args, ScheduleAction::Resume, &mut std::io::stdout())
         }
         Command::Schedules(SchedulesCommand::Delete(args)) => {
-            schedules::change(&args, schedules::Action::Delete, &mut std::io::stdout())
+            schedules::change(&args, ScheduleAction::Delete, &mut std::io::stdout())
         }
         Command::Doctor(args) => inspect::doctor(&args, &mut std::io::stdout()),
         Command::Dev(args) => dev::run(&args),
         Command::Logs(args) => logs::logs(&args, &mut std::io::stdout()),
-        Command::Db(DbCommand::Migrate(args)) => postgres::migrate(&args, &mut std::io::stdout()),
-        Command::Serve(args) => serve::run(&args),
-        Command::Hooks(HooksCommand::Resume(args)) => {
-            remote::resume_hook(&args, &mut std::io::stdout())
+        Command::Db(DbCommand::Migrate(args)) => {
+            target::postgres::migrate(&args.database, &mut std::io::stdout())
         }
+        Command::Serve(args) => serve::run(&args),
+        Command::Hooks(HooksCommand::Resume(args)) => hooks::resume(&args, &mut std::io::stdout()),
         Command::Keys(KeysCommand::Create(args)) => keys::create(&args, &mut std::io::stdout()),
         Command::Keys(KeysCommand::List(args)) => keys::list(&args, &mut std::io::stdout()),
         Command::Keys(KeysCommand::Revoke(args)) => keys::revoke(&args, &mut std::io::stdout()),

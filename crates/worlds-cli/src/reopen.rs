@@ -11,14 +11,18 @@
 use std::io::Write;
 
 use worlds_engine::model::{ReopenRequest, Reopened};
-use worlds_engine::{
-    BulkAction, BulkProgress, BulkRequest, WorkflowQueryFilter, World, WorldError,
-};
+use worlds_engine::{BulkAction, BulkProgress, BulkRequest, WorkflowQueryFilter};
 
 use crate::cli::{BulkActionArg, BulkArgs, ReopenArgs};
 use crate::escape::escaped;
-use crate::inspect::{not_found_hint, Place};
-use crate::writer::with_world;
+use crate::target::Target;
+
+/// Who asks: `--by`, else `$USER`, else `worlds runs`.
+fn asker(by: &Option<String>) -> String {
+    by.clone()
+        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
+        .unwrap_or_else(|| "worlds runs".to_owned())
+}
 
 /// Runs `worlds runs retry`, `reset` or `resume` (`request` says which).
 pub(crate) fn reopen(
@@ -26,33 +30,11 @@ pub(crate) fn reopen(
     request: ReopenRequest,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let action = request.action;
     let mut request = request;
     request.reason = args.reason.clone();
-    if let Some(client) = crate::remote::client(&args.remote)? {
-        let reopened = crate::remote::reopen(&client, &args.id, &request)?;
-        return report(args, &reopened, true, out);
-    }
-    let by = args
-        .by
-        .clone()
-        .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
-        .unwrap_or_else(|| "worlds runs".to_owned());
-    let request = request.by(by).without_replay_check();
-    let instead = format!(
-        "{action} the run through its API (`worlds runs {action} ID --server URL --api-key KEY` when it serves one), or from that program (World::reopen), or stop it and run this command again."
-    );
-    let place = Place::of(&args.dir, &args.database);
-    let reopen = async |world: &World| match world.reopen(&args.id, request).await {
-        Ok(reopened) => Ok(reopened),
-        Err(e @ WorldError::NotFound { .. }) => Err(not_found_hint(e, &place)),
-        Err(e) => Err(anyhow::Error::new(e).context(format!("could not {action} {}", args.id))),
-    };
-    let reopened = match &place {
-        Place::Dir(dir) => with_world(dir, &instead, reopen)?,
-        Place::Database(db) => crate::postgres::with_world(db, reopen)?,
-    };
-    report(args, &reopened, false, out)
+    let target = Target::open(&args.world)?;
+    let (reopened, replayed) = target.reopen(&args.id, request, &asker(&args.by))?;
+    report(args, &reopened, replayed, out)
 }
 
 /// What the command says of the reopened run.
@@ -111,42 +93,7 @@ pub(crate) fn bulk(args: &BulkArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let mut request = BulkRequest::new(action, filter);
     request.reason = args.reason.clone();
     request.name = args.operation.clone();
-    if let Some(client) = crate::remote::client(&args.remote)? {
-        let progress = crate::remote::bulk(&client, &request)?;
-        return bulk_report(args, &progress, out);
-    }
-    request.by = Some(
-        args.by
-            .clone()
-            .or_else(|| std::env::var("USER").ok().filter(|u| !u.is_empty()))
-            .unwrap_or_else(|| "worlds runs".to_owned()),
-    );
-    let instead = format!(
-        "run it through the world's API (`worlds runs bulk {action} … --server URL --api-key KEY` when it serves one), or from that program (World::bulk), or stop it and run this command again."
-    );
-    let place = Place::of(&args.dir, &args.database);
-    let progress = match &place {
-        // Driven here: this world has the operations' workflow (and only it, so the runs it
-        // reopens are left to the program that has theirs).
-        Place::Dir(dir) => with_world(dir, &instead, async |world: &World| {
-            world.start().await?;
-            let id = world.bulk(request).await?;
-            let progress = world.bulk_progress_when_done(&id).await?;
-            world.shutdown().await?;
-            Ok(progress)
-        })?,
-        // Driven by the members running the world.
-        Place::Database(db) => crate::postgres::with_world(db, async |world: &World| {
-            let id = world.bulk(request).await?;
-            loop {
-                let progress = world.bulk_progress(&id).await?;
-                if progress.done {
-                    return Ok(progress);
-                }
-                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-            }
-        })?,
-    };
+    let progress = Target::open(&args.world)?.bulk(request, &asker(&args.by))?;
     bulk_report(args, &progress, out)
 }
 
@@ -262,11 +209,9 @@ mod tests {
     fn args(dir: &Path, id: &str, json: bool) -> ReopenArgs {
         ReopenArgs {
             id: id.to_owned(),
-            dir: dir.to_path_buf(),
-            database: crate::cli::DatabaseArgs::default(),
+            world: crate::target::WorldArgs::dir(dir),
             reason: Some("upstream fixed".into()),
             by: Some("dana".into()),
-            remote: crate::cli::ServerArgs::default(),
             json,
         }
     }
@@ -451,9 +396,7 @@ mod tests {
                 operation: Some("nightly-retry".into()),
                 reason: Some("upstream fixed".into()),
                 by: Some("dana".into()),
-                dir: path,
-                database: crate::cli::DatabaseArgs::default(),
-                remote: crate::cli::ServerArgs::default(),
+                world: crate::target::WorldArgs::dir(&path),
                 json: false,
             };
             let mut out = Vec::new();
@@ -498,7 +441,7 @@ mod tests {
         }
         let path = dir.path().to_path_buf();
         let pinned = tokio::task::spawn_blocking(move || {
-            crate::writer::with_world(&path, "", async |world: &World| {
+            crate::target::dir::with_world(&path, "", async |world: &World| {
                 let config = world.config();
                 Ok((config.pin_code_version, config.code_version.clone()))
             })

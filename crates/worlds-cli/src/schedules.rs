@@ -9,51 +9,18 @@
 use std::io::Write;
 use std::time::{Duration, UNIX_EPOCH};
 
-use anyhow::bail;
 use comfy_table::{presets, Table};
 use worlds_engine::clock::Millis;
 use worlds_engine::schedule::ScheduleConfig;
-use worlds_engine::store::ScheduleStore;
-use worlds_engine::{World, WorldError};
 
 use crate::cli::{ScheduleIdArgs, SchedulesListArgs};
 use crate::escape::escaped;
-use crate::inspect::Place;
-use crate::writer::with_world;
-
-/// A change `worlds schedules` can make.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Action {
-    Pause,
-    Resume,
-    Delete,
-}
-
-impl Action {
-    fn verb(self) -> &'static str {
-        match self {
-            Action::Pause => "pause",
-            Action::Resume => "resume",
-            Action::Delete => "delete",
-        }
-    }
-}
+use crate::target::ScheduleAction as Action;
+use crate::target::Target;
 
 /// `worlds schedules list`.
 pub(crate) fn list(args: &SchedulesListArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let schedules = match (
-        crate::remote::client(&args.remote)?,
-        Place::of(&args.dir, &args.database),
-    ) {
-        (Some(client), _) => crate::remote::schedules(&client)?,
-        (None, Place::Dir(dir)) => {
-            let store = crate::inspect::open(&dir)?;
-            futures::executor::block_on(store.list_schedules())?
-        }
-        (None, Place::Database(db)) => {
-            crate::postgres::read(&db, async |store| Ok(store.list_schedules().await?))?
-        }
-    };
+    let schedules = Target::open(&args.world)?.schedules()?;
     if args.json {
         for schedule in &schedules {
             writeln!(out, "{}", serde_json::to_string(schedule)?)?;
@@ -70,35 +37,7 @@ pub(crate) fn change(
     action: Action,
     out: &mut dyn Write,
 ) -> anyhow::Result<()> {
-    let instead = format!(
-        "{} the schedule from that program (world.schedules().{}(..)), or stop it and run this command again.",
-        action.verb(),
-        action.verb(),
-    );
-    let change = async |world: &World| {
-        let result = match action {
-            Action::Pause => world.schedules().pause(&args.id).await.map(Some),
-            Action::Resume => world.schedules().resume(&args.id).await.map(Some),
-            Action::Delete => world.schedules().delete(&args.id).await.map(|()| None),
-        };
-        match result {
-            Ok(changed) => Ok(changed),
-            Err(e @ (WorldError::NotFound { .. } | WorldError::InvalidInput { .. })) => {
-                bail!("{e}")
-            }
-            Err(e) => Err(anyhow::Error::new(e).context(format!(
-                "could not {} schedule {}",
-                action.verb(),
-                args.id
-            ))),
-        }
-    };
-    let place = Place::of(&args.dir, &args.database);
-    let changed = match (crate::remote::client(&args.remote)?, place) {
-        (Some(client), _) => crate::remote::change_schedule(&client, &args.id, action)?,
-        (None, Place::Dir(dir)) => with_world(&dir, &instead, change)?,
-        (None, Place::Database(db)) => crate::postgres::with_world(&db, change)?,
-    };
+    let changed = Target::open(&args.world)?.change_schedule(&args.id, action)?;
     match (changed, args.json) {
         (Some(schedule), true) => writeln!(out, "{}", serde_json::to_string(&schedule)?)?,
         (Some(schedule), false) => writeln!(
@@ -215,19 +154,15 @@ mod tests {
     fn id_args(dir: &Path, id: &str, json: bool) -> ScheduleIdArgs {
         ScheduleIdArgs {
             id: id.to_owned(),
-            dir: dir.to_path_buf(),
-            database: crate::cli::DatabaseArgs::default(),
+            world: crate::target::WorldArgs::dir(dir),
             json,
-            remote: crate::cli::ServerArgs::default(),
         }
     }
 
     fn list_args(dir: &Path, json: bool) -> SchedulesListArgs {
         SchedulesListArgs {
-            dir: dir.to_path_buf(),
-            database: crate::cli::DatabaseArgs::default(),
+            world: crate::target::WorldArgs::dir(dir),
             json,
-            remote: crate::cli::ServerArgs::default(),
         }
     }
 

@@ -57,13 +57,8 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         config.idempotency_ttl = config.idempotency_ttl.max(DEVKIT_IDEMPOTENCY_TTL.into());
     }
     let world = Arc::new(
-        crate::dev::open_world(
-            args.database.persistence(args.persistence),
-            &args.dir,
-            &args.database,
-            config,
-        )
-        .await?,
+        crate::target::open_world(args.persistence().into(), &args.dir, &args.database, config)
+            .await?,
     );
     Demo::new(&DemoOptions::new()).register(&world)?;
     if let Some(secret) = &args.delivery_secret {
@@ -91,12 +86,9 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         say!("{}", new.key);
     } else {
         // A key's secret is shown once, when it is made: `keys list` cannot show it again.
-        let flags = match (
-            args.database.persistence(args.persistence),
-            crate::postgres::target(&args.database),
-        ) {
-            (crate::cli::PersistenceArg::Postgres, Some(db)) => db.flags(),
-            _ => crate::inspect::dir_flag(&args.dir),
+        let flags = match (args.persistence(), args.database.world()) {
+            (PersistenceArg::Postgres, Some(db)) => db.flags(),
+            _ => crate::target::dir::dir_flag(&args.dir),
         };
         say!(
             "{usable} API key(s) can call this server; each key is shown only when it is made, so for one to use now run `worlds keys create --scope admin{flags}`"
@@ -124,7 +116,7 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     // Started once the API answers: the runs it resumes (DevKit deliveries among them) may
     // call back into it at once.
     world.start().await?;
-    let place = match args.database.persistence(args.persistence) {
+    let place = match args.persistence() {
         PersistenceArg::Postgres => "the PostgreSQL world".to_owned(),
         PersistenceArg::Memory => "a world in memory".to_owned(),
         _ => args.dir.display().to_string(),

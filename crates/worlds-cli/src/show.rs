@@ -8,85 +8,36 @@
 
 use std::collections::BTreeMap;
 use std::io::Write;
-use std::path::Path;
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use comfy_table::{presets, Table};
 use worlds_engine::clock::Millis;
 use worlds_engine::error::codes;
 use worlds_engine::model::ActivityStatus;
-use worlds_engine::store::{EventStore, Reveal, RunStore};
-use worlds_engine::{
-    EncryptionKeys, Event, EventKind, Payload, ResolveData, RunStatus, WorkflowState,
-};
+use worlds_engine::{Event, EventKind, Payload, RunStatus, WorkflowState};
 
 use crate::cli::ShowArgs;
 use crate::escape::escaped;
-use crate::inspect::{
-    duration, elapsed, not_found_hint, offset, open, plain, report_warnings, shorten, timestamp,
-    Place,
-};
+use crate::target::{Shown, Target};
+use crate::text::{duration, elapsed, now_ms, offset, plain, reveal, shorten, timestamp};
 
 /// Longest input, output or error shown in the header.
 const SHORT_VALUE: usize = 200;
 
 /// `worlds runs show`.
 pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let place = Place::of(&args.dir, &args.database);
-    if let Some(client) = crate::remote::client(&args.remote)? {
-        let crate::remote::Shown {
-            mut state,
-            mut history,
-            children,
-        } = crate::remote::show_run(&client, &args.id)?;
-        let reveal = reveal();
-        reveal.state(&mut state);
-        for event in &mut history {
-            reveal.event(event);
-        }
-        if args.json {
-            state.history = history;
-            serde_json::to_writer_pretty(&mut *out, &state)?;
-            writeln!(out)?;
-            return Ok(());
-        }
-        let history: Vec<&Event> = history.iter().collect();
-        let context = Context {
-            driver: None,
-            children,
-            now: now_ms(),
-        };
-        out.write_all(format_run(&state, &history, &context).as_bytes())?;
-        return Ok(());
-    }
-    let (mut state, history, driver, children) = match &place {
-        Place::Dir(dir) => {
-            let store = open(dir)?;
-            report_warnings(&store);
-            let (state, history, children) =
-                futures::executor::block_on(load(&store, &args.id, &place))?;
-            let driver = driver_of(dir, &state.id);
-            (state, history, driver, children)
-        }
-        Place::Database(db) => crate::postgres::read(db, async |store| {
-            let (state, history, children) = load(store, &args.id, &place).await?;
-            let driver = crate::postgres::doctor::driver_of(store, &state.id).await?;
-            Ok((state, history, driver, children))
-        })?,
-    };
+    let Shown {
+        mut state,
+        mut history,
+        children,
+        driver,
+    } = Target::open(&args.world)?.show_run(&args.id)?;
     let reveal = reveal();
     reveal.state(&mut state);
-    let history: Vec<Event> = history
-        .iter()
-        .map(|e| {
-            let mut event = (**e).clone();
-            reveal.event(&mut event);
-            event
-        })
-        .collect();
+    for event in &mut history {
+        reveal.event(event);
+    }
     if args.json {
-        state.history = history.clone();
+        state.history = history;
         serde_json::to_writer_pretty(&mut *out, &state)?;
         writeln!(out)?;
         return Ok(());
@@ -101,31 +52,6 @@ pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> 
     Ok(())
 }
 
-/// What is shown of data stored encrypted: opened with the keys in the environment
-/// (`WORLDS_ENGINE_ENCRYPTION_KEYS`), `(encrypted)` without them.
-pub(crate) fn reveal() -> Reveal {
-    let keys = EncryptionKeys::from_env().unwrap_or_else(|e| {
-        eprintln!("warning: {e}; encrypted values are shown as (encrypted)");
-        None
-    });
-    Reveal::new(keys)
-}
-
-/// A run's state, its history, and its children's status.
-async fn load<S: RunStore + EventStore + ?Sized>(
-    store: &S,
-    id: &str,
-    place: &Place,
-) -> anyhow::Result<(WorkflowState, Vec<Arc<Event>>, Vec<(String, RunStatus)>)> {
-    let state = store
-        .get_run(id, ResolveData::All)
-        .await
-        .map_err(|e| not_found_hint(e, place))?;
-    let history = store.history(&state.id, 0).await?;
-    let children = children_of(store, &state).await;
-    Ok((state, history, children))
-}
-
 /// What `runs show` knows about a run beyond its state and history.
 #[derive(Debug, Default)]
 pub(crate) struct Context {
@@ -135,42 +61,6 @@ pub(crate) struct Context {
     pub(crate) children: Vec<(String, RunStatus)>,
     /// The current time, for "in 5m".
     pub(crate) now: Millis,
-}
-
-/// `process PID` from `leases/{run_id}`, which names the member driving the run in file mode
-/// (`m{pid}-{random}`); `None` without a lease (a hybrid directory, or a run no one drives).
-fn driver_of(dir: &Path, run_id: &str) -> Option<String> {
-    let member = std::fs::read_to_string(dir.join("leases").join(run_id)).ok()?;
-    let member = member.trim();
-    let pid = member
-        .strip_prefix('m')
-        .and_then(|rest| rest.split('-').next())
-        .filter(|pid| !pid.is_empty() && pid.chars().all(|c| c.is_ascii_digit()));
-    Some(match pid {
-        Some(pid) => format!("process {pid} (member {member})"),
-        None => format!("member {member}"),
-    })
-}
-
-/// The status of each child run (children the store cannot read are left out).
-async fn children_of<S: RunStore + ?Sized>(
-    store: &S,
-    state: &WorkflowState,
-) -> Vec<(String, RunStatus)> {
-    let mut children = Vec::new();
-    for child in &state.children {
-        if let Ok(run) = store.get_run(child, ResolveData::None).await {
-            children.push((run.id, run.status));
-        }
-    }
-    children
-}
-
-pub(crate) fn now_ms() -> Millis {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
 }
 
 /// A run's header, its steps, what it waits on, and the timeline of its history.

@@ -155,7 +155,7 @@ pub(crate) async fn run_workload(
             "W5 is not supported on the postgres backend: it kills and restarts a world on a data directory (run it with --backend file or hybrid)"
         );
     }
-    let db = crate::postgres::Database::new(&settings.database_url, "worlds");
+    let db = crate::target::postgres::Database::new(&settings.database_url, "worlds");
     let schema = format!(
         "bench_{}",
         ulid::Ulid::generate().to_string().to_lowercase()
@@ -166,7 +166,7 @@ pub(crate) async fn run_workload(
     };
     progress(&format!("PostgreSQL on {} (schema {schema})", db.server()));
     let result = run_one(workload, &settings).await;
-    let dropped = crate::postgres::drop_schema(&settings.database_url, &schema).await;
+    let dropped = crate::target::postgres::drop_schema(&settings.database_url, &schema).await;
     let report = result.map_err(|e| db.error(format!("{e:#}")))?;
     dropped.map_err(|e| db.error(e))?;
     Ok(report)

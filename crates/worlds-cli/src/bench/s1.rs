@@ -178,7 +178,7 @@ async fn vacuum(settings: &Settings, schema: &str) -> anyhow::Result<()> {
     use sqlx::Connection as _;
     let options = worlds_postgres::server_options(&settings.database_url)?;
     let mut conn = sqlx::PgConnection::connect_with(&options).await?;
-    crate::postgres::check_schema_name(schema)?;
+    crate::target::postgres::check_schema_name(schema)?;
     sqlx::query(sqlx::AssertSqlSafe(format!(
         "VACUUM (ANALYZE) \"{schema}\".runs"
     )))

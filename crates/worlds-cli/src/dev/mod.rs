@@ -22,11 +22,11 @@ use anyhow::{bail, Context as _};
 use tokio::sync::{mpsc, watch};
 use worlds_demo::{Demo, DemoOptions, DemoRun};
 use worlds_engine::duration::Dur;
-use worlds_engine::{Persistence, World, WorldConfig, WorldError, DATABASE_URL_ENV};
+use worlds_engine::{Persistence, World, WorldConfig, WorldError};
 
 use self::display::Display;
 use self::tracker::Tracker;
-use crate::cli::{DevArgs, PersistenceArg};
+use crate::cli::DevArgs;
 
 /// New runs started when `--runs` is not given and nothing is in flight.
 const DEFAULT_RUNS: usize = 20;
@@ -75,10 +75,13 @@ async fn session(args: &DevArgs) -> anyhow::Result<()> {
     let mut interrupt =
         crate::signals::Stop::listen().context("could not listen for Ctrl-C and SIGTERM")?;
 
-    let chosen = args.database.persistence(args.persistence);
+    let chosen = args.persistence();
     let persistence = Persistence::from(chosen);
     let demo = Demo::new(&demo_options(args.speed));
-    let world = Arc::new(open_world(chosen, &args.dir, &args.database, world_config(args)).await?);
+    let world = Arc::new(
+        crate::target::open_world(chosen.into(), &args.dir, &args.database, world_config(args))
+            .await?,
+    );
     // Log files for `worlds logs`; the console belongs to the live display.
     world.logs().init();
     demo.register(&world)?;
@@ -203,40 +206,13 @@ fn demo_options(speed: f64) -> DemoOptions {
 /// concurrent steps and a short shutdown grace.
 fn world_config(args: &DevArgs) -> WorldConfig {
     let mut config = WorldConfig::default();
-    config.persistence = args.database.persistence(args.persistence).into();
+    config.persistence = args.persistence().into();
     config.persistence_path = args.dir.clone();
     config.min_workers = MIN_WORKERS;
     config.max_workers = MAX_WORKERS;
     config.shutdown_grace = Dur(SHUTDOWN_GRACE);
     config.logs.console = false;
     config
-}
-
-/// Opens a world with `config` on the directory, or on the PostgreSQL database for
-/// `--persistence postgres` (`worlds dev`, `worlds serve`).
-pub(crate) async fn open_world(
-    persistence: PersistenceArg,
-    dir: &std::path::Path,
-    database: &crate::cli::DatabaseArgs,
-    mut config: WorldConfig,
-) -> anyhow::Result<World> {
-    config.persistence = persistence.into();
-    config.persistence_path = dir.to_path_buf();
-    if persistence != PersistenceArg::Postgres {
-        return World::new(config)
-            .with_context(|| format!("could not open a world in {}", dir.display()));
-    }
-    let Some(db) = crate::postgres::target(database) else {
-        bail!(
-            "--persistence postgres needs a database: pass --database-url postgres://user@host:5432/db or set {DATABASE_URL_ENV}"
-        );
-    };
-    crate::postgres::check_schema_name(db.schema())?;
-    config.database.url = Some(db.url().to_owned());
-    config.database.schema = db.schema().to_owned();
-    worlds_postgres::open(config)
-        .await
-        .map_err(|e| db.error(format!("could not open a world on {}: {e}", db.describe())))
 }
 
 /// Starts `count` demo runs, `every` apart, until told to stop; reports each on `started` and

@@ -48,7 +48,7 @@ fn storage(args: &DevArgs, persistence: Persistence) -> String {
         Persistence::Memory => "memory storage (nothing is kept)".to_owned(),
         Persistence::File => format!("file storage in {}", args.dir.display()),
         Persistence::Hybrid => format!("hybrid storage in {}", args.dir.display()),
-        Persistence::Postgres => match crate::postgres::target(&args.database) {
+        Persistence::Postgres => match args.database.world() {
             Some(db) => format!(
                 "PostgreSQL storage on {} (schema {})",
                 db.server(),
@@ -70,15 +70,12 @@ fn runs(n: usize) -> &'static str {
 
 /// ` --dir PATH`, unless `dir` is the default (quoted for a shell when it needs to be).
 fn dir_flag(dir: &Path) -> String {
-    crate::inspect::dir_flag(dir)
+    crate::target::dir::dir_flag(dir)
 }
 
 /// The options naming the session's world in a `worlds` command: `--dir`, or the database's.
 fn world_flags(args: &DevArgs) -> String {
-    match (
-        args.database.persistence(args.persistence),
-        crate::postgres::target(&args.database),
-    ) {
+    match (args.persistence(), args.database.world()) {
         (PersistenceArg::Postgres, Some(db)) => db.flags(),
         _ => dir_flag(&args.dir),
     }
@@ -86,10 +83,7 @@ fn world_flags(args: &DevArgs) -> String {
 
 /// Where the session's runs are kept: the directory, or the database's schema.
 fn kept_in(args: &DevArgs) -> String {
-    match (
-        args.database.persistence(args.persistence),
-        crate::postgres::target(&args.database),
-    ) {
+    match (args.persistence(), args.database.world()) {
         (PersistenceArg::Postgres, Some(db)) => db.describe(),
         _ => args.dir.display().to_string(),
     }
@@ -99,7 +93,7 @@ fn kept_in(args: &DevArgs) -> String {
 /// `--persistence` (a file-mode directory reopened in the default hybrid mode would not be the
 /// same world).
 pub(crate) fn resume_command(args: &DevArgs) -> String {
-    let persistence = match args.database.persistence(args.persistence) {
+    let persistence = match args.persistence() {
         PersistenceArg::Hybrid => "",
         PersistenceArg::File => " --persistence file",
         PersistenceArg::Memory => " --persistence memory",
@@ -165,7 +159,7 @@ mod tests {
     use std::path::PathBuf;
 
     use super::*;
-    use crate::cli::DEFAULT_DIR;
+    use crate::target::DEFAULT_DIR;
 
     #[test]
     fn dir_flag_only_when_not_the_default() {

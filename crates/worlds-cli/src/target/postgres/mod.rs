@@ -16,15 +16,47 @@ use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{bail, Context as _};
+use anyhow::bail;
+use clap::Args;
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use worlds_engine::clock::SystemClock;
 use worlds_engine::{redact_url, HookSecret, World, WorldConfig, WorldError, DATABASE_URL_ENV};
 use worlds_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION};
 
-use crate::cli::{DatabaseArgs, DEFAULT_SCHEMA};
-use crate::inspect::shell_word;
+use super::runtime;
+use crate::text::shell_word;
+
+/// Where a world on PostgreSQL lives: `--database-url` (or `WORLDS_ENGINE_DATABASE_URL`) and
+/// `--schema`. With a URL the command works on that database instead of `--dir`.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct DatabaseArgs {
+    /// Work on the PostgreSQL world at this URL (postgres://user:password@host:5432/db) instead
+    /// of a directory. Giving --dir as well is an error.
+    #[arg(long, env = DATABASE_URL_ENV, value_name = "URL", hide_env_values = true)]
+    pub(crate) database_url: Option<String>,
+
+    /// The PostgreSQL schema holding the world's tables (with --database-url).
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_SCHEMA)]
+    pub(crate) schema: String,
+}
+
+impl DatabaseArgs {
+    /// The URL, when one was given (an empty one counts as none).
+    pub(crate) fn url(&self) -> Option<&str> {
+        self.database_url
+            .as_deref()
+            .filter(|u| !u.trim().is_empty())
+    }
+
+    /// The database the arguments name, if they name one.
+    pub(crate) fn world(&self) -> Option<Database> {
+        self.url().map(|url| Database::new(url, &self.schema))
+    }
+}
+
+/// The default `--schema`: the engine's default for a PostgreSQL world.
+pub(crate) const DEFAULT_SCHEMA: &str = "worlds";
 
 /// How long a command waits for the server to answer.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
@@ -43,11 +75,6 @@ impl std::fmt::Debug for Database {
             .field("schema", &self.schema)
             .finish()
     }
-}
-
-/// The database the arguments name, if they name one.
-pub(crate) fn target(args: &DatabaseArgs) -> Option<Database> {
-    args.url().map(|url| Database::new(url, &args.schema))
 }
 
 impl Database {
@@ -307,11 +334,8 @@ pub(crate) async fn leave(store: &PostgresStore) {
 }
 
 /// `worlds db migrate`: creates the schema or brings it to this build's version.
-pub(crate) fn migrate(
-    args: &crate::cli::DbMigrateArgs,
-    out: &mut impl std::io::Write,
-) -> anyhow::Result<()> {
-    let Some(db) = target(&args.database) else {
+pub(crate) fn migrate(args: &DatabaseArgs, out: &mut impl std::io::Write) -> anyhow::Result<()> {
+    let Some(db) = args.world() else {
         bail!("worlds db migrate needs the world's database: give --database-url, or set {DATABASE_URL_ENV}");
     };
     check_schema_name(db.schema())?;
@@ -344,14 +368,6 @@ pub(crate) fn migrate(
         )?,
     }
     Ok(())
-}
-
-/// A runtime for one command.
-pub(crate) fn runtime() -> anyhow::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .context("could not start the async runtime")
 }
 
 /// Opens the world's store, runs `read` on it, and closes it.

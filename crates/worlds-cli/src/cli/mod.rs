@@ -3,7 +3,13 @@
 use std::path::PathBuf;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use worlds_engine::{RunStatus, DATABASE_URL_ENV, DATA_DIR_ENV};
+use worlds_engine::{RunStatus, DATA_DIR_ENV};
+
+use crate::target::{DatabaseArgs, LocalArgs, WorldArgs, DEFAULT_DIR};
+
+mod bench;
+
+pub(crate) use bench::{Backend, BenchArgs, ViaArg, WorkloadArg};
 
 /// The `worlds` command: run, inspect and benchmark worlds-engine.
 #[derive(Debug, Parser)]
@@ -217,17 +223,9 @@ pub(crate) struct HookResumeArgs {
     #[arg(long, value_name = "JSON", default_value = "null")]
     pub(crate) data: String,
 
-    /// The world's data directory.
-    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
-    pub(crate) dir: PathBuf,
-
-    /// A world on PostgreSQL instead of a directory.
+    /// The world: its directory, database or API.
     #[command(flatten)]
-    pub(crate) database: DatabaseArgs,
-
-    /// A running world's API instead of the directory or database.
-    #[command(flatten)]
-    pub(crate) remote: ServerArgs,
+    pub(crate) world: WorldArgs,
 
     /// Print the outcome as one JSON object instead of text.
     #[arg(long)]
@@ -264,13 +262,9 @@ pub(crate) struct KeysCreateArgs {
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
     pub(crate) expires_in: Option<std::time::Duration>,
 
-    /// The world's data directory.
-    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
-    pub(crate) dir: PathBuf,
-
-    /// A world on PostgreSQL instead of a directory.
+    /// The world: its directory or database.
     #[command(flatten)]
-    pub(crate) database: DatabaseArgs,
+    pub(crate) world: LocalArgs,
 
     /// Print one JSON object (the key and its record) instead of text.
     #[arg(long)]
@@ -280,13 +274,9 @@ pub(crate) struct KeysCreateArgs {
 /// Options of `worlds keys list`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct KeysListArgs {
-    /// The world's data directory.
-    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
-    pub(crate) dir: PathBuf,
-
-    /// A world on PostgreSQL instead of a directory.
+    /// The world: its directory or database.
     #[command(flatten)]
-    pub(crate) database: DatabaseArgs,
+    pub(crate) world: LocalArgs,
 
     /// Print one JSON object per line (the kept record) instead of a table.
     #[arg(long)]
@@ -299,76 +289,14 @@ pub(crate) struct KeyIdArgs {
     /// The key's id (the 8 characters after `wek_`, as `worlds keys list` shows).
     pub(crate) id: String,
 
-    /// The world's data directory.
-    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
-    pub(crate) dir: PathBuf,
-
-    /// A world on PostgreSQL instead of a directory.
+    /// The world: its directory or database.
     #[command(flatten)]
-    pub(crate) database: DatabaseArgs,
+    pub(crate) world: LocalArgs,
 
     /// Print the revoked record as one JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
 }
-
-/// A running world's HTTP API (`worlds serve`, or a program serving `worlds-server`): with
-/// `--server` the command calls it instead of opening the directory or the database, so it
-/// works while a hybrid world owns its directory.
-#[derive(Debug, Clone, Default, Args)]
-pub(crate) struct ServerArgs {
-    /// Call the world's API at this URL (http://host:port) instead of opening --dir.
-    #[arg(long, env = "WORLDS_SERVER_URL", value_name = "URL")]
-    pub(crate) server: Option<String>,
-
-    /// The API key for --server.
-    #[arg(
-        long,
-        env = "WORLDS_API_KEY",
-        value_name = "KEY",
-        hide_env_values = true
-    )]
-    pub(crate) api_key: Option<String>,
-}
-
-/// Where a world on PostgreSQL lives: `--database-url` (or `WORLDS_ENGINE_DATABASE_URL`) and
-/// `--schema`. With a URL the command works on that database instead of `--dir`.
-#[derive(Debug, Clone, Default, Args)]
-pub(crate) struct DatabaseArgs {
-    /// Work on the PostgreSQL world at this URL (postgres://user:password@host:5432/db) instead
-    /// of a directory. Giving --dir as well is an error.
-    #[arg(long, env = DATABASE_URL_ENV, value_name = "URL", hide_env_values = true)]
-    pub(crate) database_url: Option<String>,
-
-    /// The PostgreSQL schema holding the world's tables (with --database-url).
-    #[arg(long, value_name = "NAME", default_value = DEFAULT_SCHEMA)]
-    pub(crate) schema: String,
-}
-
-impl DatabaseArgs {
-    /// The storage `--persistence` chose, or by default PostgreSQL when a URL was given and
-    /// hybrid storage otherwise.
-    pub(crate) fn persistence(&self, chosen: Option<PersistenceArg>) -> PersistenceArg {
-        chosen.unwrap_or(match self.url() {
-            Some(_) => PersistenceArg::Postgres,
-            None => PersistenceArg::Hybrid,
-        })
-    }
-
-    /// The URL, when one was given (an empty one counts as none).
-    pub(crate) fn url(&self) -> Option<&str> {
-        self.database_url
-            .as_deref()
-            .filter(|u| !u.trim().is_empty())
-    }
-}
-
-/// The default `--schema`: the engine's default for a PostgreSQL world.
-pub(crate) const DEFAULT_SCHEMA: &str = "worlds";
-
-/// The default `--dir` when `WORLDS_ENGINE_DIR` is not set: where a world on file or hybrid
-/// storage keeps its state by default.
-pub(crate) const DEFAULT_DIR: &str = "./.worlds-engine";
 
 /// The subcommands of `worlds runs`.
 #[derive(Debug, Subcommand)]
@@ -458,17 +386,9 @@ pub(crate) struct BulkArgs {
     #[arg(long)]
     pub(crate) by: Option<String>,
 
-    /// The world's data directory.
-    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
-    pub(crate) dir: PathBuf,
-
-    /// A world on PostgreSQL instead of a directory.
+    /// The world: its directory, database or API.
     #[command(flatten)]
-    pub(crate) database: DatabaseArgs,
-
-    /// A running world's API instead of the directory or database.
-    #[command(flatten)]
-    pub(crate) remote: ServerArgs,
+    pub(crate) world: WorldArgs,
 
     /// Print the final progress as one JSON object instead of text.
     #[arg(long)]
@@ -481,13 +401,9 @@ pub(crate) struct ReopenArgs {
     /// Run id or workflow id.
     pub(crate) id: String,
 
-    /// The world's data directory.
-    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
-    pub(crate) dir: PathBuf,
-
-    /// A world on PostgreSQL instead of a directory.
+    /// The world: its directory, database or API.
     #[command(flatten)]
-    pub(crate) database: DatabaseArgs,
+    pub(crate) world: WorldArgs,
 
     /// Why, recorded in the `run_reopened` event.
     #[arg(long)]
@@ -497,10 +413,6 @@ pub(crate) struct ReopenArgs {
     /// the server records the API key instead.
     #[arg(long)]
     pub(crate) by: Option<String>,
-
-    /// A running world's API instead of the directory or database.
-    #[command(flatten)]
-    pub(crate) remote: ServerArgs,
 
     /// Print the outcome as one JSON object instead of text.
     #[arg(long)]
@@ -525,21 +437,13 @@ pub(crate) struct CancelArgs {
     /// Run id or workflow id.
     pub(crate) id: String,
 
-    /// The world's data directory.
-    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
-    pub(crate) dir: PathBuf,
-
-    /// A world on PostgreSQL instead of a directory.
+    /// The world: its directory, database or API.
     #[command(flatten)]
-    pub(crate) database: DatabaseArgs,
+    pub(crate) world: WorldArgs,
 
     /// Why, recorded in the `workflow_cancelled` event.
     #[arg(long)]
     pub(crate) reason: Option<String>,
-
-    /// A running world's API instead of the directory or database.
-    #[command(flatten)]
-    pub(crate) remote: ServerArgs,
 
     /// Print the outcome as one JSON object instead of text.
     #[arg(long)]
@@ -549,13 +453,9 @@ pub(crate) struct CancelArgs {
 /// Options of `worlds runs list`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ListArgs {
-    /// The world's data directory.
-    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
-    pub(crate) dir: PathBuf,
-
-    /// A world on PostgreSQL instead of a directory.
+    /// The world: its directory, database or API.
     #[command(flatten)]
-    pub(crate) database: DatabaseArgs,
+    pub(crate) world: WorldArgs,
 
     /// Only runs in this status (repeat for several).
     #[arg(long = "status", value_name = "STATUS")]
@@ -577,10 +477,6 @@ pub(crate) struct ListArgs {
     #[arg(long)]
     pub(crate) oldest_first: bool,
 
-    /// A running world's API instead of the directory or database.
-    #[command(flatten)]
-    pub(crate) remote: ServerArgs,
-
     /// Print one JSON object per line (the run state, without history) instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
@@ -592,21 +488,13 @@ pub(crate) struct ShowArgs {
     /// Run id or workflow id.
     pub(crate) id: String,
 
-    /// The world's data directory.
-    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
-    pub(crate) dir: PathBuf,
-
-    /// A world on PostgreSQL instead of a directory.
+    /// The world: its directory, database or API.
     #[command(flatten)]
-    pub(crate) database: DatabaseArgs,
+    pub(crate) world: WorldArgs,
 
     /// Print the run state with its history as one JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
-
-    /// A running world's API instead of the directory or database.
-    #[command(flatten)]
-    pub(crate) remote: ServerArgs,
 }
 
 /// The subcommands of `worlds db`.
@@ -648,21 +536,13 @@ pub(crate) enum SchedulesCommand {
 /// Options of `worlds schedules list`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct SchedulesListArgs {
-    /// The world's data directory.
-    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
-    pub(crate) dir: PathBuf,
-
-    /// A world on PostgreSQL instead of a directory.
+    /// The world: its directory, database or API.
     #[command(flatten)]
-    pub(crate) database: DatabaseArgs,
+    pub(crate) world: WorldArgs,
 
     /// Print one JSON object per line (the stored schedule) instead of a table.
     #[arg(long)]
     pub(crate) json: bool,
-
-    /// A running world's API instead of the directory or database.
-    #[command(flatten)]
-    pub(crate) remote: ServerArgs,
 }
 
 /// Options of `worlds schedules pause|resume|delete`.
@@ -671,33 +551,21 @@ pub(crate) struct ScheduleIdArgs {
     /// The schedule's id.
     pub(crate) id: String,
 
-    /// The world's data directory.
-    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
-    pub(crate) dir: PathBuf,
-
-    /// A world on PostgreSQL instead of a directory.
+    /// The world: its directory, database or API.
     #[command(flatten)]
-    pub(crate) database: DatabaseArgs,
+    pub(crate) world: WorldArgs,
 
     /// Print the outcome as one JSON object instead of text.
     #[arg(long)]
     pub(crate) json: bool,
-
-    /// A running world's API instead of the directory or database.
-    #[command(flatten)]
-    pub(crate) remote: ServerArgs,
 }
 
 /// Options of `worlds doctor`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct DoctorArgs {
-    /// The world's data directory.
-    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
-    pub(crate) dir: PathBuf,
-
-    /// A world on PostgreSQL instead of a directory.
+    /// The world: its directory or database.
     #[command(flatten)]
-    pub(crate) database: DatabaseArgs,
+    pub(crate) world: LocalArgs,
 }
 
 /// Options of `worlds dev`.
@@ -746,6 +614,31 @@ pub(crate) enum PersistenceArg {
     Postgres,
 }
 
+impl PersistenceArg {
+    /// The storage `--persistence` chose, or by default PostgreSQL when a URL was given and
+    /// hybrid storage otherwise.
+    fn or_default(chosen: Option<PersistenceArg>, database: &DatabaseArgs) -> PersistenceArg {
+        chosen.unwrap_or(match database.url() {
+            Some(_) => PersistenceArg::Postgres,
+            None => PersistenceArg::Hybrid,
+        })
+    }
+}
+
+impl DevArgs {
+    /// The storage of the session's world.
+    pub(crate) fn persistence(&self) -> PersistenceArg {
+        PersistenceArg::or_default(self.persistence, &self.database)
+    }
+}
+
+impl ServeArgs {
+    /// The storage of the served world.
+    pub(crate) fn persistence(&self) -> PersistenceArg {
+        PersistenceArg::or_default(self.persistence, &self.database)
+    }
+}
+
 impl From<PersistenceArg> for worlds_engine::Persistence {
     fn from(arg: PersistenceArg) -> Self {
         match arg {
@@ -766,77 +659,6 @@ fn positive_factor(text: &str) -> Result<f64, String> {
     }
 }
 
-/// Options of `worlds bench`.
-#[derive(Debug, Clone, Args)]
-pub(crate) struct BenchArgs {
-    /// Which workload to run.
-    #[arg(long, value_enum, default_value_t = WorkloadArg::All)]
-    pub(crate) workload: WorkloadArg,
-
-    /// Storage backend of the benchmarked world.
-    #[arg(long, value_enum, default_value_t = Backend::Memory)]
-    pub(crate) backend: Backend,
-
-    /// Number of workflows (W1, W2, W3). For W6, the number of steps if --k is not given.
-    #[arg(long)]
-    pub(crate) n: Option<usize>,
-
-    /// Sequential steps per workflow (W1, W2, W3; W6: steps of its single workflow).
-    #[arg(long)]
-    pub(crate) k: Option<usize>,
-
-    /// Print one JSON object per line (the contract's format) instead of a table.
-    #[arg(long)]
-    pub(crate) json: bool,
-
-    /// Workers of the benchmarked world (its `min_workers`). Default: 16 on memory; 1024 on file
-    /// and hybrid, where a worker waits for its writes to be on disk and more of them in flight
-    /// let one fsync cover more writes; 128 on postgres (a pool of workers + 8 connections, at
-    /// most 64).
-    #[arg(long, value_parser = at_least_one)]
-    pub(crate) workers: Option<usize>,
-
-    /// The PostgreSQL server of `--backend postgres`. Each workload gets a fresh schema
-    /// (`bench_…`), dropped afterwards.
-    #[arg(long, env = DATABASE_URL_ENV, value_name = "URL", hide_env_values = true,
-          default_value = DEFAULT_BENCH_DATABASE_URL)]
-    pub(crate) database_url: String,
-
-    /// W3's durable sleep in milliseconds (the contract says 2000; smaller values are for tests).
-    #[arg(long, hide = true)]
-    pub(crate) sleep_ms: Option<u64>,
-
-    /// Drive W1 and W2 through the world's HTTP API (a `worlds-server` on loopback, called
-    /// with `worlds-client`, keep-alive) instead of in process.
-    #[arg(long, value_enum, default_value_t = ViaArg::Process)]
-    pub(crate) via: ViaArg,
-
-    /// W1 on the postgres backend over this many member processes sharing one schema, each
-    /// starting its share of the workflows at the same moment.
-    #[arg(long, default_value_t = 1, value_parser = at_least_one)]
-    pub(crate) members: usize,
-
-    /// Run as one member of a `--members` run, on this schema (started by the first member).
-    #[arg(long, hide = true, requires = "start_at")]
-    pub(crate) member_of: Option<String>,
-
-    /// When a `--members` run starts its workflows (ms since the Unix epoch).
-    #[arg(long, hide = true)]
-    pub(crate) start_at: Option<i64>,
-}
-
-/// How `worlds bench` calls its world.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum ViaArg {
-    /// In process: `world.execute` and `handle.result()`.
-    Process,
-    /// Over loopback HTTP: the API of `worlds-server`, through `worlds-client`.
-    Http,
-}
-
-/// The database `worlds bench --backend postgres` uses unless told otherwise: the local server.
-pub(crate) const DEFAULT_BENCH_DATABASE_URL: &str = "postgres://postgres@127.0.0.1:5432/test";
-
 /// Parses a count that must be at least 1.
 fn at_least_one(text: &str) -> Result<usize, String> {
     match text.parse::<usize>() {
@@ -846,250 +668,17 @@ fn at_least_one(text: &str) -> Result<usize, String> {
     }
 }
 
-/// A workload of the benchmark contract, or all of the implemented ones.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum WorkloadArg {
-    /// Throughput: N concurrent workflows of K sequential steps.
-    W1,
-    /// Latency: N workflows one after another, K steps each.
-    W2,
-    /// Timers: N concurrent workflows that sleep 2 s, then run a step.
-    W3,
-    /// Waiting is cheap: N (100 000) workflows that sleep an hour; peak memory once all wait.
-    W4,
-    /// Recovery: N workflows of K steps, SIGKILLed halfway, restarted and finished (file or hybrid).
-    W5,
-    /// Flat per-step cost: one workflow of many sequential steps.
-    W6,
-    /// The dashboard with a full store: its runs page with N (1 000 000) runs stored, and the
-    /// page of a run of K (3 334) steps, about 10 000 events.
-    D1,
-    /// The deploy check: `verify` over N (10 000) unfinished runs of K (3) steps, with the
-    /// code unchanged and with a change that breaks exactly half of them.
-    V1,
-    /// The edge of scale (file or hybrid): N (1 000 000) finished runs, closed, opened again in
-    /// a fresh process (time, memory per run) and asked for the failed ones.
-    S1,
-    /// W1, W2, W3, W5 (file and hybrid only) and W6, in that order.
-    All,
-}
-
-/// Storage backends a benchmark can run on (only those that exist: `--help` lists these).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub(crate) enum Backend {
-    /// In process memory.
-    Memory,
-    /// JSON files on disk.
-    File,
-    /// Memory plus a write-ahead log on disk.
-    Hybrid,
-    /// A PostgreSQL database (--database-url).
-    Postgres,
-}
-
-impl Backend {
-    /// The name used on the command line and in the `storage` field of results.
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Backend::Memory => "memory",
-            Backend::File => "file",
-            Backend::Hybrid => "hybrid",
-            Backend::Postgres => "postgres",
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use clap::CommandFactory;
-
-    #[test]
-    fn cli_is_well_formed() {
-        Cli::command().debug_assert();
-    }
-
-    #[test]
-    fn parses_bench_options() {
-        let cli = Cli::try_parse_from([
-            "worlds",
-            "bench",
-            "--workload",
-            "w1",
-            "--backend",
-            "memory",
-            "--n",
-            "5",
-            "--json",
-        ])
-        .unwrap();
-        let Command::Bench(args) = cli.command else {
-            panic!("not bench: {:?}", cli.command);
-        };
-        assert_eq!(args.workload, WorkloadArg::W1);
-        assert_eq!(args.backend, Backend::Memory);
-        assert_eq!(args.n, Some(5));
-        assert!(args.json);
-        assert!(Cli::try_parse_from(["worlds", "bench", "--workers", "0"]).is_err());
-    }
-
-    #[test]
-    fn bench_help_gives_the_worker_counts_the_bench_uses() {
-        use crate::bench::{DEFAULT_WORKERS, DURABLE_WORKERS, POSTGRES_WORKERS};
-        let mut command = Cli::command();
-        let bench = command
-            .find_subcommand_mut("bench")
-            .expect("a bench command");
-        let help = bench.render_long_help().to_string();
-        // The help wraps lines: read it as one line of words.
-        let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
-        for said in [
-            format!("Default: {DEFAULT_WORKERS} on memory"),
-            format!("{DURABLE_WORKERS} on file and hybrid"),
-            format!("{POSTGRES_WORKERS} on postgres"),
-        ] {
-            assert!(help.contains(&said), "`{said}` not in {help}");
-        }
-    }
-
-    #[test]
-    fn parses_inspection_options() {
-        let cli = Cli::try_parse_from([
-            "worlds", "runs", "list", "--status", "failed", "--status", "running", "--name", "n",
-        ])
-        .unwrap();
-        let Command::Runs(RunsCommand::List(args)) = cli.command else {
-            panic!("not runs list: {:?}", cli.command);
-        };
-        assert_eq!(args.statuses, vec![RunStatus::Failed, RunStatus::Running]);
-        assert_eq!(args.name.as_deref(), Some("n"));
-        assert_eq!(args.dir, PathBuf::from(DEFAULT_DIR));
-        assert_eq!(args.limit, 100);
-        assert!(Cli::try_parse_from(["worlds", "runs", "list", "--status", "bogus"]).is_err());
-
-        let cli = Cli::try_parse_from(["worlds", "runs", "show", "wf-1", "--dir", "d", "--json"])
-            .unwrap();
-        let Command::Runs(RunsCommand::Show(args)) = cli.command else {
-            panic!("not runs show: {:?}", cli.command);
-        };
-        assert_eq!((args.id.as_str(), args.json), ("wf-1", true));
-        assert_eq!(args.dir, PathBuf::from("d"));
-
-        let cli = Cli::try_parse_from(["worlds", "doctor"]).unwrap();
-        assert!(matches!(cli.command, Command::Doctor(_)));
-    }
-
-    #[test]
-    fn parses_schedules_options() {
-        let cli = Cli::try_parse_from(["worlds", "schedules", "list", "--json"]).unwrap();
-        let Command::Schedules(SchedulesCommand::List(args)) = cli.command else {
-            panic!("not schedules list: {:?}", cli.command);
-        };
-        assert!(args.json);
-        assert_eq!(args.dir, PathBuf::from(DEFAULT_DIR));
-        for verb in ["pause", "resume", "delete"] {
-            let cli = Cli::try_parse_from(["worlds", "schedules", verb, "daily-job", "--dir", "d"])
-                .unwrap();
-            let Command::Schedules(command) = cli.command else {
-                panic!("not schedules: {:?}", cli.command);
-            };
-            let args = match command {
-                SchedulesCommand::Pause(args)
-                | SchedulesCommand::Resume(args)
-                | SchedulesCommand::Delete(args) => args,
-                SchedulesCommand::List(_) => panic!("{verb} parsed as list"),
-            };
-            assert_eq!((args.id.as_str(), args.json), ("daily-job", false));
-            assert_eq!(args.dir, PathBuf::from("d"));
-        }
-        assert!(Cli::try_parse_from(["worlds", "schedules", "pause"]).is_err());
-    }
-
-    #[test]
-    fn parses_dev_options() {
-        let cli = Cli::try_parse_from(["worlds", "dev"]).unwrap();
-        let Command::Dev(args) = cli.command else {
-            panic!("not dev: {:?}", cli.command);
-        };
-        assert_eq!(args.dir, PathBuf::from(DEFAULT_DIR));
-        assert_eq!(args.runs, None);
-        assert_eq!(args.persistence, None);
-        assert_eq!(
-            args.database.persistence(args.persistence),
-            if args.database.url().is_some() {
-                PersistenceArg::Postgres // WORLDS_ENGINE_DATABASE_URL is set here
-            } else {
-                PersistenceArg::Hybrid
-            }
-        );
-        assert_eq!(args.speed, 1.0);
-
-        let cli = Cli::try_parse_from([
-            "worlds",
-            "dev",
-            "--dir",
-            "d",
-            "--runs",
-            "0",
-            "--persistence",
-            "memory",
-            "--speed",
-            "10",
-        ])
-        .unwrap();
-        let Command::Dev(args) = cli.command else {
-            panic!("not dev: {:?}", cli.command);
-        };
-        assert_eq!(args.dir, PathBuf::from("d"));
-        assert_eq!(args.runs, Some(0));
-        assert_eq!(args.persistence, Some(PersistenceArg::Memory));
-        assert_eq!(args.speed, 10.0);
-        assert!(Cli::try_parse_from(["worlds", "dev", "--speed", "0"]).is_err());
-        assert!(Cli::try_parse_from(["worlds", "dev", "--persistence", "sqlite"]).is_err());
-        let cli = Cli::try_parse_from([
-            "worlds",
-            "dev",
-            "--persistence",
-            "postgres",
-            "--database-url",
-            "postgres://u@h/db",
-            "--schema",
-            "demo",
-        ])
-        .unwrap();
-        let Command::Dev(args) = cli.command else {
-            panic!("not dev: {:?}", cli.command);
-        };
-        assert_eq!(args.persistence, Some(PersistenceArg::Postgres));
-        assert_eq!(args.database.url(), Some("postgres://u@h/db"));
-        assert_eq!(args.database.schema, "demo");
-        // A URL alone is enough: the world is on PostgreSQL.
-        let cli = Cli::try_parse_from(["worlds", "serve", "--database-url", "postgres://u@h/db"])
-            .unwrap();
-        let Command::Serve(args) = cli.command else {
-            panic!("not serve: {:?}", cli.command);
-        };
-        assert_eq!(
-            args.database.persistence(args.persistence),
-            PersistenceArg::Postgres
-        );
-    }
-}
-
 /// Options of `worlds logs`.
 #[derive(Debug, Clone, Args)]
+#[command(mut_arg("dir", |dir| dir.help("The world's data directory; its log files are in its logs/ folder")))]
 pub(crate) struct LogsArgs {
-    /// The world's data directory; its log files are in its logs/ folder.
-    #[arg(long, env = DATA_DIR_ENV, default_value = DEFAULT_DIR)]
-    pub(crate) dir: PathBuf,
+    /// The world: its directory, or its database (the entries every member wrote).
+    #[command(flatten)]
+    pub(crate) world: LocalArgs,
 
     /// Read the log files in this directory instead (a memory world's configured log folder).
     #[arg(long, value_name = "DIR")]
     pub(crate) log_dir: Option<PathBuf>,
-
-    /// A world on PostgreSQL instead of a directory: the entries every member wrote.
-    #[command(flatten)]
-    pub(crate) database: DatabaseArgs,
 
     /// Only entries of this category: world, worker, workflow, activity or system.
     #[arg(long, value_name = "CATEGORY")]
@@ -1100,8 +689,8 @@ pub(crate) struct LogsArgs {
     pub(crate) level: Option<worlds_engine::telemetry::logs::LogLevel>,
 
     /// Only entries since this long ago (1h, 30m, 2d) or this time (2026-01-31T08:00:00Z).
-    #[arg(long, value_name = "WHEN", value_parser = crate::logs::parse_since)]
-    pub(crate) since: Option<crate::logs::Since>,
+    #[arg(long, value_name = "WHEN", value_parser = crate::text::parse_since)]
+    pub(crate) since: Option<crate::text::Since>,
 
     /// At most this many entries, the most recent.
     #[arg(long, default_value_t = 100, value_parser = at_least_one)]
@@ -1111,3 +700,6 @@ pub(crate) struct LogsArgs {
     #[arg(long)]
     pub(crate) json: bool,
 }
+
+#[cfg(test)]
+mod tests;

@@ -16,7 +16,8 @@ use worlds_engine::{ResolveData, RunStatus, WorkflowQueryFilter};
 use worlds_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION};
 
 use super::{connect, leave, probe, unusable, Database};
-use crate::inspect::duration;
+use crate::target::scan::{collect_runs, format_stuck, stuck_runs, STUCK_SCAN};
+use crate::text::{duration, now_ms};
 
 /// A member whose heartbeat is older than this is dead, unless it recorded its own lease
 /// (`DatabaseConfig::lease_duration`; members of builds before schema version 8 did not): the
@@ -78,7 +79,7 @@ pub(crate) struct Findings {
 const DEAD_ROWS_WORTH_A_WORD: i64 = 50_000;
 
 /// Runs `worlds doctor` on a PostgreSQL world.
-pub(crate) fn doctor(db: &Database, out: &mut impl Write) -> anyhow::Result<()> {
+pub(crate) fn doctor(db: &Database, out: &mut dyn Write) -> anyhow::Result<()> {
     writeln!(out, "database: {} (schema '{}')", db.server(), db.schema())?;
     super::check_schema_name(db.schema())?;
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -123,10 +124,8 @@ pub(crate) fn doctor(db: &Database, out: &mut impl Write) -> anyhow::Result<()> 
                 ])
                 .resolve_data(ResolveData::None)
                 .oldest_first();
-            let (runs, _) =
-                crate::inspect::collect_runs(&store, unfinished, crate::inspect::STUCK_SCAN)
-                    .await?;
-            let stuck = crate::inspect::stuck_runs(&store, &runs, crate::show::now_ms()).await?;
+            let (runs, _) = collect_runs(&store, unfinished, STUCK_SCAN).await?;
+            let stuck = stuck_runs(&store, &runs, now_ms()).await?;
             anyhow::Ok((findings, stuck))
         }
         .await;
@@ -134,7 +133,7 @@ pub(crate) fn doctor(db: &Database, out: &mut impl Write) -> anyhow::Result<()> 
         found.map_err(|e| db.error(format!("{e:#}")))
     })?;
     let mut text = format_findings(&findings);
-    text.push_str(&crate::inspect::format_stuck(&stuck));
+    text.push_str(&format_stuck(&stuck));
     out.write_all(text.as_bytes())?;
     let problems = text.lines().filter(|l| l.starts_with("problem:")).count();
     if problems > 0 {

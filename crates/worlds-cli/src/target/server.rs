@@ -1,18 +1,35 @@
-//! The commands that call a running world's HTTP API (`--server URL --api-key KEY`), through
-//! `worlds-client`, and `worlds hooks resume`, which also works on a directory or database.
+//! A running world's HTTP API (`--server URL --api-key KEY`: `worlds serve`, or a program
+//! serving `worlds-server`), called through `worlds-client`. It works while a hybrid world owns
+//! its directory, and the serving program checks what only it can (a reopened run's replay).
 
-use std::io::Write;
-
-use anyhow::{bail, Context};
+use anyhow::bail;
+use clap::Args;
 use worlds_client::{Client, ClientError, RunFilter};
+use worlds_engine::hooks::HookResumed;
 use worlds_engine::model::{ResolveData, SortOrder};
 use worlds_engine::schedule::ScheduleConfig;
-use worlds_engine::{Event, RunStatus, WorkflowState, World, WorldError};
+use worlds_engine::WorkflowState;
 
-use crate::cli::{CancelArgs, HookResumeArgs, ListArgs, ServerArgs};
-use crate::escape::escaped;
-use crate::inspect::Place;
-use crate::postgres::runtime;
+use super::{runtime, RunQuery, ScheduleAction, Shown};
+
+/// A running world's HTTP API (`worlds serve`, or a program serving `worlds-server`): with
+/// `--server` the command calls it instead of opening the directory or the database, so it
+/// works while a hybrid world owns its directory.
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct ServerArgs {
+    /// Call the world's API at this URL (http://host:port) instead of opening --dir.
+    #[arg(long, env = "WORLDS_SERVER_URL", value_name = "URL")]
+    pub(crate) server: Option<String>,
+
+    /// The API key for --server.
+    #[arg(
+        long,
+        env = "WORLDS_API_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    pub(crate) api_key: Option<String>,
+}
 
 /// Runs per page asked of the server.
 const PAGE: usize = 500;
@@ -44,43 +61,32 @@ fn explained(error: ClientError) -> anyhow::Error {
 /// `worlds runs list --server`: up to `--limit` runs, newest first.
 pub(crate) fn list_runs(
     client: &Client,
-    args: &ListArgs,
+    query: &RunQuery,
 ) -> anyhow::Result<(Vec<WorkflowState>, bool)> {
-    let statuses: Vec<String> = args.statuses.iter().map(|s| s.to_string()).collect();
+    let statuses: Vec<String> = query.statuses.iter().map(|s| s.to_string()).collect();
     let mut filter = RunFilter {
         status: (!statuses.is_empty()).then(|| statuses.join(",")),
-        workflow: args.name.clone(),
-        code_version: args.code_version.clone(),
-        resolve: Some(if args.json {
-            ResolveData::All
-        } else {
-            ResolveData::None
-        }),
-        order: args.oldest_first.then_some(SortOrder::Ascending),
+        workflow: query.name.clone(),
+        code_version: query.code_version.clone(),
+        resolve: Some(query.resolve_data()),
+        order: query.oldest_first.then_some(SortOrder::Ascending),
         ..RunFilter::default()
     };
     runtime()?.block_on(async {
         let mut runs = Vec::new();
         loop {
-            filter.limit = Some(PAGE.min(args.limit - runs.len()));
+            filter.limit = Some(PAGE.min(query.limit - runs.len()));
             let page = client.list_runs(&filter).await.map_err(explained)?;
             runs.extend(page.data);
             if !page.has_more {
                 return Ok((runs, false));
             }
-            if runs.len() >= args.limit {
+            if runs.len() >= query.limit {
                 return Ok((runs, true));
             }
             filter.cursor = page.cursor;
         }
     })
-}
-
-/// What `worlds runs show --server` reads: the run, its whole history, its children's status.
-pub(crate) struct Shown {
-    pub(crate) state: WorkflowState,
-    pub(crate) history: Vec<Event>,
-    pub(crate) children: Vec<(String, RunStatus)>,
 }
 
 /// `worlds runs show --server`.
@@ -113,6 +119,7 @@ pub(crate) fn show_run(client: &Client, id: &str) -> anyhow::Result<Shown> {
             state,
             history,
             children,
+            driver: None,
         })
     })
 }
@@ -127,28 +134,23 @@ pub(crate) fn schedules(client: &Client) -> anyhow::Result<Vec<ScheduleConfig>> 
 pub(crate) fn change_schedule(
     client: &Client,
     id: &str,
-    action: crate::schedules::Action,
+    action: ScheduleAction,
 ) -> anyhow::Result<Option<ScheduleConfig>> {
-    use crate::schedules::Action;
     runtime()?
         .block_on(async {
             match action {
-                Action::Pause => client.pause_schedule(id, true).await.map(Some),
-                Action::Resume => client.pause_schedule(id, false).await.map(Some),
-                Action::Delete => client.delete_schedule(id).await.map(|()| None),
+                ScheduleAction::Pause => client.pause_schedule(id, true).await.map(Some),
+                ScheduleAction::Resume => client.pause_schedule(id, false).await.map(Some),
+                ScheduleAction::Delete => client.delete_schedule(id).await.map(|()| None),
             }
         })
         .map_err(explained)
 }
 
 /// `worlds runs cancel --server`.
-pub(crate) fn cancel(client: &Client, args: &CancelArgs) -> anyhow::Result<WorkflowState> {
-    let reason = args
-        .reason
-        .clone()
-        .unwrap_or_else(|| "cancelled with `worlds runs cancel`".to_owned());
+pub(crate) fn cancel(client: &Client, id: &str, reason: &str) -> anyhow::Result<WorkflowState> {
     runtime()?
-        .block_on(client.cancel(&args.id, Some(&reason)))
+        .block_on(client.cancel(id, Some(reason)))
         .map_err(explained)
 }
 
@@ -181,42 +183,13 @@ pub(crate) fn bulk(
     })
 }
 
-/// `worlds hooks resume TOKEN --data JSON`.
-pub(crate) fn resume_hook(args: &HookResumeArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    let payload: serde_json::Value = serde_json::from_str(&args.data)
-        .with_context(|| format!("--data is not JSON: {}", args.data))?;
-    let resumed = match client(&args.remote)? {
-        Some(client) => runtime()?
-            .block_on(client.resume_hook(&args.token, &payload))
-            .map_err(explained)?,
-        None => {
-            let resume = async |world: &World| -> anyhow::Result<_> {
-                world
-                    .resume_hook(&args.token, &payload)
-                    .await
-                    .map_err(|e: WorldError| {
-                        anyhow::Error::new(e).context("could not resume the hook")
-                    })
-            };
-            match Place::of(&args.dir, &args.database) {
-                Place::Dir(dir) => crate::writer::with_world(
-                    &dir,
-                    "resume the hook through its API (`--server URL --api-key KEY`), or from that program (World::resume_hook).",
-                    resume,
-                )?,
-                Place::Database(db) => crate::postgres::with_world(&db, resume)?,
-            }
-        }
-    };
-    if args.json {
-        writeln!(out, "{}", serde_json::to_string(&resumed)?)?;
-    } else {
-        writeln!(
-            out,
-            "resumed hook {} of run {}",
-            escaped(&resumed.hook_id),
-            escaped(&resumed.run_id)
-        )?;
-    }
-    Ok(())
+/// `worlds hooks resume --server`.
+pub(crate) fn resume_hook(
+    client: &Client,
+    token: &str,
+    payload: &serde_json::Value,
+) -> anyhow::Result<HookResumed> {
+    runtime()?
+        .block_on(client.resume_hook(token, payload))
+        .map_err(explained)
 }

@@ -70,7 +70,7 @@ fn print_runs(
 /// `worlds doctor`: fails (non-zero exit) if the store cannot be loaded or the world has a
 /// problem.
 pub(crate) fn doctor(args: &DoctorArgs, out: &mut impl Write) -> anyhow::Result<()> {
-    Target::local(&args.world).doctor(out)
+    Target::local(&args.world).doctor(args.lease_duration, out)
 }
 
 /// One JSON object per run and line.
@@ -458,6 +458,7 @@ mod tests {
         let result = doctor(
             &DoctorArgs {
                 world: LocalArgs::dir(&dir),
+                lease_duration: None,
             },
             &mut out,
         );

@@ -105,8 +105,7 @@ async fn main() -> Result<(), WorldError> {
         events as f64 / elapsed.as_secs_f64()
     );
 
-    store.stop_heartbeat();
-    store.pool().close().await;
+    store.close().await?;
     if let Ok(mut conn) = PgConnection::connect(&url).await {
         let _ = sqlx::query(AssertSqlSafe(format!(
             "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"

@@ -105,13 +105,26 @@
 //!
 //! [`changes`]: worlds_engine::store::LeaseStore::changes
 //!
+//! # From outside the world
+//!
+//! Tools work on a world's schema without joining it, each on a connection of its own:
+//! [`probe()`] reads the server's and the schema's versions, [`migrate()`] brings the schema
+//! to this build's, [`doctor()`] reports the world's health (members, runs, leases, timers,
+//! dead row versions) as a typed [`DoctorReport`] of [`Finding`]s, each with what to do,
+//! judged by the world's lease; [`vacuum_runs`] and [`drop_schema`] do what their names say.
+//! [`PostgresStore::connect_visitor`] opens a store that reads the world and delivers what
+//! reaches its runs from outside, and [`PostgresStore::lease_holder`] says which member
+//! drives a run. The connection pool stays inside the store.
+//!
 //! [`claim_runs`]: worlds_engine::store::LeaseStore::claim_runs
 //! [`external_changes`]: worlds_engine::store::LeaseStore::external_changes
 
 #![forbid(unsafe_code)]
 
+mod admin;
 mod batch;
 mod db;
+mod doctor;
 mod ended;
 mod events;
 mod faults;
@@ -142,6 +155,11 @@ use tokio::sync::{mpsc, watch, Notify};
 use tokio_util::sync::CancellationToken;
 use worlds_engine::{Event, WorkflowState, WorldError};
 
+pub use admin::{drop_schema, probe, vacuum_runs, Probe, SchemaStatus};
+pub use doctor::{
+    doctor, DoctorReport, Finding, FindingKind, Health, HolderState, LeaseHolder, MemberHealth,
+    Severity, StatusCount, TableRows, DEAD_ROWS_WORTH_A_WORD,
+};
 #[cfg(feature = "test-util")]
 pub use faults::Faults;
 pub use migrate::{check_schema_name, SCHEMA_VERSION};
@@ -322,15 +340,9 @@ fn plain_on_this_machine(url: &str, host: &str) -> bool {
 /// The connection options for the server of `url`, as every connection of the world makes them:
 /// without TLS to this machine (`localhost`, `127.0.0.1`, `::1`) unless the URL names an
 /// `sslmode` or `PGSSLMODE` is set — TLS to the loopback protects nothing and costs a delayed
-/// acknowledgement per handshake. For tools that connect on their own (the `worlds` command's
-/// probe of a schema).
-///
-/// ```
-/// let options = worlds_postgres::server_options("postgres://postgres@127.0.0.1:5432/test")?;
-/// assert_eq!(options.get_port(), 5432);
-/// # Ok::<(), worlds_engine::WorldError>(())
-/// ```
-pub fn server_options(url: &str) -> Result<PgConnectOptions, WorldError> {
+/// acknowledgement per handshake. Also for the connections of [`probe()`], [`doctor()`] and
+/// the other work from outside the world.
+pub(crate) fn server_options(url: &str) -> Result<PgConnectOptions, WorldError> {
     let base = PgConnectOptions::from_str(url).map_err(|e| WorldError::InvalidInput {
         field: "url".into(),
         message: format!("'{}' is not a PostgreSQL URL: {e}", redact(url)),
@@ -533,7 +545,7 @@ impl PostgresStore {
     }
 
     /// The connection pool.
-    pub fn pool(&self) -> &PgPool {
+    pub(crate) fn pool(&self) -> &PgPool {
         &self.inner.pool
     }
 

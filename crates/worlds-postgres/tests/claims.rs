@@ -174,9 +174,10 @@ async fn runs_whose_claim_answer_was_lost_are_driven_anyway() {
         .await
         .expect("a claim whose answer was lost does not fail the start");
     let claimed = Instant::now();
+    let sql = common::sql(&schema);
     loop {
         let owners: Vec<Option<String>> = sqlx::query_scalar("SELECT DISTINCT owner FROM runs")
-            .fetch_all(member.pool())
+            .fetch_all(&sql)
             .await
             .unwrap();
         if owners == vec![Some(member.member_id().to_owned())] {

@@ -31,7 +31,7 @@ async fn only_one_store_claims_an_unowned_run_and_the_creator_holds_its_runs() {
     let free = pair.create(&pair.a).await;
     sqlx::query("UPDATE runs SET owner = NULL WHERE run_id = $1")
         .bind(&free)
-        .execute(pair.a.pool())
+        .execute(&common::sql(&pair.schema))
         .await
         .unwrap();
     let (by_a, by_b) = tokio::join!(pair.a.claim_runs(&any), pair.b.claim_runs(&any));
@@ -46,7 +46,7 @@ async fn only_one_store_claims_an_unowned_run_and_the_creator_holds_its_runs() {
     // A workflow this process cannot run is left alone.
     sqlx::query("UPDATE runs SET owner = NULL WHERE run_id = $1")
         .bind(&free)
-        .execute(pair.a.pool())
+        .execute(&common::sql(&pair.schema))
         .await
         .unwrap();
     assert!(pair
@@ -140,7 +140,7 @@ async fn a_run_taken_over_is_never_vouched_for_by_the_old_holders_fresh_heartbea
     sqlx::query("UPDATE runs SET owner = $2, epoch = epoch + 1 WHERE run_id = $1")
         .bind(&run)
         .bind(pair.b.member_id())
-        .execute(pair.a.pool())
+        .execute(&common::sql(&pair.schema))
         .await
         .unwrap();
     assert_eq!(pair.a.external_changes().await.unwrap(), vec![run.clone()]);
@@ -239,7 +239,7 @@ async fn concurrent_appends_never_share_a_seq_and_a_step_completes_once() {
     // The database itself refuses a second event at a taken position.
     let dup = sqlx::query("INSERT INTO events (run_id, seq, body) VALUES ($1, 0, '{}')")
         .bind(&run)
-        .execute(pair.a.pool())
+        .execute(&common::sql(&pair.schema))
         .await;
     assert!(dup.is_err());
     pair.finish().await;
@@ -273,11 +273,11 @@ async fn a_schema_from_a_newer_build_is_refused_naming_both_versions() {
         "INSERT INTO _sqlx_migrations (version, description, success, checksum, execution_time)
          VALUES (99, 'future', true, '\\x00', 0)",
     )
-    .execute(store.pool())
+    .execute(&common::sql(&schema))
     .await
     .unwrap();
     store.stop_heartbeat();
-    store.pool().close().await;
+    store.close().await.unwrap();
     let err = PostgresStore::connect(&common::url(), common::options(&schema))
         .await
         .unwrap_err();
@@ -309,7 +309,7 @@ async fn a_visitor_joins_no_world_and_may_only_deliver_from_outside() {
         .await
         .unwrap();
     let members: i64 = sqlx::query_scalar("SELECT count(*) FROM members")
-        .fetch_one(visitor.pool())
+        .fetch_one(&common::sql(&pair.schema))
         .await
         .unwrap();
     assert_eq!(members, 2, "the pair's members only");

@@ -271,7 +271,8 @@ struct StuckWatch {
 const EVENTS_PER_STEP: f64 = 3.0;
 
 impl StuckWatch {
-    async fn look(&mut self, reader: &PostgresStore) -> Result<(), String> {
+    /// `reader`: the test's own pool on the world's schema.
+    async fn look(&mut self, reader: &sqlx::PgPool) -> Result<(), String> {
         let Ok(rows) = sqlx::query_as::<_, (String, i64, Option<String>, bool)>(
             "SELECT r.run_id, r.next_seq, r.owner,
                     coalesce(m.heartbeat_at > now() - make_interval(secs => $1), false)
@@ -279,7 +280,7 @@ impl StuckWatch {
              WHERE NOT r.finished",
         )
         .bind(LEASE.as_secs_f64())
-        .fetch_all(reader.pool())
+        .fetch_all(reader)
         .await
         else {
             // The reader's connection was cut by a storm: the next look counts.
@@ -438,7 +439,7 @@ async fn members_survive_kills_and_pauses() {
             started.elapsed() < deadline,
             "the workload did not finish in {deadline:?} ({kills} kills, {pauses} pauses, {start_pauses} pauses while starting, {storms} storms)"
         );
-        if let Err(stuck) = watch.look(&reader).await {
+        if let Err(stuck) = watch.look(&common::sql(&schema)).await {
             panic!("{stuck} ({kills} kills, {pauses} pauses, {start_pauses} pauses while starting, {storms} storms so far)");
         }
         tokio::time::sleep(Duration::from_millis(rng.random_range(700..1500))).await;
@@ -550,7 +551,7 @@ async fn members_survive_kills_and_pauses() {
     }
     let takeovers: i64 =
         sqlx::query_scalar("SELECT coalesce(sum(greatest(epoch - 2, 0)), 0)::bigint FROM runs")
-            .fetch_one(reader.pool())
+            .fetch_one(&common::sql(&schema))
             .await
             .unwrap();
     eprintln!(

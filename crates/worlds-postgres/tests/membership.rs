@@ -52,7 +52,7 @@ async fn member(
 async fn owner(store: &PostgresStore, run_id: &str) -> Option<String> {
     sqlx::query_scalar("SELECT owner FROM runs WHERE run_id = $1")
         .bind(run_id)
-        .fetch_one(store.pool())
+        .fetch_one(&common::sql(store.schema()))
         .await
         .unwrap()
 }
@@ -60,7 +60,7 @@ async fn owner(store: &PostgresStore, run_id: &str) -> Option<String> {
 async fn is_member(store: &PostgresStore, member: &str) -> bool {
     sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM members WHERE member_id = $1)")
         .bind(member)
-        .fetch_one(store.pool())
+        .fetch_one(&common::sql(store.schema()))
         .await
         .unwrap()
 }

@@ -77,7 +77,7 @@ async fn only_the_holder_takes_a_runs_timers_and_a_new_holder_gets_them() {
     assert_eq!(pair.b.next_timer_at().await.unwrap(), None);
     let left: i64 = sqlx::query_scalar("SELECT count(*) FROM timers WHERE run_id = $1")
         .bind(&run)
-        .fetch_one(pair.b.pool())
+        .fetch_one(&common::sql(&pair.schema))
         .await
         .unwrap();
     assert_eq!(left, 0);

@@ -92,7 +92,7 @@ async fn a_closed_store_hands_its_runs_over_at_once() {
     assert_eq!(pair.b.claim_runs(&any).await.unwrap(), vec![run.clone()]);
     assert!(pair.b.held_epoch(&run).unwrap() > 1);
     let members: i64 = sqlx::query_scalar("SELECT count(*) FROM members")
-        .fetch_one(pair.b.pool())
+        .fetch_one(&common::sql(&pair.schema))
         .await
         .unwrap();
     assert_eq!(members, 1, "the closed member's row is gone");
@@ -114,7 +114,7 @@ async fn members_long_dead_are_forgotten() {
     let dead = common::store(&schema, options.clone()).await;
     dead.stop_heartbeat();
     let present = |store: &worlds_postgres::PostgresStore, member: String| {
-        let pool = store.pool().clone();
+        let pool = common::sql(store.schema());
         async move {
             sqlx::query_scalar::<_, bool>(
                 "SELECT EXISTS (SELECT 1 FROM members WHERE member_id = $1)",
@@ -134,8 +134,8 @@ async fn members_long_dead_are_forgotten() {
     );
     assert!(present(&alive, alive.member_id().to_owned()).await);
     alive.stop_heartbeat();
-    dead.pool().close().await;
-    alive.pool().close().await;
+    dead.close().await.unwrap();
+    alive.close().await.unwrap();
     common::drop_schema(&schema).await;
 }
 

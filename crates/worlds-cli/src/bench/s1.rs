@@ -175,16 +175,11 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
 /// `VACUUM (ANALYZE)` of the runs table in `schema`: what autovacuum does after a burst of
 /// writes on a server that runs it.
 async fn vacuum(settings: &Settings, schema: &str) -> anyhow::Result<()> {
-    use sqlx::Connection as _;
-    let options = worlds_postgres::server_options(&settings.database_url)?;
-    let mut conn = sqlx::PgConnection::connect_with(&options).await?;
-    crate::target::postgres::check_schema_name(schema)?;
-    sqlx::query(sqlx::AssertSqlSafe(format!(
-        "VACUUM (ANALYZE) \"{schema}\".runs"
-    )))
-    .execute(&mut conn)
-    .await?;
-    conn.close().await?;
+    let options = worlds_postgres::PostgresOptions {
+        schema: schema.to_owned(),
+        ..worlds_postgres::PostgresOptions::default()
+    };
+    worlds_postgres::vacuum_runs(&settings.database_url, &options).await?;
     Ok(())
 }
 

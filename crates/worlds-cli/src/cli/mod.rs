@@ -566,6 +566,12 @@ pub(crate) struct DoctorArgs {
     /// The world: its directory or database.
     #[command(flatten)]
     pub(crate) world: LocalArgs,
+
+    /// The world's lease (its `lease_duration` setting, e.g. 10s), with --database-url: members
+    /// that recorded no lease of their own are judged dead by it, and timers due for longer
+    /// are late. The database does not record it. Default: the engine's, 30s.
+    #[arg(long, value_name = "DURATION", value_parser = worlds_engine::duration::parse_duration)]
+    pub(crate) lease_duration: Option<std::time::Duration>,
 }
 
 /// Options of `worlds dev`.

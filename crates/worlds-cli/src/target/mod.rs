@@ -15,6 +15,7 @@ pub(crate) mod server;
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 use anyhow::{bail, Context as _};
 use clap::parser::ValueSource;
@@ -548,11 +549,20 @@ impl Target {
         }
     }
 
-    /// `worlds doctor`: the world's health on `out`; an error when it found a problem.
-    pub(crate) fn doctor(&self, out: &mut dyn Write) -> anyhow::Result<()> {
+    /// `worlds doctor`: the world's health on `out`; an error when it found a problem. `lease`:
+    /// a database world's lease (default: the engine's).
+    pub(crate) fn doctor(
+        &self,
+        lease: Option<Duration>,
+        out: &mut dyn Write,
+    ) -> anyhow::Result<()> {
         match self {
             Target::Dir(dir) => dir::doctor(dir, out),
-            Target::Database(db) => postgres::doctor::doctor(db, out),
+            Target::Database(db) => postgres::doctor::doctor(
+                db,
+                lease.unwrap_or(worlds_postgres::PostgresOptions::default().lease_duration),
+                out,
+            ),
             Target::Server(_) => Err(self.needs_local("`worlds doctor`")),
         }
     }

@@ -5,8 +5,12 @@
 
 pub mod pair;
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, OnceLock};
 
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
+use sqlx::PgPool;
 use worlds_engine::store::Store;
 use worlds_engine::testing::conformance::Fixture;
 use worlds_postgres::{PostgresOptions, PostgresStore};
@@ -40,6 +44,27 @@ pub fn world_config(schema: &str) -> worlds_engine::WorldConfig {
     config
 }
 
+/// A pool of the test's own on the test database, with `schema` on its search path: for reading
+/// and changing the tables directly, which no store's API does. Its sessions are named like a
+/// store's on that schema (`worlds-engine {schema}`), so a test that cuts the world's sessions
+/// cuts these too. One per schema, connected on first use.
+pub fn sql(schema: &str) -> PgPool {
+    static POOLS: OnceLock<Mutex<HashMap<String, PgPool>>> = OnceLock::new();
+    let mut pools = POOLS.get_or_init(Mutex::default).lock().unwrap();
+    pools
+        .entry(schema.to_owned())
+        .or_insert_with(|| {
+            let options = PgConnectOptions::from_str(&url())
+                .expect("the test database's URL")
+                .application_name(&format!("worlds-engine {schema}"))
+                .options([("search_path", schema)]);
+            PgPoolOptions::new()
+                .max_connections(2)
+                .connect_lazy_with(options)
+        })
+        .clone()
+}
+
 /// A schema name no other test uses.
 pub fn fresh_schema() -> String {
     worlds_postgres::testing::fresh_schema_name()
@@ -69,9 +94,9 @@ pub async fn fixture() -> Fixture {
     }
     let schema = fresh_schema();
     let store = store(&schema, options(&schema)).await;
-    let pool = store.pool().clone();
+    let closing = store.clone();
     Fixture::new(Arc::new(store) as Arc<dyn Store>).with_cleanup(async move {
-        pool.close().await;
+        let _ = closing.close().await;
         drop_schema(&schema).await;
     })
 }
@@ -84,11 +109,11 @@ pub async fn sealed_fixture() -> Fixture {
     }
     let schema = fresh_schema();
     let store = store(&schema, options(&schema)).await;
-    let pool = store.pool().clone();
+    let closing = store.clone();
     let keys = worlds_engine::EncryptionKeys::new("k1", [9; 32]).unwrap();
     let sealed = worlds_engine::store::SealedStore::new(Arc::new(store), keys);
     Fixture::new(Arc::new(sealed) as Arc<dyn Store>).with_cleanup(async move {
-        pool.close().await;
+        let _ = closing.close().await;
         drop_schema(&schema).await;
     })
 }

@@ -99,8 +99,8 @@ impl Pair {
     pub async fn finish(self) {
         self.a.stop_heartbeat();
         self.b.stop_heartbeat();
-        self.a.pool().close().await;
-        self.b.pool().close().await;
+        let _ = self.a.close().await;
+        let _ = self.b.close().await;
         super::drop_schema(&self.schema).await;
     }
 }

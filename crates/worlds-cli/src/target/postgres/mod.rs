@@ -19,10 +19,9 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Args;
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{AssertSqlSafe, Connection, PgConnection};
 use worlds_engine::clock::SystemClock;
 use worlds_engine::{redact_url, HookSecret, World, WorldConfig, WorldError, DATABASE_URL_ENV};
-use worlds_postgres::{PostgresOptions, PostgresStore, SCHEMA_VERSION};
+use worlds_postgres::{PostgresOptions, PostgresStore, Probe, SchemaStatus, SCHEMA_VERSION};
 
 use super::runtime;
 use crate::text::shell_word;
@@ -59,7 +58,7 @@ impl DatabaseArgs {
 pub(crate) const DEFAULT_SCHEMA: &str = "worlds";
 
 /// How long a command waits for the server to answer.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+pub(crate) const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A PostgreSQL world named on the command line: a server, a database and a schema.
 #[derive(Clone)]
@@ -196,82 +195,18 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8(out).unwrap_or_else(|_| text.to_owned())
 }
 
-/// What a first connection finds: the server answers, and the schema's version.
-#[derive(Debug, Clone)]
-pub(crate) struct Probe {
-    /// The server's version (`server_version`).
-    pub(crate) server_version: String,
-    /// Whether the schema exists.
-    pub(crate) schema_exists: bool,
-    /// The schema's migration version, if it has been migrated.
-    pub(crate) version: Option<i64>,
-}
-
-/// Connects once, reads the server's and the schema's versions, and disconnects. Fails with a
-/// message naming host and port when the server does not answer.
+/// Connects once, reads the server's and the schema's versions, and disconnects
+/// ([`worlds_postgres::probe`]). Fails with a message naming host and port when the server
+/// does not answer.
 pub(crate) async fn probe(db: &Database) -> anyhow::Result<Probe> {
-    // Without TLS to this machine, as the world connects: over TLS on the loopback each
-    // handshake waited ~40 ms for a delayed acknowledgement.
-    let options = worlds_postgres::server_options(db.url())
-        .map_err(|e| db.error(e.to_string()))?
-        .application_name("worlds-cli");
-    let unreachable = |detail: String| {
-        db.error(format!(
-            "cannot connect to PostgreSQL at {}: {detail}; check that the server is running, that the URL's host, port, user and database are right, and that it accepts connections",
-            db.host_port()
-        ))
+    let options = PostgresOptions {
+        schema: db.schema().to_owned(),
+        connect_timeout: CONNECT_TIMEOUT,
+        ..PostgresOptions::default()
     };
-    let mut conn =
-        match tokio::time::timeout(CONNECT_TIMEOUT, PgConnection::connect_with(&options)).await {
-            Ok(Ok(conn)) => conn,
-            Ok(Err(e)) => return Err(unreachable(e.to_string())),
-            Err(_) => {
-                return Err(unreachable(format!(
-                    "no answer within {} s",
-                    CONNECT_TIMEOUT.as_secs()
-                )))
-            }
-        };
-    let result = probe_on(&mut conn, db).await;
-    let _ = conn.close().await;
-    result
-}
-
-async fn probe_on(conn: &mut PgConnection, db: &Database) -> anyhow::Result<Probe> {
-    let fail = |e: sqlx::Error| db.error(format!("reading from {}: {e}", db.server()));
-    let server_version: String = sqlx::query_scalar("SHOW server_version")
-        .fetch_one(&mut *conn)
+    worlds_postgres::probe(db.url(), &options)
         .await
-        .map_err(fail)?;
-    let schema_exists: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)")
-            .bind(db.schema())
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(fail)?;
-    let mut version = None;
-    if schema_exists {
-        let table: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
-            .bind(format!("\"{}\"._sqlx_migrations", db.schema()))
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(fail)?;
-        if table.is_some() {
-            // The schema name was checked by the caller (a plain identifier), and is quoted.
-            version = sqlx::query_scalar(AssertSqlSafe(format!(
-                "SELECT max(version) FROM \"{}\"._sqlx_migrations WHERE success",
-                db.schema()
-            )))
-            .fetch_one(&mut *conn)
-            .await
-            .map_err(fail)?;
-        }
-    }
-    Ok(Probe {
-        server_version,
-        schema_exists,
-        version,
-    })
+        .map_err(|e| db.error(e))
 }
 
 /// Refuses a schema name the store would refuse, before connecting.
@@ -281,29 +216,29 @@ pub(crate) fn check_schema_name(schema: &str) -> anyhow::Result<()> {
 
 /// Why a probed schema cannot be used by this build, if it cannot.
 pub(crate) fn unusable(db: &Database, probe: &Probe) -> Option<String> {
-    match probe.version {
-        _ if !probe.schema_exists => Some(format!(
+    match probe.schema {
+        SchemaStatus::Missing => Some(format!(
             "there is no schema '{}' in {}: no world has run there yet (check --schema; a world creates its schema when it first opens, e.g. `worlds dev --persistence postgres{}`, and `worlds db migrate{}` creates it empty)",
             db.schema(),
             db.server(),
             db.flags(),
             db.flags()
         )),
-        None => Some(format!(
+        SchemaStatus::Empty => Some(format!(
             "schema '{}' in {} holds no worlds-engine tables (check --schema)",
             db.schema(),
             db.server()
         )),
-        Some(v) if v > SCHEMA_VERSION => Some(format!(
+        SchemaStatus::At(v) if v > SCHEMA_VERSION => Some(format!(
             "{} is at schema version {v}, newer than version {SCHEMA_VERSION} that this build of worlds knows: use the worlds command of the build the world runs",
             db.describe()
         )),
-        Some(v) if v < SCHEMA_VERSION => Some(format!(
+        SchemaStatus::At(v) if v < SCHEMA_VERSION => Some(format!(
             "{} is at schema version {v}, older than version {SCHEMA_VERSION} that this build of worlds knows: use the worlds command of the build the world runs, or migrate it (`worlds db migrate{}`; a world's program also migrates the schema when it opens)",
             db.describe(),
             db.flags()
         )),
-        Some(_) => None,
+        SchemaStatus::At(_) => None,
     }
 }
 
@@ -328,9 +263,9 @@ pub(crate) async fn connect(db: &Database) -> anyhow::Result<PostgresStore> {
 }
 
 /// Closes the command's store: it joined no world (see `PostgresStore::connect_visitor`), so
-/// there is nothing to hand over.
+/// there is nothing to hand over and closing cannot fail.
 pub(crate) async fn leave(store: &PostgresStore) {
-    store.pool().close().await;
+    let _ = store.close().await;
 }
 
 /// `worlds db migrate`: creates the schema or brings it to this build's version.
@@ -413,20 +348,12 @@ pub(crate) fn with_world<T>(
 
 /// Drops a schema and everything in it (benchmarks and tests).
 pub(crate) async fn drop_schema(url: &str, schema: &str) -> Result<(), WorldError> {
-    check_schema_name(schema).map_err(|e| WorldError::Internal(e.to_string()))?;
-    let options = worlds_postgres::server_options(url)?;
-    let mut conn = PgConnection::connect_with(&options)
-        .await
-        .map_err(|e| WorldError::Unavailable(format!("dropping schema '{schema}': {e}")))?;
-    let result = sqlx::query(AssertSqlSafe(format!(
-        "DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"
-    )))
-    .execute(&mut conn)
-    .await;
-    let _ = conn.close().await;
-    result
-        .map(|_| ())
-        .map_err(|e| WorldError::Internal(format!("dropping schema '{schema}': {e}")))
+    let options = PostgresOptions {
+        schema: schema.to_owned(),
+        connect_timeout: CONNECT_TIMEOUT,
+        ..PostgresOptions::default()
+    };
+    worlds_postgres::drop_schema(url, &options).await
 }
 
 #[cfg(test)]

@@ -128,12 +128,12 @@ pub use config::{
     default_data_dir, redact_url, DatabaseConfig, EncryptionKeys, HookSecret, Persistence,
     WorldConfig, DATABASE_URL_ENV, DATA_DIR_ENV, DEFAULT_DATA_DIR, ENCRYPTION_KEYS_ENV,
 };
-pub use engine::activity::ActivityContext;
+pub use engine::authoring::activity::ActivityContext;
+pub use engine::authoring::context::{CommandFuture, WorkflowContext, WorkflowMetadata};
+pub use engine::authoring::definitions::{activity, workflow, Activity, Definition, Workflow};
+pub use engine::authoring::errors::{ContextError, StepError, WorkflowError};
+pub use engine::authoring::hook_handles::{Hook, Webhook};
 pub use engine::bulk::{BulkAction, BulkProgress, BulkRefusal, BulkRequest, BULK_WORKFLOW};
-pub use engine::context::{CommandFuture, WorkflowContext, WorkflowMetadata};
-pub use engine::definitions::{activity, workflow, Activity, Definition, Workflow};
-pub use engine::errors::{ContextError, StepError, WorkflowError};
-pub use engine::hook_handles::{Hook, Webhook};
 pub use error::{ErrorBody, ErrorKind, StructuredError, Unopened, WorldError};
 pub use hooks::{define_hook, HookDefinition, HookOptions, HookTicket, WebhookRequest};
 pub use model::{

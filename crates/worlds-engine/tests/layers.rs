@@ -6,8 +6,10 @@
 //! A module "uses" another when its code (not its comments or tests) names `crate::module` or a
 //! name the crate root re-exports from it.
 //!
-//! Inside a folder the same holds file by file: no two files (or sub-folders) of `src/model/`
-//! use each other, directly or through others (see [`file_edges`]).
+//! Inside a folder the same holds file by file: no two files (or sub-folders) of `src/model/`,
+//! of `src/engine/` (where `authoring/`, the side workflow and step code touch, is one part that
+//! uses nothing of the runtime around it) or of `src/engine/authoring/` use each other, directly
+//! or through others (see [`file_edges`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;
@@ -439,4 +441,29 @@ fn assert_no_file_circles(folder: &str, known: &[(&str, &str)]) {
 #[test]
 fn no_two_files_of_model_use_each_other() {
     assert_no_file_circles("model", &[]);
+}
+
+#[test]
+fn no_two_files_of_engine_use_each_other() {
+    assert_no_file_circles("engine", &[]);
+}
+
+#[test]
+fn no_two_files_of_engine_authoring_use_each_other() {
+    assert_no_file_circles("engine/authoring", &[]);
+}
+
+/// The authoring side reaches its run through traits the runtime implements: it names no
+/// other part of `engine/`.
+#[test]
+fn engine_authoring_uses_nothing_of_the_runtime() {
+    let uses: Vec<_> = file_edges("engine")
+        .into_iter()
+        .filter(|(from, _)| from == "authoring")
+        .collect();
+    assert!(
+        uses.is_empty(),
+        "engine/authoring/ uses the runtime: {uses:?}; give it what it needs through a trait in \
+         authoring/ that the runtime implements (see authoring/driver.rs)"
+    );
 }

@@ -1,4 +1,6 @@
-//! Activity execution: one attempt at a time, with timeout, heartbeat watch and retries.
+//! Activity execution: one attempt at a time, with timeout, heartbeat watch and retries. The
+//! context step code sees, [`ActivityContext`], is on the authoring side
+//! (`engine/authoring/activity.rs`).
 
 use std::panic::AssertUnwindSafe;
 use std::sync::atomic::Ordering;
@@ -6,231 +8,17 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use parking_lot::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::clock::{Clock, Millis};
 use crate::error::{codes, StructuredError, WorldError};
 use crate::model::EventKind;
 use crate::payload::Payload;
 use crate::retry::{classify, RetryClass};
 use crate::store::{Timer, TimerKind};
 
-use super::errors::StepError;
+use super::authoring::activity::{ActivityContext, ActivityFn, StepSetup};
+use super::authoring::errors::StepError;
 use super::{ActivityTask, Engine};
-
-/// What an activity can see and do about its own execution.
-///
-/// ```
-/// use worlds_engine::prelude::*;
-/// let export = activity("export", |ctx: ActivityContext, rows: u32| async move {
-///     for done in 0..rows {
-///         if ctx.is_cancelled() {
-///             return Err(StepError::fatal("cancelled"));
-///         }
-///         ctx.heartbeat(format!("{done}/{rows}"));
-///     }
-///     Ok::<_, StepError>(rows)
-/// });
-/// # let _ = export;
-/// ```
-#[derive(Clone)]
-pub struct ActivityContext {
-    inner: Arc<ActivityInner>,
-}
-
-struct ActivityInner {
-    activity_id: String,
-    workflow_id: String,
-    run_id: String,
-    name: String,
-    attempt: u32,
-    cancel: CancellationToken,
-    clock: Arc<dyn Clock>,
-    beat: Mutex<Beat>,
-    /// Where beats are recorded; `None` outside a world.
-    record: Option<super::beats::BeatLog>,
-    record_every: Millis,
-    /// The token key, for [`ActivityContext::hook_token`].
-    hooks: Option<Arc<crate::hooks::HookKit>>,
-    /// Where the step's stream writers write; `None` outside a world.
-    streams: Option<super::streams::StreamSink>,
-    /// The world's shared state, for [`ActivityContext::resource`].
-    resources: Option<Arc<crate::resources::Resources>>,
-}
-
-struct Beat {
-    last: Millis,
-    last_recorded: Option<Millis>,
-    message: Option<String>,
-}
-
-impl std::fmt::Debug for ActivityContext {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ActivityContext")
-            .field("activity_id", &self.inner.activity_id)
-            .field("attempt", &self.inner.attempt)
-            .finish()
-    }
-}
-
-impl ActivityContext {
-    /// The step id (`step_…`), the same for every attempt.
-    pub fn activity_id(&self) -> &str {
-        &self.inner.activity_id
-    }
-
-    /// The workflow id of the run this step belongs to.
-    pub fn workflow_id(&self) -> &str {
-        &self.inner.workflow_id
-    }
-
-    /// The run id this step belongs to.
-    pub fn run_id(&self) -> &str {
-        &self.inner.run_id
-    }
-
-    /// The activity name.
-    pub fn name(&self) -> &str {
-        &self.inner.name
-    }
-
-    /// This attempt's number, from 1.
-    pub fn attempt(&self) -> u32 {
-        self.inner.attempt
-    }
-
-    /// The value of type `T` the world was given with
-    /// [`World::provide`](crate::World::provide): a database pool, an HTTP client.
-    pub fn resource<T: Send + Sync + 'static>(&self) -> Result<Arc<T>, crate::WorldError> {
-        match &self.inner.resources {
-            Some(resources) => resources.get::<T>(),
-            None => Err(crate::WorldError::Unavailable(
-                "resources are only available to steps run by a world".into(),
-            )),
-        }
-    }
-
-    /// The token of a hook, from its [`HookTicket`](crate::hooks::HookTicket). Pass a step the
-    /// ticket rather than the token, and the token never enters history: the step derives it
-    /// here, sends it on (an email, a chat message), and only the ticket is recorded.
-    ///
-    /// Fails for a ticket of a hook with a caller-chosen token (its ticket carries the token)
-    /// when called outside a world.
-    pub fn hook_token(
-        &self,
-        ticket: &crate::hooks::HookTicket,
-    ) -> Result<String, crate::WorldError> {
-        if let Some(token) = &ticket.token {
-            return Ok(token.clone());
-        }
-        let kit = self.inner.hooks.as_ref().ok_or_else(|| {
-            crate::WorldError::Unavailable(
-                "hook tokens can only be derived in a step run by a world".into(),
-            )
-        })?;
-        Ok(kit.key.token(&ticket.run_id, ticket.position))
-    }
-
-    /// A writer for the run's default stream (see [`crate::streams`]). Each attempt writes its
-    /// own chunks: after a retry, readers see the chunks of both attempts. Outside a world
-    /// ([`detached`](Self::detached)) writes fail as unavailable.
-    pub fn get_writable(&self) -> super::streams::StepStream {
-        self.get_writable_named(crate::model::stream::DEFAULT_STREAM)
-    }
-
-    /// A writer for the run's stream `name`.
-    pub fn get_writable_named(&self, name: &str) -> super::streams::StepStream {
-        super::streams::StepStream::new(self.inner.streams.clone(), name)
-    }
-
-    /// True once the run was cancelled (or the world is stopping this attempt). The result of
-    /// the attempt will be ignored; stop as soon as it is safe.
-    pub fn is_cancelled(&self) -> bool {
-        self.inner.cancel.is_cancelled()
-    }
-
-    /// Completes when the attempt is cancelled.
-    pub async fn cancelled(&self) {
-        self.inner.cancel.cancelled().await
-    }
-
-    /// Reports that the attempt is alive and making progress, with a message.
-    ///
-    /// With a heartbeat timeout set, an attempt that goes longer than it without calling this
-    /// fails as timed out and is retried. Beats are recorded in history at most once per the
-    /// world's heartbeat interval (or when the message changes).
-    pub fn heartbeat(&self, message: impl Into<String>) {
-        self.beat(Some(message.into()));
-    }
-
-    /// Reports that the attempt is alive, without a message.
-    pub fn heartbeat_alive(&self) {
-        self.beat(None);
-    }
-
-    fn beat(&self, message: Option<String>) {
-        let now = self.inner.clock.now_ms();
-        let record = {
-            let mut beat = self.inner.beat.lock();
-            beat.last = now;
-            let changed = message.is_some() && message != beat.message;
-            let due = beat
-                .last_recorded
-                .is_none_or(|at| now - at >= self.inner.record_every);
-            if message.is_some() {
-                beat.message = message.clone();
-            }
-            if changed || due {
-                beat.last_recorded = Some(now);
-                true
-            } else {
-                false
-            }
-        };
-        if record {
-            if let Some(log) = &self.inner.record {
-                log.record(message);
-            }
-        }
-    }
-
-    async fn flush_beats(&self) {
-        if let Some(log) = &self.inner.record {
-            log.flush().await;
-        }
-    }
-
-    fn last_beat(&self) -> Millis {
-        self.inner.beat.lock().last
-    }
-
-    /// A context for calling an activity function directly, outside any world (unit tests of
-    /// activities).
-    pub fn detached(name: impl Into<String>, attempt: u32) -> Self {
-        Self {
-            inner: Arc::new(ActivityInner {
-                activity_id: String::from("step_detached"),
-                workflow_id: String::from("detached"),
-                run_id: String::from("detached"),
-                name: name.into(),
-                attempt,
-                cancel: CancellationToken::new(),
-                clock: Arc::new(crate::clock::SystemClock),
-                beat: Mutex::new(Beat {
-                    last: 0,
-                    last_recorded: None,
-                    message: None,
-                }),
-                record: None,
-                record_every: i64::MAX,
-                hooks: None,
-                resources: None,
-                streams: None,
-            }),
-        }
-    }
-}
 
 enum AttemptEnd {
     Returned(Result<Payload, StepError>),
@@ -504,7 +292,7 @@ impl Engine {
     async fn step_handler(
         self: &Arc<Self>,
         task: ActivityTask,
-    ) -> Option<(super::definitions::ActivityFn, ActivityTask)> {
+    ) -> Option<(ActivityFn, ActivityTask)> {
         if let Some(step) = self.local_steps.get(&task.run_id, task.position) {
             return Some((step, task));
         }
@@ -590,26 +378,19 @@ impl Engine {
             task.position,
             task.attempt,
         );
-        ActivityContext {
-            inner: Arc::new(ActivityInner {
-                activity_id: task.activity_id.clone(),
-                workflow_id: task.workflow_id.clone(),
-                run_id: String::from(&*task.run_id),
-                name: String::from(&*task.name),
-                attempt: task.attempt,
-                cancel,
-                clock: self.clock.clone(),
-                beat: Mutex::new(Beat {
-                    last: self.clock.now_ms(),
-                    last_recorded: None,
-                    message: None,
-                }),
-                record: Some(beats),
-                record_every: crate::clock::duration_ms(self.config.heartbeat_interval.0),
-                hooks: Some(self.hook_kit.clone()),
-                resources: Some(self.resources.clone()),
-                streams: Some(self.streams.sink(&task.run_id)),
-            }),
-        }
+        ActivityContext::new(StepSetup {
+            activity_id: task.activity_id.clone(),
+            workflow_id: task.workflow_id.clone(),
+            run_id: String::from(&*task.run_id),
+            name: String::from(&*task.name),
+            attempt: task.attempt,
+            cancel,
+            clock: self.clock.clone(),
+            record: Box::new(beats),
+            record_every: crate::clock::duration_ms(self.config.heartbeat_interval.0),
+            hooks: self.hook_kit.clone(),
+            resources: self.resources.clone(),
+            streams: self.streams.sink(&task.run_id),
+        })
     }
 }

@@ -3,10 +3,11 @@
 
 use std::future::Future;
 
-use crate::engine::context::WorkflowContext;
-use crate::engine::errors::ContextError;
 use crate::telemetry::logs::LogCategory;
-use crate::ActivityContext;
+
+use super::authoring::activity::ActivityContext;
+use super::authoring::context::WorkflowContext;
+use super::authoring::errors::ContextError;
 
 tokio::task_local! {
     static WORKFLOW: WorkflowContext;

@@ -23,7 +23,7 @@ use crate::schedule::ScheduleConfig;
 use crate::telemetry::logs::Logs;
 use crate::telemetry::metrics::MetricsRecorder;
 
-use super::definitions::Definition;
+use super::authoring::definitions::Definition;
 use super::hooks::Opened;
 use super::streams::Streams;
 use super::{Engine, Task};

@@ -10,11 +10,13 @@
 
 use std::sync::{Arc, Weak};
 
+use futures::future::BoxFuture;
 use parking_lot::Mutex;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::model::EventKind;
 
+use super::authoring::activity::BeatSink;
 use super::journal::Journal;
 
 enum Message {
@@ -117,5 +119,16 @@ impl BeatLog {
             }
         });
         tx
+    }
+}
+
+/// The step's context records its beats here.
+impl BeatSink for BeatLog {
+    fn record(&self, message: Option<String>) {
+        BeatLog::record(self, message);
+    }
+
+    fn flush(&self) -> BoxFuture<'_, ()> {
+        Box::pin(BeatLog::flush(self))
     }
 }

@@ -14,13 +14,13 @@ use std::sync::{Arc, Weak};
 
 use serde::{Deserialize, Serialize};
 
-use super::errors::StepError;
+use super::authoring::errors::StepError;
 use crate::error::WorldError;
 use crate::model::{ReopenRequest, ResolveData, RunStatus, WorkflowQueryFilter};
 
-use super::context::WorkflowContext;
-use super::definitions::{workflow, Workflow};
-use super::errors::WorkflowError;
+use super::authoring::context::WorkflowContext;
+use super::authoring::definitions::{workflow, Workflow};
+use super::authoring::errors::WorkflowError;
 use super::Engine;
 
 /// The name of the built-in workflow that runs bulk operations (registered in every world).

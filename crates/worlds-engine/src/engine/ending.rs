@@ -10,7 +10,7 @@ use crate::payload::Payload;
 use crate::store::{Timer, TimerKind};
 use crate::telemetry::logs::world_log;
 
-use super::errors::WorkflowError;
+use super::authoring::errors::WorkflowError;
 use super::executor::{Next, Phase};
 use super::machine::RunCore;
 use super::Engine;
@@ -49,7 +49,7 @@ impl Engine {
                     }
                 }
             }
-            Err(error) => match error.downcast_ref::<super::errors::ContextError>() {
+            Err(error) => match error.downcast_ref::<super::authoring::errors::ContextError>() {
                 Some(e) => e.to_structured(),
                 None => error.to_structured(),
             },

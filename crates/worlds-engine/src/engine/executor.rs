@@ -12,11 +12,11 @@ use crate::model::{EventKind, RunStatus, WorkflowOptions, WorkflowState};
 use crate::payload::Payload;
 use crate::store::{Timer, TimerKind};
 
-use super::context::WorkflowContext;
-use super::definitions::WorkflowFuture;
-use super::errors::WorkflowError;
-use super::machine::{NewCommand, RunCore};
-use super::runs::TaskEnd;
+use super::authoring::context::WorkflowContext;
+use super::authoring::definitions::WorkflowFuture;
+use super::authoring::driver::{NewCommand, RunDriver};
+use super::authoring::errors::{ContextError, WorkflowError};
+use super::machine::RunCore;
 use super::{ActivityTask, Engine};
 
 /// Which code a live run is executing.
@@ -39,6 +39,16 @@ pub(crate) struct LiveRun {
     next_seq: u64,
     /// The future has been polled at least once.
     polled: bool,
+}
+
+/// How a workflow task ended, for its run's slot.
+pub(crate) enum TaskEnd {
+    /// The run waits for something: its live machine may be cached.
+    Waiting(LiveRun),
+    /// The run is not kept in memory (it waits for a restart, or the task failed).
+    Idle,
+    /// The run reached a terminal status.
+    Done,
 }
 
 /// A run asleep on timers stays cached when it wakes within this many milliseconds of the
@@ -177,7 +187,7 @@ impl Engine {
         core.set_stream_limit(self.config.max_payload_bytes);
         let input = state.input.clone().unwrap_or_else(Payload::null);
         let ctx = WorkflowContext::new(core.clone());
-        let future: super::definitions::WorkflowFuture = Box::pin(super::ambient::in_workflow(
+        let future: WorkflowFuture = Box::pin(super::ambient::in_workflow(
             ctx.clone(),
             (def.handler)(ctx, input),
         ));
@@ -524,20 +534,20 @@ impl Engine {
 /// The code that runs a failed workflow's compensations, last registered first, each on its own.
 fn compensation_future(core: &Arc<RunCore>) -> WorkflowFuture {
     let stack = core.take_compensations();
-    let ctx = WorkflowContext::new(core.clone());
+    let driver: Arc<dyn RunDriver> = core.clone();
+    let scope = WorkflowContext::new(driver.clone());
     let core = core.clone();
-    let scope = ctx.clone();
     Box::pin(super::ambient::in_workflow(scope, async move {
         for (id, compensate) in stack.into_iter().rev() {
-            let ctx = ctx.clone();
+            let driver = driver.clone();
             // The call itself is inside the guard too: a closure may panic before it returns
             // its future.
-            let outcome = AssertUnwindSafe(async move { compensate(ctx).await })
+            let outcome = AssertUnwindSafe(async move { compensate(driver).await })
                 .catch_unwind()
                 .await;
             let error = match outcome {
                 Ok(Ok(())) => None,
-                Ok(Err(e)) => Some(match e.downcast_ref::<super::errors::ContextError>() {
+                Ok(Err(e)) => Some(match e.downcast_ref::<ContextError>() {
                     Some(e) => e.to_structured(),
                     None => e.to_structured(),
                 }),

@@ -16,59 +16,33 @@
 //! `new_commands` for the executor to record.
 
 use std::collections::VecDeque;
-use std::fmt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::Waker;
 
-use futures::future::BoxFuture;
+use bytes::Bytes;
 use parking_lot::Mutex;
 
 use crate::clock::{Clock, Millis};
 use crate::error::{NonDeterminism, StructuredError};
 use crate::ids::IdGenerator;
-use crate::model::{
-    ActivityOptions, Event, EventKind, FailureStrategy, ValueKind, WorkflowOptions,
-};
+use crate::model::{Event, EventKind, ValueKind};
 use crate::payload::Payload;
 
-use super::errors::{ContextError, WorkflowError};
+use super::authoring::driver::{CommandDesc, CompensationFn, NewCommand, Resolution, RunInfo};
+use super::authoring::errors::ContextError;
 
-/// What a command is, as far as replay matching cares.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum CommandDesc {
-    Activity {
-        name: String,
+/// A stream operation issued by workflow code, handed to the store after the workflow yields.
+#[derive(Debug)]
+pub(crate) enum StreamOp {
+    /// Append a chunk, once per key.
+    Write {
+        name: Arc<str>,
+        key: String,
+        data: Bytes,
     },
-    Timer,
-    Child {
-        name: String,
-    },
-    Value(ValueKind),
-    Compensation,
-    CompensationOutcome,
-    Hook,
-    /// A patch marker (`ctx.patched(id)`), recorded where new code took its new branch.
-    Patch {
-        id: String,
-    },
-}
-
-impl fmt::Display for CommandDesc {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            CommandDesc::Activity { name } => write!(f, "step '{name}'"),
-            CommandDesc::Timer => f.write_str("a timer (sleep)"),
-            CommandDesc::Child { name } => write!(f, "child workflow '{name}'"),
-            CommandDesc::Value(ValueKind::Now) => f.write_str("ctx.now()"),
-            CommandDesc::Value(ValueKind::Random) => f.write_str("ctx.random()"),
-            CommandDesc::Value(ValueKind::Uuid) => f.write_str("ctx.uuid()"),
-            CommandDesc::Compensation => f.write_str("ctx.add_compensation(..)"),
-            CommandDesc::CompensationOutcome => f.write_str("the outcome of a compensation"),
-            CommandDesc::Hook => f.write_str("a hook"),
-            CommandDesc::Patch { id } => write!(f, "ctx.patched(\"{id}\")"),
-        }
-    }
+    /// Close the stream.
+    Close { name: Arc<str> },
 }
 
 /// A command the history holds at some position.
@@ -79,65 +53,11 @@ struct Recorded {
     value: Option<Payload>,
 }
 
-/// What a command resolved to.
-#[derive(Debug, Clone)]
-pub(crate) enum Resolution {
-    Value(Payload),
-    Error(ContextError),
-}
-
 struct Slot {
     desc: CommandDesc,
     result: Option<Resolution>,
     waker: Option<Waker>,
 }
-
-/// A command issued by code that history does not hold yet; the executor records it.
-#[derive(Debug)]
-pub(crate) enum NewCommand {
-    Activity {
-        position: u32,
-        name: String,
-        input: Payload,
-        options: Option<Box<ActivityOptions>>,
-        inline: bool,
-    },
-    Timer {
-        position: u32,
-        fire_at: Millis,
-    },
-    Child {
-        position: u32,
-        name: String,
-        input: Payload,
-        options: WorkflowOptions,
-    },
-    Value {
-        position: u32,
-        kind: ValueKind,
-        value: Payload,
-    },
-    CompensationAdded {
-        position: u32,
-        compensation_id: String,
-    },
-    CompensationOutcome {
-        position: u32,
-        compensation_id: String,
-        error: Option<StructuredError>,
-    },
-    Hook(crate::hooks::NewHook),
-    Patch {
-        position: u32,
-        patch_id: String,
-    },
-}
-
-/// A registered compensation: workflow code to run if the workflow fails.
-pub(crate) type CompensationFn = Box<
-    dyn FnOnce(super::context::WorkflowContext) -> BoxFuture<'static, Result<(), WorkflowError>>
-        + Send,
->;
 
 #[derive(Default)]
 struct Machine {
@@ -160,7 +80,7 @@ struct Machine {
     /// History says compensation has begun.
     compensating: bool,
     /// Stream writes and closes issued since the executor last took them.
-    stream_ops: Vec<super::streams::StreamOp>,
+    stream_ops: Vec<StreamOp>,
     /// Stream writes issued in this attempt: the rank that keys the next one.
     stream_writes: u64,
     /// Largest stream chunk, once the executor has set it.
@@ -250,22 +170,8 @@ impl Machine {
     }
 }
 
-/// Facts about a run that its workflow code can read.
-#[derive(Debug, Clone)]
-pub(crate) struct RunInfo {
-    pub(crate) run_id: String,
-    pub(crate) workflow_id: String,
-    pub(crate) name: String,
-    pub(crate) parent_id: Option<String>,
-    pub(crate) created_at: Millis,
-    pub(crate) started_at: Millis,
-    pub(crate) attempt: u32,
-    pub(crate) failure_strategy: FailureStrategy,
-    pub(crate) max_retries: u32,
-}
-
-/// The shared core of one live run: read by its [`WorkflowContext`](super::context::WorkflowContext),
-/// driven by the executor.
+/// The shared core of one live run: read by its [`WorkflowContext`](crate::WorkflowContext)
+/// (through [`RunDriver`](super::authoring::driver::RunDriver), see `run_driver.rs`), driven by the executor.
 pub(crate) struct RunCore {
     pub(crate) info: RunInfo,
     pub(crate) clock: Arc<dyn Clock>,
@@ -811,17 +717,17 @@ impl RunCore {
     pub(crate) fn push_stream_write(
         &self,
         name: Arc<str>,
-        data: bytes::Bytes,
-    ) -> Result<(), crate::engine::errors::ContextError> {
+        data: Bytes,
+    ) -> Result<(), ContextError> {
         let mut m = self.machine.lock();
         if let Some((_, message)) = m.stream_refusals.iter().find(|(n, _)| *n == name) {
-            return Err(crate::engine::errors::ContextError::StreamWriteFailed {
+            return Err(ContextError::StreamWriteFailed {
                 stream: name.to_string(),
                 message: message.clone(),
             });
         }
         if let Some(limit) = m.stream_limit.filter(|limit| data.len() > *limit) {
-            return Err(crate::engine::errors::ContextError::InvalidArgument {
+            return Err(ContextError::InvalidArgument {
                 call: "stream.write",
                 message: format!(
                     "a chunk of {} bytes is over the payload limit of {limit} bytes",
@@ -831,15 +737,14 @@ impl RunCore {
         }
         let key = format!("w{}.{}", self.info.attempt, m.stream_writes);
         m.stream_writes += 1;
-        m.stream_ops
-            .push(super::streams::StreamOp::Write { name, key, data });
+        m.stream_ops.push(StreamOp::Write { name, key, data });
         Ok(())
     }
 
     /// Queues a close.
     pub(crate) fn push_stream_close(&self, name: Arc<str>) {
         let mut m = self.machine.lock();
-        m.stream_ops.push(super::streams::StreamOp::Close { name });
+        m.stream_ops.push(StreamOp::Close { name });
     }
 
     /// Notes that the store refused a queued chunk of stream `name` (the first refusal stays).
@@ -851,7 +756,7 @@ impl RunCore {
     }
 
     /// Takes the stream operations queued since the last call, in program order.
-    pub(crate) fn take_stream_ops(&self) -> Vec<super::streams::StreamOp> {
+    pub(crate) fn take_stream_ops(&self) -> Vec<StreamOp> {
         std::mem::take(&mut self.machine.lock().stream_ops)
     }
 }

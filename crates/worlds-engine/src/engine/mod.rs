@@ -19,19 +19,16 @@
 //! the methods in `api.rs`. docs/ARCHITECTURE.md ("Engine parts") gives the layers and which
 //! part may use which.
 
-pub(crate) mod activity;
+mod activity;
 pub(crate) mod ambient;
 mod api;
+pub(crate) mod authoring;
 mod beats;
 pub(crate) mod bulk;
-pub(crate) mod context;
-pub(crate) mod definitions;
 mod ending;
-pub(crate) mod errors;
 mod executor;
 pub(crate) mod external;
 pub(crate) mod handoff;
-pub(crate) mod hook_handles;
 mod hooks;
 #[cfg(feature = "http")]
 pub(crate) use hooks::Opened;
@@ -41,8 +38,10 @@ mod lost;
 pub(crate) mod machine;
 mod reconcile;
 mod recovery;
+mod registry;
 mod reopen;
 mod resync;
+mod run_driver;
 mod run_steps;
 mod runs;
 mod schedules;
@@ -52,6 +51,10 @@ pub(crate) mod steps;
 pub(crate) mod streams;
 mod timers;
 pub(crate) mod verify;
+
+// The authoring side's modules, at the paths the rest of the crate names them by
+// (`crate::engine::context::WorkflowContext`).
+pub(crate) use authoring::{context, definitions, errors, hook_handles};
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize};
 use std::sync::Arc;
@@ -69,10 +72,10 @@ use crate::payload::Payload;
 use crate::queue::TaskQueue;
 use crate::store::Store;
 
-use definitions::Registry;
 use hooks::Hooks;
 use journal::Journal;
 use recovery::Recovery;
+use registry::Registry;
 use runs::{CachePolicy, Route, Runs};
 use schedules::Schedules;
 use streams::Streams;

@@ -21,8 +21,8 @@ use crate::payload::Payload;
 use crate::store::{EventStore, LeaseStore, Timer, TimerKind};
 use crate::telemetry::logs::world_log;
 
-use super::definitions::Registry;
 use super::lost::Loss;
+use super::registry::Registry;
 use super::{ActivityTask, Engine};
 
 /// What recovery found and restarted.

@@ -21,7 +21,7 @@ use tokio::sync::oneshot;
 use crate::clock::Clock;
 use crate::queue::{QueueEntry, TaskQueue};
 
-use super::executor::LiveRun;
+use super::executor::{LiveRun, TaskEnd};
 use super::machine::RunCore;
 use crate::model::WorkflowState;
 
@@ -72,16 +72,6 @@ impl RunSlot {
         self.task_queue = route.task_queue.clone();
         self.workflow_id = (route.workflow_id != run_id).then(|| Arc::from(&*route.workflow_id));
     }
-}
-
-/// How a workflow task ended, for its run's slot.
-pub(crate) enum TaskEnd {
-    /// The run waits for something: its live machine may be cached.
-    Waiting(LiveRun),
-    /// The run is not kept in memory (it waits for a restart, or the task failed).
-    Idle,
-    /// The run reached a terminal status.
-    Done,
 }
 
 /// The cache policy, from the world's configuration.

@@ -35,8 +35,8 @@ use crate::model::{ResolveData, WorkflowOptions};
 use crate::payload::Payload;
 use crate::store::{LeaseStore, ScheduleChange, ScheduleStore, Store};
 
-use super::definitions::Registry;
 use super::journal::Journal;
+use super::registry::Registry;
 use crate::schedule::plan::{self, Outcome};
 use crate::schedule::{
     check_id, firing_workflow_id, CronExpr, Firing, InputFn, InputSource, Schedule, ScheduleConfig,

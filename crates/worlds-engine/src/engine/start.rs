@@ -10,7 +10,7 @@ use crate::payload::Payload;
 use crate::store::{Timer, TimerKind};
 use crate::telemetry::logs::world_log;
 
-use super::definitions::WorkflowDef;
+use super::authoring::definitions::WorkflowDef;
 use super::idempotency::{Claim, KeyedRun};
 use super::runs::Route;
 use super::{Engine, DEFAULT_MAX_RETRIES};

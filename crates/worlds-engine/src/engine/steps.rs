@@ -13,7 +13,7 @@ use std::sync::Arc;
 use parking_lot::Mutex;
 use rustc_hash::FxHashMap;
 
-use super::definitions::ActivityFn;
+use super::authoring::activity::ActivityFn;
 use super::ActivityTask;
 
 type Key = (Arc<str>, u32);

@@ -19,8 +19,9 @@ use crate::error::{NonDeterminism, WorldError};
 use crate::model::{Event, EventKind, WorkflowState};
 use crate::payload::Payload;
 
-use super::context::WorkflowContext;
-use super::machine::{RunCore, RunInfo};
+use super::authoring::context::WorkflowContext;
+use super::authoring::driver::RunInfo;
+use super::machine::RunCore;
 use super::Engine;
 
 /// What replaying one history found ([`World::verify_history`](crate::World::verify_history)).

@@ -2,14 +2,15 @@
 //! [`StreamStore`].
 //!
 //! [`Streams`] is the one way to a run's streams, for the engine (the writes a workflow queues,
-//! closing a finished run's streams), for steps (their [`StreamSink`]) and for the world's
-//! stream API and live readers. The handles users hold live here too: the writers of workflow
-//! and step code ([`WorkflowStream`], [`StepStream`]) and the live reader ([`ChunkStream`]).
+//! closing a finished run's streams), for steps (their [`StreamSink`], through which the
+//! writers reach it as [`StepStreams`]) and for the world's stream API and live readers. The
+//! live reader ([`ChunkStream`]) lives here; the writers of workflow and step code
+//! ([`WorkflowStream`], [`StepStream`]) are on the authoring side (`engine/authoring/streams.rs`)
+//! and are re-exported here for [`crate::streams`].
 
 pub(crate) mod reader;
-mod writer;
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -22,12 +23,12 @@ use crate::model::stream::{check_name, StreamChunk, StreamInfo};
 use crate::model::ResolveData;
 use crate::store::{LeaseStore, NewChunk, StreamSignal, StreamStore};
 
+use super::authoring::activity::{StepStreams, StreamSink};
 use super::journal::Journal;
-use super::machine::RunCore;
+use super::machine::{RunCore, StreamOp};
 
+pub use super::authoring::streams::{StepStream, WorkflowStream};
 pub use reader::ChunkStream;
-pub use writer::{StepStream, WorkflowStream};
-pub(crate) use writer::{StreamOp, StreamSink};
 
 /// The runs' streams.
 pub(crate) struct Streams {
@@ -156,8 +157,10 @@ impl Streams {
 
     /// The handle a step's writers reach the streams through.
     pub(crate) fn sink(self: &Arc<Self>, run_id: &str) -> StreamSink {
+        let streams: Weak<Streams> = Arc::downgrade(self);
+        let streams: Weak<dyn StepStreams> = streams;
         StreamSink {
-            streams: Arc::downgrade(self),
+            streams,
             run_id: Arc::from(run_id),
         }
     }
@@ -220,5 +223,25 @@ impl Streams {
                     .saturating_add(crate::clock::duration_ms(every)),
             )
         })
+    }
+}
+
+/// What step code's writers write through.
+impl StepStreams for Streams {
+    fn write<'a>(
+        &'a self,
+        run_id: &'a str,
+        name: &'a str,
+        data: Bytes,
+    ) -> BoxFuture<'a, Result<StreamChunk, WorldError>> {
+        Box::pin(self.write_chunk(run_id, name, None, data))
+    }
+
+    fn close<'a>(
+        &'a self,
+        run_id: &'a str,
+        name: &'a str,
+    ) -> BoxFuture<'a, Result<(), WorldError>> {
+        Box::pin(self.close_stream(run_id, name))
     }
 }

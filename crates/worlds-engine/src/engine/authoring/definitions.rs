@@ -1,4 +1,6 @@
-//! Workflow and activity definitions, and the registry that holds them by name.
+//! Workflow and activity definitions ([`Workflow`], [`Activity`], [`Definition`]), and the
+//! context calls that take one (`ctx.run`, `ctx.execute_child`). The registry that holds them
+//! by name is the runtime's (`engine/registry.rs`).
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -6,24 +8,22 @@ use std::sync::Arc;
 
 use futures::future::BoxFuture;
 use futures::FutureExt;
-use parking_lot::RwLock;
-use rustc_hash::FxHashMap;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 
-use crate::error::{codes, StructuredError, WorldError};
+use crate::error::{codes, StructuredError};
 use crate::model::{ActivityOptions, WorkflowOptions};
 use crate::payload::Payload;
 use crate::retry::FatalError;
 
-use super::activity::ActivityContext;
-use super::context::WorkflowContext;
+use super::activity::{ActivityContext, ActivityFn};
+use super::context::{CommandFuture, WorkflowContext};
 use super::errors::{StepError, WorkflowError};
 
+/// What a workflow's code returns.
 pub(crate) type WorkflowFuture = BoxFuture<'static, Result<Payload, WorkflowError>>;
+/// Workflow code, taking its context and its input.
 pub(crate) type WorkflowFn = Arc<dyn Fn(WorkflowContext, Payload) -> WorkflowFuture + Send + Sync>;
-pub(crate) type ActivityFuture = BoxFuture<'static, Result<Payload, StepError>>;
-pub(crate) type ActivityFn = Arc<dyn Fn(ActivityContext, Payload) -> ActivityFuture + Send + Sync>;
 type Validate = fn(&Payload) -> Result<(), serde_json::Error>;
 
 fn validate_as<T: DeserializeOwned>(payload: &Payload) -> Result<(), serde_json::Error> {
@@ -292,70 +292,70 @@ impl<I, O> From<&Activity<I, O>> for Definition {
     }
 }
 
-/// Registered workflows and activities, by name.
-#[derive(Default)]
-pub(crate) struct Registry {
-    workflows: RwLock<FxHashMap<Arc<str>, WorkflowDef>>,
-    activities: RwLock<FxHashMap<Arc<str>, ActivityDef>>,
-}
-
-impl Registry {
-    pub(crate) fn register(&self, def: Definition) -> Result<(), WorldError> {
-        match def {
-            Definition::Workflow(WorkflowDefHandle(def)) => {
-                let mut map = self.workflows.write();
-                if map.contains_key(&def.name) {
-                    return Err(WorldError::conflict(format!(
-                        "a workflow named '{}' is already registered; names must be unique",
-                        def.name
-                    )));
-                }
-                map.insert(def.name.clone(), def);
-            }
-            Definition::Activity(ActivityDefHandle(def)) => {
-                let mut map = self.activities.write();
-                if map.contains_key(&def.name) {
-                    return Err(WorldError::conflict(format!(
-                        "an activity named '{}' is already registered; names must be unique",
-                        def.name
-                    )));
-                }
-                map.insert(def.name.clone(), def);
-            }
-            // Hook definitions are kept by the engine's hook kit (see `World::register`).
-            Definition::Hook { .. } => {}
-        }
-        Ok(())
-    }
-
-    pub(crate) fn workflow(&self, name: &str) -> Option<WorkflowDef> {
-        self.workflows.read().get(name).cloned()
-    }
-
-    pub(crate) fn activity(&self, name: &str) -> Option<ActivityDef> {
-        self.activities.read().get(name).cloned()
-    }
-
-    pub(crate) fn has_activity(&self, name: &str) -> bool {
-        self.activities.read().contains_key(name)
-    }
-
-    /// The user's workflows (the built-in one of bulk operations left out).
-    pub(crate) fn workflow_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self
-            .workflows
-            .read()
-            .keys()
-            .filter(|k| &***k != super::bulk::BULK_WORKFLOW)
-            .map(|k| k.to_string())
-            .collect();
-        names.sort();
-        names
-    }
-}
-
 /// A failure to convert a value to or from its JSON payload: recorded with the
 /// `SERIALIZATION` code.
 fn serialization(message: String) -> StructuredError {
     StructuredError::new(message).with_code(codes::SERIALIZATION)
+}
+
+/// The calls that take a definition.
+impl WorkflowContext {
+    /// Runs an activity with its default options and returns its result.
+    ///
+    /// The step is scheduled when this is *called* (not when the future is first polled), so
+    /// steps combined with `futures::join!` keep their program order on every replay.
+    pub fn run<I, O>(&self, activity: &Activity<I, O>, input: I) -> CommandFuture<O>
+    where
+        I: Serialize,
+        O: DeserializeOwned,
+    {
+        self.run_step(&activity.def.name, input, None)
+    }
+
+    /// Runs an activity with options that override its defaults for this call.
+    pub fn run_with<I, O>(
+        &self,
+        activity: &Activity<I, O>,
+        input: I,
+        options: ActivityOptions,
+    ) -> CommandFuture<O>
+    where
+        I: Serialize,
+        O: DeserializeOwned,
+    {
+        self.run_step(&activity.def.name, input, Some(options))
+    }
+
+    /// Starts a child workflow and waits for its result. The child's `parent_id` is this run.
+    pub fn execute_child<I, O>(
+        &self,
+        workflow: &Workflow<I, O>,
+        input: I,
+        options: WorkflowOptions,
+    ) -> CommandFuture<O>
+    where
+        I: Serialize,
+        O: DeserializeOwned,
+    {
+        self.execute_child_by_name(&workflow.def.name, input, options)
+    }
+
+    /// Registers a compensation that runs one step: `activity` with `input`.
+    pub fn add_compensation_step<I, O>(&self, activity: &Activity<I, O>, input: I)
+    where
+        I: Serialize,
+    {
+        let name = activity.def.name.to_string();
+        let input = Payload::encode(&input);
+        self.add_compensation(move |ctx| async move {
+            let input = input.map_err(|e| {
+                WorkflowError::msg(format!(
+                    "compensation input of '{name}' does not serialize: {e}"
+                ))
+            })?;
+            ctx.run_by_name::<Payload, serde::de::IgnoredAny>(&name, input)
+                .await?;
+            Ok(())
+        });
+    }
 }

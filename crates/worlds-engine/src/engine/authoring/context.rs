@@ -1,4 +1,10 @@
-//! The workflow context: everything a workflow may do that touches the outside world.
+//! The workflow context: everything a workflow may do that touches the outside world, and the
+//! [`CommandFuture`]s its calls return.
+//!
+//! Every call goes to the run through its [`RunDriver`]. The calls that take a definition
+//! (`ctx.run`, `ctx.execute_child`) are with the definitions (`definitions.rs`), those that make
+//! hooks with the hook handles (`hook_handles.rs`), and `get_writable` with the stream writers
+//! (`streams.rs`).
 
 use std::future::Future;
 use std::marker::PhantomData;
@@ -15,12 +21,9 @@ use crate::model::{ActivityOptions, ValueKind, WorkflowOptions};
 use crate::payload::Payload;
 use crate::telemetry::logs::{world_log, LogLevel};
 
-use super::hook_handles::{Hook, Webhook};
-use crate::hooks::{validator_of, HookOptions, NewHook, WebhookRequest};
-
-use super::definitions::{Activity, Workflow};
+use super::activity::{ActivityContext, ActivityFn};
+use super::driver::{CommandDesc, NewCommand, Resolution, RunDriver};
 use super::errors::{ContextError, StepError, WorkflowError};
-use super::machine::{CommandDesc, NewCommand, Resolution, RunCore};
 
 /// What a workflow knows about its own run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -67,40 +70,46 @@ pub struct WorkflowMetadata {
 /// ```
 #[derive(Clone)]
 pub struct WorkflowContext {
-    core: Arc<RunCore>,
+    /// The run the calls go to (the replay machine).
+    pub(super) core: Arc<dyn RunDriver>,
 }
 
 impl std::fmt::Debug for WorkflowContext {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkflowContext")
-            .field("run_id", &self.core.info.run_id)
+            .field("run_id", &self.core.info().run_id)
             .finish()
     }
 }
 
 impl WorkflowContext {
-    pub(crate) fn new(core: Arc<RunCore>) -> Self {
+    pub(crate) fn new(core: Arc<dyn RunDriver>) -> Self {
         Self { core }
+    }
+
+    /// Issues a command through the run (see [`RunDriver::issue`]).
+    fn issue(&self, desc: CommandDesc, new: impl FnOnce(u32) -> NewCommand) -> u32 {
+        self.core.issue(desc, Box::new(new))
     }
 
     /// The workflow id (caller-chosen, or the run id).
     pub fn workflow_id(&self) -> &str {
-        &self.core.info.workflow_id
+        &self.core.info().workflow_id
     }
 
     /// The run id (`wrun_…`).
     pub fn run_id(&self) -> &str {
-        &self.core.info.run_id
+        &self.core.info().run_id
     }
 
     /// The parent run id, if this is a child workflow.
     pub fn parent_id(&self) -> Option<&str> {
-        self.core.info.parent_id.as_deref()
+        self.core.info().parent_id.as_deref()
     }
 
     /// Facts about this run.
     pub fn get_metadata(&self) -> WorkflowMetadata {
-        let info = &self.core.info;
+        let info = self.core.info();
         WorkflowMetadata {
             workflow_id: info.workflow_id.clone(),
             run_id: info.run_id.clone(),
@@ -161,9 +170,9 @@ impl WorkflowContext {
             return;
         }
         let message = message.as_ref();
-        let info = &self.core.info;
+        let info = self.core.info();
         let (run_id, workflow) = (info.run_id.as_str(), info.name.as_str());
-        let logs = &self.core.logs;
+        let logs = self.core.logs();
         match level {
             LogLevel::Debug => {
                 world_log!(
@@ -223,32 +232,6 @@ impl WorkflowContext {
         self.log(LogLevel::Error, message);
     }
 
-    /// Runs an activity with its default options and returns its result.
-    ///
-    /// The step is scheduled when this is *called* (not when the future is first polled), so
-    /// steps combined with `futures::join!` keep their program order on every replay.
-    pub fn run<I, O>(&self, activity: &Activity<I, O>, input: I) -> CommandFuture<O>
-    where
-        I: Serialize,
-        O: DeserializeOwned,
-    {
-        self.run_step(&activity.def.name, input, None)
-    }
-
-    /// Runs an activity with options that override its defaults for this call.
-    pub fn run_with<I, O>(
-        &self,
-        activity: &Activity<I, O>,
-        input: I,
-        options: ActivityOptions,
-    ) -> CommandFuture<O>
-    where
-        I: Serialize,
-        O: DeserializeOwned,
-    {
-        self.run_step(&activity.def.name, input, Some(options))
-    }
-
     /// Runs a registered activity by name; the result is deserialized into `O`.
     pub fn run_by_name<I, O>(&self, name: &str, input: I) -> CommandFuture<O>
     where
@@ -258,7 +241,7 @@ impl WorkflowContext {
         self.run_step(name, input, None)
     }
 
-    fn run_step<I: Serialize, O>(
+    pub(super) fn run_step<I: Serialize, O>(
         &self,
         name: &str,
         input: I,
@@ -270,7 +253,7 @@ impl WorkflowContext {
         };
         match encoded {
             Ok(input) => {
-                let position = self.core.issue(desc, |position| NewCommand::Activity {
+                let position = self.issue(desc, |position| NewCommand::Activity {
                     position,
                     name: name.to_owned(),
                     input,
@@ -291,13 +274,11 @@ impl WorkflowContext {
         match duration.into_duration() {
             Ok(d) => {
                 let ms = crate::clock::duration_ms(d);
-                let clock = self.core.clock.clone();
-                let position = self
-                    .core
-                    .issue(CommandDesc::Timer, |position| NewCommand::Timer {
-                        position,
-                        fire_at: clock.now_ms().saturating_add(ms),
-                    });
+                let clock = self.core.clock().clone();
+                let position = self.issue(CommandDesc::Timer, |position| NewCommand::Timer {
+                    position,
+                    fire_at: clock.now_ms().saturating_add(ms),
+                });
                 CommandFuture::new(self.core.clone(), position)
             }
             Err(e) => self.rejected(CommandDesc::Timer, "ctx.sleep", e.to_string()),
@@ -306,12 +287,10 @@ impl WorkflowContext {
 
     /// Sleeps durably until the given time (ms since the Unix epoch).
     pub fn sleep_until(&self, at: Millis) -> CommandFuture<()> {
-        let position = self
-            .core
-            .issue(CommandDesc::Timer, |position| NewCommand::Timer {
-                position,
-                fire_at: at,
-            });
+        let position = self.issue(CommandDesc::Timer, |position| NewCommand::Timer {
+            position,
+            fire_at: at,
+        });
         CommandFuture::new(self.core.clone(), position)
     }
 
@@ -350,7 +329,7 @@ impl WorkflowContext {
     }
 
     /// [`step`](Self::step) with options (retry policy, timeouts, task queue), and the step's
-    /// [`ActivityContext`](crate::ActivityContext) (attempt number, heartbeats, cancellation).
+    /// [`ActivityContext`] (attempt number, heartbeats, cancellation).
     pub fn step_with<T, F, Fut>(
         &self,
         name: impl Into<String>,
@@ -359,7 +338,7 @@ impl WorkflowContext {
     ) -> CommandFuture<T>
     where
         T: Serialize + DeserializeOwned + Send + 'static,
-        F: Fn(crate::ActivityContext) -> Fut + Send + Sync + 'static,
+        F: Fn(ActivityContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<T, StepError>> + Send + 'static,
     {
         self.step_inline(name.into(), Some(options), f)
@@ -373,21 +352,21 @@ impl WorkflowContext {
     ) -> CommandFuture<T>
     where
         T: Serialize + DeserializeOwned + Send + 'static,
-        F: Fn(crate::ActivityContext) -> Fut + Send + Sync + 'static,
+        F: Fn(ActivityContext) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = Result<T, StepError>> + Send + 'static,
     {
         let desc = CommandDesc::Activity { name: name.clone() };
         if name.is_empty() {
             return self.rejected(desc, "ctx.step", "a step name must not be empty".to_owned());
         }
-        let handler: super::definitions::ActivityFn = Arc::new(move |ctx, _input| {
+        let handler: ActivityFn = Arc::new(move |ctx, _input| {
             let work = f(ctx);
             Box::pin(async move {
                 let output = work.await?;
                 Payload::encode(&output).map_err(StepError::from)
             })
         });
-        let position = self.core.issue(desc, |position| NewCommand::Activity {
+        let position = self.issue(desc, |position| NewCommand::Activity {
             position,
             name,
             input: Payload::null(),
@@ -396,179 +375,9 @@ impl WorkflowContext {
         });
         // Kept until the result is recorded; not needed if history already holds it.
         if !self.core.has_result(position) {
-            self.core
-                .steps
-                .register(&self.core.info.run_id, position, handler);
+            self.core.register_step(position, handler);
         }
         CommandFuture::new(self.core.clone(), position)
-    }
-
-    /// Creates a hook with a random token and no expiry; see [`crate::hooks`].
-    pub fn create_hook<T: DeserializeOwned>(&self) -> Hook<T> {
-        self.create_hook_with(HookOptions::new())
-    }
-
-    /// Creates a hook with options (a token of your own, an expiry); see [`crate::hooks`].
-    pub fn create_hook_with<T: DeserializeOwned>(&self, options: HookOptions) -> Hook<T> {
-        let kind = std::any::type_name::<T>().to_owned();
-        self.create_hook_typed(options, Some(kind), false, validator_of::<T>)
-    }
-
-    /// Creates a webhook: a URL (`webhook_base_url/TOKEN`) that resumes the run with the HTTP
-    /// request sent to it.
-    pub fn create_webhook(&self) -> Webhook {
-        self.create_webhook_with(HookOptions::new())
-    }
-
-    /// [`create_webhook`](Self::create_webhook) with options.
-    pub fn create_webhook_with(&self, options: HookOptions) -> Webhook {
-        let hook = self.create_hook_typed(options, None, true, validator_of::<WebhookRequest>);
-        let base = self.core.hooks.webhook_base_url.trim_end_matches('/');
-        let url = format!("{base}/{}", hook.token);
-        Webhook { hook, url }
-    }
-
-    /// A webhook that accepts only requests whose body is JSON of type `T`: any other body is
-    /// refused with 400 naming the field at fault (`field `approved`: invalid type…`), and the
-    /// webhook keeps waiting for a corrected request. `request.json::<T>()` on what
-    /// [`Webhook::wait`] returns then always succeeds.
-    ///
-    /// ```
-    /// use worlds_engine::prelude::*;
-    ///
-    /// #[derive(serde::Serialize, serde::Deserialize)]
-    /// struct Decision { approved: bool, by: String }
-    ///
-    /// let flow = workflow("approve", |ctx: WorkflowContext, _: ()| async move {
-    ///     let webhook = ctx.create_json_webhook::<Decision>(HookOptions::new());
-    ///     // Hand out `webhook.url()`; `{"approved":"yes"}` gets a 400 and changes nothing.
-    ///     let decision: Decision = webhook.wait().await?.json()?;
-    ///     Ok::<_, WorkflowError>(decision.approved)
-    /// });
-    /// # let _ = flow;
-    /// ```
-    pub fn create_json_webhook<T: DeserializeOwned>(&self, options: HookOptions) -> Webhook {
-        let kind = format!("json body: {}", std::any::type_name::<T>());
-        let hook = self.create_hook_typed(
-            options,
-            Some(kind),
-            true,
-            crate::hooks::json_body_validator_of::<T>,
-        );
-        let base = self.core.hooks.webhook_base_url.trim_end_matches('/');
-        let url = format!("{base}/{}", hook.token);
-        Webhook { hook, url }
-    }
-
-    pub(crate) fn create_hook_typed<T>(
-        &self,
-        options: HookOptions,
-        hook_type: Option<String>,
-        webhook: bool,
-        validator: fn() -> crate::hooks::HookValidator,
-    ) -> Hook<T> {
-        if let Some(kind) = &hook_type {
-            // So that `resume_hook` can refuse a payload of the wrong shape with a 400.
-            self.core.hooks.add_validator(kind, validator);
-        }
-        let methods = match (&options.methods, webhook) {
-            (None, _) => Ok(Vec::new()),
-            (Some(_), false) => Err(
-                "HookOptions::methods applies to webhooks only; use ctx.create_webhook_with"
-                    .to_owned(),
-            ),
-            (Some(methods), true) => crate::hooks::check_methods(methods).map(|methods| {
-                // The default, recorded as nothing, keeps the event as it was.
-                if methods == [crate::model::DEFAULT_WEBHOOK_METHOD] {
-                    Vec::new()
-                } else {
-                    methods
-                }
-            }),
-        };
-        let signature = match (&options.signature, webhook) {
-            (Some(_), false) => Err(
-                "HookOptions::signature applies to webhooks only; use ctx.create_webhook_with"
-                    .to_owned(),
-            ),
-            (Some(name), true) if name.trim().is_empty() => {
-                Err("HookOptions::signature needs the name of a configured signature".to_owned())
-            }
-            (signature, _) => Ok(signature.clone()),
-        };
-        let invalid = match (&options.expires_in, &options.token, &methods, &signature) {
-            (Some(Err(message)), _, _, _) => Some(message.clone()),
-            (_, _, Err(message), _) | (_, _, _, Err(message)) => Some(message.clone()),
-            (_, Some(token), _, _) => crate::hooks::check_token(token).err(),
-            _ => None,
-        };
-        let signature = signature.unwrap_or_default();
-        let methods = methods.unwrap_or_default();
-        if let Some(message) = invalid {
-            let position = self.core.issue_unrecorded(CommandDesc::Hook);
-            let error = ContextError::InvalidArgument {
-                call: "ctx.create_hook",
-                message,
-            };
-            self.core.resolve_now(position, Resolution::Error(error));
-            return Hook {
-                id: String::new(),
-                token: String::new(),
-                run_id: self.core.info.run_id.clone(),
-                position,
-                chosen: false,
-                wait: CommandFuture::new(self.core.clone(), position),
-            };
-        }
-        let expires_in = options.expires_in.and_then(Result::ok);
-        let chosen = options.token;
-        let core = &self.core;
-        let token_at = |position: u32| {
-            chosen
-                .clone()
-                .unwrap_or_else(|| core.hooks.key.token(&core.info.run_id, position))
-        };
-        let (position, id) = core.issue_hook(
-            || core.ids.hook_id(),
-            |position, id| NewHook {
-                position,
-                hook_id: id.to_owned(),
-                token_digest: crate::hooks::token_digest(&token_at(position)),
-                expires_at: expires_in.map(|d| {
-                    core.clock
-                        .now_ms()
-                        .saturating_add(crate::clock::duration_ms(d))
-                }),
-                webhook,
-                methods: methods.clone(),
-                hook_type,
-                signature: signature.clone(),
-                chosen: chosen.is_some(),
-                metadata: None,
-            },
-        );
-        Hook {
-            id,
-            token: token_at(position),
-            run_id: core.info.run_id.clone(),
-            position,
-            chosen: chosen.is_some(),
-            wait: CommandFuture::new(self.core.clone(), position),
-        }
-    }
-
-    /// Starts a child workflow and waits for its result. The child's `parent_id` is this run.
-    pub fn execute_child<I, O>(
-        &self,
-        workflow: &Workflow<I, O>,
-        input: I,
-        options: WorkflowOptions,
-    ) -> CommandFuture<O>
-    where
-        I: Serialize,
-        O: DeserializeOwned,
-    {
-        self.execute_child_by_name(&workflow.def.name, input, options)
     }
 
     /// Starts a registered child workflow by name and waits for its result.
@@ -587,7 +396,7 @@ impl WorkflowContext {
         };
         match Payload::encode(&input) {
             Ok(input) => {
-                let position = self.core.issue(desc, |position| NewCommand::Child {
+                let position = self.issue(desc, |position| NewCommand::Child {
                     position,
                     name: name.to_owned(),
                     input,
@@ -636,27 +445,9 @@ impl WorkflowContext {
         F: FnOnce(WorkflowContext) -> Fut + Send + 'static,
         Fut: Future<Output = Result<(), WorkflowError>> + Send + 'static,
     {
-        self.core
-            .add_compensation(Box::new(move |ctx| Box::pin(compensation(ctx))));
-    }
-
-    /// Registers a compensation that runs one step: `activity` with `input`.
-    pub fn add_compensation_step<I, O>(&self, activity: &Activity<I, O>, input: I)
-    where
-        I: Serialize,
-    {
-        let name = activity.def.name.to_string();
-        let input = Payload::encode(&input);
-        self.add_compensation(move |ctx| async move {
-            let input = input.map_err(|e| {
-                WorkflowError::msg(format!(
-                    "compensation input of '{name}' does not serialize: {e}"
-                ))
-            })?;
-            ctx.run_by_name::<Payload, serde::de::IgnoredAny>(&name, input)
-                .await?;
-            Ok(())
-        });
+        self.core.add_compensation(Box::new(move |core| {
+            Box::pin(compensation(WorkflowContext::new(core)))
+        }));
     }
 
     /// Changes workflow code safely while runs are in flight: `true` where the run takes the
@@ -705,33 +496,40 @@ impl WorkflowContext {
 
     /// The current time (ms since the Unix epoch), recorded the first time and replayed after.
     pub fn now(&self) -> Millis {
-        let clock = self.core.clock.clone();
-        let value = self.core.issue_value(ValueKind::Now, || {
-            Payload::encode(&clock.now_ms()).unwrap_or_else(|_| Payload::null())
-        });
+        let clock = self.core.clock().clone();
+        let value = self.core.issue_value(
+            ValueKind::Now,
+            Box::new(|| Payload::encode(&clock.now_ms()).unwrap_or_else(|_| Payload::null())),
+        );
         value.decode().unwrap_or_default()
     }
 
     /// A random number in `[0, 1)`, recorded the first time and replayed after.
     pub fn random(&self) -> f64 {
-        let value = self.core.issue_value(ValueKind::Random, || {
-            Payload::encode(&rand::random::<f64>()).unwrap_or_else(|_| Payload::null())
-        });
+        let value = self.core.issue_value(
+            ValueKind::Random,
+            Box::new(|| {
+                Payload::encode(&rand::random::<f64>()).unwrap_or_else(|_| Payload::null())
+            }),
+        );
         value.decode().unwrap_or_default()
     }
 
     /// A fresh unique id (a ULID string), recorded the first time and replayed after.
     pub fn uuid(&self) -> String {
-        let ids = self.core.ids.clone();
-        let value = self.core.issue_value(ValueKind::Uuid, || {
-            Payload::encode(&ids.ulid().to_string()).unwrap_or_else(|_| Payload::null())
-        });
+        let ids = self.core.ids().clone();
+        let value = self.core.issue_value(
+            ValueKind::Uuid,
+            Box::new(|| {
+                Payload::encode(&ids.ulid().to_string()).unwrap_or_else(|_| Payload::null())
+            }),
+        );
         value.decode().unwrap_or_default()
     }
 
     /// A command whose argument was refused: it still takes a position (so later positions
     /// stay stable) and resolves at once with the error.
-    fn rejected<O>(
+    pub(super) fn rejected<O>(
         &self,
         desc: CommandDesc,
         call: &'static str,
@@ -744,24 +542,10 @@ impl WorkflowContext {
     }
 }
 
-/// Streams (see [`crate::streams`]).
-impl WorkflowContext {
-    /// A writer for the run's default stream. Writes do not wait and are never duplicated by
-    /// replay.
-    pub fn get_writable(&self) -> super::streams::WorkflowStream {
-        self.get_writable_named(crate::model::stream::DEFAULT_STREAM)
-    }
-
-    /// A writer for the run's stream `name`.
-    pub fn get_writable_named(&self, name: &str) -> super::streams::WorkflowStream {
-        super::streams::WorkflowStream::new(self.core.clone(), name)
-    }
-}
-
 /// The pending result of a context call. Await it.
 #[must_use = "a workflow command does nothing useful unless awaited"]
 pub struct CommandFuture<T> {
-    core: Arc<RunCore>,
+    core: Arc<dyn RunDriver>,
     position: u32,
     _type: PhantomData<fn() -> T>,
 }
@@ -775,7 +559,7 @@ impl<T> std::fmt::Debug for CommandFuture<T> {
 }
 
 impl<T> CommandFuture<T> {
-    pub(crate) fn new(core: Arc<RunCore>, position: u32) -> Self {
+    pub(crate) fn new(core: Arc<dyn RunDriver>, position: u32) -> Self {
         Self {
             core,
             position,

@@ -1,28 +1,45 @@
-//! The two writers: one for workflow code (buffered, replay-safe), one for step code (awaited).
+//! The two stream writers: one for workflow code (buffered, replay-safe), one for step code
+//! (awaited), and the context calls that hand them out. See [`crate::streams`].
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 
 use bytes::Bytes;
 use serde::Serialize;
 
-use super::Streams;
-use crate::engine::errors::ContextError;
-use crate::engine::machine::RunCore;
+use super::activity::{ActivityContext, StepStreams, StreamSink};
+use super::context::WorkflowContext;
+use super::driver::RunDriver;
+use super::errors::ContextError;
 use crate::error::WorldError;
+use crate::model::stream::{check_name, StreamChunk, DEFAULT_STREAM};
 
-use crate::model::stream::StreamChunk;
+/// Streams (see [`crate::streams`]).
+impl WorkflowContext {
+    /// A writer for the run's default stream. Writes do not wait and are never duplicated by
+    /// replay.
+    pub fn get_writable(&self) -> WorkflowStream {
+        self.get_writable_named(DEFAULT_STREAM)
+    }
 
-/// A stream operation issued by workflow code, handed to the store after the workflow yields.
-#[derive(Debug)]
-pub(crate) enum StreamOp {
-    /// Append a chunk, once per key.
-    Write {
-        name: Arc<str>,
-        key: String,
-        data: Bytes,
-    },
-    /// Close the stream.
-    Close { name: Arc<str> },
+    /// A writer for the run's stream `name`.
+    pub fn get_writable_named(&self, name: &str) -> WorkflowStream {
+        WorkflowStream::new(self.core.clone(), name)
+    }
+}
+
+/// Streams (see [`crate::streams`]).
+impl ActivityContext {
+    /// A writer for the run's default stream (see [`crate::streams`]). Each attempt writes its
+    /// own chunks: after a retry, readers see the chunks of both attempts. Outside a world
+    /// ([`detached`](Self::detached)) writes fail as unavailable.
+    pub fn get_writable(&self) -> StepStream {
+        self.get_writable_named(DEFAULT_STREAM)
+    }
+
+    /// A writer for the run's stream `name`.
+    pub fn get_writable_named(&self, name: &str) -> StepStream {
+        StepStream::new(self.stream_sink(), name)
+    }
 }
 
 /// A stream of the run, written from workflow code ([`WorkflowContext::get_writable`]).
@@ -33,21 +50,21 @@ pub(crate) enum StreamOp {
 /// [`WorkflowContext::get_writable`]: crate::WorkflowContext::get_writable
 #[derive(Clone)]
 pub struct WorkflowStream {
-    core: Arc<RunCore>,
+    core: Arc<dyn RunDriver>,
     name: Arc<str>,
 }
 
 impl std::fmt::Debug for WorkflowStream {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("WorkflowStream")
-            .field("run_id", &self.core.info.run_id)
+            .field("run_id", &self.core.info().run_id)
             .field("name", &self.name)
             .finish()
     }
 }
 
 impl WorkflowStream {
-    pub(crate) fn new(core: Arc<RunCore>, name: &str) -> Self {
+    fn new(core: Arc<dyn RunDriver>, name: &str) -> Self {
         WorkflowStream {
             core,
             name: Arc::from(name),
@@ -66,7 +83,7 @@ impl WorkflowStream {
     /// [`ContextError::StreamWriteFailed`].
     pub fn write(&self, data: impl Into<Bytes>) -> Result<(), ContextError> {
         let data = data.into();
-        super::check_name(&self.name).map_err(|e| ContextError::InvalidArgument {
+        check_name(&self.name).map_err(|e| ContextError::InvalidArgument {
             call: "stream.write",
             message: e.to_string(),
         })?;
@@ -86,13 +103,6 @@ impl WorkflowStream {
     pub fn close(&self) {
         self.core.push_stream_close(self.name.clone());
     }
-}
-
-/// What a step's writers reach the store through.
-#[derive(Clone)]
-pub(crate) struct StreamSink {
-    pub(crate) streams: Weak<Streams>,
-    pub(crate) run_id: Arc<str>,
 }
 
 /// A stream of the run, written from step code ([`ActivityContext::get_writable`]).
@@ -117,7 +127,7 @@ impl std::fmt::Debug for StepStream {
 }
 
 impl StepStream {
-    pub(crate) fn new(sink: Option<StreamSink>, name: &str) -> Self {
+    fn new(sink: Option<StreamSink>, name: &str) -> Self {
         StepStream {
             sink,
             name: Arc::from(name),
@@ -129,7 +139,7 @@ impl StepStream {
         &self.name
     }
 
-    fn streams(&self) -> Result<(Arc<Streams>, &str), WorldError> {
+    fn streams(&self) -> Result<(Arc<dyn StepStreams>, &str), WorldError> {
         let unavailable = || {
             WorldError::Unavailable(
                 "streams can only be written by a step run by a started world".into(),
@@ -146,9 +156,7 @@ impl StepStream {
     /// is invalid (400).
     pub async fn write(&self, data: impl Into<Bytes>) -> Result<StreamChunk, WorldError> {
         let (streams, run_id) = self.streams()?;
-        streams
-            .write_chunk(run_id, &self.name, None, data.into())
-            .await
+        streams.write(run_id, &self.name, data.into()).await
     }
 
     /// Writes a value as a JSON chunk.
@@ -163,6 +171,6 @@ impl StepStream {
     /// Closes the stream. Closing a closed stream does nothing.
     pub async fn close(&self) -> Result<(), WorldError> {
         let (streams, run_id) = self.streams()?;
-        streams.close_stream(run_id, &self.name).await
+        streams.close(run_id, &self.name).await
     }
 }

@@ -233,7 +233,10 @@ pub(crate) async fn one_shape(request: Request, next: Next) -> Response {
             let allowed = allow.as_ref().and_then(|v| v.to_str().ok());
             let takes = match allowed {
                 Some(allowed) => format!("it takes {allowed}"),
-                None => format!("the methods of each route are in {}", crate::OPENAPI_PATH),
+                None => format!(
+                    "the methods of each route are in {}",
+                    crate::openapi::OPENAPI_PATH
+                ),
             };
             ApiError::new(
                 status,

@@ -75,6 +75,7 @@ pub mod error;
 pub mod fuzzing;
 mod openapi;
 mod routes;
+mod state;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -89,7 +90,10 @@ use worlds_engine::http::{serve_connections, Limits};
 use worlds_engine::{World, WorldError};
 
 use auth::{AuthProvider, Guard, KeyAuth, KeyRing, Scope};
-use routes::{health, hooks, keys, metrics, recovery, runs, schedules, streams, workers, Api};
+use routes::{health, hooks, keys, metrics, recovery, runs, schedules, streams, workers};
+use state::Api;
+
+pub use openapi::OPENAPI_PATH;
 
 /// Room for a request's envelope (workflow name, options, token) on top of the world's payload
 /// limit.
@@ -183,9 +187,6 @@ impl ApiOptions {
         }
     }
 }
-
-/// Where the OpenAPI document is served (read scope).
-pub const OPENAPI_PATH: &str = "/v1/openapi.json";
 
 /// Every route, by the scope it needs, with its OpenAPI entry: the router and the document
 /// are built from this one list.
@@ -343,8 +344,8 @@ fn routes_of(world: Arc<World>, options: ApiOptions, stopping: CancellationToken
     let state = Api {
         world,
         keys: world_keys,
-        devkit: devkit::RunLocks::new(),
-        callbacks: Arc::new(devkit::delivery::CallbackOrigins::new(
+        devkit: state::RunLocks::new(),
+        callbacks: Arc::new(state::CallbackOrigins::new(
             &options.devkit_callback_origins,
         )),
         stopping,

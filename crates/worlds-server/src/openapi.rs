@@ -13,6 +13,9 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
 use utoipa::openapi::{OpenApi, RefOr};
 use utoipa::{Modify, PartialSchema, ToSchema};
 
+/// Where the OpenAPI document is served (read scope).
+pub const OPENAPI_PATH: &str = "/v1/openapi.json";
+
 /// The name of the security scheme every guarded route requires.
 pub(crate) const BEARER: &str = "api_key";
 

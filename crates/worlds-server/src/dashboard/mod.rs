@@ -23,7 +23,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::auth::{AuthProvider, Principal};
-use crate::routes::Api;
+use crate::state::Api;
 
 pub(crate) use session::Sessions;
 

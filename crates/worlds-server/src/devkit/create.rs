@@ -13,7 +13,7 @@ use worlds_engine::model::HookStatus;
 use worlds_engine::{Event, EventKind, RunStatus, WorkflowState, WorldError};
 
 use crate::error::ApiError;
-use crate::routes::Api;
+use crate::state::Api;
 
 use super::event::{too_early, CreateEvent, NewEvent};
 use super::log::{self, LogEvent, LogReader, SPEC_VERSION};

@@ -31,9 +31,6 @@ pub(crate) mod plan;
 pub(crate) mod queue;
 pub(crate) mod reads;
 
-use std::hash::{Hash, Hasher};
-use std::sync::Arc;
-
 use worlds_engine::hooks::WebhookSignature;
 use worlds_engine::{World, WorldError};
 
@@ -55,31 +52,4 @@ pub fn register_delivery(world: &World, signature: WebhookSignature) -> Result<(
     signature.validate("delivery secret")?;
     world.register(delivery::workflow(signature))?;
     Ok(())
-}
-
-/// Locks that make the DevKit writes to one run take turns in this server, so two of them do
-/// not both pick the same free position. (Servers sharing a database still may; the engine
-/// refuses the second write, and the runtime retries the event.)
-pub(crate) struct RunLocks {
-    stripes: Vec<tokio::sync::Mutex<()>>,
-}
-
-impl RunLocks {
-    const STRIPES: usize = 64;
-
-    pub(crate) fn new() -> Arc<Self> {
-        Arc::new(RunLocks {
-            stripes: (0..Self::STRIPES)
-                .map(|_| tokio::sync::Mutex::new(()))
-                .collect(),
-        })
-    }
-
-    /// The lock of this run (shared with the runs whose ids hash alike).
-    pub(crate) async fn lock(&self, run_id: &str) -> tokio::sync::MutexGuard<'_, ()> {
-        let mut hasher = std::collections::hash_map::DefaultHasher::new();
-        run_id.hash(&mut hasher);
-        let stripe = (hasher.finish() % Self::STRIPES as u64) as usize;
-        self.stripes[stripe].lock().await
-    }
 }

@@ -13,7 +13,7 @@ use worlds_engine::{FailureStrategy, WorkflowOptions, WorldError};
 use super::delivery::{handler_url, Delivery, DELIVERY_WORKFLOW};
 use crate::error::ApiError;
 use crate::openapi::{DevkitBody, ErrorDoc};
-use crate::routes::Api;
+use crate::state::Api;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -13,7 +13,7 @@ use worlds_engine::{ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState, 
 use super::log::{self, LogReader};
 use crate::error::ApiError;
 use crate::openapi::ErrorDoc;
-use crate::routes::Api;
+use crate::state::Api;
 
 /// The most records one page holds.
 const MAX_PAGE: usize = 1_000;

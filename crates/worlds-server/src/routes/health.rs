@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use worlds_engine::WorkflowQueryFilter;
 
-use super::Api;
+use crate::state::Api;
 
 /// The process answers. Needs no key.
 #[utoipa::path(get, path = "/healthz", tag = "health",

@@ -9,9 +9,9 @@ use worlds_engine::hooks::HookResumed;
 use worlds_engine::store::HookRecord;
 
 use super::runs::{run_id_of, PageBody, PageParams, RunId};
-use super::Api;
 use crate::error::ApiError;
 use crate::openapi::{ErrorDoc, Hook};
+use crate::state::Api;
 
 /// `POST /v1/hooks/resume`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

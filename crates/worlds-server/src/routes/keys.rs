@@ -11,10 +11,10 @@ use worlds_engine::clock::Millis;
 use worlds_engine::model::keys::{ApiKeyRecord, Scope};
 use worlds_engine::WorldError;
 
-use super::Api;
 use crate::auth::ApiKeys;
 use crate::error::ApiError;
 use crate::openapi::{ApiKey, ErrorDoc};
+use crate::state::Api;
 
 /// `POST /v1/keys`.
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

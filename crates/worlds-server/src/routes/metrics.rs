@@ -7,7 +7,7 @@ use axum::response::IntoResponse;
 use axum::Json;
 use worlds_engine::telemetry::WorldMetrics;
 
-use super::Api;
+use crate::state::Api;
 
 /// The world's metrics as JSON.
 #[utoipa::path(get, path = "/v1/metrics", tag = "metrics", security(("api_key" = [])),

@@ -10,10 +10,10 @@ use worlds_engine::model::{ReopenRequest, Reopened};
 use worlds_engine::{BulkAction, BulkProgress, BulkRequest, WorkflowQueryFilter};
 
 use super::runs::{run_id_of, RunId};
-use super::Api;
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::openapi::ErrorDoc;
+use crate::state::Api;
 
 /// `POST /v1/runs/{id}/retry` and `/resume`.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]

@@ -16,9 +16,9 @@ use worlds_engine::{
     World, WorldError,
 };
 
-use super::Api;
 use crate::error::ApiError;
 use crate::openapi::{ErrorDoc, HistoryEvent, Run, RunError, RunWait, StartOptions, Step};
+use crate::state::Api;
 
 /// Longest a result request waits (`wait_ms`), and how long it waits by default.
 const MAX_WAIT: Duration = Duration::from_secs(300);

@@ -9,9 +9,9 @@ use serde::Deserialize;
 use serde_json::Value;
 use worlds_engine::schedule::ScheduleConfig;
 
-use super::Api;
 use crate::error::ApiError;
 use crate::openapi::{ErrorDoc, Schedule};
+use crate::state::Api;
 
 /// `POST /v1/schedules`: a cron schedule (created, or updated under its id).
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

@@ -28,9 +28,9 @@ use serde::{Deserialize, Serialize};
 use worlds_engine::streams::StreamChunk;
 
 use super::runs::PageBody;
-use super::Api;
 use crate::error::ApiError;
 use crate::openapi::ErrorDoc;
+use crate::state::Api;
 
 /// A chunk as the API shows it: text when it is UTF-8, base64 otherwise.
 #[derive(Debug, Serialize, utoipa::ToSchema)]

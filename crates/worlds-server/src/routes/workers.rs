@@ -6,7 +6,7 @@ use axum::Json;
 use serde::Serialize;
 use worlds_engine::WorkerInfo;
 
-use super::Api;
+use crate::state::Api;
 
 /// The answer of `GET /v1/workers`.
 #[derive(Debug, Serialize, utoipa::ToSchema)]

@@ -39,7 +39,7 @@ use super::may_act;
 use super::session::{SessionId, Sessions};
 use super::timeline::Timeline;
 use crate::auth::{Principal, Scope};
-use crate::routes::Api;
+use crate::state::Api;
 
 /// Runs per page of the list.
 const PAGE: usize = 50;

@@ -186,6 +186,16 @@ fn rejected_field(message: &str) -> String {
     }
 }
 
+/// What a path no route serves answers (to a browser asking for a page, the dashboard answers
+/// its own page instead).
+pub(crate) fn no_route() -> Response {
+    ApiError::from(WorldError::NotFound {
+        what: "route",
+        id: "this path".into(),
+    })
+    .into_response()
+}
+
 /// True for the paths of the API (not the dashboard's pages).
 fn is_api_path(path: &str) -> bool {
     path == "/v1" || path.starts_with("/v1/") || matches!(path, "/healthz" | "/readyz" | "/metrics")

@@ -62,11 +62,19 @@
 //! within the world's `webhook_server.body_deadline` without a pause over its
 //! `body_read_timeout` (408), on every route. CORS headers are sent only for the origins in
 //! [`ApiOptions::cors_origins`] (none by default).
+//!
+//! # Features
+//!
+//! - `dashboard` (on by default): the web dashboard on the same router (`/`, `/login`,
+//!   `/runs/{id}`, …), its pages, assets and sign-in sessions. Without it the router serves
+//!   the API alone — every route above, the OpenAPI document, the DevKit's World — and a path
+//!   no route serves gets the API's JSON "not found".
 
 #![forbid(unsafe_code)]
 
 pub mod auth;
 mod body_limits;
+#[cfg(feature = "dashboard")]
 mod dashboard;
 pub mod devkit;
 pub mod error;
@@ -350,11 +358,15 @@ fn routes_of(world: Arc<World>, options: ApiOptions, stopping: CancellationToken
         )),
         stopping,
     };
+    let app = app.merge(document);
+    // A browser gets the dashboard's page; an API caller the JSON error.
+    #[cfg(feature = "dashboard")]
     let app = app
-        .merge(document)
         .merge(dashboard::routes(provider.clone(), &state))
-        // A browser gets the dashboard's page; an API caller the JSON error.
-        .fallback(dashboard::fallback)
+        .fallback(dashboard::fallback);
+    #[cfg(not(feature = "dashboard"))]
+    let app = app.fallback(|| async { error::no_route() });
+    let app = app
         .layer(axum::extract::DefaultBodyLimit::max(limit))
         // Every route's body: 413 at once when declared too large, 408 when it pauses too
         // long or is not all there within the deadline.

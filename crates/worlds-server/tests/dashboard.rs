@@ -10,6 +10,8 @@
 //! install geckodriver`, found on `PATH` or named by `GECKODRIVER`). Without them the tests say
 //! so and pass, except under `CI=true`, where a missing browser fails them.
 
+#![cfg(feature = "dashboard")]
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};

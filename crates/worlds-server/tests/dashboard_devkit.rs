@@ -6,6 +6,8 @@
 //! runtime (spec version, execution context, attributes), and hostile content escaped and
 //! bounded.
 
+#![cfg(feature = "dashboard")]
+
 use std::sync::Arc;
 
 use base64::Engine as _;

@@ -2,6 +2,8 @@
 //! a run that is not there, the runs list's columns and times, a run's timeline axis and
 //! history rows, the hook form, and the workers page's count of finished runs.
 
+#![cfg(feature = "dashboard")]
+
 use std::sync::Arc;
 use std::time::Duration;
 

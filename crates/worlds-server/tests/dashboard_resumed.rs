@@ -5,6 +5,8 @@
 //! The test binary re-executes itself as the world that is killed: `resumed_child` is an
 //! ignored test that does nothing unless `WORLDS_RESUMED_DIR` is set.
 
+#![cfg(feature = "dashboard")]
+
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

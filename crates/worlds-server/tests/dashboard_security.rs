@@ -3,6 +3,8 @@
 //! are percent-encoded in every link and form, so none can steer a form to another action;
 //! a sign-in from another site is refused.
 
+#![cfg(feature = "dashboard")]
+
 use std::sync::Arc;
 use std::time::Duration;
 

@@ -378,3 +378,27 @@ async fn a_database_error_does_not_tell_where_in_the_server_it_was_raised() {
     s.server.shutdown().await;
     s.world.shutdown().await.unwrap();
 }
+
+/// Built without the dashboard, the router serves no pages: what a browser asks for at `/` or
+/// `/login` is the API's JSON "not found", and the API itself still answers.
+#[cfg(not(feature = "dashboard"))]
+#[tokio::test]
+async fn without_the_dashboard_a_page_is_the_json_not_found() {
+    let s = served(Arc::new(World::new(WorldConfig::memory()).unwrap()), None).await;
+    for path in ["/", "/login", "/assets/app.js"] {
+        let response = s
+            .http
+            .get(format!("{}{path}", s.base))
+            .header("accept", "text/html")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), StatusCode::NOT_FOUND, "{path}");
+        let body: Value = response.json().await.unwrap();
+        assert_eq!(body["code"], "NOT_FOUND", "{path}: {body}");
+    }
+    let (status, _) = s.call(Method::GET, "/v1/runs", None).await;
+    assert_eq!(status, StatusCode::OK);
+    s.server.shutdown().await;
+    s.world.shutdown().await.unwrap();
+}

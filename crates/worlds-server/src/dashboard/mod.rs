@@ -107,11 +107,7 @@ pub(crate) async fn fallback(request: Request) -> Response {
         .and_then(|accept| accept.to_str().ok())
         .is_some_and(|accept| accept.contains("text/html"));
     if api || !wants_html {
-        return crate::error::ApiError::from(worlds_engine::WorldError::NotFound {
-            what: "route",
-            id: "this path".into(),
-        })
-        .into_response();
+        return crate::error::no_route();
     }
     let mut response = pages::no_page(path);
     add_security_headers(&mut response);

@@ -1,7 +1,7 @@
 //! The parts of a run's page beyond its story: what its outside runtime recorded (a Workflow
 //! DevKit app's spec version, execution context and attributes), its steps, hooks and waits
 //! one by one, and its streams with their first chunks. Payloads are written by
-//! [`shown`](super::shown): binary ones as bytes, everything escaped by the template and cut
+//! [`shown`]: binary ones as bytes, everything escaped by the template and cut
 //! at a bound.
 
 use worlds_engine::model::{ActivityStatus, HookStatus};

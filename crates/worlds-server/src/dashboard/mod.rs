@@ -11,6 +11,7 @@
 mod charts;
 mod pages;
 mod session;
+mod shown;
 mod timeline;
 
 use std::sync::Arc;

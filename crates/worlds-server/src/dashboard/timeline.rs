@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 use worlds_engine::clock::Millis;
 use worlds_engine::{Event, EventKind};
 
-use super::pages::shown::one_line;
+use super::shown::{duration_text, one_line};
 
 /// The most characters of a row's label (a step's name, which a caller may choose).
 const LABEL_TEXT: usize = 160;
@@ -174,7 +174,7 @@ impl Timeline {
                 }
                 EventKind::TimerFired { position } => {
                     let why = late.iter().find(|l| l.seq == event.seq).map(|l| {
-                        let late = super::pages::duration_text(l.late_ms);
+                        let late = duration_text(l.late_ms);
                         if l.world_stopped {
                             format!("fired {late} late: the world was not running when it was due")
                         } else {

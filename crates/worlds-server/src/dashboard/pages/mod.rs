@@ -8,7 +8,6 @@ mod run;
 mod run_parts;
 mod runs;
 mod schedules;
-pub(super) mod shown;
 
 pub(crate) use live::{live, live_stream};
 pub(crate) use run::{cancel, check_hook_payload, recover, resume_hook, run};
@@ -37,6 +36,7 @@ use worlds_engine::{
 
 use super::may_act;
 use super::session::{SessionId, Sessions};
+use super::shown::{self, duration_text};
 use super::timeline::Timeline;
 use crate::auth::{Principal, Scope};
 use crate::state::Api;
@@ -265,16 +265,6 @@ fn clock_text(at: Millis) -> String {
         .unwrap_or_default()
 }
 
-pub(crate) fn duration_text(ms: Millis) -> String {
-    let ms = ms.max(0);
-    match ms {
-        0..1_000 => format!("{ms} ms"),
-        1_000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
-        60_000..3_600_000 => format!("{}m {}s", ms / 60_000, ms % 60_000 / 1000),
-        _ => format!("{}h {}m", ms / 3_600_000, ms % 3_600_000 / 60_000),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -283,10 +273,6 @@ mod tests {
     fn times_and_durations_read_well() {
         assert_eq!(local_time_ms("1970-01-01T00:01"), Some(60_000));
         assert_eq!(local_time_ms("yesterday"), None);
-        assert_eq!(duration_text(250), "250 ms");
-        assert_eq!(duration_text(1_500), "1.5 s");
-        assert_eq!(duration_text(125_000), "2m 5s");
-        assert_eq!(duration_text(3_900_000), "1h 5m");
         assert_eq!(clock_text(90_061_000), "1970-01-02 01:01:01 UTC");
         assert_eq!(segment("a b/ü"), "a%20b%2F%C3%BC");
         assert_eq!(query(&[("notice", "a b&c")]), "notice=a+b%26c");

@@ -7,6 +7,7 @@
 //! characters (NUL included) are written as `\u{…}` escapes, so nothing invisible reaches the
 //! page. Every text is cut at a bound, saying so.
 
+use worlds_engine::clock::Millis;
 use worlds_engine::{Payload, BYTES_KEY};
 
 /// The most text one value shows (its size is given when it is cut).
@@ -193,9 +194,28 @@ pub(crate) fn payload_text(payload: &Payload) -> String {
     }
 }
 
+/// A duration as people read it: `250 ms`, `1.5 s`, `2m 5s`, `1h 5m`.
+pub(crate) fn duration_text(ms: Millis) -> String {
+    let ms = ms.max(0);
+    match ms {
+        0..1_000 => format!("{ms} ms"),
+        1_000..60_000 => format!("{:.1} s", ms as f64 / 1000.0),
+        60_000..3_600_000 => format!("{}m {}s", ms / 60_000, ms % 60_000 / 1000),
+        _ => format!("{}h {}m", ms / 3_600_000, ms % 3_600_000 / 60_000),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_read_well() {
+        assert_eq!(duration_text(250), "250 ms");
+        assert_eq!(duration_text(1_500), "1.5 s");
+        assert_eq!(duration_text(125_000), "2m 5s");
+        assert_eq!(duration_text(3_900_000), "1h 5m");
+    }
 
     #[test]
     fn sizes_are_grouped_by_thousands() {

@@ -1,4 +1,5 @@
-// Preload (NODE_OPTIONS=--require): counts outgoing fetch calls and incoming HTTP requests by route.
+// Preload (NODE_OPTIONS=--require): counts outgoing fetch calls and incoming HTTP requests by route
+// (writes of events by event type).
 const fs = require('node:fs');
 const http = require('node:http');
 const stats = new Map();
@@ -13,8 +14,13 @@ const orig = globalThis.fetch;
 globalThis.fetch = async function (input, init) {
   const url = typeof input === 'string' ? input : input.url ?? String(input);
   const method = (init && init.method) || (input && input.method) || 'GET';
+  let key = 'out ' + norm(method, url);
+  // The World's writes all go to one route: name the event type too.
+  if (key === 'out POST /v1/devkit/events' && init && typeof init.body === 'string') {
+    try { key += ' ' + JSON.parse(init.body).event.eventType; } catch { /* not an event */ }
+  }
   const t0 = performance.now();
-  try { return await orig.call(this, input, init); } finally { add('out ' + norm(method, url), performance.now() - t0); }
+  try { return await orig.call(this, input, init); } finally { add(key, performance.now() - t0); }
 };
 const emit = http.Server.prototype.emit;
 http.Server.prototype.emit = function (ev, req, res) {

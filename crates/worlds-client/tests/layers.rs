@@ -1,0 +1,15 @@
+//! The client crate's top-level modules form no import circle.
+//!
+//! The client is one file today (`src/lib.rs`, the crate root), so there is nothing to
+//! circle; this keeps it so once it is split into modules. A module "uses" another when its
+//! code (not its comments or tests) names `crate::module` or a name the crate root re-exports
+//! from it. The reading is worlds-server's (`tests/layers_lib/mod.rs`), shared by the layer
+//! tests of the crates above the engine.
+
+#[path = "../../worlds-server/tests/layers_lib/mod.rs"]
+mod layers_lib;
+
+#[test]
+fn no_two_modules_use_each_other() {
+    layers_lib::assert_no_module_circles(&[]);
+}

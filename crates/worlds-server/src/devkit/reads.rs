@@ -82,7 +82,8 @@ impl Paging {
             .transpose()
     }
 
-    /// The page of `items` (each with its ordering key, ascending) after the cursor.
+    /// The page of `items` (each with its ordering key, ascending) after the cursor; its
+    /// cursor is the last item's (null on an empty page), `hasMore` says whether more follow.
     fn page(&self, items: Vec<(u64, Value)>) -> Result<Page, ApiError> {
         let after = self.after()?;
         let descending = self.descending()?;
@@ -100,9 +101,10 @@ impl Paging {
         let limit = self.limit();
         let has_more = items.len() > limit;
         items.truncate(limit);
-        let cursor = has_more
-            .then(|| items.last().map(|(key, _)| key.to_string()))
-            .flatten();
+        // The cursor of the last item, on the last page too (as the DevKit's own Worlds
+        // answer): the runtime keeps it and next asks only for what came after it, instead of
+        // reading the whole log again.
+        let cursor = items.last().map(|(key, _)| key.to_string());
         Ok(Page {
             data: items.into_iter().map(|(_, item)| item).collect(),
             cursor,

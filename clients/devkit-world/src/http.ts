@@ -69,6 +69,7 @@ export async function send(config: DevkitWorldConfig, options: CallOptions): Pro
     headers['content-type'] = 'application/octet-stream';
     body = options.bytes;
   }
+  let resent = false;
   for (let attempt = 0; ; attempt++) {
     let response: Response;
     try {
@@ -80,6 +81,12 @@ export async function send(config: DevkitWorldConfig, options: CallOptions): Pro
       });
     } catch (cause) {
       if (options.signal?.aborted) throw cause;
+      // A read whose connection was closed or reset under it (a kept-alive connection the
+      // server had just closed) is sent once more, on a fresh connection.
+      if (options.method === 'GET' && !resent && connectionDropped(cause)) {
+        resent = true;
+        continue;
+      }
       throw transportError({ method: options.method, url }, cause);
     }
     if (response.ok) return response;
@@ -119,6 +126,12 @@ export async function call<T = unknown>(config: DevkitWorldConfig, options: Call
 /** Discards an answer's body (so that the connection is reused). */
 export async function drain(response: Response): Promise<void> {
   await response.body?.cancel().catch(() => undefined);
+}
+
+/** True if `fetch` failed because the connection was closed or reset (undici's `SocketError`). */
+function connectionDropped(cause: unknown): boolean {
+  const code = (cause as { cause?: { code?: unknown } } | undefined)?.cause?.code;
+  return code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE';
 }
 
 function hintFor(status: number, config: DevkitWorldConfig): string | undefined {

@@ -162,6 +162,39 @@ describe('storage: one request per call', () => {
     expect((error as WorkflowRunNotFoundError).runId).toBe('wrun_nope');
   });
 
+  test('a read whose connection was dropped is sent once more; a write never is', async () => {
+    const dropped = () =>
+      Object.assign(new TypeError('fetch failed'), {
+        cause: Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' }),
+      });
+    let fail = 1;
+    const calls = stubServer(() => {
+      if (fail > 0) {
+        fail -= 1;
+        throw dropped();
+      }
+      return Response.json(run);
+    });
+    const world = createWorld({ url: 'http://server:1' });
+    const got = await world.runs.get('wrun_01ABC');
+    expect(got.runId).toBe('wrun_01ABC');
+    expect(calls.map((c) => c.method)).toEqual(['GET', 'GET']);
+
+    // Dropped twice: the second drop is the caller's error.
+    fail = 2;
+    calls.length = 0;
+    await expect(world.runs.get('wrun_01ABC')).rejects.toThrow(/could not reach the worlds server/);
+    expect(calls).toHaveLength(2);
+
+    // A write the server may have recorded is not sent again.
+    fail = 1;
+    calls.length = 0;
+    await expect(
+      world.events.create('wrun_01ABC', { eventType: 'run_started' } as any)
+    ).rejects.toThrow(/could not reach the worlds server/);
+    expect(calls.map((c) => c.method)).toEqual(['POST']);
+  });
+
   test('lists pass filters and pagination, and answer {data, cursor, hasMore}', async () => {
     const calls = stubServer(() => Response.json({ data: [run], cursor: 'next', hasMore: true }));
     const world = createWorld({ url: 'http://server:1' });

@@ -152,6 +152,15 @@ fn member_entry() {
                     let _ = Command::new("kill")
                         .args(["-STOP", &std::process::id().to_string()])
                         .status();
+                    // The stop is not synchronous for this thread: `kill` returns once the
+                    // signal is pending, and the process stops when one of its threads takes
+                    // it, which on a loaded machine can be after this thread has gone on into
+                    // the step's code. Sleeping lets the stop catch this thread here, before
+                    // the step; once woken (long after), the loop ends at once.
+                    let since = Instant::now();
+                    while since.elapsed() < Duration::from_millis(500) {
+                        std::thread::sleep(Duration::from_millis(5));
+                    }
                 }
             });
         }

@@ -1,6 +1,6 @@
 //! `worlds keys create|list|revoke`: the API keys of a world's HTTP server.
 //!
-//! On a directory the records are written to its `keys/` folder ([`KeyFiles`]), which is safe
+//! On a directory the records are written to its `keys/` folder ([`KeyFiles`](worlds_engine::store::KeyFiles)), which is safe
 //! while a world holds the directory in any mode; on PostgreSQL to the `api_keys` table, as a
 //! visitor. Only digests are written: a new key is printed once and kept nowhere.
 

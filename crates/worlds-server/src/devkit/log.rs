@@ -22,8 +22,15 @@ use std::collections::HashMap;
 
 use serde::Serialize;
 use serde_json::{json, Map, Value};
-use worlds_engine::model::{ActivityState, ActivityStatus, HookState};
+use worlds_engine::model::{ActivityState, ActivityStatus, HookState, HookStatus};
 use worlds_engine::{Event, EventKind, Payload, RunStatus, StructuredError, WorkflowState};
+
+/// Whether the DevKit sees this hook: a hook that lost its token (`hook_conflict`) was never
+/// one, and a disposed hook is gone, as the DevKit's own Worlds delete it at disposal. The
+/// engine keeps both in the run's history, and the dashboard shows them.
+pub(crate) fn is_devkit_hook(hook: &HookState) -> bool {
+    !matches!(hook.status, HookStatus::Conflict | HookStatus::Disposed)
+}
 
 /// The spec version this server speaks.
 pub(crate) const SPEC_VERSION: u32 = 5;

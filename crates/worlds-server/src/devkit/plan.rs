@@ -17,7 +17,7 @@
 //! | `wait_created` with an id that exists; `wait_completed` of a completed wait | 409 |
 
 use serde_json::Value;
-use worlds_engine::model::{check_attribute_changes, ActivityStatus, AttributeChange, HookStatus};
+use worlds_engine::model::{check_attribute_changes, ActivityStatus, AttributeChange};
 use worlds_engine::{EventKind, Payload, RunStatus, StructuredError, WorkflowState, WorldError};
 
 use super::event::{conflict, ended, error, gone, invalid, payload, NewEvent};
@@ -316,10 +316,7 @@ pub(crate) fn plan(state: &WorkflowState, event: &NewEvent, now: i64) -> Result<
             let hook = state
                 .hooks
                 .iter()
-                .find(|h| {
-                    h.id == hook_id
-                        && !matches!(h.status, HookStatus::Conflict | HookStatus::Disposed)
-                })
+                .find(|h| h.id == hook_id && log::is_devkit_hook(h))
                 .ok_or_else(|| WorldError::NotFound {
                     what: "hook",
                     id: hook_id.to_owned(),

@@ -7,7 +7,7 @@ use axum::extract::{Path, Query, State};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
-use worlds_engine::model::{HookState, HookStatus, ListQuery, SortOrder, StatusFilter};
+use worlds_engine::model::{HookStatus, ListQuery, SortOrder, StatusFilter};
 use worlds_engine::{ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState, WorldError};
 
 use super::log::{self, LogReader};
@@ -400,7 +400,7 @@ pub(crate) async fn get_hook(
         .external()
         .get(&found.run_id, ResolveData::All)
         .await?;
-    if !devkit_hook(&found.hook) {
+    if !log::is_devkit_hook(&found.hook) {
         return Err(WorldError::NotFound {
             what: "hook",
             id: hook,
@@ -408,13 +408,6 @@ pub(crate) async fn get_hook(
         .into());
     }
     Ok(Json(log::hook(&state, &found.hook, None, q.resolve()?)))
-}
-
-/// Whether the DevKit sees this hook: a hook that lost its token (`hook_conflict`) was never
-/// one, and a disposed hook is gone, as the DevKit's own Worlds delete it at disposal. The
-/// engine keeps both in the run's history, and the dashboard shows them.
-fn devkit_hook(hook: &HookState) -> bool {
-    !matches!(hook.status, HookStatus::Conflict | HookStatus::Disposed)
 }
 
 #[derive(Debug, Deserialize)]
@@ -500,7 +493,7 @@ pub(crate) async fn list_hooks(
     let hooks = state
         .hooks
         .iter()
-        .filter(|h| devkit_hook(h))
+        .filter(|h| log::is_devkit_hook(h))
         .map(|h| (u64::from(h.position), log::hook(&state, h, None, resolve)))
         .collect();
     Ok(Json(paging.page(hooks)?))

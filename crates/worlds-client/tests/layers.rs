@@ -3,10 +3,10 @@
 //! The client is one file today (`src/lib.rs`, the crate root), so there is nothing to
 //! circle; this keeps it so once it is split into modules. A module "uses" another when its
 //! code (not its comments or tests) names `crate::module` or a name the crate root re-exports
-//! from it. The reading is worlds-server's (`tests/layers_lib/mod.rs`), shared by the layer
-//! tests of the crates above the engine.
+//! from it. The reading is the engine's (`worlds-engine/tests/layers_lib/mod.rs`), shared by
+//! the layer tests of every crate.
 
-#[path = "../../worlds-server/tests/layers_lib/mod.rs"]
+#[path = "../../worlds-engine/tests/layers_lib/mod.rs"]
 mod layers_lib;
 
 #[test]

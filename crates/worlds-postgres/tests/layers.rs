@@ -3,10 +3,10 @@
 //!
 //! A module "uses" another when its code (not its comments or tests) names `crate::module` or a
 //! name the crate root re-exports from it. The crate root (`lib.rs`, the store itself) is no
-//! module: it uses them all. The reading is worlds-server's (`tests/layers_lib/mod.rs`),
-//! shared by the layer tests of the crates above the engine.
+//! module: it uses them all. The reading is the engine's
+//! (`worlds-engine/tests/layers_lib/mod.rs`), shared by the layer tests of every crate.
 
-#[path = "../../worlds-server/tests/layers_lib/mod.rs"]
+#[path = "../../worlds-engine/tests/layers_lib/mod.rs"]
 mod layers_lib;
 
 #[test]

@@ -8,10 +8,10 @@
 //!
 //! A module "uses" another when its code (not its comments or tests) names `crate::module` or a
 //! name the crate root re-exports from it. Inside each folder the same holds file by file. The
-//! reading is shared with worlds-client's and worlds-postgres's layer tests
-//! (`layers_lib/mod.rs`).
+//! reading is the engine's (`worlds-engine/tests/layers_lib/mod.rs`), shared by the layer
+//! tests of every crate.
 
-#[path = "layers_lib/mod.rs"]
+#[path = "../../worlds-engine/tests/layers_lib/mod.rs"]
 mod layers_lib;
 
 #[test]

@@ -1,4 +1,4 @@
-//! The reading the `layers` tests of worlds-server, worlds-client and worlds-postgres share:
+//! The reading the `layers` tests of every crate share:
 //! which top-level modules of a crate's `src/` use which ([`edges`]), which files of one folder
 //! use which ([`file_edges`]), and the uses that lie on a circle.
 //!
@@ -7,9 +7,9 @@
 //! re-exports from that module. The crate root (`lib.rs`) is no module: it may use every
 //! module, and what it defines itself is not counted.
 //!
-//! Each crate's test includes this file with `#[path = "…/worlds-server/tests/layers_lib/mod.rs"]`
-//! (it lies in a folder so cargo does not build it as a test of its own). worlds-engine's
-//! `tests/layers.rs` reads its crate the same way, with its layers on top.
+//! worlds-engine's `tests/layers.rs` declares it as `mod layers_lib;`; the other crates'
+//! tests include it with `#[path = "../../worlds-engine/tests/layers_lib/mod.rs"]` (it lies in
+//! a folder so cargo does not build it as a test of its own).
 
 // Each crate's test calls the parts it needs.
 #![allow(dead_code)]

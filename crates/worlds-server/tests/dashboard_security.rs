@@ -286,6 +286,21 @@ async fn hostile_ids_cannot_steer_a_pages_links_and_forms() {
         let id = devkit_run_with_hook(&http, &s.base, &admin, &hostile).await;
         pages.push((id, hostile));
     }
+    // A caller-chosen run id that is a dot segment would lead `/runs/{id}/cancel` elsewhere.
+    for hostile in [".", ".."] {
+        let refused = http
+            .post(format!("{}/v1/devkit/events", s.base))
+            .bearer_auth(&admin)
+            .json(&serde_json::json!({"runId": hostile, "params": {}, "event": {
+                "eventType": "run_created", "specVersion": 5, "eventData": {
+                "workflowName": "workflow//app.ts//approve", "deploymentId": "dpl_1", "input": []}}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status().as_u16(), 400, "run id {hostile:?}");
+        let error: Value = refused.json().await.unwrap();
+        assert!(error.to_string().contains("runId"), "{error}");
+    }
     let cookie = sign_in(&http, &s.base, &admin).await;
     for (id, hostile) in &pages {
         let page = http

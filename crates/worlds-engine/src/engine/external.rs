@@ -230,14 +230,17 @@ impl NewExternalRun {
     }
 }
 
-/// A run id an outside runtime may choose: 1 to 256 bytes of letters, digits and `_-.:`.
+/// A run id an outside runtime may choose: 1 to 256 bytes of letters, digits and `_-.:`, and not
+/// `.` or `..` (a URL path segment of only dots leads a browser to another page: the dashboard's
+/// `/runs/../cancel` is `/cancel`).
 fn check_run_id(id: &str) -> Result<(), WorldError> {
     let allowed = |c: char| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | ':');
-    if id.is_empty() || id.len() > 256 || !id.chars().all(allowed) {
+    let dots = id == "." || id == "..";
+    if id.is_empty() || id.len() > 256 || dots || !id.chars().all(allowed) {
         return Err(WorldError::invalid(
             "runId",
             format!(
-                "a run id is 1 to 256 characters among letters, digits and _-.:, not {:?}",
+                "a run id is 1 to 256 characters among letters, digits and _-.: (and not . or ..), not {:?}",
                 id.chars().take(64).collect::<String>()
             ),
         ));
@@ -254,4 +257,30 @@ fn check_name(name: &str) -> Result<(), WorldError> {
         ));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_run_id;
+
+    #[test]
+    fn run_ids_that_are_paths_or_odd_are_refused() {
+        for good in ["wrun_01J", "a.b:c-d_e", "...", "x".repeat(256).as_str()] {
+            assert!(check_run_id(good).is_ok(), "{good}");
+        }
+        for bad in [
+            "",
+            ".",
+            "..",
+            "a/b",
+            "a b",
+            "a%2e",
+            "a\0b",
+            "\u{e9}",
+            "x".repeat(257).as_str(),
+        ] {
+            let error = check_run_id(bad).unwrap_err().to_string();
+            assert!(error.contains("runId"), "{bad:?}: {error}");
+        }
+    }
 }

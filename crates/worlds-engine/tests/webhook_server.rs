@@ -234,10 +234,10 @@ async fn stalled_uploads_are_cut_off_at_the_body_deadline() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_beyond_the_cap_wait_while_every_one_has_a_request_in_progress() {
+async fn a_connection_beyond_the_cap_closes_the_upload_arriving_the_longest() {
     let mut config = config();
     short_timeouts(&mut config);
-    // The uploads in progress must outlast the test's look at the third connection.
+    // The uploads in progress must outlast the test: only making room ends one.
     config.webhook_server.body_read_timeout = Dur::from_millis(10_000);
     config.webhook_server.body_deadline = Dur::from_millis(10_000);
     config.webhook_server.max_connections = 2;
@@ -245,17 +245,32 @@ async fn connections_beyond_the_cap_wait_while_every_one_has_a_request_in_progre
     let server = world.serve_webhooks("127.0.0.1:0").await.unwrap();
     let addr = server.local_addr();
     // Two connections in the middle of sending a body fill the cap of two.
-    let first = in_progress(addr, "/webhooks/slow", 100).await;
-    let _second = in_progress(addr, "/webhooks/slow", 100).await;
-    let mut waiting = tokio::spawn(async move { send(addr, "POST", "/webhooks/nope", b"").await });
+    let mut first = in_progress(addr, "/webhooks/slow", 4).await;
+    first.write_all(b"1").await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut second = in_progress(addr, "/webhooks/slow", 4).await;
+    second.write_all(b"2").await.unwrap();
+    // A third is served at once: the upload arriving the longest is closed to make room.
+    let answer = timeout(BOUND, send(addr, "POST", "/webhooks/nope", b""))
+        .await
+        .expect("a complete request is served while slow uploads fill the cap");
+    assert_eq!(answer.status, 404, "{answer:?}");
     assert!(
-        timeout(Duration::from_millis(300), &mut waiting)
-            .await
-            .is_err(),
-        "a third connection was served while two requests in progress held the cap of two"
+        until_closed(&mut first).await.is_empty(),
+        "the oldest upload was closed"
     );
-    drop(first);
-    let answer = timeout(BOUND, waiting).await.unwrap().unwrap();
+    // The younger one was left alone: it completes and gets its answer.
+    second.write_all(b"222").await.unwrap();
+    let answer = Answer::parse(
+        &timeout(BOUND, async {
+            let mut raw = vec![0; 4096];
+            let n = second.read(&mut raw).await.unwrap();
+            raw.truncate(n);
+            raw
+        })
+        .await
+        .expect("the younger upload got its answer"),
+    );
     assert_eq!(answer.status, 404, "{answer:?}");
     server.shutdown().await;
     world.shutdown().await.unwrap();

@@ -443,7 +443,7 @@ impl Drop for ApiServer {
 /// payloads would travel unencrypted without a TLS proxy in front.
 ///
 /// Connections get the world's HTTP limits (`webhook_server`: header read timeout and size,
-/// most connections at once with the longest idle one closed to make room, body pause and
+/// most connections at once with the longest idle (or slowest sending) one closed to make room, body pause and
 /// deadline) so slow or idle clients cannot hold the server, and shutdown waits for requests in
 /// flight at most the world's `shutdown_grace`.
 ///

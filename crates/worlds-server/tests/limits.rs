@@ -1,6 +1,7 @@
 //! The API's connections against slow and hostile clients, over real loopback HTTP: a body
 //! trickled in is cut off at the whole-body deadline on every route (signed in or not), a body
-//! declared over the limit is refused at once, idle connections cannot lock real callers out,
+//! declared over the limit is refused at once, idle connections and slow senders cannot lock
+//! real callers out,
 //! and an oversized request head gets 431. Every wait is bounded, so a hang fails a test
 //! instead of stalling it; the limits are set small so nothing waits long.
 
@@ -257,6 +258,69 @@ async fn idle_connections_cannot_lock_out_real_callers() {
     let answer = until_closed(&mut long_poll).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     assert!(answer.body.contains(r#""output":true"#), "{answer:?}");
+    s.server.shutdown().await;
+    s.world.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_senders_cannot_lock_out_real_callers() {
+    let s = served(
+        |config| {
+            config.webhook_server.max_connections = 4;
+            // The slow bodies outlast the test: only making room ends them.
+            config.webhook_server.body_deadline = Dur::from_millis(30_000);
+            config.webhook_server.body_read_timeout = Dur::from_millis(30_000);
+        },
+        |_| {},
+    )
+    .await;
+    // A long poll being served (its body all sent): never closed to make room.
+    let body = r#"{"workflow": "approval", "input": "go"}"#;
+    let mut long_poll = in_flight(s.addr(), "/v1/runs?wait_ms=20000", &s.key, body.len()).await;
+    long_poll.write_all(body.as_bytes()).await.unwrap();
+    // Far more than the cap of requests whose bodies stall after one byte: starts by a caller
+    // with a key, and (when it is built) the dashboard's sign-in form, which needs none.
+    let auth = format!(
+        "authorization: Bearer {}\r\ncontent-type: application/json\r\n",
+        s.key
+    );
+    #[allow(unused_mut)]
+    let mut routes = vec![("/v1/runs", auth.as_str())];
+    #[cfg(feature = "dashboard")]
+    routes.push((
+        "/login",
+        "content-type: application/x-www-form-urlencoded\r\norigin: http://test\r\n",
+    ));
+    let mut slow = Vec::new();
+    for (path, headers) in routes.iter().cycle().take(20) {
+        let mut stream = TcpStream::connect(s.addr()).await.unwrap();
+        stream
+            .write_all(post_head(path, headers, 1_000).as_bytes())
+            .await
+            .unwrap();
+        stream.write_all(b"{").await.unwrap();
+        slow.push(stream);
+    }
+    for _ in 0..3 {
+        let answer = send_raw(
+            s.addr(),
+            b"GET /healthz HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n",
+        )
+        .await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+    }
+    timeout(BOUND, async {
+        while s.world.resume_hook("go", &true).await.is_err() {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("the run waits on its hook");
+    let answer = until_closed(&mut long_poll).await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(answer.body.contains(r#""output":true"#), "{answer:?}");
+    // Shutdown would wait its grace period for the slow bodies still open.
+    drop(slow);
     s.server.shutdown().await;
     s.world.shutdown().await.unwrap();
 }

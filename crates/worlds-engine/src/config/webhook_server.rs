@@ -60,8 +60,10 @@ pub struct WebhookServerOptions {
     pub body_deadline: Dur,
     /// Most connections served at once. When all are taken and another client connects, the
     /// connection idle the longest (one that sent no request yet, or a keep-alive connection
-    /// between requests) is closed to make room; only when every connection has a request in
-    /// progress do further ones wait in the listen backlog. Default 1024.
+    /// between requests) is closed to make room, or with none idle the one whose request body
+    /// has been arriving the longest; only when every connection has a request being served
+    /// (body received, answer not yet sent) do further ones wait in the listen backlog.
+    /// Default 1024.
     #[serde(alias = "maxConnections")]
     pub max_connections: usize,
     /// The signature every webhook request must carry, unless its webhook names another

@@ -6,10 +6,13 @@
 //!
 //! Idle connections cannot lock real callers out: when every slot is taken and another client
 //! connects, the connection idle the longest — one that has sent no request yet, or a
-//! keep-alive connection between requests — is closed to make room. A connection with a
-//! request in progress (its answer still being sent, a long poll, an event stream) is never
-//! closed for this; only when every connection has one does a new client wait (accepted, with
-//! the others in the listen backlog) until a slot frees.
+//! keep-alive connection between requests — is closed to make room. Slow senders cannot either:
+//! with none idle, the connection whose request body has been arriving the longest (a body
+//! trickled in a byte at a time is not yet a request the server can serve) is closed instead.
+//! A connection whose request is being served (its body all received, its answer being
+//! computed or sent: a long poll, an event stream) is never closed for this; only when every
+//! connection has one does a new client wait (accepted, with the others in the listen backlog)
+//! until a slot frees.
 //!
 //! These timeouts guard sockets, not workflows: they run on Tokio's timer, not on the world's
 //! [`Clock`](crate::clock::Clock), which may be virtual and would then never fire.
@@ -116,16 +119,16 @@ pub async fn serve_connections<F: Future + Send>(
         };
         let slot = match slots.clone().try_acquire_owned() {
             Ok(slot) => slot,
-            // Full: close the connection idle the longest to make room; with none idle, wait
-            // for a slot or for a connection to fall idle.
+            // Full: close the connection idle the longest (or, with none idle, the one
+            // receiving a body the longest) to make room; with neither, wait for a slot or for
+            // a connection to fall idle.
             Err(_) => loop {
                 let idle = tracker.idle.notified();
                 let evicted = tracker.evict_idlest();
-                if evicted {
-                    tracing::debug!(
-                        "HTTP endpoint: closed the longest idle connection to make room"
-                    );
+                if let Some(what) = evicted {
+                    tracing::debug!("HTTP endpoint: closed the {what} connection to make room");
                 }
+                let evicted = evicted.is_some();
                 tokio::select! {
                     _ = &mut stop => break 'serving,
                     slot = slots.clone().acquire_owned() => match slot {
@@ -183,6 +186,10 @@ struct Connection {
     in_flight: usize,
     /// When it last had none (since it was accepted, for one that sent nothing yet).
     idle_since: Instant,
+    /// Requests whose body is still arriving.
+    receiving: usize,
+    /// When the oldest of those began.
+    receiving_since: Instant,
     /// Closes it.
     evict: CancellationToken,
 }
@@ -195,6 +202,8 @@ impl Tracker {
             Connection {
                 in_flight: 0,
                 idle_since: Instant::now(),
+                receiving: 0,
+                receiving_since: Instant::now(),
                 evict: evict.clone(),
             },
         );
@@ -205,20 +214,44 @@ impl Tracker {
         self.connections.lock().remove(&id);
     }
 
-    /// Closes the connection idle the longest, if one is idle; true if one was.
-    fn evict_idlest(&self) -> bool {
-        let mut connections = self.connections.lock();
+    /// Closes the connection idle the longest or, with none idle, the one receiving a request
+    /// body the longest; says which kind it closed, if any.
+    fn evict_idlest(&self) -> Option<&'static str> {
+        let connections = self.connections.lock();
+        let open = |c: &&Connection| !c.evict.is_cancelled();
         let idlest = connections
-            .iter()
-            .filter(|(_, c)| c.in_flight == 0 && !c.evict.is_cancelled())
-            .min_by_key(|(_, c)| c.idle_since)
-            .map(|(id, _)| *id);
-        match idlest.and_then(|id| connections.get_mut(&id)) {
-            Some(connection) => {
-                connection.evict.cancel();
-                true
+            .values()
+            .filter(open)
+            .filter(|c| c.in_flight == 0)
+            .min_by_key(|c| c.idle_since)
+            .map(|c| (c.evict.clone(), "longest idle"));
+        let chosen = idlest.or_else(|| {
+            connections
+                .values()
+                .filter(open)
+                .filter(|c| c.receiving > 0)
+                .min_by_key(|c| c.receiving_since)
+                .map(|c| (c.evict.clone(), "longest receiving"))
+        });
+        drop(connections);
+        chosen.map(|(evict, what)| {
+            evict.cancel();
+            what
+        })
+    }
+
+    /// A request body began arriving on connection `id`: the connection may be closed to make
+    /// room until the guard is dropped (the body ended, failed or was dropped).
+    fn receive(self: &Arc<Self>, id: u64) -> Receiving {
+        if let Some(connection) = self.connections.lock().get_mut(&id) {
+            if connection.receiving == 0 {
+                connection.receiving_since = Instant::now();
             }
-            None => false,
+            connection.receiving += 1;
+        }
+        Receiving {
+            tracker: self.clone(),
+            id,
         }
     }
 
@@ -238,6 +271,20 @@ impl Tracker {
 struct InFlight {
     tracker: Arc<Tracker>,
     id: u64,
+}
+
+/// A request body still arriving, until it ends or is dropped.
+struct Receiving {
+    tracker: Arc<Tracker>,
+    id: u64,
+}
+
+impl Drop for Receiving {
+    fn drop(&mut self) {
+        if let Some(connection) = self.tracker.connections.lock().get_mut(&self.id) {
+            connection.receiving = connection.receiving.saturating_sub(1);
+        }
+    }
 }
 
 impl Drop for InFlight {
@@ -269,6 +316,10 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
 
     fn call(&self, request: hyper::Request<Incoming>) -> Self::Future {
         let in_flight = self.tracker.begin(self.id);
+        let request = request.map(|body| {
+            let receiving = (!body.is_end_stream()).then(|| self.tracker.receive(self.id));
+            Body::new(Arriving { body, receiving })
+        });
         let answer = self.inner.call(request);
         Box::pin(async move {
             let response = answer.await?;
@@ -280,6 +331,36 @@ impl hyper::service::Service<hyper::Request<Incoming>> for Tracked {
                 })
             }))
         })
+    }
+}
+
+/// A request's body that keeps its connection counted as receiving until its last frame.
+struct Arriving {
+    body: Incoming,
+    receiving: Option<Receiving>,
+}
+
+impl HttpBody for Arriving {
+    type Data = Bytes;
+    type Error = hyper::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, hyper::Error>>> {
+        let frame = Pin::new(&mut self.body).poll_frame(cx);
+        if matches!(frame, Poll::Ready(None | Some(Err(_)))) || self.body.is_end_stream() {
+            self.receiving = None;
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
     }
 }
 

@@ -111,7 +111,7 @@ setup() {
 
 # start_worlds hybrid|postgres LOG: starts a fresh `worlds serve`; sets WORLDS_URL, key, srv_pid.
 start_worlds() {
-    local mode=$1 log=$2 args=(serve --addr 127.0.0.1:0)
+    local mode=$1 log=$2 args=(serve --addr 127.0.0.1:0 --devkit-callback-origin loopback)
     if [ "$mode" = postgres ]; then
         schema="devkit_bench_$(date +%s)_$$"
         args+=(--persistence postgres --database-url "$DATABASE_URL" --schema "$schema")

@@ -67,6 +67,11 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
             worlds_engine::hooks::WebhookSignature::standard(secret.as_str()),
         )
         .context("--delivery-secret (WORLDS_DELIVERY_SECRET)")?;
+        if args.devkit_callback_origins.is_empty() {
+            eprintln!(
+                "warning: the DevKit queue delivers only to the origins it is given, and none is: allow the app's with --devkit-callback-origin http://localhost:3000 (or `loopback` for every port of this machine)"
+            );
+        }
     }
 
     let keys = ApiKeys::open(world.clone()).await?;

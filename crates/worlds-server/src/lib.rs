@@ -152,10 +152,11 @@ pub struct ApiOptions {
     /// Largest request body accepted (413 beyond). Default: the world's
     /// `max_payload_bytes` plus 64 KiB.
     pub max_body_bytes: Option<usize>,
-    /// Origins (`https://app.example.com`) the DevKit queue may deliver messages to, besides
-    /// this machine's loopback addresses (`localhost`, 127.0.0.0/8, `[::1]`, any port), which
-    /// it always may. Empty (the default): loopback only; a `callbackUrl` elsewhere is refused
-    /// with 400, so a caller cannot make the server send requests to hosts it names.
+    /// Origins (`https://app.example.com`, `http://localhost:3000`) the DevKit queue may
+    /// deliver messages to; a loopback origin stands for its port under every loopback name,
+    /// and the entry `loopback` ([`devkit::LOOPBACK`]) for every port of this machine. Empty
+    /// (the default): none; a `callbackUrl` not allowed is refused with 400, so a caller cannot
+    /// make the server send requests to hosts, or local services, it names.
     pub devkit_callback_origins: Vec<String>,
 }
 

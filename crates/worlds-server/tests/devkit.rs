@@ -40,9 +40,10 @@ impl Served {
         world.start().await.unwrap();
         let keys = Arc::new(KeyRing::new());
         let key = keys.create("app", Scope::Write, T0, None).key;
-        let server = serve(world.clone(), "127.0.0.1:0", ApiOptions::with_keys(keys))
-            .await
-            .unwrap();
+        let mut options = ApiOptions::with_keys(keys);
+        // The apps of these tests listen on this machine, on ports chosen by the system.
+        options.devkit_callback_origins = vec![worlds_server::devkit::LOOPBACK.into()];
+        let server = serve(world.clone(), "127.0.0.1:0", options).await.unwrap();
         Served {
             base: format!("http://{}/v1/devkit", server.local_addr()),
             world,
@@ -755,7 +756,7 @@ async fn a_server_without_a_delivery_secret_takes_no_messages() {
 }
 
 #[tokio::test]
-async fn the_queue_delivers_only_to_this_machine_and_the_origins_allowed() {
+async fn the_queue_delivers_only_to_the_origins_allowed() {
     let secret = WebhookSignature::generate_standard_secret();
     let s = Served::new(Some(WebhookSignature::standard(secret.clone()))).await;
     let queue = |url: &str| json!({"queueName": "__wkf_step_x", "message": {}, "callbackUrl": url});
@@ -800,32 +801,63 @@ async fn the_queue_delivers_only_to_this_machine_and_the_origins_allowed() {
         assert_eq!(status, StatusCode::ACCEPTED, "{url}: {body}");
     }
 
-    // A server that allows the app's origin delivers there too, and nowhere else.
-    let world = Arc::new(World::with_clock(WorldConfig::memory(), s.clock.clone()).unwrap());
-    worlds_server::devkit::register_delivery(&world, WebhookSignature::standard(secret)).unwrap();
-    world.start().await.unwrap();
-    let keys = Arc::new(KeyRing::new());
-    let key = keys.create("app", Scope::Write, T0, None).key;
-    let mut options = ApiOptions::with_keys(keys);
-    options.devkit_callback_origins = vec!["https://app.example.com".into()];
-    let server = serve(world.clone(), "127.0.0.1:0", options).await.unwrap();
-    for (url, expected) in [
-        ("https://app.example.com", StatusCode::ACCEPTED),
-        ("https://APP.example.com:443/base", StatusCode::ACCEPTED),
-        ("http://app.example.com", StatusCode::BAD_REQUEST),
-        ("https://app.example.com:8443", StatusCode::BAD_REQUEST),
-        ("http://169.254.169.254", StatusCode::BAD_REQUEST),
+    // A server allowed nothing (the default) delivers nowhere, this machine included; one
+    // allowed the app's origins delivers there and nowhere else, a loopback origin's port under
+    // every loopback name.
+    let allowed = [
+        "https://app.example.com".to_owned(),
+        "http://localhost:3000".to_owned(),
+    ];
+    for (origins, cases) in [
+        (
+            &[][..],
+            &[
+                ("http://localhost:3000", StatusCode::BAD_REQUEST),
+                ("http://127.0.0.1:1", StatusCode::BAD_REQUEST),
+                ("https://app.example.com", StatusCode::BAD_REQUEST),
+            ][..],
+        ),
+        (
+            &allowed[..],
+            &[
+                ("https://app.example.com", StatusCode::ACCEPTED),
+                ("https://APP.example.com:443/base", StatusCode::ACCEPTED),
+                ("http://localhost:3000/app", StatusCode::ACCEPTED),
+                ("http://127.0.0.1:3000", StatusCode::ACCEPTED),
+                ("http://[::1]:3000", StatusCode::ACCEPTED),
+                ("http://localhost:5432", StatusCode::BAD_REQUEST),
+                ("http://127.0.0.1:8080", StatusCode::BAD_REQUEST),
+                ("https://localhost:3000", StatusCode::BAD_REQUEST),
+                ("http://app.example.com", StatusCode::BAD_REQUEST),
+                ("https://app.example.com:8443", StatusCode::BAD_REQUEST),
+                ("http://169.254.169.254", StatusCode::BAD_REQUEST),
+            ][..],
+        ),
     ] {
-        let answer = s
-            .http
-            .post(format!("http://{}/v1/devkit/queue", server.local_addr()))
-            .bearer_auth(&key)
-            .json(&queue(url))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(answer.status(), expected, "{url}");
+        let world = Arc::new(World::with_clock(WorldConfig::memory(), s.clock.clone()).unwrap());
+        worlds_server::devkit::register_delivery(
+            &world,
+            WebhookSignature::standard(secret.clone()),
+        )
+        .unwrap();
+        world.start().await.unwrap();
+        let keys = Arc::new(KeyRing::new());
+        let key = keys.create("app", Scope::Write, T0, None).key;
+        let mut options = ApiOptions::with_keys(keys);
+        options.devkit_callback_origins = origins.to_vec();
+        let server = serve(world.clone(), "127.0.0.1:0", options).await.unwrap();
+        for (url, expected) in cases {
+            let answer = s
+                .http
+                .post(format!("http://{}/v1/devkit/queue", server.local_addr()))
+                .bearer_auth(&key)
+                .json(&queue(url))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(answer.status(), *expected, "{url} allowed {origins:?}");
+        }
+        server.shutdown().await;
+        world.shutdown().await.unwrap();
     }
-    server.shutdown().await;
-    world.shutdown().await.unwrap();
 }

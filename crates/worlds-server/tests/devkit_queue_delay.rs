@@ -100,9 +100,10 @@ impl Served {
         world.start().await.unwrap();
         let keys = Arc::new(KeyRing::new());
         let key = keys.create("app", Scope::Write, T0, None).key;
-        let server = serve(world.clone(), "127.0.0.1:0", ApiOptions::with_keys(keys))
-            .await
-            .unwrap();
+        let mut options = ApiOptions::with_keys(keys);
+        // The apps of these tests listen on this machine, on ports chosen by the system.
+        options.devkit_callback_origins = vec![worlds_server::devkit::LOOPBACK.into()];
+        let server = serve(world.clone(), "127.0.0.1:0", options).await.unwrap();
         Served {
             world,
             clock,

@@ -244,7 +244,15 @@ async function startWorlds(
   secret: string,
   label: string
 ): Promise<Worlds> {
-  const args = ['serve', '--addr', `127.0.0.1:${port}`, '--persistence', persistence];
+  const args = [
+    'serve',
+    '--addr',
+    `127.0.0.1:${port}`,
+    '--persistence',
+    persistence,
+    '--devkit-callback-origin',
+    'loopback',
+  ];
   const env: NodeJS.ProcessEnv = { ...process.env, WORLDS_DELIVERY_SECRET: secret };
   delete env.WORLDS_ENGINE_DIR;
   if (persistence === 'postgres') {

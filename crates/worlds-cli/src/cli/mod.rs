@@ -180,9 +180,10 @@ pub(crate) struct ServeArgs {
     )]
     pub(crate) delivery_secret: Option<String>,
 
-    /// An origin (`https://app.example.com`) the DevKit queue may deliver to, besides this
-    /// machine (`localhost`, `127.0.0.1`, `[::1]`), which it always may; repeat for more, or give a
-    /// comma-separated list. A `callbackUrl` elsewhere is refused.
+    /// An origin the DevKit queue may deliver to (`http://localhost:3000`, which stands for
+    /// that port under every loopback name; `https://app.example.com`; or `loopback` for every
+    /// port of this machine); repeat for more, or give a comma-separated list. None by default:
+    /// a `callbackUrl` not allowed is refused.
     #[arg(
         long = "devkit-callback-origin",
         env = "WORLDS_DEVKIT_CALLBACK_ORIGINS",

@@ -34,6 +34,7 @@ pub(crate) mod reads;
 use worlds_engine::hooks::WebhookSignature;
 use worlds_engine::{World, WorldError};
 
+pub use crate::state::LOOPBACK;
 pub use delivery::{retry_policy, DELIVERY_WORKFLOW, ROUNDS};
 
 /// Registers the workflow that delivers DevKit queue messages to apps, signing each delivery

@@ -34,15 +34,23 @@ impl RunLocks {
     }
 }
 
-/// Where the queue may deliver: this machine's loopback addresses (`localhost`, 127.0.0.0/8,
-/// `[::1]`, any port), plus the origins a program allows
-/// ([`ApiOptions::devkit_callback_origins`](crate::ApiOptions::devkit_callback_origins)). So a
-/// caller with a write key cannot make the server send requests to any host it names — a cloud
-/// metadata address such as `169.254.169.254`, say.
+/// Where the queue may deliver: only the origins a program allows
+/// ([`ApiOptions::devkit_callback_origins`](crate::ApiOptions::devkit_callback_origins)), and
+/// nowhere by default. So a caller with a write key cannot make the server send requests to any
+/// host it names — a cloud metadata address such as `169.254.169.254`, or another service
+/// listening on this machine. An allowed loopback origin (`http://localhost:3000`) stands for
+/// that port under every loopback name (`127.0.0.1`, `[::1]`); the entry `loopback` allows
+/// every port of this machine.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct CallbackOrigins {
     allowed: Vec<Origin>,
+    /// Every port of this machine (the entry `loopback`).
+    loopback: bool,
 }
+
+/// The entry of [`ApiOptions::devkit_callback_origins`](crate::ApiOptions::devkit_callback_origins)
+/// that allows every port of this machine's loopback addresses.
+pub const LOOPBACK: &str = "loopback";
 
 /// `scheme://host:port`, lower case, the port made explicit.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -91,11 +99,15 @@ impl Origin {
 }
 
 impl CallbackOrigins {
-    /// Loopback and `origins` (`https://app.example.com`, `http://10.0.0.5:3000`); an entry that
-    /// is not an http(s) origin is left out, with a warning.
+    /// `origins` (`https://app.example.com`, `http://10.0.0.5:3000`, [`LOOPBACK`]); an entry
+    /// that is none of these is left out, with a warning.
     pub(crate) fn new(origins: &[String]) -> Self {
+        let loopback = origins
+            .iter()
+            .any(|o| o.trim().eq_ignore_ascii_case(LOOPBACK));
         let allowed = origins
             .iter()
+            .filter(|o| !o.trim().eq_ignore_ascii_case(LOOPBACK))
             .filter_map(|o| {
                 let origin = Origin::of(o);
                 if origin.is_none() {
@@ -104,20 +116,32 @@ impl CallbackOrigins {
                 origin
             })
             .collect();
-        CallbackOrigins { allowed }
+        CallbackOrigins { allowed, loopback }
+    }
+
+    /// Whether `origin` is allowed: listed, or a loopback origin whose port is listed under any
+    /// loopback name, or any loopback origin when [`LOOPBACK`] is.
+    fn allows(&self, origin: &Origin) -> bool {
+        if origin.is_loopback() {
+            return self.loopback
+                || self.allowed.iter().any(|allowed| {
+                    allowed.is_loopback()
+                        && allowed.scheme == origin.scheme
+                        && allowed.port == origin.port
+                });
+        }
+        self.allowed.contains(origin)
     }
 
     /// Refuses a callback URL outside the allowed origins.
     pub(crate) fn check(&self, callback_url: &str) -> Result<(), WorldError> {
-        let allowed = Origin::of(callback_url)
-            .is_some_and(|origin| origin.is_loopback() || self.allowed.contains(&origin));
-        if allowed {
+        if Origin::of(callback_url).is_some_and(|origin| self.allows(&origin)) {
             return Ok(());
         }
         Err(WorldError::InvalidInput {
             field: "callbackUrl".into(),
             message: format!(
-                "{callback_url:?} is not an origin this server delivers to: by default only this machine's (localhost, 127.0.0.1, [::1]); to deliver to the app elsewhere, allow its origin (`worlds serve --devkit-callback-origin https://app.example.com`, or ApiOptions::devkit_callback_origins)"
+                "{callback_url:?} is not an origin this server delivers to: it delivers only to the origins it is given; allow the app's (`worlds serve --devkit-callback-origin http://localhost:3000`, `loopback` for every port of this machine, or ApiOptions::devkit_callback_origins)"
             ),
         })
     }

@@ -8,6 +8,7 @@ use std::sync::Arc;
 
 use worlds_engine::World;
 
+pub use devkit::LOOPBACK;
 pub(crate) use devkit::{CallbackOrigins, RunLocks};
 
 /// What every handler gets: the world it serves.

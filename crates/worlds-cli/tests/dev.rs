@@ -1,5 +1,5 @@
 //! `worlds dev` as a user runs it: the built binary on a fresh directory, run to completion, and
-//! stopped with Ctrl-C (SIGINT) then resumed by a second `worlds dev`.
+//! stopped with Ctrl-C (SIGINT) or SIGTERM then resumed by a second `worlds dev`.
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -102,8 +102,22 @@ fn dev_runs_the_demo_workflows_to_the_end() {
 #[cfg(unix)]
 #[test]
 fn ctrl_c_stops_gracefully_and_the_next_dev_resumes() {
+    stops_gracefully_and_the_next_dev_resumes("INT");
+}
+
+/// What systemd, containers and orchestrators send: the same graceful stop as Ctrl-C.
+#[cfg(unix)]
+#[test]
+fn sigterm_stops_gracefully_and_the_next_dev_resumes() {
+    stops_gracefully_and_the_next_dev_resumes("TERM");
+}
+
+/// `worlds dev` stopped by `signal` (`INT`, `TERM`) with three runs in flight exits 0 and says
+/// so; the next one resumes them.
+#[cfg(unix)]
+fn stops_gracefully_and_the_next_dev_resumes(signal: &str) {
     let dir = tempfile::tempdir().unwrap();
-    // At speed 1 every run sleeps 3 s: all three are still in flight when SIGINT arrives.
+    // At speed 1 every run sleeps 3 s: all three are still in flight when the signal arrives.
     let mut child = worlds(&["dev", "--runs", "3"], dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -134,7 +148,7 @@ fn ctrl_c_stops_gracefully_and_the_next_dev_resumes() {
 
     let interrupted = Instant::now();
     let kill = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([&format!("-{signal}"), &child.id().to_string()])
         .status()
         .unwrap();
     assert!(kill.success());

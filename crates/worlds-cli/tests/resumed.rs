@@ -1,5 +1,5 @@
-//! A world killed with SIGKILL between two steps of a run, started again after the run's timer
-//! was due, then inspected: `worlds runs show` marks where the run resumed and says why its
+//! A world killed with SIGKILL (or stopped with Ctrl-C) between two steps of a run, started
+//! again after the run's timer was due, then inspected: `worlds runs show` marks where the run resumed and says why its
 //! timer fired late.
 //!
 //! The world is `worlds dev` itself, as a user runs it: its checkout charges the card, sleeps
@@ -83,6 +83,20 @@ fn sleeping_until(run: &Value) -> Option<i64> {
 
 #[test]
 fn a_run_killed_between_steps_shows_where_it_resumed_and_why_its_timer_was_late() {
+    stopped_between_steps("KILL");
+}
+
+/// The same after Ctrl-C: a world that stops gracefully leaves the run sleeping, and the next one
+/// marks where it took the run up again.
+#[test]
+fn a_run_stopped_with_ctrl_c_between_steps_shows_where_it_resumed() {
+    stopped_between_steps("INT");
+}
+
+/// `worlds dev` stopped by `signal` (`KILL`, `INT`) while its one run sleeps between two steps,
+/// then started again after the timer was due: `worlds runs show` marks the resumption and the
+/// late timer.
+fn stopped_between_steps(signal: &str) {
     let dir = tempfile::tempdir().unwrap();
     let dir = dir.path();
     let mut world = worlds(&["dev", "--runs", "1", "--dashboard", "off"], dir)
@@ -110,9 +124,17 @@ fn a_run_killed_between_steps_shows_where_it_resumed_and_why_its_timer_was_late(
         }
         std::thread::sleep(Duration::from_millis(50));
     };
-    // Between the steps: no shutdown, nothing flushed that was not already on disk.
-    world.kill().unwrap();
-    world.wait().unwrap();
+    // Between the steps: with SIGKILL no shutdown, nothing flushed that was not already on
+    // disk; with SIGINT the graceful stop.
+    let sent = Command::new("kill")
+        .args([&format!("-{signal}"), &world.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let ended = finish(world);
+    if signal == "INT" {
+        assert!(ended.status.success(), "{}", text(&ended.stderr));
+    }
     let stopped = shown(dir, &id).unwrap();
     assert!(
         sleeping_until(&stopped).is_some(),

@@ -149,3 +149,151 @@ async fn keys_on_postgres_are_kept_as_digests() {
     assert!(listing.contains("revoked"), "{listing}");
     world.shutdown().await.unwrap();
 }
+
+/// A `worlds serve` process; killed if the test ends before stopping it.
+struct Serving {
+    child: std::process::Child,
+    /// Kept open: the process prints more when it stops.
+    out: std::io::BufReader<std::process::ChildStdout>,
+    base: String,
+    /// The admin key it made on start.
+    key: String,
+}
+
+impl Serving {
+    /// `worlds serve ARGS --addr 127.0.0.1:0`, once it serves.
+    fn start(args: &[&str]) -> Self {
+        use std::io::BufRead;
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_worlds"))
+            .arg("serve")
+            .args(args)
+            .args(["--addr", "127.0.0.1:0"])
+            .env_remove("WORLDS_ENGINE_DIR")
+            .env_remove("WORLDS_ENGINE_DATABASE_URL")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = std::io::BufReader::new(child.stdout.take().unwrap());
+        let mut lines = Vec::new();
+        let base = loop {
+            let mut line = String::new();
+            assert!(
+                out.read_line(&mut line).unwrap() > 0,
+                "exited early: {lines:?}"
+            );
+            let line = line.trim_end().to_owned();
+            if line.starts_with("serving the API") {
+                let url = line.split_whitespace().find(|w| w.starts_with("http://"));
+                break url.unwrap().to_owned();
+            }
+            lines.push(line);
+        };
+        let key = lines.iter().find(|l| l.starts_with("wek_")).cloned();
+        Self {
+            child,
+            out,
+            base,
+            key: key.unwrap_or_else(|| panic!("no key made: {lines:?}")),
+        }
+    }
+
+    async fn status(&self, key: &str) -> reqwest::StatusCode {
+        reqwest::Client::new()
+            .get(format!("{}/v1/runs", self.base))
+            .bearer_auth(key)
+            .send()
+            .await
+            .unwrap()
+            .status()
+    }
+
+    /// Ctrl-C: true if it stopped cleanly.
+    fn interrupt(mut self) -> bool {
+        let pid = self.child.id().to_string();
+        let sent = std::process::Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        let mut rest = String::new();
+        let _ = std::io::Read::read_to_string(&mut self.out, &mut rest);
+        self.child.wait().unwrap().success()
+    }
+}
+
+impl Drop for Serving {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// A key `worlds keys create` makes in a PostgreSQL world while `worlds serve` serves it is
+/// accepted on its first request, not only once the server reads its keys again a second
+/// later: the key is asked for right after a read (within that second), and a server that
+/// did not read the store again for a key it does not know would refuse it.
+#[tokio::test]
+async fn a_key_made_while_serve_runs_on_postgres_works_on_its_first_request() {
+    use std::time::{Duration, Instant};
+    use worlds_postgres::testing::{database_up, test_url, TestSchema};
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    if !database_up().await {
+        return;
+    }
+    let schema = TestSchema::fresh();
+    let url = test_url();
+    let db = ["--database-url", url.as_str(), "--schema", schema.name()];
+    let mut args = vec!["--persistence", "postgres"];
+    args.extend(db);
+    let serving = Serving::start(&args);
+    // The server reads its keys at most once a second unless a key is new to it; the last
+    // read was before it printed that it serves.
+    let mut read_by = Instant::now();
+    // The same as the server's 1 s, with a margin for the request's own time.
+    let refresh = Duration::from_millis(1_100);
+    let mut attempts = 0;
+    loop {
+        attempts += 1;
+        assert!(
+            attempts <= 5,
+            "`worlds keys create` and a request never fitted in a second: nothing shows whether the server reads a new key at once"
+        );
+        // A request over a second after the last read: the server reads its keys again now,
+        // whether it reads on an unknown key or not.
+        tokio::time::sleep(refresh.saturating_sub(read_by.elapsed())).await;
+        let read = Instant::now();
+        assert_eq!(serving.status(&serving.key).await, reqwest::StatusCode::OK);
+
+        let mut create = vec!["keys", "create", "--scope", "read", "--json"];
+        create.extend(db);
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_worlds"))
+            .args(&create)
+            .env_remove("WORLDS_ENGINE_DIR")
+            .env_remove("WORLDS_ENGINE_DATABASE_URL")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let json: Value = serde_json::from_slice(&out.stdout).unwrap();
+        let key = json["key"].as_str().unwrap();
+        assert_eq!(
+            serving.status(key).await,
+            reqwest::StatusCode::OK,
+            "a new key is refused on its first request"
+        );
+        read_by = Instant::now();
+        // Asked for within the second after the server's last read: only a read for the
+        // unknown key let it in.
+        if read.elapsed() < Duration::from_millis(900) {
+            break;
+        }
+    }
+    let made_up = "wek_nOsUchId_0000000000000000000000000000000000000000";
+    assert_eq!(
+        serving.status(made_up).await,
+        reqwest::StatusCode::UNAUTHORIZED
+    );
+    assert!(serving.interrupt(), "Ctrl-C stops it cleanly");
+}

@@ -1,8 +1,10 @@
 //! Leases and fencing between two stores on one schema: one claim per run, takeover after a
-//! lapsed heartbeat with a higher epoch, the old holder's append refused; concurrent appends.
+//! lapsed heartbeat with a higher epoch, the old holder's append refused; concurrent appends;
+//! what a member starting up says about the runs a stopped member's lease still holds.
 
 mod common;
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
@@ -386,4 +388,90 @@ async fn an_accepted_append_that_cannot_land_poisons_the_run_until_it_is_read_ba
     let after = pair.a.append(&run, vec![pair.schedule(&run, 1)]).await;
     assert_eq!(after.map(|_| ()).unwrap_err().kind(), ErrorKind::Conflict);
     pair.finish().await;
+}
+
+/// What a member starting up writes about the members that stopped without shutting down
+/// (`kill -9`, a crash) and still hold unfinished runs: who, how many runs, and in how many
+/// seconds their leases end and the runs are taken over. A member that shut down handed its
+/// runs over at once and is not named.
+#[tokio::test]
+async fn a_member_starting_logs_how_long_a_stopped_members_runs_wait_for_its_lease() {
+    let lease = Duration::from_secs(30);
+    let Some(pair) = Pair::new(lease).await else {
+        return;
+    };
+    // `a` holds three unfinished runs and stops without shutting down: its heartbeat stops,
+    // its row and leases stay.
+    for _ in 0..3 {
+        pair.create(&pair.a).await;
+    }
+    pair.a.stop_heartbeat();
+    // `b` holds two and shuts down.
+    for _ in 0..2 {
+        pair.create(&pair.b).await;
+    }
+    pair.b.close().await.unwrap();
+    // 20 s of the 30 s lease have passed since the last heartbeat of every member left.
+    sqlx::query("UPDATE members SET heartbeat_at = now() - interval '20 seconds'")
+        .execute(&common::sql(&pair.schema))
+        .await
+        .unwrap();
+
+    let out = Arc::new(Mutex::new(Vec::new()));
+    let sink = out.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_max_level(tracing::Level::INFO)
+        .with_writer(move || Sink(sink.clone()))
+        .finish();
+    let next = {
+        let _log = tracing::subscriber::set_default(subscriber);
+        common::store(
+            &pair.schema,
+            PostgresOptions {
+                lease_duration: lease,
+                ..common::options(&pair.schema)
+            },
+        )
+        .await
+    };
+    let log = String::from_utf8_lossy(&out.lock().unwrap()).into_owned();
+    let line = log
+        .lines()
+        .find(|l| l.contains(pair.a.member_id()))
+        .unwrap_or_else(|| panic!("no line names the stopped member:\n{log}"));
+    assert!(line.contains("INFO"), "{line}");
+    assert!(
+        line.contains("holds 3 unfinished run(s)")
+            && line.contains("taken over when its lease of 30.0 s ends, in "),
+        "{line}"
+    );
+    let wait: f64 = line
+        .split("ends, in ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .and_then(|secs| secs.parse().ok())
+        .unwrap_or_else(|| panic!("no wait in {line}"));
+    assert!((5.0..=10.0).contains(&wait), "{wait} s: {line}");
+    assert!(
+        !log.contains(pair.b.member_id()),
+        "the member that shut down is named:\n{log}"
+    );
+    next.stop_heartbeat();
+    next.close().await.unwrap();
+    pair.finish().await;
+}
+
+/// A writer into a buffer the test reads.
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }

@@ -4,8 +4,8 @@
  *
  * Point a DevKit app at it with `WORKFLOW_TARGET_WORLD=@worlds-engine/devkit-world` and the
  * settings in {@link DevkitWorldConfig} (`WORLDS_URL`, `WORLDS_API_KEY`,
- * `WORLDS_DELIVERY_SECRET`, ...). Each World call is one request to the server (PROTOCOL.md);
- * nothing is kept in the app's process.
+ * `WORLDS_DELIVERY_SECRET`, ...). Each World call is one request to the server (PROTOCOL.md),
+ * on a kept-alive connection reused from call to call; nothing else is kept in the app's process.
  *
  * The runtime may call the factory more than once per process, so it only builds an object of
  * closures: settings are read from the environment on each call.
@@ -132,8 +132,9 @@ export function createWorld(overrides: DevkitWorldConfig = {}): World {
     },
 
     async close() {
-      // Nothing to release: every call is a request of its own (live stream reads end when
-      // their reader cancels them).
+      // Nothing to release: every call is a request of its own, on a kept-alive connection of
+      // the shared agents that, idle, does not keep the process alive and closes after 4 s (live
+      // stream reads end when their reader cancels them).
     },
   };
   return addLegacyGuards(world);

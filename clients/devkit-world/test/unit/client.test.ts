@@ -6,29 +6,26 @@ import {
   WorkflowWorldError,
 } from '@workflow/errors';
 import { SPEC_VERSION_CURRENT } from '@workflow/world';
-import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, test } from 'vitest';
 import { createWorld, unsupportedRuntime } from '../../src/index';
+import { type Call, type StubServer, startStubServer } from './stub-server';
 
 const ISO = '2026-11-29T10:00:00.000Z';
 
-type Call = { method: string; url: string; headers: Record<string, string>; body: any };
+/** The test server of the running test (a real HTTP server, see stub-server.ts). */
+let server: StubServer;
 
+/** Answers every request from now on with `answer`; returns the calls the server receives. */
 function stubServer(answer: (call: Call) => Response): Call[] {
-  const calls: Call[] = [];
-  vi.stubGlobal(
-    'fetch',
-    vi.fn(async (url: string, init: RequestInit) => {
-      const call: Call = {
-        method: String(init.method),
-        url,
-        headers: init.headers as Record<string, string>,
-        body: typeof init.body === 'string' ? JSON.parse(init.body) : init.body,
-      };
-      calls.push(call);
-      return answer(call);
-    })
-  );
-  return calls;
+  return server.answer(answer);
+}
+
+async function startServer(): Promise<void> {
+  server = await startStubServer();
+}
+
+async function stopServer(): Promise<void> {
+  await server.close();
 }
 
 const run = {
@@ -63,9 +60,8 @@ describe('the World object', () => {
 });
 
 describe('storage: one request per call', () => {
-  afterEach(() => {
-    vi.unstubAllGlobals();
-  });
+  beforeEach(startServer);
+  afterEach(stopServer);
 
   test('events.create posts {runId, event, params} with bytes and dates encoded, and decodes the result', async () => {
     const calls = stubServer(() =>
@@ -84,7 +80,7 @@ describe('storage: one request per call', () => {
         hasMore: false,
       })
     );
-    const world = createWorld({ url: 'http://server:1', apiKey: 'wek_k' });
+    const world = createWorld({ url: server.url, apiKey: 'wek_k' });
     const result = await world.events.create(
       'wrun_01ABC',
       { eventType: 'step_completed', correlationId: 'step_1', eventData: { result: new Uint8Array([0, 0]) } },
@@ -92,7 +88,7 @@ describe('storage: one request per call', () => {
     );
     expect(calls[0]).toMatchObject({
       method: 'POST',
-      url: 'http://server:1/v1/devkit/events',
+      url: '/v1/devkit/events',
       body: {
         runId: 'wrun_01ABC',
         event: { eventType: 'step_completed', correlationId: 'step_1', eventData: { result: { $bytes: 'AAA=' } } },
@@ -110,7 +106,7 @@ describe('storage: one request per call', () => {
 
   test('run_created with no run id sends runId null', async () => {
     const calls = stubServer(() => Response.json({ event: { eventId: 'evnt_1', createdAt: ISO }, run }));
-    const result = await createWorld({ url: 'http://server:1' }).events.create(null, {
+    const result = await createWorld({ url: server.url }).events.create(null, {
       eventType: 'run_created',
       eventData: { deploymentId: 'worlds', workflowName: 'w', input: new Uint8Array([1]) },
     });
@@ -121,7 +117,7 @@ describe('storage: one request per call', () => {
   });
 
   test('events.create errors: 409, 425 with retryAfter, 404 on a hook event, 404 of the run', async () => {
-    const world = createWorld({ url: 'http://server:1' });
+    const world = createWorld({ url: server.url });
     stubServer(() => Response.json({ error: { code: 'conflict', message: 'step exists' } }, { status: 409 }));
     const conflict = await world.events
       .create('wrun_1', { eventType: 'step_created', correlationId: 'step_1', eventData: { stepName: 's', input: new Uint8Array() } })
@@ -152,9 +148,9 @@ describe('storage: one request per call', () => {
 
   test('runs.get: the run with Dates and bytes; 404 is WorkflowRunNotFoundError', async () => {
     const calls = stubServer(() => Response.json(run));
-    const world = createWorld({ url: 'http://server:1' });
+    const world = createWorld({ url: server.url });
     const got = await world.runs.get('wrun_01ABC', { resolveData: 'none' });
-    expect(calls[0]?.url).toBe('http://server:1/v1/devkit/runs/wrun_01ABC?resolveData=none');
+    expect(calls[0]?.url).toBe('/v1/devkit/runs/wrun_01ABC?resolveData=none');
     expect(got.createdAt).toEqual(new Date(ISO));
     stubServer(() => Response.json({ error: { code: 'not_found', message: 'no such run' } }, { status: 404 }));
     const error = await world.runs.get('wrun_nope').catch((e: unknown) => e);
@@ -163,19 +159,16 @@ describe('storage: one request per call', () => {
   });
 
   test('a read whose connection was dropped is sent once more; a write never is', async () => {
-    const dropped = () =>
-      Object.assign(new TypeError('fetch failed'), {
-        cause: Object.assign(new Error('other side closed'), { code: 'UND_ERR_SOCKET' }),
-      });
+    // The test server drops the connection (destroys its socket) without answering.
     let fail = 1;
     const calls = stubServer(() => {
       if (fail > 0) {
         fail -= 1;
-        throw dropped();
+        throw new Error('drop the connection');
       }
       return Response.json(run);
     });
-    const world = createWorld({ url: 'http://server:1' });
+    const world = createWorld({ url: server.url });
     const got = await world.runs.get('wrun_01ABC');
     expect(got.runId).toBe('wrun_01ABC');
     expect(calls.map((c) => c.method)).toEqual(['GET', 'GET']);
@@ -197,7 +190,7 @@ describe('storage: one request per call', () => {
 
   test('lists pass filters and pagination, and answer {data, cursor, hasMore}', async () => {
     const calls = stubServer(() => Response.json({ data: [run], cursor: 'next', hasMore: true }));
-    const world = createWorld({ url: 'http://server:1' });
+    const world = createWorld({ url: server.url });
     const page = await world.runs.list({
       workflowName: 'w',
       status: 'running',
@@ -205,20 +198,20 @@ describe('storage: one request per call', () => {
       resolveData: 'all',
     });
     expect(calls[0]?.url).toBe(
-      'http://server:1/v1/devkit/runs?workflowName=w&status=running&limit=10&cursor=c&sortOrder=desc&resolveData=all'
+      '/v1/devkit/runs?workflowName=w&status=running&limit=10&cursor=c&sortOrder=desc&resolveData=all'
     );
     expect(page.cursor).toBe('next');
     expect(page.hasMore).toBe(true);
     expect(page.data[0]?.createdAt).toBeInstanceOf(Date);
 
     await world.events.list({ runId: 'wrun_1', pagination: { sortOrder: 'asc' } });
-    expect(calls[1]?.url).toBe('http://server:1/v1/devkit/runs/wrun_1/events?sortOrder=asc');
+    expect(calls[1]?.url).toBe('/v1/devkit/runs/wrun_1/events?sortOrder=asc');
     await world.events.listByCorrelationId({ correlationId: 'step_1' });
-    expect(calls[2]?.url).toBe('http://server:1/v1/devkit/events?correlationId=step_1');
+    expect(calls[2]?.url).toBe('/v1/devkit/events?correlationId=step_1');
     await world.steps.list({ runId: 'wrun_1' });
-    expect(calls[3]?.url).toBe('http://server:1/v1/devkit/runs/wrun_1/steps');
+    expect(calls[3]?.url).toBe('/v1/devkit/runs/wrun_1/steps');
     await world.hooks.list({ runId: 'wrun_1', resolveData: 'none' });
-    expect(calls[4]?.url).toBe('http://server:1/v1/devkit/hooks?runId=wrun_1&resolveData=none');
+    expect(calls[4]?.url).toBe('/v1/devkit/hooks?runId=wrun_1&resolveData=none');
 
     stubServer(() => Response.json({ data: [], hasMore: false }));
     expect(await world.events.list({ runId: 'wrun_1' })).toEqual({ data: [], cursor: null, hasMore: false });
@@ -226,14 +219,14 @@ describe('storage: one request per call', () => {
 
   test('single reads: events.get, steps.get, hooks.get', async () => {
     const calls = stubServer(() => Response.json({ createdAt: ISO }));
-    const world = createWorld({ url: 'http://server:1' });
+    const world = createWorld({ url: server.url });
     await world.events.get('wrun_1', 'evnt_1');
     await world.steps.get('wrun_1', 'step/1', { resolveData: 'all' });
     await world.hooks.get('hook_1');
     expect(calls.map((c) => c.url)).toEqual([
-      'http://server:1/v1/devkit/runs/wrun_1/events/evnt_1',
-      'http://server:1/v1/devkit/runs/wrun_1/steps/step%2F1?resolveData=all',
-      'http://server:1/v1/devkit/hooks/hook_1',
+      '/v1/devkit/runs/wrun_1/events/evnt_1',
+      '/v1/devkit/runs/wrun_1/steps/step%2F1?resolveData=all',
+      '/v1/devkit/hooks/hook_1',
     ]);
     stubServer(() => Response.json({ error: { code: 'not_found', message: 'gone' } }, { status: 404 }));
     expect(HookNotFoundError.is(await world.hooks.get('hook_9').catch((e: unknown) => e))).toBe(true);
@@ -243,9 +236,9 @@ describe('storage: one request per call', () => {
     const calls = stubServer(() =>
       Response.json({ runId: 'wrun_1', hookId: 'hook_1', token: 'secret/tok', metadata: { $bytes: 'AQ==' }, createdAt: ISO })
     );
-    const world = createWorld({ url: 'http://server:1' });
+    const world = createWorld({ url: server.url });
     const hook = await world.hooks.getByToken('secret/tok');
-    expect(calls[0]).toMatchObject({ method: 'POST', url: 'http://server:1/v1/devkit/hooks/by-token', body: { token: 'secret/tok' } });
+    expect(calls[0]).toMatchObject({ method: 'POST', url: '/v1/devkit/hooks/by-token', body: { token: 'secret/tok' } });
     expect(hook.metadata).toEqual(new Uint8Array([1]));
     expect(hook.createdAt).toBeInstanceOf(Date);
     expect((await world.hooks.getByToken('secret/tok', { resolveData: 'none' })).metadata).toBeUndefined();
@@ -258,14 +251,14 @@ describe('storage: one request per call', () => {
 
   test('runs.experimentalSetAttributes posts the changes and answers the attributes', async () => {
     const calls = stubServer(() => Response.json({ attributes: { a: '1' } }));
-    const world = createWorld({ url: 'http://server:1' });
+    const world = createWorld({ url: server.url });
     const result = await world.runs.experimentalSetAttributes!('wrun_1', [
       { key: 'a', value: '1' },
       { key: 'b', value: null },
     ]);
     expect(result).toEqual({ attributes: { a: '1' } });
     expect(calls[0]).toMatchObject({
-      url: 'http://server:1/v1/devkit/runs/wrun_1/attributes',
+      url: '/v1/devkit/runs/wrun_1/attributes',
       body: { changes: [{ key: 'a', value: '1' }, { key: 'b', value: null }] },
     });
     expect(calls[0]?.body).not.toHaveProperty('allowReservedAttributes');
@@ -275,7 +268,7 @@ describe('storage: one request per call', () => {
 
   test('a 2xx answer that is not JSON is a PARSE_ERROR', async () => {
     stubServer(() => new Response('<html>', { status: 200 }));
-    const error = await createWorld({ url: 'http://server:1' }).runs.get('wrun_1').catch((e: unknown) => e);
+    const error = await createWorld({ url: server.url }).runs.get('wrun_1').catch((e: unknown) => e);
     expect(WorkflowWorldError.is(error)).toBe(true);
     expect((error as WorkflowWorldError).code).toBe('PARSE_ERROR');
   });
@@ -285,8 +278,16 @@ describe('storage: one request per call', () => {
     const calls = stubServer(() =>
       n++ === 0 ? new Response('', { status: 429, headers: { 'retry-after': '0' } }) : Response.json(run)
     );
-    await createWorld({ url: 'http://server:1' }).runs.get('wrun_01ABC');
+    await createWorld({ url: server.url }).runs.get('wrun_01ABC');
     expect(calls).toHaveLength(2);
+  });
+
+  test('sequential calls reuse one kept-alive connection', async () => {
+    const calls = stubServer(() => Response.json(run));
+    const world = createWorld({ url: server.url });
+    for (let i = 0; i < 20; i++) await world.runs.get('wrun_01ABC');
+    expect(calls).toHaveLength(20);
+    expect(server.connections()).toBe(1);
   });
 
   test('without WORLDS_URL the first call says so', async () => {
@@ -302,18 +303,19 @@ describe('storage: one request per call', () => {
 
 describe('queue()', () => {
   let savedPort: string | undefined;
-  beforeEach(() => {
+  beforeEach(async () => {
     savedPort = process.env.PORT;
+    await startServer();
   });
-  afterEach(() => {
-    vi.unstubAllGlobals();
+  afterEach(async () => {
+    await stopServer();
     if (savedPort === undefined) delete process.env.PORT;
     else process.env.PORT = savedPort;
   });
 
   test('posts the message (bytes encoded) with the callback URL read from PORT at call time', async () => {
     const calls = stubServer(() => Response.json({ messageId: 'msg_1' }, { status: 202 }));
-    const world = createWorld({ url: 'http://server:1' });
+    const world = createWorld({ url: server.url });
     process.env.PORT = '4321';
     const result = await world.queue(
       '__wkf_workflow_w',
@@ -326,7 +328,7 @@ describe('queue()', () => {
     expect(result).toEqual({ messageId: 'msg_1' });
     expect(calls[0]).toMatchObject({
       method: 'POST',
-      url: 'http://server:1/v1/devkit/queue',
+      url: '/v1/devkit/queue',
       body: {
         queueName: '__wkf_workflow_w',
         message: { runId: 'wrun_1', runInput: { input: { $bytes: 'Bw==' } } },
@@ -340,7 +342,7 @@ describe('queue()', () => {
   test('passes delaySeconds through as it is, and leaves out a zero delay', async () => {
     const calls = stubServer(() => Response.json({ messageId: 'msg_2' }, { status: 202 }));
     process.env.PORT = '4321';
-    const world = createWorld({ url: 'http://server:1' });
+    const world = createWorld({ url: server.url });
     await world.queue('__wkf_workflow_w', { runId: 'wrun_1' }, { delaySeconds: 2.5, idempotencyKey: 'k' });
     await world.queue('__wkf_workflow_w', { runId: 'wrun_1' }, { delaySeconds: 0 });
     expect(calls[0]?.body).toMatchObject({ delaySeconds: 2.5, idempotencyKey: 'k' });
@@ -350,7 +352,7 @@ describe('queue()', () => {
   test('WORLDS_CALLBACK_URL wins over PORT', async () => {
     const calls = stubServer(() => Response.json({ messageId: 'msg_2' }));
     process.env.PORT = '4321';
-    await createWorld({ url: 'http://server:1', callbackUrl: 'http://app.internal:3000/' }).queue(
+    await createWorld({ url: server.url, callbackUrl: 'http://app.internal:3000/' }).queue(
       '__wkf_workflow_w',
       { runId: 'wrun_1' }
     );
@@ -360,7 +362,7 @@ describe('queue()', () => {
   test('an answer without messageId is a contract error', async () => {
     stubServer(() => Response.json({}, { status: 202 }));
     process.env.PORT = '1';
-    const error = await createWorld({ url: 'http://server:1' })
+    const error = await createWorld({ url: server.url })
       .queue('__wkf_workflow_w', { runId: 'wrun_1' })
       .catch((e: unknown) => e);
     expect((error as WorkflowWorldError).code).toBe('PARSE_ERROR');

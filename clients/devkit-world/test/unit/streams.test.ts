@@ -1,6 +1,7 @@
-import { afterEach, describe, expect, test, vi } from 'vitest';
+import { afterEach, beforeEach, describe, expect, test, vi } from 'vitest';
 import { createWorld } from '../../src/index';
 import { decodeChunk, SseParser } from '../../src/streams';
+import { type StubServer, startStubServer } from './stub-server';
 
 describe('Server-Sent Events', () => {
   test('events split anywhere, with CRLF, comments and multi-line data', () => {
@@ -116,71 +117,69 @@ describe('streams', () => {
     await expect(readAll(stream)).rejects.toThrow(/bad from/);
   });
 
-  test('writeMulti sends the chunks in order in one request; list, getChunks, getInfo', async () => {
-    const calls: Array<{ url: string; init: RequestInit }> = [];
-    const answers: Record<string, unknown> = {
-      'http://server:1/v1/runs/wrun_1/streams': ['out', 'strm_x'],
-      'http://server:1/v1/runs/wrun_1/streams/out/chunks?limit=2&cursor=c1': {
+  // Writes, lists and pages go through the World's own transport: a real server answers them.
+  describe('writes and pages, against a real server', () => {
+    let server: StubServer;
+    beforeEach(async () => {
+      server = await startStubServer();
+    });
+    afterEach(async () => {
+      await server.close();
+    });
+
+    test('writeMulti sends the chunks in order in one request; list, getChunks, getInfo', async () => {
+      const answers: Record<string, unknown> = {
+        '/v1/runs/wrun_1/streams': ['out', 'strm_x'],
+        '/v1/runs/wrun_1/streams/out/chunks?limit=2&cursor=c1': {
+          data: [
+            { index: 2, data: { $bytes: 'AA==' } },
+            { index: 3, data: { $bytes: '' } },
+          ],
+          cursor: 'c2',
+          hasMore: true,
+          done: false,
+        },
+        '/v1/runs/wrun_1/streams/out/info': { tailIndex: -1, done: true },
+      };
+      const calls = server.answer(({ url }) =>
+        url in answers ? Response.json(answers[url]) : new Response(null, { status: 204 })
+      );
+      const world = createWorld({ url: server.url });
+      await world.streams.writeMulti!('wrun_1', 'out', ['a', new Uint8Array([0, 1])]);
+      expect(calls[0]?.url).toBe('/v1/runs/wrun_1/streams/out/chunks');
+      expect(calls[0]?.body).toEqual({ chunks: [{ $bytes: 'YQ==' }, { $bytes: 'AAE=' }] });
+      await world.streams.writeMulti!('wrun_1', 'out', []);
+      expect(calls).toHaveLength(1);
+
+      expect(await world.streams.list('wrun_1')).toEqual(['out', 'strm_x']);
+      const page = await world.streams.getChunks('wrun_1', 'out', { limit: 2, cursor: 'c1' });
+      expect(page).toEqual({
         data: [
-          { index: 2, data: { $bytes: 'AA==' } },
-          { index: 3, data: { $bytes: '' } },
+          { index: 2, data: new Uint8Array([0]) },
+          { index: 3, data: new Uint8Array(0) },
         ],
         cursor: 'c2',
         hasMore: true,
         done: false,
-      },
-      'http://server:1/v1/runs/wrun_1/streams/out/info': { tailIndex: -1, done: true },
-    };
-    vi.stubGlobal(
-      'fetch',
-      vi.fn(async (url: string, init: RequestInit) => {
-        calls.push({ url, init });
-        return url in answers ? Response.json(answers[url]) : new Response(null, { status: 204 });
-      })
-    );
-    const world = createWorld({ url: 'http://server:1' });
-    await world.streams.writeMulti!('wrun_1', 'out', ['a', new Uint8Array([0, 1])]);
-    expect(calls[0]?.url).toBe('http://server:1/v1/runs/wrun_1/streams/out/chunks');
-    expect(JSON.parse(String(calls[0]?.init.body))).toEqual({ chunks: [{ $bytes: 'YQ==' }, { $bytes: 'AAE=' }] });
-    await world.streams.writeMulti!('wrun_1', 'out', []);
-    expect(calls).toHaveLength(1);
-
-    expect(await world.streams.list('wrun_1')).toEqual(['out', 'strm_x']);
-    const page = await world.streams.getChunks('wrun_1', 'out', { limit: 2, cursor: 'c1' });
-    expect(page).toEqual({
-      data: [
-        { index: 2, data: new Uint8Array([0]) },
-        { index: 3, data: new Uint8Array(0) },
-      ],
-      cursor: 'c2',
-      hasMore: true,
-      done: false,
+      });
+      expect(await world.streams.getInfo('wrun_1', 'out')).toEqual({ tailIndex: -1, done: true });
     });
-    expect(await world.streams.getInfo('wrun_1', 'out')).toEqual({ tailIndex: -1, done: true });
-  });
 
-  test('writes raw bytes and closes', async () => {
-    const calls: Array<{ url: string; init: RequestInit }> = [];
-    vi.stubGlobal(
-      'fetch',
-      vi.fn(async (url: string, init: RequestInit) => {
-        calls.push({ url, init });
-        return new Response(null, { status: 204 });
-      })
-    );
-    const world = createWorld({ url: 'http://server:1', apiKey: 'wek_test' });
-    await world.streams.write('wrun_01ABC', 'strm_01ABC_user', 'héllo');
-    await world.streams.write('wrun_01ABC', 'strm_01ABC_user', new Uint8Array([0, 1, 2]));
-    await world.streams.close('wrun_01ABC', 'strm_01ABC_user');
-    expect(calls.map((c) => c.url)).toEqual([
-      'http://server:1/v1/runs/wrun_01ABC/streams/strm_01ABC_user',
-      'http://server:1/v1/runs/wrun_01ABC/streams/strm_01ABC_user',
-      'http://server:1/v1/runs/wrun_01ABC/streams/strm_01ABC_user/close',
-    ]);
-    expect(calls[0]?.init.body).toEqual(new TextEncoder().encode('héllo'));
-    expect((calls[0]?.init.headers as Record<string, string>)['content-type']).toBe(
-      'application/octet-stream'
-    );
-    expect(calls[1]?.init.body).toEqual(new Uint8Array([0, 1, 2]));
+    test('writes raw bytes and closes', async () => {
+      const calls = server.answer(() => new Response(null, { status: 204 }));
+      const world = createWorld({ url: server.url, apiKey: 'wek_test' });
+      await world.streams.write('wrun_01ABC', 'strm_01ABC_user', 'héllo');
+      await world.streams.write('wrun_01ABC', 'strm_01ABC_user', new Uint8Array([0, 1, 2]));
+      await world.streams.close('wrun_01ABC', 'strm_01ABC_user');
+      expect(calls.map((c) => c.url)).toEqual([
+        '/v1/runs/wrun_01ABC/streams/strm_01ABC_user',
+        '/v1/runs/wrun_01ABC/streams/strm_01ABC_user',
+        '/v1/runs/wrun_01ABC/streams/strm_01ABC_user/close',
+      ]);
+      expect(calls[0]?.body).toEqual(new TextEncoder().encode('héllo'));
+      expect(calls[0]?.headers['content-type']).toBe('application/octet-stream');
+      expect(calls[0]?.headers.authorization).toBe('Bearer wek_test');
+      expect(calls[1]?.body).toEqual(new Uint8Array([0, 1, 2]));
+    });
   });
 });

@@ -16,6 +16,9 @@
 //! Errors come back as [`ClientError::Api`] with the server's [`ErrorBody`] (its stable
 //! `code`, a message saying what to do) and status; [`ClientError::kind`] maps the code to the
 //! engine's [`ErrorKind`], so a program handles a remote error as it would a local one.
+//!
+//! The bodies sent and read ([`Started`], [`Outcome`], [`RunFilter`], [`ErrorBody`]…) are the
+//! `worlds-wire` types the server itself reads and writes, so the two agree by construction.
 
 #![forbid(unsafe_code)]
 
@@ -23,15 +26,17 @@ use std::time::Duration;
 
 use reqwest::{Method, RequestBuilder, StatusCode};
 use serde::de::DeserializeOwned;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 use worlds_engine::hooks::HookResumed;
 use worlds_engine::model::{Page, ReopenRequest, Reopened, ResolveData};
 use worlds_engine::schedule::ScheduleConfig;
-use worlds_engine::{
-    BulkProgress, BulkRequest, ErrorBody, ErrorKind, Event, RunStatus, StructuredError,
-    WorkflowOptions, WorkflowState,
+use worlds_engine::{BulkProgress, BulkRequest, ErrorKind, Event, WorkflowOptions, WorkflowState};
+use worlds_wire::{
+    Bulk, Cancel, PageBody, PageParams, Reopen, Reset, Resolve, Resume, Resumed, StartRun, Wait,
 };
+
+pub use worlds_wire::{ErrorBody, Outcome, RunFilter, Started};
 
 /// What went wrong with a call.
 #[derive(Debug, thiserror::Error)]
@@ -73,60 +78,6 @@ impl ClientError {
             _ => None,
         }
     }
-}
-
-/// A run just started.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
-pub struct Started {
-    /// Its run id.
-    pub run_id: String,
-    /// Its workflow id.
-    pub workflow_id: String,
-}
-
-/// A run's outcome, from [`Client::result`].
-#[derive(Debug, Clone, PartialEq, Deserialize)]
-pub struct Outcome {
-    /// The run id.
-    pub run_id: String,
-    /// The workflow id.
-    pub workflow_id: String,
-    /// Its status when the answer was made.
-    pub status: RunStatus,
-    /// True once it finished; false if the wait ended first.
-    pub done: bool,
-    /// A completed run's output.
-    #[serde(default)]
-    pub output: Option<Value>,
-    /// A failed run's error.
-    #[serde(default)]
-    pub error: Option<StructuredError>,
-}
-
-/// Filters of [`Client::list_runs`]; all optional.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct RunFilter {
-    /// Comma-separated statuses (`failed,cancelled`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub status: Option<String>,
-    /// The workflow's name.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub workflow: Option<String>,
-    /// The code version of the world that accepted the run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub code_version: Option<String>,
-    /// The cursor of the previous page.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub cursor: Option<String>,
-    /// Runs per page (at most 1 000).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub limit: Option<usize>,
-    /// `Some(Ascending)`: oldest first; newest first otherwise.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub order: Option<worlds_engine::model::SortOrder>,
-    /// `None` leaves inputs and outputs out.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub resolve: Option<ResolveData>,
 }
 
 /// A client of one server, with one API key. Cheap to clone (clones share connections).
@@ -196,7 +147,7 @@ impl Client {
         input: &impl Serialize,
         options: WorkflowOptions,
     ) -> Result<Started, ClientError> {
-        let body = serde_json::json!({ "workflow": workflow, "input": input, "options": options });
+        let body = start_run(workflow, input, options)?;
         self.call(self.request(Method::POST, "/v1/runs").json(&body))
             .await
     }
@@ -210,10 +161,10 @@ impl Client {
         options: WorkflowOptions,
         wait: Duration,
     ) -> Result<Outcome, ClientError> {
-        let body = serde_json::json!({ "workflow": workflow, "input": input, "options": options });
+        let body = start_run(workflow, input, options)?;
         let request = self
             .request(Method::POST, "/v1/runs")
-            .query(&[("wait_ms", wait.as_millis().to_string())])
+            .query(&wait_of(wait))
             .json(&body);
         self.outcome(request).await
     }
@@ -238,29 +189,28 @@ impl Client {
         id: &str,
         resolve: ResolveData,
     ) -> Result<WorkflowState, ClientError> {
-        let resolve = if resolve == ResolveData::None {
-            "none"
-        } else {
-            "all"
-        };
         self.call(
             self.request(Method::GET, &format!("/v1/runs/{}", segment(id)))
-                .query(&[("resolve", resolve)]),
+                .query(&Resolve {
+                    resolve: Some(resolve),
+                }),
         )
         .await
     }
 
     /// One page of runs, newest first.
     pub async fn list_runs(&self, filter: &RunFilter) -> Result<Page<WorkflowState>, ClientError> {
-        self.call(self.request(Method::GET, "/v1/runs").query(filter))
-            .await
+        let page: PageBody<WorkflowState> = self
+            .call(self.request(Method::GET, "/v1/runs").query(filter))
+            .await?;
+        Ok(page.into())
     }
 
     /// Waits up to `wait` (at most 5 minutes per call) for the run to finish.
     pub async fn result(&self, id: &str, wait: Duration) -> Result<Outcome, ClientError> {
         let request = self
             .request(Method::GET, &format!("/v1/runs/{}/result", segment(id)))
-            .query(&[("wait_ms", wait.as_millis().to_string())]);
+            .query(&wait_of(wait));
         self.outcome(request).await
     }
 
@@ -272,7 +222,9 @@ impl Client {
     ) -> Result<WorkflowState, ClientError> {
         self.call(
             self.request(Method::POST, &format!("/v1/runs/{}/cancel", segment(id)))
-                .json(&serde_json::json!({ "reason": reason })),
+                .json(&Cancel {
+                    reason: reason.map(str::to_owned),
+                }),
         )
         .await
     }
@@ -282,24 +234,25 @@ impl Client {
     /// caller's key). See `World::reopen` for what each keeps.
     pub async fn reopen(&self, id: &str, request: &ReopenRequest) -> Result<Reopened, ClientError> {
         let path = format!("/v1/runs/{}/{}", segment(id), request.action.as_str());
-        let mut body = serde_json::json!({ "reason": request.reason });
-        if let Some(position) = request.position {
-            body["position"] = position.into();
-        }
-        self.call(self.request(Method::POST, &path).json(&body))
-            .await
+        let reason = request.reason.clone();
+        let call = self.request(Method::POST, &path);
+        let call = match request.position {
+            Some(position) => call.json(&Reset { position, reason }),
+            None => call.json(&Reopen { reason }),
+        };
+        self.call(call).await
     }
 
     /// Starts a bulk operation (`POST /v1/bulk`) and answers its progress so far; follow it
     /// with [`bulk_progress`](Self::bulk_progress). `request.by` is ignored: the server
     /// records the caller's key.
     pub async fn bulk(&self, request: &BulkRequest) -> Result<BulkProgress, ClientError> {
-        let body = serde_json::json!({
-            "action": request.action,
-            "filter": request.filter,
-            "reason": request.reason,
-            "name": request.name,
-        });
+        let body = Bulk {
+            action: request.action,
+            filter: request.filter.clone(),
+            reason: request.reason.clone(),
+            name: request.name.clone(),
+        };
         self.call(self.request(Method::POST, "/v1/bulk").json(&body))
             .await
     }
@@ -317,15 +270,18 @@ impl Client {
         cursor: Option<&str>,
         limit: usize,
     ) -> Result<Page<Event>, ClientError> {
-        let mut query = vec![("limit", limit.to_string())];
-        if let Some(cursor) = cursor {
-            query.push(("cursor", cursor.to_owned()));
-        }
-        self.call(
-            self.request(Method::GET, &format!("/v1/runs/{}/events", segment(id)))
-                .query(&query),
-        )
-        .await
+        let query = PageParams {
+            cursor: cursor.map(str::to_owned),
+            limit: Some(limit),
+            ..PageParams::default()
+        };
+        let page: PageBody<Event> = self
+            .call(
+                self.request(Method::GET, &format!("/v1/runs/{}/events", segment(id)))
+                    .query(&query),
+            )
+            .await?;
+        Ok(page.into())
     }
 
     /// Resumes the hook waiting with `token`.
@@ -334,11 +290,14 @@ impl Client {
         token: &str,
         payload: &impl Serialize,
     ) -> Result<HookResumed, ClientError> {
-        self.call(
-            self.request(Method::POST, "/v1/hooks/resume")
-                .json(&serde_json::json!({ "token": token, "payload": payload })),
-        )
-        .await
+        let body = Resume {
+            token: token.to_owned(),
+            payload: json_of("payload", payload)?,
+        };
+        let resumed: Resumed = self
+            .call(self.request(Method::POST, "/v1/hooks/resume").json(&body))
+            .await?;
+        Ok(resumed.into())
     }
 
     /// Every schedule.
@@ -371,6 +330,32 @@ impl Client {
             return Ok(());
         }
         Err(Self::refusal(status, &response.bytes().await?))
+    }
+}
+
+/// The body of a start.
+fn start_run(
+    workflow: &str,
+    input: &impl Serialize,
+    options: WorkflowOptions,
+) -> Result<StartRun, ClientError> {
+    Ok(StartRun {
+        workflow: workflow.to_owned(),
+        input: json_of("input", input)?,
+        options,
+    })
+}
+
+/// `value` as JSON; `what` names it when it cannot be (a map with keys that are not text).
+fn json_of(what: &str, value: &impl Serialize) -> Result<Value, ClientError> {
+    serde_json::to_value(value)
+        .map_err(|e| ClientError::Invalid(format!("the {what} cannot be written as JSON: {e}")))
+}
+
+/// `?wait_ms=` of a wait of `wait`.
+fn wait_of(wait: Duration) -> Wait {
+    Wait {
+        wait_ms: Some(u64::try_from(wait.as_millis()).unwrap_or(u64::MAX)),
     }
 }
 

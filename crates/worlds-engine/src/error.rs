@@ -74,8 +74,8 @@ impl ErrorKind {
         ErrorKind::Internal,
     ];
 
-    /// The stable code of this kind in API answers ([`ErrorBody::code`]): `NOT_FOUND`,
-    /// `CONFLICT`, `INVALID_INPUT`, …
+    /// The stable code of this kind in API answers (the `code` of the HTTP API's error body,
+    /// `worlds_wire::ErrorBody`): `NOT_FOUND`, `CONFLICT`, `INVALID_INPUT`, …
     pub fn code(self) -> &'static str {
         match self {
             ErrorKind::NotFound => "NOT_FOUND",
@@ -120,21 +120,6 @@ impl ErrorKind {
             ErrorKind::RunFailed | ErrorKind::Internal => 500,
         }
     }
-}
-
-/// How the HTTP API answers an error: `{"code", "message", "details"}`. `code` is an
-/// [`ErrorKind::code`], or one of the API's own (`UNAUTHENTICATED`, `FORBIDDEN`,
-/// `RATE_LIMITED`); `message` says what was wrong and what to do; `details` carries what a
-/// program may use (the field at fault, the id not found), `null` if nothing.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct ErrorBody {
-    /// A stable code to match on.
-    pub code: String,
-    /// What was wrong, for people.
-    pub message: String,
-    /// More about it, for programs.
-    #[serde(default)]
-    pub details: serde_json::Value,
 }
 
 /// The error returned by world operations.

@@ -134,7 +134,7 @@ pub use engine::authoring::definitions::{activity, workflow, Activity, Definitio
 pub use engine::authoring::errors::{ContextError, StepError, WorkflowError};
 pub use engine::authoring::hook_handles::{Hook, Webhook};
 pub use engine::bulk::{BulkAction, BulkProgress, BulkRefusal, BulkRequest, BULK_WORKFLOW};
-pub use error::{ErrorBody, ErrorKind, StructuredError, Unopened, WorldError};
+pub use error::{ErrorKind, StructuredError, Unopened, WorldError};
 pub use hooks::{define_hook, HookDefinition, HookOptions, HookTicket, WebhookRequest};
 pub use model::{
     ActivityOptions, ActivityStatus, Event, EventKind, FailureStrategy, HookStatus, OnConflict,

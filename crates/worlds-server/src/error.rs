@@ -10,8 +10,8 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde_json::Value;
-pub use worlds_engine::ErrorBody;
 use worlds_engine::{ErrorKind, WorldError};
+pub use worlds_wire::ErrorBody;
 
 /// An error answered by the API.
 #[derive(Debug)]

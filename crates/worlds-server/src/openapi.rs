@@ -2,16 +2,19 @@
 //!
 //! It is collected from the same route list the router is built from (utoipa-axum's
 //! `routes!`), so a route cannot exist without its entry or the reverse. The request bodies,
-//! query parameters and answers of the API's own types are described field by field; the
-//! engine's records (a run, an event, a step…) appear as named objects whose description says
-//! which engine type they serialize, with their fields documented in the engine's rustdoc.
+//! query parameters and answers of the API's own types are described field by field, from the
+//! `worlds-wire` types the handlers read and write (the client's too); the engine's records (a
+//! run, an event, a step…) appear as named objects whose description says which engine type
+//! they serialize, with their fields documented in the engine's rustdoc. Those a wire body
+//! carries are declared in `worlds_wire::openapi`, the others here.
 
-use std::borrow::Cow;
-
-use utoipa::openapi::schema::{ObjectBuilder, Schema, Type};
 use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-use utoipa::openapi::{OpenApi, RefOr};
-use utoipa::{Modify, PartialSchema, ToSchema};
+use utoipa::openapi::OpenApi;
+use utoipa::Modify;
+use worlds_wire::engine_record;
+
+/// Every refusal's schema, named `Error` (the body is [`worlds_wire::ErrorBody`]).
+pub(crate) use worlds_wire::ErrorBody as ErrorDoc;
 
 /// Where the OpenAPI document is served (read scope).
 pub const OPENAPI_PATH: &str = "/v1/openapi.json";
@@ -19,112 +22,62 @@ pub const OPENAPI_PATH: &str = "/v1/openapi.json";
 /// The name of the security scheme every guarded route requires.
 pub(crate) const BEARER: &str = "api_key";
 
-/// A schema for one of the engine's records: an object, described, without field-by-field
-/// detail.
-macro_rules! engine_record {
-    ($name:ident, $description:literal) => {
-        #[doc = $description]
-        pub(crate) struct $name;
-
-        impl PartialSchema for $name {
-            fn schema() -> RefOr<Schema> {
-                ObjectBuilder::new()
-                    .schema_type(Type::Object)
-                    .description(Some($description))
-                    .into()
-            }
-        }
-
-        impl ToSchema for $name {
-            fn name() -> Cow<'static, str> {
-                Cow::Borrowed(stringify!($name))
-            }
-        }
-    };
-}
-
 engine_record!(
-    Run,
+    pub(crate) Run,
     "A run: status, input, output or error, its steps, hooks and children (`worlds_engine::WorkflowState`)."
 );
 engine_record!(
-    HistoryEvent,
+    pub(crate) HistoryEvent,
     "One event of a run's history: `seq`, `at`, and the event's `type` with its fields (`worlds_engine::Event`)."
 );
 engine_record!(
-    Step,
+    pub(crate) Step,
     "A step of a run: name, position, status, attempts, output or last error (`worlds_engine::model::ActivityState`)."
 );
 engine_record!(
-    Hook,
+    pub(crate) Hook,
     "A hook and the run waiting on it; never its token (`worlds_engine::HookRecord`)."
 );
 engine_record!(
-    Schedule,
+    pub(crate) Schedule,
     "A schedule: id, workflow, cron or interval, input, paused, last and next firing (`worlds_engine::schedule::ScheduleConfig`)."
 );
 engine_record!(
-    ApiKey,
-    "An API key's record: id, name, scope, creation, expiry, revocation; never the secret (`worlds_engine::model::ApiKeyRecord`)."
-);
-engine_record!(
-    Metrics,
+    pub(crate) Metrics,
     "The world's counters and gauges: runs by status, queue depth, workers, step latencies (`worlds_engine::WorldMetrics`)."
 );
 engine_record!(
-    StartOptions,
-    "Options of a start: `workflow_id`, `idempotency_key`, `on_conflict` (`fail` or `use_existing`), `priority`, `task_queue`, `timeout_ms`… (`worlds_engine::WorkflowOptions`)."
-);
-engine_record!(
-    RunWait,
+    pub(crate) RunWait,
     "One thing an unfinished run waits on: `on` (`start`, `step_queued`, `step_running`, `step_retry`, `timer`, `hook`, `child`, `workflow_retry`) with its fields, `since`, `due`, and a `concern` when the waiting looks stuck (`worlds_engine::model::Wait`)."
 );
 engine_record!(
-    DevkitRun,
+    pub(crate) DevkitRun,
     "A Workflow DevKit run (`WorkflowRun` of spec version 5): `runId`, `deploymentId`, `workflowName`, `status`, `specVersion`, `executionContext`, `attributes`, `input`, `output` or `error` and `errorCode`, `startedAt`, `completedAt`, `createdAt`, `updatedAt` (RFC 3339; absent fields left out; payloads as stored, bytes as `{\"$bytes\": base64}`)."
 );
 engine_record!(
-    DevkitStep,
+    pub(crate) DevkitStep,
     "A Workflow DevKit step: `runId`, `stepId`, `stepName`, `status`, `input`, `output` or `error`, `attempt`, `startedAt` (the first attempt's), `completedAt`, `createdAt`, `updatedAt`, `retryAfter`, `specVersion` (RFC 3339 times)."
 );
 engine_record!(
-    DevkitHook,
+    pub(crate) DevkitHook,
     "A Workflow DevKit hook: `runId`, `hookId`, `token` (only where the caller gave it: only its digest is stored), `metadata`, `ownerId`, `projectId`, `environment`, `createdAt`, `specVersion`."
 );
 engine_record!(
-    DevkitEvent,
+    pub(crate) DevkitEvent,
     "A Workflow DevKit event of a run's event log: `runId`, `eventId` (`evnt_…`), `eventType`, `correlationId`, `eventData`, `createdAt`, `specVersion`."
 );
 engine_record!(
-    DevkitPage,
+    pub(crate) DevkitPage,
     "One page of DevKit records: `data`, `cursor` (null on the last page), `hasMore`."
 );
 engine_record!(
-    DevkitQueued,
+    pub(crate) DevkitQueued,
     "A queued DevKit message: `messageId`, the id of the run that delivers it."
 );
 engine_record!(
-    DevkitBody,
+    pub(crate) DevkitBody,
     "The body of a Workflow DevKit World call, as the `@worlds-engine/devkit-world` package sends it (camelCase fields; see the route's description)."
 );
-engine_record!(
-    RunError,
-    "How a run failed: `name`, `message`, `code`, `step`… (`worlds_engine::StructuredError`)."
-);
-
-/// Every refusal: `{"code", "message", "details"}`.
-#[derive(ToSchema)]
-#[schema(as = Error)]
-#[allow(dead_code)]
-pub(crate) struct ErrorDoc {
-    /// A stable code: `NOT_FOUND`, `CONFLICT`, `INVALID_INPUT`, `UNAUTHENTICATED`,
-    /// `FORBIDDEN`, `RATE_LIMITED`, …
-    code: String,
-    /// What was wrong and what to do.
-    message: String,
-    /// More for programs (the field at fault, the id not found), or null.
-    details: serde_json::Value,
-}
 
 /// Adds the bearer scheme, which every guarded route names.
 pub(crate) struct Security;

@@ -3,35 +3,13 @@
 
 use axum::extract::{Path, Query, State};
 use axum::Json;
-use serde::Deserialize;
-use serde_json::Value;
-use worlds_engine::hooks::HookResumed;
 use worlds_engine::store::HookRecord;
+use worlds_wire::{PageBody, PageParams, Resume, Resumed};
 
-use super::runs::{run_id_of, PageBody, PageParams, RunId};
+use super::runs::{page_query, run_id_of, RunId};
 use crate::error::ApiError;
 use crate::openapi::{ErrorDoc, Hook};
 use crate::state::Api;
-
-/// `POST /v1/hooks/resume`.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Resume {
-    /// The hook's token.
-    token: String,
-    /// What the waiting workflow receives. A payload that does not have the hook's type is
-    /// refused (400) and the hook keeps waiting.
-    #[serde(default)]
-    payload: Value,
-}
-
-/// Where a resumed hook belongs.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct Resumed {
-    run_id: String,
-    hook_id: String,
-}
 
 /// Resumes the hook waiting with `token`; its run goes on.
 #[utoipa::path(post, path = "/v1/hooks/resume", tag = "hooks", request_body = Resume,
@@ -46,10 +24,13 @@ pub(crate) struct Resumed {
 pub(crate) async fn resume(
     State(api): State<Api>,
     body: Result<Json<Resume>, axum::extract::rejection::JsonRejection>,
-) -> Result<Json<HookResumed>, ApiError> {
+) -> Result<Json<Resumed>, ApiError> {
     let Json(body) = body?;
     Ok(Json(
-        api.world.resume_hook(&body.token, &body.payload).await?,
+        api.world
+            .resume_hook(&body.token, &body.payload)
+            .await?
+            .into(),
     ))
 }
 
@@ -74,7 +55,7 @@ pub(crate) async fn waiting(
     query: Result<Query<PageParams>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<PageBody<HookRecord>>, ApiError> {
     let Query(q) = query?;
-    Ok(Json(api.world.waiting_hooks(q.query()?).await?.into()))
+    Ok(Json(api.world.waiting_hooks(page_query(q)?).await?.into()))
 }
 
 /// One run's hooks.
@@ -88,5 +69,7 @@ pub(crate) async fn of_run(
 ) -> Result<Json<PageBody<HookRecord>>, ApiError> {
     let Query(q) = query?;
     let run_id = run_id_of(&api.world, &id).await?;
-    Ok(Json(api.world.run_hooks(&run_id, q.query()?).await?.into()))
+    Ok(Json(
+        api.world.run_hooks(&run_id, page_query(q)?).await?.into(),
+    ))
 }

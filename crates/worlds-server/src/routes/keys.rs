@@ -6,29 +6,16 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
 use worlds_engine::clock::Millis;
-use worlds_engine::model::keys::{ApiKeyRecord, Scope};
+use worlds_engine::model::keys::ApiKeyRecord;
 use worlds_engine::WorldError;
+use worlds_wire::openapi::ApiKey;
+use worlds_wire::{CreatedKey, NewKey};
 
 use crate::auth::ApiKeys;
 use crate::error::ApiError;
-use crate::openapi::{ApiKey, ErrorDoc};
+use crate::openapi::ErrorDoc;
 use crate::state::Api;
-
-/// `POST /v1/keys`.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct NewKey {
-    /// `read`, `write` or `admin`.
-    #[schema(value_type = String)]
-    scope: Scope,
-    /// A name to recognize it by.
-    #[serde(default)]
-    name: String,
-    /// Refused after this many milliseconds; without it, until revoked.
-    expires_in_ms: Option<u64>,
-}
 
 fn keys(api: &Api) -> Result<&ApiKeys, ApiError> {
     api.keys.as_deref().ok_or_else(|| {
@@ -37,15 +24,6 @@ fn keys(api: &Api) -> Result<&ApiKeys, ApiError> {
                 .into(),
         ))
     })
-}
-
-/// A new key: the secret, shown in this answer only, and its record.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub(crate) struct CreatedKey {
-    /// The key to send as `Authorization: Bearer …`.
-    key: String,
-    record: ApiKey,
 }
 
 /// The world's keys (records only, never secrets).
@@ -75,7 +53,10 @@ pub(crate) async fn create(
     let new = keys.create(&body.name, body.scope, expires_at).await?;
     Ok((
         StatusCode::CREATED,
-        Json(serde_json::json!({ "key": new.key, "record": new.record })),
+        Json(CreatedKey {
+            key: new.key,
+            record: new.record,
+        }),
     )
         .into_response())
 }

@@ -5,34 +5,15 @@
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::{Extension, Json};
-use serde::Deserialize;
 use worlds_engine::model::{ReopenRequest, Reopened};
-use worlds_engine::{BulkAction, BulkProgress, BulkRequest, WorkflowQueryFilter};
+use worlds_engine::{BulkProgress, BulkRequest};
+use worlds_wire::{Bulk, Reopen, Reset};
 
 use super::runs::{run_id_of, RunId};
 use crate::auth::Principal;
 use crate::error::ApiError;
 use crate::openapi::ErrorDoc;
 use crate::state::Api;
-
-/// `POST /v1/runs/{id}/retry` and `/resume`.
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Reopen {
-    /// Why, recorded in the run's history.
-    reason: Option<String>,
-}
-
-/// `POST /v1/runs/{id}/reset`.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Reset {
-    /// The first command position of the failed attempt to run again; everything before it
-    /// is kept.
-    position: u32,
-    /// Why, recorded in the run's history.
-    reason: Option<String>,
-}
 
 /// What a reopening did.
 #[derive(utoipa::ToSchema)]
@@ -113,25 +94,6 @@ pub(crate) async fn resume(
 ) -> Result<Json<Reopened>, ApiError> {
     let reason = body.and_then(|Json(b)| b.reason);
     reopen(&api, &principal, &id, ReopenRequest::resume(), reason).await
-}
-
-/// `POST /v1/bulk`.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Bulk {
-    /// `cancel`, `retry` or `resume`.
-    #[schema(value_type = String)]
-    action: BulkAction,
-    /// Which runs: `status`, `workflow_name`, `workflow_id_prefix`, `code_version`,
-    /// `started_after`, `started_before` (ms since the Unix epoch), `quarantined`. Paging
-    /// fields are ignored.
-    #[serde(default)]
-    #[schema(value_type = Object)]
-    filter: WorkflowQueryFilter,
-    /// Why, recorded on each run acted on.
-    reason: Option<String>,
-    /// A name for the operation: submitting again under it answers the first one.
-    name: Option<String>,
 }
 
 /// How far a bulk operation got.

@@ -8,16 +8,18 @@ use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
 use worlds_engine::model::{ListQuery, SortOrder, StatusFilter};
 use worlds_engine::{
-    ResolveData, RunStatus, StructuredError, WorkflowOptions, WorkflowQueryFilter, WorkflowState,
-    World, WorldError,
+    ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState, World, WorldError,
+};
+use worlds_wire::{
+    Cancel, Outcome, PageBody, PageParams, Resolve, RunFilter, StartRun, Started, Wait,
 };
 
 use crate::error::ApiError;
-use crate::openapi::{ErrorDoc, HistoryEvent, Run, RunError, RunWait, StartOptions, Step};
+use crate::openapi::{ErrorDoc, HistoryEvent, Run, RunWait, Step};
 use crate::state::Api;
 
 /// Longest a result request waits (`wait_ms`), and how long it waits by default.
@@ -26,28 +28,6 @@ const DEFAULT_WAIT: Duration = Duration::from_secs(30);
 
 /// Largest page a list returns.
 const MAX_PAGE: usize = 1_000;
-
-/// `POST /v1/runs`.
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct StartRun {
-    /// The registered workflow's name.
-    workflow: String,
-    /// Its input (JSON `null` if left out).
-    #[serde(default)]
-    input: Value,
-    /// Workflow id, idempotency key, `on_conflict`, priority, task queue, timeout…
-    #[serde(default)]
-    #[schema(value_type = Option<StartOptions>)]
-    options: WorkflowOptions,
-}
-
-/// The answer to a start.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub(crate) struct Started {
-    run_id: String,
-    workflow_id: String,
-}
 
 /// Starts a run; with `?wait_ms=` also waits for its outcome, as `GET …/result` does (one
 /// round trip instead of two for a caller that wants the result).
@@ -104,16 +84,6 @@ pub(crate) async fn start(
         .into_response())
 }
 
-/// `?resolve=none|all`.
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-pub(crate) struct Resolve {
-    /// `all` (the default) includes inputs and outputs; `none` leaves them out.
-    #[serde(default)]
-    #[param(value_type = Option<String>)]
-    resolve: Option<ResolveData>,
-}
-
 /// One run, by run id or workflow id.
 #[utoipa::path(get, path = "/v1/runs/{id}", tag = "runs", params(RunId, Resolve),
     security(("api_key" = [])),
@@ -137,79 +107,13 @@ pub(crate) struct RunId {
     id: String,
 }
 
-/// `GET /v1/runs` filters.
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ListRuns {
-    /// Comma-separated statuses (`pending,running`).
-    status: Option<String>,
-    /// Only runs of this workflow name.
-    workflow: Option<String>,
-    /// Only children of this run.
-    parent: Option<String>,
-    /// Created at or after (ms since the epoch).
-    started_after: Option<i64>,
-    /// Created before (ms since the epoch).
-    started_before: Option<i64>,
-    /// Only quarantined runs (`true`) or only others (`false`).
-    quarantined: Option<bool>,
-    /// Only runs accepted by a world of this code version.
-    code_version: Option<String>,
-    /// Only runs whose workflow id starts with this.
-    workflow_id_prefix: Option<String>,
-    /// The `cursor` of the previous page.
-    cursor: Option<String>,
-    /// Page size, 1 to 1000 (default 100).
-    limit: Option<usize>,
-    /// `descending` (the default: newest first) or `ascending`; a cursor continues in the
-    /// order of its page.
-    #[param(value_type = Option<String>)]
-    order: Option<SortOrder>,
-    /// `none` (the default) leaves inputs and outputs out; `all` includes them.
-    #[param(value_type = Option<String>)]
-    resolve: Option<ResolveData>,
-}
-
-/// One page of a list.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub(crate) struct PageBody<T> {
-    /// The items.
-    data: Vec<T>,
-    /// Pass as `cursor` for the next page; null on the last.
-    cursor: Option<String>,
-    /// True if more items follow.
-    has_more: bool,
-}
-
-impl<T> PageBody<T> {
-    /// The same page with each item changed by `f`.
-    pub(crate) fn map<U>(self, f: impl FnMut(T) -> U) -> PageBody<U> {
-        PageBody {
-            data: self.data.into_iter().map(f).collect(),
-            cursor: self.cursor,
-            has_more: self.has_more,
-        }
-    }
-}
-
-impl<T> From<worlds_engine::model::Page<T>> for PageBody<T> {
-    fn from(page: worlds_engine::model::Page<T>) -> Self {
-        PageBody {
-            data: page.data,
-            cursor: page.cursor,
-            has_more: page.has_more,
-        }
-    }
-}
-
 /// Runs, newest first, filtered and paged.
-#[utoipa::path(get, path = "/v1/runs", tag = "runs", params(ListRuns),
+#[utoipa::path(get, path = "/v1/runs", tag = "runs", params(RunFilter),
     security(("api_key" = [])),
     responses((status = 200, body = PageBody<Run>), (status = 400, body = ErrorDoc)))]
 pub(crate) async fn list(
     State(api): State<Api>,
-    query: Result<Query<ListRuns>, axum::extract::rejection::QueryRejection>,
+    query: Result<Query<RunFilter>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Json<PageBody<WorkflowState>>, ApiError> {
     let Query(q) = query?;
     let mut filter = WorkflowQueryFilter::new();
@@ -245,34 +149,6 @@ fn page_size(limit: Option<usize>) -> Result<usize, ApiError> {
         )),
         Some(n) => Ok(n),
     }
-}
-
-/// `?wait_ms=` of a result request.
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Wait {
-    /// How long to wait for the run to finish, in ms (default 30 000, at most 300 000).
-    wait_ms: Option<u64>,
-}
-
-/// A run's outcome: for a finished run its output or error; for one still going, its status.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub(crate) struct Outcome {
-    run_id: String,
-    workflow_id: String,
-    /// `pending`, `running`, `completed`, `failed`, `cancelled`…
-    #[schema(value_type = String)]
-    status: RunStatus,
-    /// True once the run finished (the answer is then 200; 202 while it goes on).
-    done: bool,
-    /// The output of a completed run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    output: Option<Value>,
-    /// The error of a failed run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<RunError>)]
-    error: Option<Box<StructuredError>>,
 }
 
 /// Waits up to `wait_ms` for the run to finish (a long poll): 200 with its outcome once it
@@ -340,7 +216,7 @@ async fn wait_for(
                 workflow_id: state.workflow_id,
                 status: state.status,
                 output: state.output.and_then(|p| p.decode::<Value>().ok()),
-                error: state.error,
+                error: state.error.map(|e| *e),
             }
         }
     };
@@ -352,31 +228,14 @@ async fn wait_for(
     Ok((status, Json(outcome)).into_response())
 }
 
-/// Paging of a run's events and steps.
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct PageParams {
-    /// The `cursor` of the previous page.
-    cursor: Option<String>,
-    /// Page size, 1 to 1000 (default 100).
-    limit: Option<usize>,
-    /// `ascending` (the default) or `descending`.
-    #[param(value_type = Option<String>)]
-    order: Option<SortOrder>,
-    /// `all` (the default) includes payloads; `none` leaves them out.
-    #[param(value_type = Option<String>)]
-    resolve: Option<ResolveData>,
-}
-
-impl PageParams {
-    pub(crate) fn query(self) -> Result<ListQuery, ApiError> {
-        let mut query = ListQuery::new().limit(page_size(self.limit)?);
-        query.cursor = self.cursor;
-        query.order = self.order.unwrap_or_default();
-        query.resolve_data = self.resolve.unwrap_or(ResolveData::All);
-        Ok(query)
-    }
+/// What a page of a run's events, steps or hooks asks the world for: `limit` within bounds,
+/// oldest first and with payloads unless the caller said otherwise.
+pub(crate) fn page_query(params: PageParams) -> Result<ListQuery, ApiError> {
+    let mut query = ListQuery::new().limit(page_size(params.limit)?);
+    query.cursor = params.cursor;
+    query.order = params.order.unwrap_or_default();
+    query.resolve_data = params.resolve.unwrap_or(ResolveData::All);
+    Ok(query)
 }
 
 /// The run id of `id` (a run id or a workflow id).
@@ -395,7 +254,9 @@ pub(crate) async fn events(
 ) -> Result<Json<PageBody<Arc<worlds_engine::Event>>>, ApiError> {
     let Query(q) = query?;
     let run_id = run_id_of(&api.world, &id).await?;
-    Ok(Json(api.world.events(&run_id, q.query()?).await?.into()))
+    Ok(Json(
+        api.world.events(&run_id, page_query(q)?).await?.into(),
+    ))
 }
 
 /// What a run waits on now, since when, and which waits look stuck.
@@ -420,15 +281,7 @@ pub(crate) async fn steps(
 ) -> Result<Json<PageBody<worlds_engine::model::ActivityState>>, ApiError> {
     let Query(q) = query?;
     let run_id = run_id_of(&api.world, &id).await?;
-    Ok(Json(api.world.steps(&run_id, q.query()?).await?.into()))
-}
-
-/// `POST /v1/runs/{id}/cancel`.
-#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Cancel {
-    /// Recorded with the cancellation.
-    reason: Option<String>,
+    Ok(Json(api.world.steps(&run_id, page_query(q)?).await?.into()))
 }
 
 /// Cancels a run and its unfinished children; answers the run as it is then.

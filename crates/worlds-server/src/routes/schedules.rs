@@ -5,28 +5,12 @@ use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use serde::Deserialize;
-use serde_json::Value;
 use worlds_engine::schedule::ScheduleConfig;
+use worlds_wire::NewSchedule;
 
 use crate::error::ApiError;
 use crate::openapi::{ErrorDoc, Schedule};
 use crate::state::Api;
-
-/// `POST /v1/schedules`: a cron schedule (created, or updated under its id).
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct NewSchedule {
-    /// The schedule's id; an existing schedule of this id is updated.
-    id: String,
-    /// The registered workflow each firing starts.
-    workflow: String,
-    /// Five fields, in UTC: `minute hour day-of-month month day-of-week`.
-    cron: String,
-    /// The input of every run it starts.
-    #[serde(default)]
-    input: Value,
-}
 
 /// Every schedule.
 #[utoipa::path(get, path = "/v1/schedules", tag = "schedules", security(("api_key" = [])),

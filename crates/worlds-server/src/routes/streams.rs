@@ -24,41 +24,27 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use base64::Engine as _;
 use futures::{Stream, StreamExt};
-use serde::{Deserialize, Serialize};
 use worlds_engine::streams::StreamChunk;
+use worlds_wire::{
+    ChunkBody, ChunkPage, DevkitChunk, DevkitChunkPage, Live, NewChunks, PageBody, StreamTail,
+    WireBytes, Written, WrittenMany,
+};
 
-use super::runs::PageBody;
 use crate::error::ApiError;
 use crate::openapi::ErrorDoc;
 use crate::state::Api;
 
 /// A chunk as the API shows it: text when it is UTF-8, base64 otherwise.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub(crate) struct ChunkBody {
-    /// Its place in the stream, from 0 with no gaps.
-    index: u64,
-    /// When it was written (ms since the epoch).
-    created_at: i64,
-    /// Its data, when that is UTF-8.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    text: Option<String>,
-    /// Its data in base64, when it is not UTF-8.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    base64: Option<String>,
-}
-
-impl From<&StreamChunk> for ChunkBody {
-    fn from(chunk: &StreamChunk) -> Self {
-        let text = chunk.text().map(str::to_owned);
-        let base64 = text
-            .is_none()
-            .then(|| base64::engine::general_purpose::STANDARD.encode(&chunk.data));
-        ChunkBody {
-            index: chunk.index,
-            created_at: chunk.created_at,
-            text,
-            base64,
-        }
+fn chunk_body(chunk: &StreamChunk) -> ChunkBody {
+    let text = chunk.text().map(str::to_owned);
+    let base64 = text
+        .is_none()
+        .then(|| base64::engine::general_purpose::STANDARD.encode(&chunk.data));
+    ChunkBody {
+        index: chunk.index,
+        created_at: chunk.created_at,
+        text,
+        base64,
     }
 }
 
@@ -72,13 +58,6 @@ pub(crate) async fn names(
     Path(id): Path<String>,
 ) -> Result<Json<Vec<String>>, ApiError> {
     Ok(Json(api.world.streams().list(&id).await?))
-}
-
-/// Where a chunk was written.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub(crate) struct Written {
-    /// Its place in the stream.
-    index: u64,
 }
 
 /// Appends the request body, as it is, as the next chunk of a run's stream (for runs whose
@@ -117,34 +96,6 @@ pub(crate) async fn close(
     Ok(axum::http::StatusCode::NO_CONTENT)
 }
 
-/// `?cursor=&limit=` of a page of chunks.
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct ChunkPage {
-    /// The `cursor` of the previous page.
-    cursor: Option<String>,
-    /// Page size: 0 or absent is 100, above 1000 is 1000.
-    #[serde(default, deserialize_with = "page_limit")]
-    #[param(value_type = Option<usize>)]
-    limit: Option<usize>,
-}
-
-/// A page size: any run of digits (one too large for a number is the most there is, lowered
-/// to the page's maximum like any other); a sign or anything else is refused by name.
-fn page_limit<'de, D: serde::Deserializer<'de>>(d: D) -> Result<Option<usize>, D::Error> {
-    let Some(text) = Option::<String>::deserialize(d)? else {
-        return Ok(None);
-    };
-    let digits = text.trim();
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return Err(serde::de::Error::custom(format!(
-            "limit must be a whole number of chunks, 0 or more; got {text:?}"
-        )));
-    }
-    Ok(Some(digits.parse::<usize>().unwrap_or(usize::MAX)))
-}
-
 /// A stream's chunks, paged.
 #[utoipa::path(get, path = "/v1/runs/{id}/streams/{name}", tag = "streams",
     params(("id" = String, Path, description = "A run id or workflow id"),
@@ -158,7 +109,7 @@ pub(crate) async fn chunks(
 ) -> Result<Json<PageBody<ChunkBody>>, ApiError> {
     let Query(q) = query?;
     let page = page(&api, &id, &name, &q).await?;
-    Ok(Json(PageBody::from(page).map(|c| ChunkBody::from(&c))))
+    Ok(Json(PageBody::from(page).map(|c| chunk_body(&c))))
 }
 
 /// The most chunks one page holds; a larger `limit` is lowered to it.
@@ -183,38 +134,6 @@ async fn page(
             q.limit.unwrap_or(0).min(MAX_CHUNK_PAGE),
         )
         .await?)
-}
-
-/// Bytes as the DevKit's World sends and reads them: `{"$bytes": "<standard base64>"}`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub(crate) struct WireBytes {
-    /// The bytes, in standard base64 with padding.
-    #[serde(rename = "$bytes")]
-    bytes: String,
-}
-
-/// A chunk in the DevKit's shape.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub(crate) struct DevkitChunk {
-    /// Its place in the stream, from 0 with no gaps.
-    index: u64,
-    /// Its bytes, as they were written.
-    data: WireBytes,
-}
-
-/// A page of chunks in the DevKit's shape.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct DevkitChunkPage {
-    /// The chunks, by index.
-    data: Vec<DevkitChunk>,
-    /// Pass as `cursor` for the next page; null when this page reaches the stream's tail.
-    cursor: Option<String>,
-    /// True if more chunks are stored after this page.
-    has_more: bool,
-    /// True if the stream is done (closed, or its run finished) and this page reaches its end:
-    /// no chunk will follow.
-    done: bool,
 }
 
 /// A stream's chunks, paged, in the DevKit's shape (`streams.getChunks`). `limit` defaults to
@@ -253,16 +172,6 @@ pub(crate) async fn devkit_chunks(
     }))
 }
 
-/// Where a stream stands.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "camelCase")]
-pub(crate) struct StreamTail {
-    /// The index of its last chunk; -1 while it has none (or was never written).
-    tail_index: i64,
-    /// It is closed, or its run has finished: no chunk will follow.
-    done: bool,
-}
-
 /// The index of a stream's last chunk and whether it is done (`streams.getInfo`).
 #[utoipa::path(get, path = "/v1/runs/{id}/streams/{name}/info", tag = "streams",
     params(("id" = String, Path, description = "A run id or workflow id"),
@@ -281,25 +190,8 @@ pub(crate) async fn info(
     }))
 }
 
-/// `{"chunks": [...]}`: chunks to append, each `{"$bytes": "<base64>"}` or a string (its UTF-8
-/// bytes).
-#[derive(Debug, Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct NewChunks {
-    /// The chunks, in the order they are appended.
-    #[schema(value_type = Vec<Object>)]
-    chunks: Vec<serde_json::Value>,
-}
-
 /// The most chunks one multi-chunk write takes.
 const MAX_CHUNKS_PER_WRITE: usize = 10_000;
-
-/// Where the chunks of a write went.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub(crate) struct WrittenMany {
-    /// The index of each chunk, in the order sent.
-    indices: Vec<u64>,
-}
 
 /// The bytes of chunk `i` of a write: `{"$bytes": base64}` decoded, or a string's UTF-8.
 fn chunk_bytes(i: usize, chunk: serde_json::Value) -> Result<axum::body::Bytes, ApiError> {
@@ -373,16 +265,6 @@ pub(crate) async fn write_many(
     ))
 }
 
-/// `?from=` of a live read: the first index (negative counts back from the last chunk).
-#[derive(Debug, Default, Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub(crate) struct Live {
-    /// The first index to send (default 0; negative counts from the end). `Last-Event-ID`
-    /// takes precedence.
-    from: Option<i64>,
-}
-
 /// A stream as Server-Sent Events: `chunk` events (id = index, data = the chunk as
 /// `ChunkBody` JSON), then `end`.
 #[utoipa::path(get, path = "/v1/runs/{id}/streams/{name}/live", tag = "streams",
@@ -435,7 +317,7 @@ pub(crate) fn events(
                 Event::default()
                     .id(chunk.index.to_string())
                     .event("chunk")
-                    .json_data(ChunkBody::from(&chunk))
+                    .json_data(chunk_body(&chunk))
                     .unwrap_or_else(|_| Event::default().event("error")),
                 false,
             ),

@@ -3,22 +3,9 @@
 
 use axum::extract::State;
 use axum::Json;
-use serde::Serialize;
-use worlds_engine::WorkerInfo;
+use worlds_wire::Workers;
 
 use crate::state::Api;
-
-/// The answer of `GET /v1/workers`.
-#[derive(Debug, Serialize, utoipa::ToSchema)]
-pub(crate) struct Workers {
-    /// Workers alive now: id, status (`idle`, `busy`…), current task, last heartbeat (ms
-    /// since the epoch), tasks completed, task queue.
-    #[schema(value_type = Vec<Object>)]
-    live: Vec<WorkerInfo>,
-    /// Workers declared dead lately (no heartbeat within the timeout), with the task each held.
-    #[schema(value_type = Vec<Object>)]
-    dead: Vec<WorkerInfo>,
-}
 
 /// The workers of the process serving the API.
 #[utoipa::path(get, path = "/v1/workers", tag = "metrics", security(("api_key" = [])),

@@ -109,29 +109,39 @@ impl Engine {
     /// Appends records to a run driven from outside, checked like the engine's own; when one
     /// ends the run, what follows an ending (waiters woken, streams closed, hooks released)
     /// happens as for any run.
+    ///
+    /// Synced before it returns: the outside runtime reads its own records back at once, and
+    /// a store may show readers only what is synced (hybrid publishes a write once it is).
     pub(crate) async fn append_external(
         &self,
         run_id: &str,
         kinds: Vec<EventKind>,
     ) -> Result<Appended, WorldError> {
-        let state = self.external_run(run_id, ResolveData::None).await?;
+        self.check_external(run_id).await?;
         for kind in &kinds {
             if let Some(payload) = payload_of(kind) {
-                self.journal.check_payload(
-                    || format!("{} of run {}", kind.type_name(), state.id),
-                    payload,
-                )?;
+                self.journal
+                    .check_payload(|| format!("{} of run {run_id}", kind.type_name()), payload)?;
             }
         }
-        let appended = self.journal.append(&state.id, kinds).await?;
+        let appended = self.journal.append(run_id, kinds).await?;
         if appended.status.is_terminal() {
             let ended = match &appended.ended {
                 Some(state) => state.clone(),
-                None => Arc::new(self.store.get_run(&state.id, ResolveData::All).await?),
+                None => Arc::new(self.store.get_run(run_id, ResolveData::All).await?),
             };
             self.on_terminal(&ended).await;
         }
         Ok(appended)
+    }
+
+    /// Refuses a run the engine drives (409) or that does not exist (404); read once per run.
+    async fn check_external(&self, run_id: &str) -> Result<(), WorldError> {
+        if !self.external.knows(run_id) {
+            self.external_run(run_id, ResolveData::None).await?;
+            self.external.remember(run_id);
+        }
+        Ok(())
     }
 
     /// Records a hook with a caller-chosen token in a run driven from outside, under the rules
@@ -142,7 +152,7 @@ impl Engine {
         run_id: &str,
         hook: ExternalHook,
     ) -> Result<Option<Vec<Arc<Event>>>, WorldError> {
-        let state = self.external_run(run_id, ResolveData::None).await?;
+        self.check_external(run_id).await?;
         if let Some(metadata) = &hook.metadata {
             self.journal
                 .check_payload(|| format!("metadata of hook {}", hook.hook_id), metadata)?;
@@ -159,7 +169,7 @@ impl Engine {
             chosen: true,
             metadata: hook.metadata,
         };
-        self.hooks.record(&state.id, new).await
+        self.hooks.record(run_id, new).await
     }
 
     /// The run that scheduled the step with this id (404 if none).
@@ -174,6 +184,31 @@ impl Engine {
     /// The hook holding this token in a run that has not finished, if any.
     pub(crate) async fn hook_by_token(&self, token: &str) -> Result<Option<HookRef>, WorldError> {
         self.store.find_hook(&token_digest(token)).await
+    }
+}
+
+/// Runs this process found to be driven from outside, so an append to one needs no read to
+/// check it (a run is created one or the other, and stays so). Emptied when it grows past
+/// [`KNOWN_EXTERNAL_RUNS`]: a run forgotten is read again once.
+#[derive(Default)]
+pub(crate) struct KnownExternal {
+    runs: parking_lot::RwLock<rustc_hash::FxHashSet<Box<str>>>,
+}
+
+/// Runs kept in [`KnownExternal`] before it is emptied.
+const KNOWN_EXTERNAL_RUNS: usize = 65_536;
+
+impl KnownExternal {
+    fn knows(&self, run_id: &str) -> bool {
+        self.runs.read().contains(run_id)
+    }
+
+    fn remember(&self, run_id: &str) {
+        let mut runs = self.runs.write();
+        if runs.len() >= KNOWN_EXTERNAL_RUNS {
+            runs.clear();
+        }
+        runs.insert(run_id.into());
     }
 }
 

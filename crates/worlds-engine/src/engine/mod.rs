@@ -191,6 +191,8 @@ pub(crate) struct Engine {
     resyncs: resync::Resyncs,
     /// Which runs the store leases to this process, as last compared with those it drives.
     owned: reconcile::Owned,
+    /// Runs known to be driven from outside (a run never stops being one).
+    external: external::KnownExternal,
 }
 
 impl Engine {
@@ -288,6 +290,7 @@ impl Engine {
             local_steps: Arc::default(),
             resyncs: Default::default(),
             owned: Default::default(),
+            external: Default::default(),
         }
     }
 

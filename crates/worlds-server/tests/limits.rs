@@ -222,11 +222,8 @@ async fn idle_connections_cannot_lock_out_real_callers() {
         |_| {},
     )
     .await;
-    // A long poll in progress on its own connection: a start that waits for the run's result.
-    // Its body is sent once the server asks for it, so the request is surely in progress.
-    let body = r#"{"workflow": "approval", "input": "go"}"#;
-    let mut long_poll = in_flight(s.addr(), "/v1/runs?wait_ms=20000", &s.key, body.len()).await;
-    long_poll.write_all(body.as_bytes()).await.unwrap();
+    // A long poll in progress on its own connection.
+    let mut long_poll = start_long_poll(&s).await;
     // Far more idle, unauthenticated connections than the cap: none sends anything.
     let mut idle = Vec::new();
     for _ in 0..20 {
@@ -248,16 +245,7 @@ async fn idle_connections_cannot_lock_out_real_callers() {
         assert_eq!(answer.status, 200, "{answer:?}");
     }
     // The long poll was never closed to make room: it gets its answer.
-    timeout(BOUND, async {
-        while s.world.resume_hook("go", &true).await.is_err() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await
-    .expect("the run waits on its hook");
-    let answer = until_closed(&mut long_poll).await;
-    assert_eq!(answer.status, 200, "{answer:?}");
-    assert!(answer.body.contains(r#""output":true"#), "{answer:?}");
+    long_poll_answered(&s, &mut long_poll).await;
     s.server.shutdown().await;
     s.world.shutdown().await.unwrap();
 }
@@ -275,9 +263,7 @@ async fn slow_senders_cannot_lock_out_real_callers() {
     )
     .await;
     // A long poll being served (its body all sent): never closed to make room.
-    let body = r#"{"workflow": "approval", "input": "go"}"#;
-    let mut long_poll = in_flight(s.addr(), "/v1/runs?wait_ms=20000", &s.key, body.len()).await;
-    long_poll.write_all(body.as_bytes()).await.unwrap();
+    let mut long_poll = start_long_poll(&s).await;
     // Far more than the cap of requests whose bodies stall after one byte: starts by a caller
     // with a key, and (when it is built) the dashboard's sign-in form, which needs none.
     let auth = format!(
@@ -310,6 +296,26 @@ async fn slow_senders_cannot_lock_out_real_callers() {
         .await;
         assert_eq!(answer.status, 200, "{answer:?}");
     }
+    long_poll_answered(&s, &mut long_poll).await;
+    // Shutdown would wait its grace period for the slow bodies still open.
+    drop(slow);
+    s.server.shutdown().await;
+    s.world.shutdown().await.unwrap();
+}
+
+/// A start of `approval` that waits for its run's result (the run waits on the hook `go`), in
+/// progress on its own connection: its body is sent once the server asks for it, so the
+/// request is surely being served.
+async fn start_long_poll(s: &Served) -> TcpStream {
+    let body = r#"{"workflow": "approval", "input": "go"}"#;
+    let mut stream = in_flight(s.addr(), "/v1/runs?wait_ms=20000", &s.key, body.len()).await;
+    stream.write_all(body.as_bytes()).await.unwrap();
+    stream
+}
+
+/// Resumes the hook the [`start_long_poll`]'s run waits on, and checks the long poll gets the run's
+/// output: it was never closed.
+async fn long_poll_answered(s: &Served, long_poll: &mut TcpStream) {
     timeout(BOUND, async {
         while s.world.resume_hook("go", &true).await.is_err() {
             tokio::time::sleep(Duration::from_millis(10)).await;
@@ -317,13 +323,9 @@ async fn slow_senders_cannot_lock_out_real_callers() {
     })
     .await
     .expect("the run waits on its hook");
-    let answer = until_closed(&mut long_poll).await;
+    let answer = until_closed(long_poll).await;
     assert_eq!(answer.status, 200, "{answer:?}");
     assert!(answer.body.contains(r#""output":true"#), "{answer:?}");
-    // Shutdown would wait its grace period for the slow bodies still open.
-    drop(slow);
-    s.server.shutdown().await;
-    s.world.shutdown().await.unwrap();
 }
 
 /// A connection with a start that waits for its run (`POST path`) in flight: its head sent,

@@ -333,22 +333,12 @@ pub(crate) fn circle_edges(edges: &BTreeSet<(String, String)>) -> Vec<(String, S
 /// must still be on one.
 pub(crate) fn assert_no_module_circles(known: &[(&str, &str)]) {
     let circles = circle_edges(&edges());
-    let new: Vec<_> = circles
-        .iter()
-        .filter(|(from, to)| !known.contains(&(from.as_str(), to.as_str())))
-        .collect();
-    assert!(
-        new.is_empty(),
-        "these modules use a module that leads back to them, an import circle: {new:?}; move \
-         what both need to a lower module both may use, or pass it in"
-    );
-    let gone: Vec<_> = known
-        .iter()
-        .filter(|(from, to)| !circles.contains(&((*from).to_owned(), (*to).to_owned())))
-        .collect();
-    assert!(
-        gone.is_empty(),
-        "these known circles are gone, take them off the list: {gone:?}"
+    assert_only_known(
+        &circles,
+        known,
+        "these modules use a module that leads back to them, an import circle",
+        "move what both need to a lower module both may use, or pass it in",
+        "these known circles are gone",
     );
 }
 
@@ -361,21 +351,37 @@ pub(crate) fn assert_no_file_circles(folder: &str, known: &[(&str, &str)]) {
         "src/{folder}: no uses found, the reading is wrong"
     );
     let circles = circle_edges(&edges);
+    assert_only_known(
+        &circles,
+        known,
+        &format!(
+            "in src/{folder}, these files use a file that leads back to them, an import circle"
+        ),
+        "move what both need to a third file, or pass it in",
+        &format!("src/{folder}: these known circles are gone"),
+    );
+}
+
+/// Fails if `circles` holds a use not in `known` (saying `found` and what to do), or `known`
+/// one no longer on a circle (saying `gone`).
+fn assert_only_known(
+    circles: &[(String, String)],
+    known: &[(&str, &str)],
+    found: &str,
+    advice: &str,
+    gone: &str,
+) {
     let new: Vec<_> = circles
         .iter()
         .filter(|(from, to)| !known.contains(&(from.as_str(), to.as_str())))
         .collect();
-    assert!(
-        new.is_empty(),
-        "in src/{folder}, these files use a file that leads back to them, an import circle: \
-         {new:?}; move what both need to a third file, or pass it in"
-    );
-    let gone: Vec<_> = known
+    assert!(new.is_empty(), "{found}: {new:?}; {advice}");
+    let stale: Vec<_> = known
         .iter()
-        .filter(|(from, to)| !circles.contains(&((*from).to_owned(), (*to).to_owned())))
+        .filter(|(from, to)| !circles.iter().any(|(f, t)| f == from && t == to))
         .collect();
     assert!(
-        gone.is_empty(),
-        "src/{folder}: these known circles are gone, take them off the list: {gone:?}"
+        stale.is_empty(),
+        "{gone}, take them off the list: {stale:?}"
     );
 }

@@ -157,12 +157,6 @@ export async function call<T = unknown>(config: DevkitWorldConfig, options: Call
 }
 
 /**
- * Discards an answer's body. `send` has read it already (its connection is back in the pool), so
- * there is nothing left to do.
- */
-export async function drain(_answer: Answer): Promise<void> {}
-
-/**
  * One request on the shared agent of its protocol; resolves once the whole answer is read (so
  * that its connection goes back to the pool), rejects if the connection fails.
  */

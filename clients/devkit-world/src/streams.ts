@@ -5,7 +5,7 @@
 import type { StreamChunksResponse, StreamInfoResponse } from '@workflow/world';
 import type { DevkitWorldConfig } from './config.js';
 import { contractError, errorForStatus, parseErrorBody, transportError, WorkflowWorldError } from './errors.js';
-import { baseHeaders, call, drain, send, seg, sleep, urlFor } from './http.js';
+import { baseHeaders, call, send, seg, sleep, urlFor } from './http.js';
 import { fromBase64, fromWire, isBytes } from './wire.js';
 
 export function streamPath(runId: string, name: string): string {
@@ -28,7 +28,7 @@ export async function writeChunk(
   name: string,
   chunk: string | Uint8Array
 ): Promise<void> {
-  await drain(await send(config, { method: 'POST', path: streamPath(runId, name), bytes: toBytes(chunk) }));
+  await send(config, { method: 'POST', path: streamPath(runId, name), bytes: toBytes(chunk) });
 }
 
 /** Appends chunks, in order, in one write. */
@@ -39,18 +39,16 @@ export async function writeChunks(
   chunks: (string | Uint8Array)[]
 ): Promise<void> {
   if (chunks.length === 0) return;
-  await drain(
-    await send(config, {
-      method: 'POST',
-      path: `${streamPath(runId, name)}/chunks`,
-      json: { chunks: chunks.map(toBytes) },
-    })
-  );
+  await send(config, {
+    method: 'POST',
+    path: `${streamPath(runId, name)}/chunks`,
+    json: { chunks: chunks.map(toBytes) },
+  });
 }
 
 /** Closes a run's stream: readers end after its last chunk. */
 export async function closeStream(config: DevkitWorldConfig, runId: string, name: string): Promise<void> {
-  await drain(await send(config, { method: 'POST', path: `${streamPath(runId, name)}/close` }));
+  await send(config, { method: 'POST', path: `${streamPath(runId, name)}/close` });
 }
 
 /** The names of a run's streams. */

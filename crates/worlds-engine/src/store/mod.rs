@@ -16,6 +16,7 @@
 //! | timers | [`TimerStore`] |
 //! | streams | [`StreamStore`] |
 //! | schedules | [`ScheduleStore`] |
+//! | finished runs by end time, removing them | [`RetentionStore`] |
 //!
 //! Every backend materializes state with the same rules ([`WorkflowState::check`] and
 //! [`WorkflowState::apply`]), so they agree on what a history means; one conformance suite
@@ -29,6 +30,7 @@ mod hook_index;
 mod hybrid;
 mod keys;
 mod memory;
+mod retention;
 mod schedules;
 mod sealed;
 mod streams;
@@ -50,6 +52,7 @@ pub use hook_index::HookRef;
 pub use hybrid::HybridStore;
 pub use keys::{KeyFiles, KeyStore};
 pub use memory::MemoryStore;
+pub use retention::{EndedCursor, EndedRun, Kept, Removal, RetentionStore};
 pub use schedules::{ScheduleChange, ScheduleStore, ScheduleUpdate};
 pub(crate) use sealed::{is_sealed_payload, refuse_sealed};
 pub use sealed::{Reveal, SealedStore};

@@ -94,6 +94,12 @@ impl HookIndex {
         }
     }
 
+    /// Drops whatever the index holds for the run: it was removed.
+    pub(super) fn forget_run(&mut self, run_id: &str) {
+        self.by_digest
+            .retain(|_, holder| holder.at.run_id != run_id);
+    }
+
     pub(super) fn apply(&mut self, run_id: &str, events: &[Event], state: &WorkflowState) {
         for event in events {
             match &event.kind {

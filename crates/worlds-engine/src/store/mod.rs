@@ -467,6 +467,7 @@ pub trait Store:
     + StreamStore
     + ScheduleStore
     + KeyStore
+    + RetentionStore
 {
 }
 
@@ -481,5 +482,6 @@ impl<T> Store for T where
         + StreamStore
         + ScheduleStore
         + KeyStore
+        + RetentionStore
 {
 }

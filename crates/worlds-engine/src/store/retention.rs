@@ -122,6 +122,5 @@ pub trait RetentionStore: Send + Sync {
     /// the removal, it has finished, ended before `ended_before`, none of its children is
     /// unfinished and its parent, if still there, has finished. Removing a run that is gone is
     /// [`Removal::Gone`], so a sweep that goes over a run twice removes it once.
-    async fn remove_run(&self, run_id: &str, ended_before: Millis)
-        -> Result<Removal, WorldError>;
+    async fn remove_run(&self, run_id: &str, ended_before: Millis) -> Result<Removal, WorldError>;
 }

@@ -281,6 +281,25 @@ impl HookStore for WrappedStore {
 }
 
 #[async_trait]
+impl worlds_engine::store::RetentionStore for WrappedStore {
+    async fn ended_runs(
+        &self,
+        before: Millis,
+        after: Option<&worlds_engine::store::EndedCursor>,
+        limit: usize,
+    ) -> Result<Vec<worlds_engine::store::EndedRun>, WorldError> {
+        self.inner.ended_runs(before, after, limit).await
+    }
+    async fn remove_run(
+        &self,
+        run_id: &str,
+        ended_before: Millis,
+    ) -> Result<worlds_engine::store::Removal, WorldError> {
+        self.inner.remove_run(run_id, ended_before).await
+    }
+}
+
+#[async_trait]
 impl TimerStore for WrappedStore {
     async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
         let hold = self.timer_hold.lock().unwrap().clone();

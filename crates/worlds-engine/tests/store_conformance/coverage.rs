@@ -4,21 +4,23 @@
 //! method added to a duty without a conformance check fails here, naming it.
 
 /// The storage sources that declare duty traits.
-const TRAITS: [&str; 4] = [
+const TRAITS: [&str; 5] = [
     include_str!("../../src/store/mod.rs"),
     include_str!("../../src/store/keys/mod.rs"),
     include_str!("../../src/store/streams/mod.rs"),
     include_str!("../../src/store/schedules/mod.rs"),
+    include_str!("../../src/store/retention.rs"),
 ];
 
 /// The suite (`worlds_engine::testing::conformance`): its main file and one file per duty.
-const CHECKS: [&str; 11] = [
+const CHECKS: [&str; 12] = [
     include_str!("../../src/testing/conformance/mod.rs"),
     include_str!("../../src/testing/conformance/api_keys.rs"),
     include_str!("../../src/testing/conformance/events.rs"),
     include_str!("../../src/testing/conformance/hooks.rs"),
     include_str!("../../src/testing/conformance/keys.rs"),
     include_str!("../../src/testing/conformance/leases.rs"),
+    include_str!("../../src/testing/conformance/retention.rs"),
     include_str!("../../src/testing/conformance/runs.rs"),
     include_str!("../../src/testing/conformance/schedules.rs"),
     include_str!("../../src/testing/conformance/steps.rs"),
@@ -65,6 +67,7 @@ fn every_duty_method_is_called_by_a_check() {
         "StreamStore",
         "ScheduleStore",
         "KeyStore",
+        "RetentionStore",
     ] {
         assert!(
             traits.contains(duty),

@@ -728,6 +728,28 @@ impl EventStore for FileStore {
     }
 }
 
+/// Removal is not yet recorded on disk: a removed run is back after the store reopens.
+#[async_trait]
+impl super::RetentionStore for FileStore {
+    async fn ended_runs(
+        &self,
+        before: Millis,
+        after: Option<&super::EndedCursor>,
+        limit: usize,
+    ) -> Result<Vec<super::EndedRun>, WorldError> {
+        Ok(self.memory.list_ended(before, after, limit))
+    }
+
+    async fn remove_run(
+        &self,
+        run_id: &str,
+        ended_before: Millis,
+    ) -> Result<super::Removal, WorldError> {
+        self.memory
+            .remove_ended_with(run_id, ended_before, |_| Ok(()))
+    }
+}
+
 /// Timers live in memory only: the engine re-arms them from run history on start.
 #[async_trait]
 impl TimerStore for FileStore {

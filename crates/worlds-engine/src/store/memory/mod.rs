@@ -3,6 +3,7 @@
 
 mod owners;
 mod read;
+mod retention;
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
@@ -38,6 +39,9 @@ struct Entry {
     visible: u32,
     /// The status after the visible events (what the status index files the run under).
     visible_status: RunStatus,
+    /// Set when the run was removed (`retention.rs`): a writer that found the entry before
+    /// then gets a 404 instead of writing to a run no reader can see.
+    removed: bool,
 }
 
 impl Entry {
@@ -89,6 +93,10 @@ struct Index {
     /// Idempotency key → the newest run started with it, and when. Keys are chosen by callers,
     /// so this map keeps std's keyed hasher.
     by_idempotency_key: HashMap<String, (Arc<str>, Millis)>,
+    /// Finished runs by `(ended_at, run id)`, for retention (`retention.rs`).
+    ended: BTreeSet<(Millis, Arc<str>)>,
+    /// When each run in `ended` ended, to find its entry there again.
+    ended_at: FxHashMap<Arc<str>, Millis>,
 }
 
 impl Index {
@@ -169,8 +177,15 @@ impl Index {
         }
     }
 
-    /// Files the run under `now`, removing it from the statuses it may have been filed under.
-    fn set_status(&mut self, run_id: &Arc<str>, was: &[RunStatus], now: RunStatus) {
+    /// Files the run under `now`, removing it from the statuses it may have been filed under;
+    /// a finished run also under `ended_at`, its end time.
+    fn set_status(
+        &mut self,
+        run_id: &Arc<str>,
+        was: &[RunStatus],
+        now: RunStatus,
+        ended_at: Millis,
+    ) {
         // Not from the set it goes into: taking it out only to put it back costs a search in
         // a set that holds every run with that status.
         for status in was.iter().filter(|s| **s != now) {
@@ -182,6 +197,13 @@ impl Index {
             .entry(now)
             .or_default()
             .insert(run_id.clone());
+        if let Some(at) = self.ended_at.remove(run_id) {
+            self.ended.remove(&(at, run_id.clone()));
+        }
+        if now.is_terminal() {
+            self.ended.insert((ended_at, run_id.clone()));
+            self.ended_at.insert(run_id.clone(), ended_at);
+        }
     }
 }
 
@@ -272,6 +294,7 @@ impl MemoryStore {
             history: vec![Arc::new(first)],
             visible: 0,
             visible_status,
+            removed: false,
         };
         let entry = Arc::new(Mutex::new(entry));
         self.runs.write().insert(id.clone(), entry.clone());
@@ -291,6 +314,9 @@ impl MemoryStore {
             .ok_or_else(|| WorldError::not_found("run", run_id))?;
         let (status, events, ended) = {
             let mut entry = shared.lock();
+            if entry.removed {
+                return Err(WorldError::not_found("run", run_id));
+            }
             // Held from the check to the update, so two runs cannot both take one token.
             let mut hooks = touches_hooks(&events).then(|| self.hooks.lock());
             if let Some(hooks) = &hooks {
@@ -409,10 +435,18 @@ impl MemoryStore {
             // Index first, then the run: the order `list_runs` takes them in. The status is
             // read again under both locks, so concurrent publishes cannot leave the index stale.
             let mut index = self.index.lock();
-            let current = run.entry.lock().visible_status;
+            let (current, ended_at, removed) = {
+                let entry = run.entry.lock();
+                let state = &entry.state;
+                let ended_at = state.completed_at.unwrap_or(state.updated_at);
+                (entry.visible_status, ended_at, entry.removed)
+            };
+            if removed {
+                return;
+            }
             let mut filed: Vec<RunStatus> = was.into_iter().collect();
             filed.push(now);
-            index.set_status(&run.run_id, &filed, current);
+            index.set_status(&run.run_id, &filed, current, ended_at);
         }
     }
 
@@ -482,12 +516,14 @@ impl RunStore for MemoryStore {
             });
             match added {
                 Ok((id, state)) => {
-                    index.set_status(&id, &[], state.status);
+                    let ended_at = state.completed_at.unwrap_or(state.updated_at);
+                    index.set_status(&id, &[], state.status, ended_at);
                     let entry = Entry {
                         visible_status: state.status,
                         state: Arc::new(state),
                         history: vec![Arc::new(first)],
                         visible: 1,
+                        removed: false,
                     };
                     created.push((id, entry));
                     results.push(Ok(()));

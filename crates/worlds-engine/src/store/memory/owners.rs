@@ -42,6 +42,14 @@ impl Owners {
             .or_insert_with(|| run.clone());
     }
 
+    /// Forgets `id` if `run` recorded it (the run was removed).
+    pub(super) fn forget(&self, id: &str, run: &Arc<str>) {
+        let mut shard = self.shard(id).lock();
+        if shard.get(id).is_some_and(|owner| owner == run) {
+            shard.remove(id);
+        }
+    }
+
     /// The run that recorded `id`.
     pub(super) fn get(&self, id: &str) -> Option<Arc<str>> {
         self.shard(id).lock().get(id).cloned()

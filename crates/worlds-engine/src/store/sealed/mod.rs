@@ -436,6 +436,27 @@ impl LeaseStore for SealedStore {
     }
 }
 
+/// Nothing sealed is read or written: end times and ids are in the clear.
+#[async_trait]
+impl crate::store::RetentionStore for SealedStore {
+    async fn ended_runs(
+        &self,
+        before: Millis,
+        after: Option<&crate::store::EndedCursor>,
+        limit: usize,
+    ) -> Result<Vec<crate::store::EndedRun>, WorldError> {
+        self.inner.ended_runs(before, after, limit).await
+    }
+
+    async fn remove_run(
+        &self,
+        run_id: &str,
+        ended_before: Millis,
+    ) -> Result<crate::store::Removal, WorldError> {
+        self.inner.remove_run(run_id, ended_before).await
+    }
+}
+
 #[async_trait]
 impl TimerStore for SealedStore {
     async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {

@@ -68,6 +68,15 @@ impl MemoryStreams {
         }
     }
 
+    /// Drops every stream of the run (it was removed); live readers are woken to find them
+    /// gone.
+    pub(crate) fn forget_run(&self, run_id: &str) {
+        let removed = self.runs.lock().remove(run_id).is_some();
+        if removed {
+            self.signals.bump(run_id);
+        }
+    }
+
     fn names(&self, run_id: &str) -> Vec<String> {
         let runs = self.runs.lock();
         runs.get(run_id)

@@ -30,6 +30,7 @@ mod hooks;
 mod keys;
 mod leases;
 mod nul;
+mod retention;
 mod runs;
 mod runtime;
 mod schedules;
@@ -45,6 +46,7 @@ pub use hooks::*;
 pub use keys::*;
 pub use leases::*;
 pub use nul::*;
+pub use retention::*;
 pub use runs::*;
 pub use runtime::*;
 pub use schedules::*;
@@ -219,6 +221,10 @@ macro_rules! store_conformance {
             nul_in_lookups_finds_nothing_and_payloads_keep_it,
             // sealed.rs
             a_world_that_cannot_open_a_run_does_not_write_to_it,
+            // retention.rs
+            ended_runs_are_listed_by_end_time_in_pages,
+            removing_a_run_takes_everything_of_it_and_frees_its_ids,
+            unfinished_and_related_runs_are_kept,
         );
     };
     (@checks $backend:ident, $factory:expr, $($check:ident),+ $(,)?) => {

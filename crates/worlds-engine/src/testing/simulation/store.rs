@@ -370,6 +370,27 @@ impl HookStore for ProcessStore {
 }
 
 #[async_trait]
+impl crate::store::RetentionStore for ProcessStore {
+    async fn ended_runs(
+        &self,
+        before: Millis,
+        after: Option<&crate::store::EndedCursor>,
+        limit: usize,
+    ) -> Result<Vec<crate::store::EndedRun>, WorldError> {
+        self.alive()?;
+        self.disk.records.ended_runs(before, after, limit).await
+    }
+    async fn remove_run(
+        &self,
+        run_id: &str,
+        ended_before: Millis,
+    ) -> Result<crate::store::Removal, WorldError> {
+        self.alive()?;
+        self.disk.records.remove_run(run_id, ended_before).await
+    }
+}
+
+#[async_trait]
 impl TimerStore for ProcessStore {
     async fn add_timer(&self, timer: Timer) -> Result<(), WorldError> {
         self.alive()?;

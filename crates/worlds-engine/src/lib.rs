@@ -126,7 +126,8 @@ mod world;
 
 pub use config::{
     default_data_dir, redact_url, DatabaseConfig, EncryptionKeys, HookSecret, Persistence,
-    WorldConfig, DATABASE_URL_ENV, DATA_DIR_ENV, DEFAULT_DATA_DIR, ENCRYPTION_KEYS_ENV,
+    RetentionConfig, RetentionRule, RetentionVerdict, WorldConfig, DATABASE_URL_ENV, DATA_DIR_ENV,
+    DEFAULT_DATA_DIR, ENCRYPTION_KEYS_ENV,
 };
 pub use engine::authoring::activity::ActivityContext;
 pub use engine::authoring::context::{CommandFuture, WorkflowContext, WorkflowMetadata};
@@ -134,6 +135,7 @@ pub use engine::authoring::definitions::{activity, workflow, Activity, Definitio
 pub use engine::authoring::errors::{ContextError, StepError, WorkflowError};
 pub use engine::authoring::hook_handles::{Hook, Webhook};
 pub use engine::bulk::{BulkAction, BulkProgress, BulkRefusal, BulkRequest, BULK_WORKFLOW};
+pub use engine::prune::{PruneReport, PRUNE_WORKFLOW};
 pub use error::{ErrorKind, StructuredError, Unopened, WorldError};
 pub use hooks::{define_hook, HookDefinition, HookOptions, HookTicket, WebhookRequest};
 pub use model::{

@@ -7,12 +7,14 @@
 mod database;
 mod encryption;
 mod logs;
+mod retention;
 mod webhook_server;
 pub(crate) mod webhook_signature;
 
 pub use database::{redact_url, DatabaseConfig, DATABASE_URL_ENV};
 pub use encryption::{EncryptionKeys, ENCRYPTION_KEYS_ENV};
 pub use logs::{LogLevel, LogsConfig, UnknownName};
+pub use retention::{RetentionConfig, RetentionRule, RetentionVerdict};
 pub use webhook_server::WebhookServerOptions;
 
 use std::path::PathBuf;
@@ -228,6 +230,9 @@ pub struct WorldConfig {
     pub webhook_server: WebhookServerOptions,
     /// The database of a [`Persistence::Postgres`] world.
     pub database: DatabaseConfig,
+    /// How long finished runs are kept before a sweep removes them, by final status and per
+    /// workflow (see [`RetentionConfig`]). Default: every run kept for ever.
+    pub retention: RetentionConfig,
 }
 
 /// A secret that never shows in `Debug` output.
@@ -276,6 +281,7 @@ impl Default for WorldConfig {
             logs: Default::default(),
             webhook_server: Default::default(),
             database: Default::default(),
+            retention: Default::default(),
         }
     }
 }
@@ -359,6 +365,7 @@ impl WorldConfig {
             );
         }
         self.webhook_server.validate()?;
+        self.retention.validate()?;
         Ok(())
     }
 }

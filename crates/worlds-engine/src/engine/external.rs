@@ -203,6 +203,11 @@ impl KnownExternal {
         self.runs.read().contains(run_id)
     }
 
+    /// Forgets a run (it was removed: its id may be used again, for any kind of run).
+    pub(crate) fn forget(&self, run_id: &str) {
+        self.runs.write().remove(run_id);
+    }
+
     fn remember(&self, run_id: &str) {
         let mut runs = self.runs.write();
         if runs.len() >= KNOWN_EXTERNAL_RUNS {

@@ -30,6 +30,7 @@ mod executor;
 pub(crate) mod external;
 pub(crate) mod handoff;
 mod hooks;
+pub(crate) mod prune;
 #[cfg(feature = "http")]
 pub(crate) use hooks::Opened;
 mod idempotency;

@@ -101,7 +101,11 @@ impl Recovery {
     /// unless it is pinned to its own; bulk operations run anywhere.
     fn drives_version(&self, name: &str, version: Option<&str>) -> bool {
         match &self.pinned {
-            Some(mine) => name == super::bulk::BULK_WORKFLOW || version == Some(mine.as_str()),
+            Some(mine) => {
+                name == super::bulk::BULK_WORKFLOW
+                    || name == super::prune::PRUNE_WORKFLOW
+                    || version == Some(mine.as_str())
+            }
             None => true,
         }
     }

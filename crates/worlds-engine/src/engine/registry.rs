@@ -59,13 +59,15 @@ impl Registry {
         self.activities.read().contains_key(name)
     }
 
-    /// The user's workflows (the built-in one of bulk operations left out).
+    /// The user's workflows (the built-in ones of bulk operations and sweeps left out).
     pub(crate) fn workflow_names(&self) -> Vec<String> {
         let mut names: Vec<String> = self
             .workflows
             .read()
             .keys()
-            .filter(|k| &***k != super::bulk::BULK_WORKFLOW)
+            .filter(|k| {
+                &***k != super::bulk::BULK_WORKFLOW && &***k != super::prune::PRUNE_WORKFLOW
+            })
             .map(|k| k.to_string())
             .collect();
         names.sort();

@@ -6,6 +6,7 @@ mod external;
 mod handle;
 mod hooks;
 mod keys;
+mod prune;
 mod recovery;
 mod schedules;
 mod streams;
@@ -171,6 +172,11 @@ impl World {
         if let Err(e) = engine.register(bulk.into()) {
             tracing::error!(error = %e, "could not register the bulk operations workflow");
         }
+        // And the one of retention sweeps.
+        let prune = crate::engine::prune::prune_workflow(Arc::downgrade(&engine));
+        if let Err(e) = engine.register(prune.into()) {
+            tracing::error!(error = %e, "could not register the retention sweep workflow");
+        }
         World {
             engine,
             workers: WorkerPool::default(),
@@ -235,6 +241,9 @@ impl World {
             ));
             life.background.push(tokio::spawn(
                 (self.engine.clone().schedule_loop(stop.clone())).instrument(span.clone()),
+            ));
+            life.background.push(tokio::spawn(
+                (self.engine.clone().retention_loop(stop.clone())).instrument(span.clone()),
             ));
             life.background.push(tokio::spawn(
                 (self.engine.logs().clone().flush_loop(stop.clone())).instrument(span),

@@ -1,0 +1,116 @@
+//! Retention sweeps: removing the finished runs the policy lets go
+//! ([`WorldConfig::retention`](crate::WorldConfig::retention)), now or as a preview.
+
+use crate::engine::prune::{PruneInput, PrunePage, PRUNE_WORKFLOW};
+use crate::error::WorldError;
+use crate::model::{ActivityStatus, ResolveData, WorkflowOptions};
+use crate::PruneReport;
+
+use super::World;
+
+impl World {
+    /// Starts a retention sweep now and returns its id: the finished runs the world's policy
+    /// lets go are removed with everything of theirs (history, steps, hooks, streams, keys).
+    /// The sweep is itself a durable run (of the built-in workflow `worlds.prune`): killed
+    /// halfway, it goes on where it stopped, and removes each run once. A started world also
+    /// sweeps by itself every [`sweep_interval`](crate::RetentionConfig::sweep_interval) while
+    /// its policy removes anything. Follow it with [`prune_report`](Self::prune_report).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use worlds_engine::prelude::*;
+    ///
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let mut config = WorldConfig::memory();
+    /// config.retention.completed = Duration::from_secs(7 * 86_400).into();
+    /// let world = World::new(config)?;
+    /// world.start().await?;
+    /// let id = world.prune().await?;
+    /// let report = world.prune_report_when_done(&id).await?;
+    /// assert_eq!(report.removed, 0); // nothing has been finished for a week yet
+    /// world.shutdown().await?;
+    /// # Ok::<(), WorldError>(())
+    /// # }).unwrap();
+    /// ```
+    pub async fn prune(&self) -> Result<String, WorldError> {
+        let input = self.engine.prune_input();
+        let handle = self
+            .execute_by_name::<PruneInput, PruneReport>(
+                PRUNE_WORKFLOW,
+                input,
+                WorkflowOptions::default(),
+            )
+            .await?;
+        Ok(handle.id)
+    }
+
+    /// What a sweep would remove now, without removing anything: the runs, their events and
+    /// the bytes those take, and what the policy keeps. Reads every history it would remove.
+    pub async fn prune_preview(&self) -> Result<PruneReport, WorldError> {
+        let input = self.engine.prune_input();
+        let mut report = PruneReport {
+            dry_run: true,
+            at: input.now,
+            bytes: Some(0),
+            ..PruneReport::default()
+        };
+        let mut cursor = None;
+        loop {
+            let page = self.engine.prune_page(&input, cursor, true).await?;
+            report.add(&page);
+            match page.next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        report.done = true;
+        Ok(report)
+    }
+
+    /// How far sweep `id` got: runs looked at, removed and kept (by policy, in use, for an
+    /// open bulk operation), and whether it is done.
+    pub async fn prune_report(&self, id: &str) -> Result<PruneReport, WorldError> {
+        let state = self.get_run(id, ResolveData::All).await?;
+        if state.name != PRUNE_WORKFLOW {
+            return Err(WorldError::invalid(
+                "id",
+                format!(
+                    "run {} is a run of '{}', not a retention sweep",
+                    state.id, state.name
+                ),
+            ));
+        }
+        let at = state
+            .input
+            .as_ref()
+            .and_then(|input| input.decode::<PruneInput>().ok())
+            .map_or(state.created_at, |input| input.now);
+        let mut report = PruneReport {
+            id: Some(state.id.clone()),
+            status: Some(state.status),
+            at,
+            ..PruneReport::default()
+        };
+        for step in &state.activities {
+            if step.status != ActivityStatus::Completed {
+                continue;
+            }
+            if let Some(Ok(page)) = step.output.as_ref().map(|o| o.decode::<PrunePage>()) {
+                report.add(&page);
+            }
+        }
+        report.done = state.status.is_terminal();
+        Ok(report)
+    }
+
+    /// Waits for sweep `id` to end, then answers its report.
+    pub async fn prune_report_when_done(&self, id: &str) -> Result<PruneReport, WorldError> {
+        let handle = self.handle::<PruneReport>(id).await?;
+        match handle.result().await {
+            Ok(_) | Err(WorldError::RunFailed { .. } | WorldError::RunCancelled { .. }) => {
+                self.prune_report(id).await
+            }
+            Err(e) => Err(e),
+        }
+    }
+}

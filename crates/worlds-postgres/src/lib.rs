@@ -10,7 +10,7 @@
 //!
 //! | table | holds |
 //! |---|---|
-//! | `runs` | one row per run: narrow columns for filters and claims (status, name, parent, idempotency key, `next_seq`), the lease (`owner`, `epoch`), and a snapshot of the run state materialized from its events (JSON, as of `state_seq`) |
+//! | `runs` | one row per run: narrow columns for filters and claims (status, name, parent, idempotency key, `next_seq`, when it ended), the lease (`owner`, `epoch`), and a snapshot of the run state materialized from its events (JSON, as of `state_seq`) |
 //! | `events` | each run's history, insert-only, `PRIMARY KEY (run_id, seq)`: a position in a log holds one event, so a step can never be recorded twice |
 //! | `steps`, `hooks` | lookups by step id and hook id; a partial unique index keeps a token digest on one waiting hook |
 //! | `timers` | durable timers, ordered by `fire_at` |
@@ -134,6 +134,7 @@ mod logs;
 mod migrate;
 mod notify;
 mod reads;
+mod retention;
 mod runs;
 mod schedules;
 mod streams;

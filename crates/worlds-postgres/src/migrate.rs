@@ -44,10 +44,15 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "member leases",
         include_str!("../migrations/0008_member_leases.sql"),
     ),
+    (
+        9,
+        "retention",
+        include_str!("../migrations/0009_retention.sql"),
+    ),
 ];
 
 /// The schema version this build creates and knows: the newest embedded migration.
-pub const SCHEMA_VERSION: i64 = 8;
+pub const SCHEMA_VERSION: i64 = 9;
 
 /// Refuses a schema name that is not a plain lower-case identifier (what
 /// [`PostgresOptions::schema`] accepts), so a caller can check one before connecting.

@@ -45,9 +45,10 @@ pub(crate) struct Accepted {
     epoch: i64,
     events: Vec<Arc<Event>>,
     correlation: Vec<Option<String>>,
-    /// The run's status after it, and whether it was quarantined.
+    /// The run's status after it, whether it was quarantined, and when it ended.
     status: RunStatus,
     quarantined: bool,
+    ended_at: Option<i64>,
     /// The run's state after it, serialized, when a snapshot was due.
     snapshot: Option<String>,
     /// The caller waiting for the commit, if it waits.
@@ -157,6 +158,7 @@ impl PostgresStore {
             .flatten();
         let status = state.status;
         let quarantined = state.quarantine.is_some();
+        let ended_at = state.completed_at;
         if snapshot.is_some() {
             cached.state_seq = next_seq;
         }
@@ -193,6 +195,7 @@ impl PostgresStore {
             correlation,
             status,
             quarantined,
+            ended_at,
             snapshot,
             waiter,
             synced: level == Level::Synced,
@@ -457,6 +460,7 @@ impl<'a> Rows<'a> {
                 next_seq: last.next_seq(),
                 status: last.status,
                 quarantined: last.quarantined,
+                ended_at: last.ended_at,
                 snapshot,
                 base_seq: first.base_seq,
                 epoch: first.epoch,

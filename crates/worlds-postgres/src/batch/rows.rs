@@ -34,15 +34,18 @@ impl PostgresStore {
                  ON CONFLICT (step_id) DO NOTHING
              )
              UPDATE runs SET next_seq = u.n, status = u.s, finished = u.f, quarantined = u.q,
+                 ended_at = u.ea,
                  state = COALESCE(u.j, runs.state),
                  state_seq = CASE WHEN u.j IS NULL THEN runs.state_seq ELSE u.n END,
                  last_writer = $14,
                  -- A finished run reopened by hand is nobody's: any member may claim it.
                  owner = CASE WHEN runs.finished AND NOT u.f THEN NULL ELSE runs.owner END
-             FROM UNNEST($8::text[], $9::bigint[], $10::text[], $11::bool[], $12::bool[], $13::text[])
-                 AS u(r, n, s, f, q, j)
+             FROM UNNEST($8::text[], $9::bigint[], $10::text[], $11::bool[], $12::bool[], $13::text[],
+                     $15::bigint[])
+                 AS u(r, n, s, f, q, j, ea)
              WHERE runs.run_id = u.r",
         ), me)
+        .bind(&rows.r_ended)
         .execute(&mut *conn)
         .await
         .map_err(|e| self.err("appending events", e))?;
@@ -115,10 +118,12 @@ impl PostgresStore {
                     "WITH u AS (
                  SELECT x.*, CASE WHEN $18 THEN set_config('synchronous_commit', 'off', true) END AS relaxed
                  FROM UNNEST($8::text[], $9::bigint[], $10::text[], $11::bool[],
-                     $12::bool[], $13::text[], $15::bigint[], $16::bigint[], $17::bigint[])
-                     AS x(r, n, s, f, q, j, b, e, ss)
+                     $12::bool[], $13::text[], $15::bigint[], $16::bigint[], $17::bigint[],
+                     $19::bigint[])
+                     AS x(r, n, s, f, q, j, b, e, ss, ea)
              ), upd AS (
                  UPDATE runs SET next_seq = u.n, status = u.s, finished = u.f, quarantined = u.q,
+                     ended_at = u.ea,
                      state = COALESCE(u.j, runs.state),
                      state_seq = CASE WHEN u.j IS NULL THEN runs.state_seq ELSE u.ss END,
                      last_writer = $14
@@ -154,6 +159,7 @@ impl PostgresStore {
             .bind(&rows.r_epoch)
             .bind(&rows.r_state_seq)
             .bind(!flush)
+            .bind(&rows.r_ended)
             .fetch_all(&mut *conn)
             .await
             .map_err(|e| self.err("appending events", e))?;
@@ -180,6 +186,8 @@ pub(super) struct RunRow<'a> {
     pub(super) next_seq: i64,
     pub(super) status: RunStatus,
     pub(super) quarantined: bool,
+    /// When the run ended (`WorkflowState::completed_at`), if its status is terminal.
+    pub(super) ended_at: Option<i64>,
     /// The run's state, serialized, and the `next_seq` it is as of, when it is written.
     pub(super) snapshot: Option<(String, i64)>,
     /// `next_seq` the row must have (the holder's write checks it).
@@ -203,6 +211,8 @@ pub(super) struct Rows<'a> {
     pub(super) r_status: Vec<&'static str>,
     pub(super) r_finished: Vec<bool>,
     pub(super) r_quarantined: Vec<bool>,
+    /// When each run ended, NULL for an unfinished one (bound after the statement's others).
+    pub(super) r_ended: Vec<Option<i64>>,
     pub(super) r_state: Vec<Option<String>>,
     /// `state_seq` of the snapshot in `r_state`, where there is one.
     pub(super) r_state_seq: Vec<i64>,
@@ -251,6 +261,8 @@ impl<'a> Rows<'a> {
         self.r_status.push(run.status.as_str());
         self.r_finished.push(finished);
         self.r_quarantined.push(run.quarantined);
+        self.r_ended
+            .push(if finished { run.ended_at } else { None });
         match run.snapshot {
             Some((json, at)) => {
                 self.r_state.push(Some(json));
@@ -310,6 +322,7 @@ impl<'a> Rows<'a> {
                 next_seq: w.next_seq,
                 status: w.state.status,
                 quarantined: w.state.quarantine.is_some(),
+                ended_at: w.state.completed_at,
                 snapshot,
                 base_seq: w.base_seq,
                 epoch: w.epoch,

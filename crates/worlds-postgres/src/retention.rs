@@ -1,0 +1,303 @@
+//! [`RetentionStore`]: finished runs by end time, and removing one run with its rows.
+//!
+//! `ended_runs` is one statement on the partial index `runs_ended` (`(ended_at, run_id)` of
+//! the finished runs, migration 9). `remove_run` is one short transaction per run: one
+//! statement locks the run's row, its parent's and its children's, in run id order as the
+//! writer's locked path locks the runs of a batch (so neither waits on the other in a cycle),
+//! the checks are made on the locked rows, and one statement deletes the run's rows from every
+//! table that holds them:
+//!
+//! | table | rows of the run |
+//! |---|---|
+//! | `runs` | its row: status, state, lease, idempotency key, and its workflow id (unique, so freed with the row) |
+//! | `events` | its history |
+//! | `steps` | the steps its history scheduled (found by the correlation ids of its events) |
+//! | `hooks` | its hooks, with their token digests |
+//! | `timers` | its timers (none once it finished, but a late one is not left behind) |
+//! | `streams`, `chunks` | its streams and their chunks |
+//!
+//! An append to the run takes the same row lock (`FOR UPDATE` in the locked path; the holder's
+//! one-statement write updates the row, which waits for the lock too, and writes nothing once
+//! the row is gone). A reopen racing a removal is therefore either committed first, and the
+//! removal sees an unfinished run and keeps it, or it waits, finds no row, and is answered
+//! that the run is not found.
+
+use async_trait::async_trait;
+use sqlx::Row;
+use worlds_engine::clock::Millis;
+use worlds_engine::store::{EndedCursor, EndedRun, Kept, Removal, RetentionStore};
+use worlds_engine::{RunStatus, WorldError};
+
+use crate::db::{storable, unsigned};
+use crate::PostgresStore;
+
+/// The columns of an [`EndedRun`], in the order [`ended_run`] reads them.
+const ENDED_COLUMNS: &str =
+    "run_id, name, status, quarantined, created_at, ended_at, idempotency_key IS NOT NULL";
+
+fn ended_run(row: &sqlx::postgres::PgRow) -> Result<EndedRun, WorldError> {
+    let name: Vec<u8> = row.get(1);
+    let status: String = row.get(2);
+    Ok(EndedRun {
+        run_id: row.get(0),
+        name: String::from_utf8(name).map_err(|e| {
+            WorldError::Internal(format!("a stored workflow name is not UTF-8: {e}"))
+        })?,
+        status: status
+            .parse::<RunStatus>()
+            .map_err(|e| WorldError::Internal(format!("a stored run status: {e}")))?,
+        quarantined: row.get(3),
+        created_at: row.get(4),
+        ended_at: row.get(5),
+        has_idempotency_key: row.get(6),
+    })
+}
+
+/// A row locked by [`RetentionStore::remove_run`]: the run itself, its parent or a child.
+struct Locked {
+    run_id: String,
+    /// Which of the three it is.
+    role: Role,
+    finished: bool,
+    ended_at: Option<Millis>,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Run,
+    Parent,
+    Child,
+}
+
+/// Whether the locked rows let the run go: `None` if so, else why it is kept. `None` with no
+/// row of the run itself is for the caller to answer as [`Removal::Gone`].
+fn why_kept(locked: &[Locked], ended_before: Millis) -> Option<Kept> {
+    let run = locked.iter().find(|l| l.role == Role::Run)?;
+    if !run.finished {
+        return Some(Kept::Unfinished);
+    }
+    match run.ended_at {
+        Some(ended_at) if ended_at < ended_before => {}
+        // A finished run without an end time (none in its row nor its state): kept, like one
+        // that ended later, rather than removed on a guess.
+        ended_at => {
+            return Some(Kept::EndedLater {
+                ended_at: ended_at.unwrap_or(Millis::MAX),
+            })
+        }
+    }
+    // Rows come in run id order, so the child named is the first unfinished one by id.
+    if let Some(child) = locked.iter().find(|l| l.role == Role::Child && !l.finished) {
+        return Some(Kept::ChildRunning {
+            child_id: child.run_id.clone(),
+        });
+    }
+    if let Some(parent) = locked
+        .iter()
+        .find(|l| l.role == Role::Parent && !l.finished)
+    {
+        return Some(Kept::ParentRunning {
+            parent_id: parent.run_id.clone(),
+        });
+    }
+    None
+}
+
+#[async_trait]
+impl RetentionStore for PostgresStore {
+    async fn ended_runs(
+        &self,
+        before: Millis,
+        after: Option<&EndedCursor>,
+        limit: usize,
+    ) -> Result<Vec<EndedRun>, WorldError> {
+        if limit == 0 {
+            return Ok(Vec::new());
+        }
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        // Two statements rather than one with an optional bound, so each plan starts its
+        // index range where the listing goes on.
+        let rows = match after {
+            None => {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SELECT {ENDED_COLUMNS} FROM runs
+                     WHERE finished AND ended_at < $1
+                     ORDER BY ended_at, run_id LIMIT $2"
+                )))
+                .bind(before)
+                .bind(limit)
+                .fetch_all(self.pool())
+                .await
+            }
+            Some(cursor) => {
+                sqlx::query(sqlx::AssertSqlSafe(format!(
+                    "SELECT {ENDED_COLUMNS} FROM runs
+                     WHERE finished AND ended_at < $1 AND (ended_at, run_id) > ($2, $3)
+                     ORDER BY ended_at, run_id LIMIT $4"
+                )))
+                .bind(before)
+                .bind(cursor.ended_at)
+                .bind(&cursor.run_id)
+                .bind(limit)
+                .fetch_all(self.pool())
+                .await
+            }
+        }
+        .map_err(|e| self.err("listing finished runs", e))?;
+        rows.iter().map(ended_run).collect()
+    }
+
+    async fn remove_run(&self, run_id: &str, ended_before: Millis) -> Result<Removal, WorldError> {
+        if !storable(run_id) {
+            return Ok(Removal::Gone);
+        }
+        let mut tx = self
+            .pool()
+            .begin()
+            .await
+            .map_err(|e| self.err("starting the removal of a run", e))?;
+        // The run's row, its parent's (its parent id never changes) and its children's, locked
+        // in run id order. A run that has finished starts no child: a new one would come with
+        // a reopen, which needs the lock taken here.
+        let rows = sqlx::query(
+            "SELECT run_id, CASE WHEN run_id = $1 THEN 0 WHEN parent_id = $1 THEN 2 ELSE 1 END,
+                 finished,
+                 -- A run a build before migration 9 finished has its end in its state only.
+                 CASE WHEN finished
+                     THEN COALESCE(ended_at, (state::jsonb ->> 'completed_at')::bigint) END
+             FROM runs
+             WHERE run_id = $1 OR parent_id = $1
+                 OR run_id = (SELECT parent_id FROM runs WHERE run_id = $1)
+             ORDER BY run_id
+             FOR UPDATE",
+        )
+        .bind(run_id)
+        .fetch_all(&mut *tx)
+        .await;
+        let rows = match rows {
+            Ok(rows) => rows,
+            Err(e) => {
+                let _ = tx.rollback().await;
+                return Err(self.err("locking a run to remove it", e));
+            }
+        };
+        let locked: Vec<Locked> = rows
+            .iter()
+            .map(|row| Locked {
+                run_id: row.get(0),
+                role: match row.get::<i32, _>(1) {
+                    0 => Role::Run,
+                    2 => Role::Child,
+                    _ => Role::Parent,
+                },
+                finished: row.get(2),
+                ended_at: row.get(3),
+            })
+            .collect();
+        let here = locked.iter().any(|l| l.role == Role::Run);
+        if let Some(kept) = why_kept(&locked, ended_before) {
+            tx.rollback()
+                .await
+                .map_err(|e| self.err("ending the removal of a run", e))?;
+            return Ok(Removal::Kept(kept));
+        }
+        if !here {
+            tx.rollback()
+                .await
+                .map_err(|e| self.err("ending the removal of a run", e))?;
+            return Ok(Removal::Gone);
+        }
+        // Every statement in WITH runs to completion whether or not its rows are read.
+        let events: i64 = sqlx::query_scalar(
+            "WITH ev AS (
+                 DELETE FROM events WHERE run_id = $1 RETURNING correlation_id
+             ), st AS (
+                 DELETE FROM steps
+                 WHERE run_id = $1
+                     AND step_id IN (SELECT correlation_id FROM ev WHERE correlation_id IS NOT NULL)
+             ), hk AS (
+                 DELETE FROM hooks WHERE run_id = $1
+             ), tm AS (
+                 DELETE FROM timers WHERE run_id = $1
+             ), ch AS (
+                 DELETE FROM chunks WHERE run_id = $1
+             ), sm AS (
+                 DELETE FROM streams WHERE run_id = $1
+             ), rn AS (
+                 DELETE FROM runs WHERE run_id = $1
+             )
+             SELECT count(*) FROM ev",
+        )
+        .bind(run_id)
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(|e| self.err("removing a run", e))?;
+        tx.commit()
+            .await
+            .map_err(|e| self.err("committing the removal of a run", e))?;
+        self.forget_run(run_id);
+        Ok(Removal::Removed {
+            events: unsigned(events),
+        })
+    }
+}
+
+impl PostgresStore {
+    /// Drops what this store kept in memory of a run it removed.
+    fn forget_run(&self, run_id: &str) {
+        self.inner.held.lock().remove(run_id);
+        self.inner.cache.lock().remove(run_id);
+        self.inner.signals.lock().remove(run_id);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(run_id: &str, role: Role, finished: bool, ended_at: Option<Millis>) -> Locked {
+        Locked {
+            run_id: run_id.into(),
+            role,
+            finished,
+            ended_at,
+        }
+    }
+
+    #[test]
+    fn the_checks_go_in_order_status_end_children_parent() {
+        let run = |finished, ended| row("wrun_b", Role::Run, finished, ended);
+        assert_eq!(why_kept(&[], 10), None);
+        assert_eq!(why_kept(&[run(false, None)], 10), Some(Kept::Unfinished));
+        assert_eq!(
+            why_kept(&[run(true, Some(10))], 10),
+            Some(Kept::EndedLater { ended_at: 10 })
+        );
+        assert_eq!(
+            why_kept(&[run(true, None)], 10),
+            Some(Kept::EndedLater {
+                ended_at: Millis::MAX
+            })
+        );
+        assert_eq!(why_kept(&[run(true, Some(9))], 10), None);
+        let family = [
+            row("wrun_a", Role::Parent, false, None),
+            run(true, Some(5)),
+            row("wrun_c", Role::Child, true, Some(4)),
+            row("wrun_d", Role::Child, false, None),
+            row("wrun_e", Role::Child, false, None),
+        ];
+        assert_eq!(
+            why_kept(&family, 10),
+            Some(Kept::ChildRunning {
+                child_id: "wrun_d".into()
+            })
+        );
+        assert_eq!(
+            why_kept(&family[..3], 10),
+            Some(Kept::ParentRunning {
+                parent_id: "wrun_a".into()
+            })
+        );
+    }
+}

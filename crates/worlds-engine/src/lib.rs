@@ -145,7 +145,8 @@ pub use model::{
 pub use payload::{Payload, BYTES_KEY};
 pub use worker::{WorkerInfo, WorkerStatus};
 pub use world::{
-    Divergence, ExternalRuns, HistoryVerdict, NewExternalRun, VerifyOptions, VerifyReport,
+    Divergence, ExternalRuns, HistoryVerdict, NewExternalRun, RetentionStatus, VerifyOptions,
+    VerifyReport,
     WorkflowHandle, WorkflowVerified, World, WorldKeys, WorldLogs, WorldSchedules, WorldStreams,
     WorldWorkers,
 };

@@ -98,7 +98,7 @@ use worlds_engine::http::{serve_connections, Limits};
 use worlds_engine::{World, WorldError};
 
 use auth::{AuthProvider, Guard, KeyAuth, KeyRing, Scope};
-use routes::{health, hooks, keys, metrics, recovery, runs, schedules, streams, workers};
+use routes::{health, hooks, keys, metrics, recovery, retention, runs, schedules, streams, workers};
 use state::Api;
 
 pub use openapi::OPENAPI_PATH;
@@ -216,6 +216,8 @@ impl Routes {
             .routes(routes!(runs::waits))
             .routes(routes!(runs::steps))
             .routes(routes!(recovery::bulk_progress))
+            .routes(routes!(retention::report))
+            .routes(routes!(retention::status))
             .routes(routes!(hooks::of_run))
             .routes(routes!(streams::names))
             .routes(routes!(streams::chunks))
@@ -260,7 +262,8 @@ impl Routes {
             .routes(routes!(schedules::resume))
             .routes(routes!(keys::list))
             .routes(routes!(keys::create))
-            .routes(routes!(keys::revoke));
+            .routes(routes!(keys::revoke))
+            .routes(routes!(retention::prune));
         let open = OpenApiRouter::new()
             .routes(routes!(health::healthz))
             .routes(routes!(health::readyz));

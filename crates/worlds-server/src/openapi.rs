@@ -51,6 +51,14 @@ engine_record!(
     "One thing an unfinished run waits on: `on` (`start`, `step_queued`, `step_running`, `step_retry`, `timer`, `hook`, `child`, `workflow_retry`) with its fields, `since`, `due`, and a `concern` when the waiting looks stuck (`worlds_engine::model::Wait`)."
 );
 engine_record!(
+    pub(crate) PruneReport,
+    "What a retention sweep did, or its preview would do: `id` (the sweep's run, none for a preview), `dry_run`, `at` (the time the policy judged by, ms since the Unix epoch), `status`, `looked_at`, `removed`, `events`, `bytes` (preview only), `kept_by_policy`, `kept_in_use`, `kept_for_bulk`, `already_gone`, `next_due`, `done` (`worlds_engine::PruneReport`)."
+);
+engine_record!(
+    pub(crate) Retention,
+    "The world's retention: `policy` (`completed`, `failed`, `cancelled`, `quarantined` durations, 0 keeping for ever; `workflows` rules by name; `sweep_interval`), `enabled`, `next_sweep_at`, `last_sweep` (a PruneReport) (`worlds_engine::RetentionStatus`)."
+);
+engine_record!(
     pub(crate) DevkitRun,
     "A Workflow DevKit run (`WorkflowRun` of spec version 5): `runId`, `deploymentId`, `workflowName`, `status`, `specVersion`, `executionContext`, `attributes`, `input`, `output` or `error` and `errorCode`, `startedAt`, `completedAt`, `createdAt`, `updatedAt` (RFC 3339; absent fields left out; payloads as stored, bytes as `{\"$bytes\": base64}`)."
 );

@@ -29,7 +29,9 @@ pub use error::ErrorBody;
 pub use hooks::{Resume, Resumed};
 pub use keys::{CreatedKey, NewKey};
 pub use page::{PageBody, PageParams};
-pub use runs::{Bulk, Cancel, Outcome, Reopen, Reset, Resolve, RunFilter, StartRun, Started, Wait};
+pub use runs::{
+    Bulk, Cancel, Outcome, Prune, Reopen, Reset, Resolve, RunFilter, StartRun, Started, Wait,
+};
 pub use schedules::NewSchedule;
 pub use streams::{
     ChunkBody, ChunkPage, DevkitChunk, DevkitChunkPage, Live, NewChunks, StreamTail, WireBytes,

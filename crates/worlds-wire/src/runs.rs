@@ -184,3 +184,13 @@ pub struct Bulk {
     /// A name for the operation: submitting again under it answers the first one.
     pub name: Option<String>,
 }
+
+/// `POST /v1/prune`: a retention sweep now, or its preview.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[serde(deny_unknown_fields)]
+pub struct Prune {
+    /// Only say what a sweep would remove, and the space it takes; remove nothing.
+    #[serde(default, alias = "dryRun")]
+    pub dry_run: bool,
+}

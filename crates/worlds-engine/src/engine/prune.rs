@@ -241,6 +241,7 @@ impl Engine {
                 Removal::Removed { events } => {
                     page.removed += 1;
                     page.events += events;
+                    self.metrics().run_removed(events);
                     self.forget_removed_run(&run.run_id);
                 }
                 Removal::Gone => page.already_gone += 1,

@@ -256,12 +256,14 @@ impl Default for MetricsRecorder {
     }
 }
 
-/// Step events seen, for the Prometheus export.
+/// Step events seen, for the Prometheus export; and what retention sweeps removed.
 #[derive(Default)]
 struct StepCounts {
     attempts: AtomicU64,
     completed: AtomicU64,
     failed: AtomicU64,
+    runs_removed: AtomicU64,
+    events_removed: AtomicU64,
 }
 
 /// Counts kept for the Prometheus export beyond [`WorldMetrics`]. Still counted without the
@@ -279,6 +281,10 @@ pub(crate) struct DetailCounts {
     pub(crate) steps_completed: u64,
     /// Steps that failed for good (no retry left).
     pub(crate) steps_failed: u64,
+    /// Finished runs a retention sweep of this process removed.
+    pub(crate) runs_removed: u64,
+    /// Events of their histories.
+    pub(crate) events_removed: u64,
 }
 
 #[derive(Default)]
@@ -503,7 +509,15 @@ impl MetricsRecorder {
             step_attempts: self.steps.attempts.load(Ordering::Relaxed),
             steps_completed: self.steps.completed.load(Ordering::Relaxed),
             steps_failed: self.steps.failed.load(Ordering::Relaxed),
+            runs_removed: self.steps.runs_removed.load(Ordering::Relaxed),
+            events_removed: self.steps.events_removed.load(Ordering::Relaxed),
         }
+    }
+
+    /// A retention sweep removed a run of `events` events.
+    pub(crate) fn run_removed(&self, events: u64) {
+        self.steps.runs_removed.fetch_add(1, Ordering::Relaxed);
+        self.steps.events_removed.fetch_add(events, Ordering::Relaxed);
     }
 
     /// Run durations by final status.

@@ -11,6 +11,8 @@
 //! | `worlds_runs_completed_last_minute` | gauge | runs completed in the last 60 s |
 //! | `worlds_steps_total{outcome="completed"\|"failed"}` | counter | steps that completed, or failed with no retry left |
 //! | `worlds_step_attempts_total` | counter | step attempts started (retries included) |
+//! | `worlds_runs_removed_total` | counter | finished runs removed by this process's retention sweeps |
+//! | `worlds_events_removed_total` | counter | events of the histories those sweeps removed |
 //! | `worlds_run_duration_seconds{status="completed"\|"failed"\|"cancelled"}` | histogram | from acceptance to the final status, for runs accepted by this process |
 //!
 //! A failed run that is then compensated counts in both `failed` and `compensated`. Runs taken
@@ -119,6 +121,16 @@ pub(crate) fn encode(metrics: &WorldMetrics, recorder: &MetricsRecorder) -> Stri
         "step_attempts",
         "Step attempts started, retries included",
         ConstCounter::new(details.step_attempts),
+    );
+    registry.register(
+        "runs_removed",
+        "Finished runs removed by retention sweeps",
+        ConstCounter::new(details.runs_removed),
+    );
+    registry.register(
+        "events_removed",
+        "Events of the histories retention sweeps removed",
+        ConstCounter::new(details.events_removed),
     );
     registry.register_with_unit(
         "run_duration",

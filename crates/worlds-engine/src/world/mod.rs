@@ -40,6 +40,7 @@ use crate::config::WorldConfig;
 pub use external::{ExternalRuns, NewExternalRun};
 pub use handle::WorkflowHandle;
 pub use keys::WorldKeys;
+pub use prune::RetentionStatus;
 pub use schedules::WorldSchedules;
 pub use streams::WorldStreams;
 pub use telemetry::WorldLogs;

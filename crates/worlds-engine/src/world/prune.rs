@@ -1,10 +1,30 @@
 //! Retention sweeps: removing the finished runs the policy lets go
 //! ([`WorldConfig::retention`](crate::WorldConfig::retention)), now or as a preview.
 
+use serde::{Deserialize, Serialize};
+
+use crate::clock::{duration_ms, Millis};
 use crate::engine::prune::{PruneInput, PrunePage, PRUNE_WORKFLOW};
 use crate::error::WorldError;
-use crate::model::{ActivityStatus, ResolveData, WorkflowOptions};
-use crate::PruneReport;
+use crate::model::{ActivityStatus, ResolveData, WorkflowOptions, WorkflowQueryFilter};
+use crate::{PruneReport, RetentionConfig};
+
+/// The world's retention at a glance ([`World::retention`]): its policy, when it next sweeps,
+/// and what the last sweep did.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RetentionStatus {
+    /// The policy this world judges by.
+    pub policy: RetentionConfig,
+    /// True if the policy removes anything (some duration is not zero).
+    pub enabled: bool,
+    /// When this world starts its next sweep by itself (ms since the Unix epoch); `None`
+    /// when the policy keeps everything.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_sweep_at: Option<Millis>,
+    /// The newest sweep's report, if any sweep ran on this store.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_sweep: Option<PruneReport>,
+}
 
 use super::World;
 
@@ -101,6 +121,33 @@ impl World {
         }
         report.done = state.status.is_terminal();
         Ok(report)
+    }
+
+    /// The policy, the next sweep this world starts by itself, and the newest sweep's report.
+    pub async fn retention(&self) -> Result<RetentionStatus, WorldError> {
+        let policy = self.engine.config().retention.clone();
+        let enabled = policy.is_enabled();
+        let next_sweep_at = enabled.then(|| {
+            let interval = duration_ms(policy.sweep_interval.0).max(1);
+            (self.clock().now_ms() / interval + 1).saturating_mul(interval)
+        });
+        let newest = self
+            .list_runs(
+                WorkflowQueryFilter::new()
+                    .workflow_name(PRUNE_WORKFLOW)
+                    .limit(1),
+            )
+            .await?;
+        let last_sweep = match newest.data.first() {
+            Some(run) => Some(self.prune_report(&run.id).await?),
+            None => None,
+        };
+        Ok(RetentionStatus {
+            policy,
+            enabled,
+            next_sweep_at,
+            last_sweep,
+        })
     }
 
     /// Waits for sweep `id` to end, then answers its report.

@@ -5,6 +5,7 @@ pub(crate) mod hooks;
 pub(crate) mod keys;
 pub(crate) mod metrics;
 pub(crate) mod recovery;
+pub(crate) mod retention;
 pub(crate) mod runs;
 pub(crate) mod schedules;
 pub(crate) mod streams;

@@ -208,16 +208,33 @@ pub(in crate::store) fn scan_headers_at(
 /// holds how many records of each run are there already: a record below its run's count is
 /// skipped; one at it is handed to `fresh` (its run, its `seq` and its line, newline included,
 /// as a range of `bytes`) and counted; one above it is corruption, since a record before it is
-/// missing. Each checksum is verified; events are not decoded.
+/// missing. A record for which `dead` (given its run and file offset) says yes is passed over
+/// whatever its `seq`: one of a run removed later. A tombstone that is not dead is handed over
+/// and starts its run's count again (a run created again with the same id starts at `seq` 0).
+/// Each checksum is verified; events are not decoded.
 pub(in crate::store) fn fresh_records(
     path: &Path,
     bytes: &[u8],
     base: usize,
     on_disk: &mut HashMap<String, u64>,
+    dead: impl Fn(&str, usize) -> bool,
     mut fresh: impl FnMut(&str, u64, Range<usize>),
 ) -> Result<(), WorldError> {
     scan_headers_at(path, bytes, base, |offset, header| {
         let run_id: &str = &header.run_id;
+        if dead(run_id, offset) {
+            return Ok(());
+        }
+        let start = offset - base;
+        let end = bytes[start..]
+            .iter()
+            .position(|&b| b == b'\n')
+            .map_or(bytes.len(), |i| start + i + 1);
+        if header.removed {
+            on_disk.remove(run_id);
+            fresh(run_id, 0, start..end);
+            return Ok(());
+        }
         let have = on_disk.get(run_id).copied().unwrap_or(0);
         if header.seq < have {
             return Ok(());
@@ -228,11 +245,6 @@ pub(in crate::store) fn fresh_records(
                 header.seq
             ));
         }
-        let start = offset - base;
-        let end = bytes[start..]
-            .iter()
-            .position(|&b| b == b'\n')
-            .map_or(bytes.len(), |i| start + i + 1);
         match on_disk.get_mut(run_id) {
             Some(count) => *count += 1,
             None => {
@@ -243,6 +255,41 @@ pub(in crate::store) fn fresh_records(
         Ok(())
     })?;
     Ok(())
+}
+
+/// [`scan_events_at`] for a write-ahead log or segment, whose records are events or
+/// tombstones (see `record.rs`).
+pub(in crate::store) fn scan_records_at(
+    path: &Path,
+    bytes: &[u8],
+    base: usize,
+    records: Records,
+    mut each: impl FnMut(usize, record::Line) -> Result<(), String>,
+) -> Result<Scan, WorldError> {
+    scan_lines_at(
+        path,
+        bytes,
+        base,
+        |line| {
+            let line = match records {
+                Records::Checksummed => record::decode_line(line),
+                Records::Legacy => {
+                    record::decode_legacy(line).map(|event| record::Line::Event(Box::new(event)))
+                }
+            }
+            .map_err(|why| why.to_string())?;
+            if let record::Line::Event(event) = &line {
+                if event.version > EVENT_FORMAT_VERSION {
+                    return Err(format!(
+                        "event format version {} is newer than this build's {EVENT_FORMAT_VERSION}",
+                        event.version
+                    ));
+                }
+            }
+            Ok(line)
+        },
+        &mut each,
+    )
 }
 
 /// Splits `bytes` into lines, decoding each whole one with `decode` and handing it to `each`;
@@ -615,6 +662,7 @@ mod tests {
             &bytes,
             0,
             &mut on_disk,
+            |_, _| false,
             |run, seq, range| {
                 fresh.push((run.to_owned(), seq, bytes[range].to_vec()));
             },
@@ -634,9 +682,16 @@ mod tests {
         // A record past its run's count: one before it is missing.
         let mut behind = HashMap::from([("wrun_a".to_owned(), 0)]);
         let gap = [line_of("wrun_a", 1)].concat();
-        let err = fresh_records(Path::new("wal"), &gap, 0, &mut behind, |_, _, _| {})
-            .unwrap_err()
-            .to_string();
+        let err = fresh_records(
+            Path::new("wal"),
+            &gap,
+            0,
+            &mut behind,
+            |_, _| false,
+            |_, _, _| {},
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             err.contains("seq 1 of run wrun_a where seq 0 was expected"),
             "{err}"

@@ -13,6 +13,7 @@
 //!   ids/{hex of workflow id}          reserves a workflow id across processes
 //!   ids/key-{hex of key}              the run an idempotency key last started, and when
 //!   workflows/{run_id}.events.ndjson  one record per line (an event and its checksum, see `record.rs`), in seq order
+//!   workflows/{run_id}.removed        a removed run's log while its removal finishes (see `remove.rs`)
 //!   streams/{run_id}/{name}.ndjson    one stream chunk per line (see `store/streams/files.rs`)
 //!   schedules/{id}.json               one schedule each (see `store/schedules/files.rs`)
 //! ```
@@ -36,6 +37,10 @@
 //! writes: it creates nothing, reports a torn last line in [`FileStore::warnings`] instead of
 //! cutting it off, and refuses every write.
 //!
+//! **Retention.** Removing a finished run renames its log to `{run_id}.removed` under the log's
+//! lock (the commit point), then deletes its other files and the marker; a marker found on open
+//! is a removal a crash interrupted, finished then (see `remove.rs`).
+//!
 //! Timers are kept in memory only, by the process driving the run: whoever starts driving a run
 //! re-arms its timers from history (see `engine::recovery`), so they need no file of their own.
 
@@ -50,6 +55,7 @@ mod lease;
 mod log;
 mod read;
 mod record;
+mod remove;
 mod unpack;
 mod wal_read;
 
@@ -74,8 +80,10 @@ pub(in crate::store) use log::{
     check_run_id, encode, fresh_records, io_error, list_run_logs, load_run_log, log_path, now,
     read_whole_lines, scan_headers_at, sync_dir, truncate_torn, Records,
 };
+pub(in crate::store) use record::encode_tombstone;
 pub(in crate::store) use wal_read::{
-    list_segments, segment_number, segment_path, WalReplay, SEGMENTS_DIR, SEGMENT_CHUNK, WAL_FILES,
+    list_segments, segment_number, segment_path, undo_interrupted_compaction, CompactionMark,
+    WalReplay, SEGMENTS_DIR, SEGMENT_CHUNK, WAL_FILES,
 };
 
 /// What the write-ahead logs of a hybrid store held when a [`FileStore`] read them (see
@@ -209,6 +217,7 @@ impl FileStore {
             wal: WalSummary::default(),
             loading: Mutex::new(()),
         };
+        store.finish_removals()?;
         store.load_new_runs()?;
         Ok(store)
     }
@@ -249,9 +258,24 @@ impl FileStore {
                 wals.push((path, bytes));
             }
         }
+        // A compaction a crash interrupted (the second WAL file is there) noted where it began:
+        // what it appended to the segments is read from the WAL instead (the next writable
+        // open cuts it off the segments).
+        let mark = if wals.iter().any(|(path, _)| path.ends_with(WAL_FILES[1])) {
+            CompactionMark::read(&state)?
+        } else {
+            None
+        };
         let mut segments = Vec::new();
         for path in list_segments(&root.join(SEGMENTS_DIR))? {
-            if let Some(bytes) = wal_read::read_wal(&path)? {
+            let number = segment_number(&path).unwrap_or(0);
+            if mark.is_some_and(|mark| number > mark.segment) {
+                continue;
+            }
+            if let Some(mut bytes) = wal_read::read_wal(&path)? {
+                if let Some(mark) = mark.filter(|mark| mark.segment == number) {
+                    bytes.truncate(mark.len as usize);
+                }
                 segments.push((path, bytes));
             }
         }
@@ -447,8 +471,9 @@ impl FileStore {
         Ok(())
     }
 
-    /// Brings a run another process drives up to date with its log on disk.
-    async fn refresh(&self, run_id: &str) -> Result<(), WorldError> {
+    /// Brings a run another process drives up to date with its log on disk. With `check_gone`,
+    /// a finished run whose log another process removed is forgotten (one `stat`).
+    async fn refresh(&self, run_id: &str, check_gone: bool) -> Result<(), WorldError> {
         let Some(member) = &self.member else {
             return Ok(());
         };
@@ -456,6 +481,18 @@ impl FileStore {
             return Ok(());
         };
         let mut log = slot.lock().await;
+        if log.finished && check_gone {
+            let gone = log
+                .file
+                .as_ref()
+                .is_some_and(|file| remove::log_gone(file, &log.path));
+            if gone {
+                // Another process removed the run.
+                self.memory.forget_run(run_id);
+                self.logs.lock().remove(run_id);
+                return Ok(());
+            }
+        }
         if log.finished || log.broken || log.holder.as_deref() == Some(member.id.as_str()) {
             return Ok(());
         }
@@ -470,7 +507,7 @@ impl FileStore {
         self.load_new_runs()?;
         let ids: Vec<String> = self.logs.lock().keys().cloned().collect();
         for run_id in ids {
-            self.refresh(&run_id).await?;
+            self.refresh(&run_id, false).await?;
         }
         Ok(())
     }
@@ -569,7 +606,7 @@ impl RunStore for FileStore {
 
     async fn get_run(&self, id: &str, resolve: ResolveData) -> Result<WorkflowState, WorldError> {
         let run_id = self.resolve(id).await?;
-        self.refresh(&run_id).await?;
+        self.refresh(&run_id, true).await?;
         self.memory.get_run(&run_id, resolve).await
     }
 
@@ -635,6 +672,13 @@ impl EventStore for FileStore {
             .map_err(|e| io_error("could not open", &log.path, e))?;
         let path = log.path.clone();
         locked(&file, &path, || {
+            if remove::log_gone(&file, &path) {
+                // Another process removed the run (renamed its log away) since this one
+                // opened it.
+                self.memory.forget_run(run_id);
+                self.logs.lock().remove(run_id);
+                return Err(WorldError::not_found("run", run_id));
+            }
             catch_up(&self.memory, run_id, log, true)?;
             // Readers see the events only once they are on disk (published below).
             let (appended, run) = self.memory.append_unpublished(run_id, events)?;
@@ -702,7 +746,7 @@ impl EventStore for FileStore {
 
     async fn history(&self, run_id: &str, from_seq: u64) -> Result<Vec<Arc<Event>>, WorldError> {
         let run_id = self.resolve(run_id).await?;
-        self.refresh(&run_id).await?;
+        self.refresh(&run_id, true).await?;
         self.memory.history(&run_id, from_seq).await
     }
 
@@ -712,7 +756,7 @@ impl EventStore for FileStore {
         query: &ListQuery,
     ) -> Result<Page<Arc<Event>>, WorldError> {
         let run_id = self.resolve(run_id).await?;
-        self.refresh(&run_id).await?;
+        self.refresh(&run_id, true).await?;
         self.memory.list_events(&run_id, query).await
     }
 
@@ -725,28 +769,6 @@ impl EventStore for FileStore {
         self.memory
             .list_events_by_correlation_id(correlation_id, query)
             .await
-    }
-}
-
-/// Removal is not yet recorded on disk: a removed run is back after the store reopens.
-#[async_trait]
-impl super::RetentionStore for FileStore {
-    async fn ended_runs(
-        &self,
-        before: Millis,
-        after: Option<&super::EndedCursor>,
-        limit: usize,
-    ) -> Result<Vec<super::EndedRun>, WorldError> {
-        Ok(self.memory.list_ended(before, after, limit))
-    }
-
-    async fn remove_run(
-        &self,
-        run_id: &str,
-        ended_before: Millis,
-    ) -> Result<super::Removal, WorldError> {
-        self.memory
-            .remove_ended_with(run_id, ended_before, |_| Ok(()))
     }
 }
 

@@ -14,7 +14,7 @@ impl FileStore {
     /// it, loads and refreshes every run (another process may have recorded it).
     pub(super) async fn refresh_owner(&self, id: &str) -> Result<(), WorldError> {
         match self.memory.owner_of(id) {
-            Some(run_id) => self.refresh(&run_id).await,
+            Some(run_id) => self.refresh(&run_id, true).await,
             None => self.refresh_all().await,
         }
     }
@@ -24,7 +24,7 @@ impl FileStore {
 impl StepStore for FileStore {
     async fn get_activity(&self, run_id: &str, position: u32) -> Result<ActivityState, WorldError> {
         let run_id = self.resolve(run_id).await?;
-        self.refresh(&run_id).await?;
+        self.refresh(&run_id, true).await?;
         self.memory.get_activity(&run_id, position).await
     }
 
@@ -43,7 +43,7 @@ impl StepStore for FileStore {
         query: &ListQuery,
     ) -> Result<Page<ActivityState>, WorldError> {
         let run_id = self.resolve(run_id).await?;
-        self.refresh(&run_id).await?;
+        self.refresh(&run_id, true).await?;
         self.memory.list_steps(&run_id, query).await
     }
 }
@@ -52,7 +52,7 @@ impl StepStore for FileStore {
 impl HookStore for FileStore {
     async fn find_hook(&self, token_digest: &str) -> Result<Option<HookRef>, WorldError> {
         if let Some(found) = self.memory.find_hook(token_digest).await? {
-            self.refresh(&found.run_id).await?;
+            self.refresh(&found.run_id, true).await?;
             return self.memory.find_hook(token_digest).await;
         }
         // Another process may have created it.
@@ -71,7 +71,7 @@ impl HookStore for FileStore {
         query: &ListQuery,
     ) -> Result<Page<HookRecord>, WorldError> {
         let run_id = self.resolve(run_id).await?;
-        self.refresh(&run_id).await?;
+        self.refresh(&run_id, true).await?;
         self.memory.list_run_hooks(&run_id, query).await
     }
 

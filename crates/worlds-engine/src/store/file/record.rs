@@ -10,6 +10,18 @@
 //! are always `,"crc":"xxxxxxxx"}`. Run logs and the hybrid store's write-ahead log hold the
 //! same records (compaction copies lines byte for byte), from store format 4 on.
 //!
+//! The hybrid store's write-ahead log and segments also hold *tombstones*: a run removed by
+//! retention, as a record of its own, checksummed the same way.
+//!
+//! ```text
+//! {"removed":"wrun_…","ended":1700000000000,"crc":"1c2b3a4d"}\n
+//! ```
+//!
+//! Every record of the run before its tombstone is dropped when the files are read back;
+//! records after it belong to a run created again with the same id. Builds before tombstones
+//! refuse such a line as not an event (a corruption error naming the file and offset), so they
+//! never misread a directory that holds one; run logs never hold tombstones.
+//!
 //! A line is either *torn* or *whole*. Only a last line without its newline is torn — an
 //! append a crash cut short, never acknowledged. A whole line (newline included) that fails its
 //! checksum or does not decode is corruption, wherever it is in the file.
@@ -113,20 +125,85 @@ pub(in crate::store) fn decode(line: &[u8]) -> Result<Event, BadRecord> {
     serde_json::from_slice(line).map_err(|e| BadRecord::NotAnEvent(e.to_string()))
 }
 
-/// The part of a record compaction needs: which run, which position in its history.
+/// The part of a record compaction needs: which run, which position in its history, and
+/// whether it is a tombstone.
 #[derive(Debug, serde::Deserialize)]
 pub(in crate::store) struct Header<'a> {
     /// The run.
     #[serde(borrow)]
     pub(in crate::store) run_id: std::borrow::Cow<'a, str>,
-    /// Its position in the run's history.
+    /// Its position in the run's history (0 for a tombstone).
     pub(in crate::store) seq: u64,
+    /// The record is the run's tombstone, not an event.
+    #[serde(skip)]
+    pub(in crate::store) removed: bool,
+}
+
+/// How every tombstone starts (an event starts with its id).
+const TOMBSTONE_START: &[u8] = b"{\"removed\":";
+
+/// A tombstone: the run removed, and when it had ended (ms since the Unix epoch), for whoever
+/// reads the file.
+#[derive(Debug, serde::Serialize, serde::Deserialize)]
+struct Tombstone<'a> {
+    #[serde(borrow)]
+    removed: std::borrow::Cow<'a, str>,
+    ended: i64,
+}
+
+/// One record of a write-ahead log or segment.
+#[derive(Debug)]
+pub(in crate::store) enum Line {
+    /// An event.
+    Event(Box<Event>),
+    /// The tombstone of a removed run (its id).
+    Removed(String),
+}
+
+/// True if the whole `line` (without its newline) is a tombstone.
+fn is_tombstone(line: &[u8]) -> bool {
+    line.starts_with(TOMBSTONE_START)
+}
+
+/// Appends the tombstone of `run_id`, which ended at `ended`, to `buf` as one record and its
+/// newline.
+pub(in crate::store) fn encode_tombstone(buf: &mut Vec<u8>, run_id: &str, ended: i64) {
+    let start = buf.len();
+    let tombstone = Tombstone {
+        removed: run_id.into(),
+        ended,
+    };
+    serde_json::to_writer(&mut *buf, &tombstone).expect("a tombstone serializes");
+    seal(buf, start);
+}
+
+/// Verifies and decodes a whole `line` (without its newline) of a write-ahead log or segment:
+/// an event or a tombstone.
+pub(in crate::store) fn decode_line(line: &[u8]) -> Result<Line, BadRecord> {
+    verify(line)?;
+    if is_tombstone(line) {
+        let tombstone: Tombstone<'_> =
+            serde_json::from_slice(line).map_err(|e| BadRecord::NotAnEvent(e.to_string()))?;
+        return Ok(Line::Removed(tombstone.removed.into_owned()));
+    }
+    serde_json::from_slice(line)
+        .map(|event| Line::Event(Box::new(event)))
+        .map_err(|e| BadRecord::NotAnEvent(e.to_string()))
 }
 
 /// Verifies a whole `line` and reads its [`Header`]; the rest of the line is skipped over
-/// without being decoded.
+/// without being decoded. A tombstone's header names its run, with `removed` set.
 pub(in crate::store) fn decode_header(line: &[u8]) -> Result<Header<'_>, BadRecord> {
     verify(line)?;
+    if is_tombstone(line) {
+        let tombstone: Tombstone<'_> =
+            serde_json::from_slice(line).map_err(|e| BadRecord::NotAnEvent(e.to_string()))?;
+        return Ok(Header {
+            run_id: tombstone.removed,
+            seq: 0,
+            removed: true,
+        });
+    }
     serde_json::from_slice(line).map_err(|e| BadRecord::NotAnEvent(e.to_string()))
 }
 

@@ -5,6 +5,12 @@
 //!
 //! A crash part-way is finished by the next open: a record whose `seq` its run's log already
 //! holds is passed over, so folding twice writes nothing twice.
+//!
+//! A run removed by the hybrid store (its tombstone, see `record.rs`) gets no log: every record
+//! before its last tombstone is passed over, and a log a file-mode world left for it goes; a
+//! run created again with the same id after that tombstone gets a log of its new records. What
+//! a compaction a crash interrupted appended to the segments is cut off first (the write-ahead
+//! log holds it), so no record is read twice.
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs::{self, File};
@@ -60,9 +66,21 @@ pub(in crate::store) fn fold_hybrid_files(root: &Path) -> Result<(), WorldError>
             root.display()
         )));
     };
+    super::wal_read::undo_interrupted_compaction(root)?;
     // Listed again under the lock: a hybrid world may have compacted until it closed.
     let sources = hybrid_sources(root)?;
     let workflows = root.join("workflows");
+    let last_removed = tombstones(&sources)?;
+    for run_id in last_removed.keys() {
+        // Its records in the log (written before the hybrid world removed it) are dead, and
+        // so are those of an earlier fold a crash cut short: the sources hold the rest.
+        let path = log_path(&workflows, run_id);
+        match fs::remove_file(&path) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error("could not remove", &path, e)),
+        }
+    }
     let mut counts = log_counts(&workflows)?;
     tracing::info!(
         dir = %root.display(),
@@ -70,8 +88,20 @@ pub(in crate::store) fn fold_hybrid_files(root: &Path) -> Result<(), WorldError>
         "file store: moving a hybrid world's records into per-run logs"
     );
     let mut batch = LogBatch::default();
-    for (source, may_be_torn) in &sources {
-        move_records(source, &workflows, &mut counts, &mut batch, *may_be_torn)?;
+    for (i, (source, may_be_torn)) in sources.iter().enumerate() {
+        let dead = |run_id: &str, offset: usize| {
+            last_removed
+                .get(run_id)
+                .is_some_and(|&last| (i, offset) <= last)
+        };
+        move_records(
+            source,
+            &workflows,
+            &mut counts,
+            &mut batch,
+            *may_be_torn,
+            &dead,
+        )?;
     }
     if batch.finish(&workflows)? {
         sync_dir(&workflows)?;
@@ -79,6 +109,7 @@ pub(in crate::store) fn fold_hybrid_files(root: &Path) -> Result<(), WorldError>
     for (source, _) in &sources {
         fs::remove_file(source).map_err(|e| io_error("could not remove", source, e))?;
     }
+    super::wal_read::CompactionMark::clear(&root.join("state"))?;
     sync_dir(&root.join("state"))?;
     let segments = root.join(SEGMENTS_DIR);
     if segments.is_dir() {
@@ -86,6 +117,25 @@ pub(in crate::store) fn fold_hybrid_files(root: &Path) -> Result<(), WorldError>
     }
     drop(lock);
     Ok(())
+}
+
+/// Where the last tombstone of each removed run is: the index of its source and its offset
+/// there.
+fn tombstones(sources: &[(PathBuf, bool)]) -> Result<HashMap<String, (usize, usize)>, WorldError> {
+    let mut last = HashMap::new();
+    for (i, (source, _)) in sources.iter().enumerate() {
+        let mut file = File::open(source).map_err(|e| io_error("could not read", source, e))?;
+        read_whole_lines(&mut file, source, CHUNK, |bytes, base| {
+            scan_headers_at(source, bytes, base, |offset, header| {
+                if header.removed {
+                    last.insert(header.run_id.into_owned(), (i, offset));
+                }
+                Ok(())
+            })?;
+            Ok(())
+        })?;
+    }
+    Ok(last)
 }
 
 /// Events in each run's log under `workflows`; a torn last line is cut off first, so that
@@ -107,8 +157,9 @@ fn log_counts(workflows: &Path) -> Result<HashMap<String, u64>, WorldError> {
     Ok(counts)
 }
 
-/// Appends the records of `source` that are not in their run's log yet to the logs, through
-/// `batch`, reading `source` [`CHUNK`] bytes at a time. `counts` holds the events of each log
+/// Appends the records of `source` that are not in their run's log yet (nor `dead`: before
+/// their run's last tombstone) to the logs, through `batch`, reading `source` [`CHUNK`] bytes
+/// at a time. `counts` holds the events of each log
 /// and is advanced by what is added.
 fn move_records(
     source: &Path,
@@ -116,10 +167,11 @@ fn move_records(
     counts: &mut HashMap<String, u64>,
     batch: &mut LogBatch,
     may_be_torn: bool,
+    dead: &dyn Fn(&str, usize) -> bool,
 ) -> Result<(), WorldError> {
     let mut file = File::open(source).map_err(|e| io_error("could not read", source, e))?;
     let lines = read_whole_lines(&mut file, source, CHUNK, |bytes, base| {
-        move_chunk(source, workflows, counts, batch, bytes, base)
+        move_chunk(source, workflows, counts, batch, bytes, base, dead)
     })?;
     if lines.torn() && !may_be_torn {
         return Err(super::log::corrupt(
@@ -140,12 +192,13 @@ fn move_chunk(
     batch: &mut LogBatch,
     bytes: &[u8],
     base: usize,
+    dead: &dyn Fn(&str, usize) -> bool,
 ) -> Result<(), WorldError> {
     // Each run's new lines, as byte ranges of `bytes`, and whether the run has a log already: a
     // record is the same line in every file that holds it, so only its checksum, run and `seq`
     // are read (the file store's open reads every event whole afterwards).
     let mut fresh: BTreeMap<String, (bool, Vec<Range<usize>>)> = BTreeMap::new();
-    fresh_records(source, bytes, base, counts, |run_id, seq, line| {
+    fresh_records(source, bytes, base, counts, dead, |run_id, seq, line| {
         fresh
             .entry(run_id.to_owned())
             .or_insert_with(|| (seq > 0, Vec::new()))

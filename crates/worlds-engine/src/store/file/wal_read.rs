@@ -11,8 +11,9 @@ use crate::error::WorldError;
 use crate::store::{EventStore, MemoryStore, RunStore};
 
 use super::log::{
-    check_run_id, io_error, now, read_whole_lines, scan_events_at, truncate_torn, Records, Scan,
+    check_run_id, io_error, now, read_whole_lines, scan_records_at, truncate_torn, Records, Scan,
 };
+use super::record::Line;
 
 /// The contents of the WAL file at `path`, `None` if there is none.
 pub(in crate::store) fn read_wal(path: &Path) -> Result<Option<Vec<u8>>, WorldError> {
@@ -74,6 +75,100 @@ pub(in crate::store) fn segment_number(path: &Path) -> Option<u64> {
         .ok()
 }
 
+/// Under `state/`: where a compaction in progress noted the newest segment's number and length
+/// before it began (`{"segment": n, "len": bytes}`), written atomically and removed once the
+/// compaction finished. If a crash interrupts the compaction (`wal.next.ndjson` is still
+/// there), whatever it appended to the segments is cut off again on open (see
+/// [`undo_interrupted_compaction`]): the WAL still holds all of it, so it is read once, from
+/// there, and a run removed in the WAL can never come back from a copy of its records.
+pub(in crate::store) const COMPACTION_MARK: &str = "compacting.json";
+
+/// What a compaction noted before it began: the newest segment and its length.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub(in crate::store) struct CompactionMark {
+    /// The number of the segment it appended to.
+    pub(in crate::store) segment: u64,
+    /// That segment's length before it began.
+    pub(in crate::store) len: u64,
+}
+
+impl CompactionMark {
+    /// Notes, durably, where a compaction begins.
+    pub(in crate::store) fn write(self, state: &Path) -> Result<(), WorldError> {
+        let path = state.join(COMPACTION_MARK);
+        let bytes = serde_json::to_vec(&self).expect("a mark serializes");
+        crate::atomic_file::replace(&path, &bytes)
+            .map_err(|e| io_error("could not write", &path, e))
+    }
+
+    /// The mark under `state`, if there is a readable one.
+    pub(in crate::store) fn read(state: &Path) -> Result<Option<CompactionMark>, WorldError> {
+        let path = state.join(COMPACTION_MARK);
+        match fs::read(&path) {
+            Ok(bytes) => Ok(serde_json::from_slice(&bytes).ok()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_error("could not read", &path, e)),
+        }
+    }
+
+    /// Removes the mark (a compaction finished). Not synced: a mark without
+    /// `wal.next.ndjson` beside it is stale and ignored.
+    pub(in crate::store) fn clear(state: &Path) -> Result<(), WorldError> {
+        let path = state.join(COMPACTION_MARK);
+        match fs::remove_file(&path) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_error("could not remove", &path, e)),
+        }
+    }
+}
+
+/// For the owner of a hybrid directory (a hybrid store opening it, a file store folding it):
+/// if a compaction was interrupted (`state/wal.next.ndjson` exists) and noted where it began,
+/// cuts what it appended off the segments (the segment it appended to back to its noted
+/// length, later ones removed) and returns true; the WAL files still hold every record of it.
+/// A stale mark (no compaction in progress) is removed. Returns false if there was nothing to
+/// undo, or no mark (a compaction by a build before marks: its copies are passed over as
+/// records already loaded).
+pub(in crate::store) fn undo_interrupted_compaction(root: &Path) -> Result<bool, WorldError> {
+    let state = root.join("state");
+    if !state.join(WAL_FILES[1]).exists() {
+        CompactionMark::clear(&state)?;
+        return Ok(false);
+    }
+    let Some(mark) = CompactionMark::read(&state)? else {
+        return Ok(false);
+    };
+    let dir = root.join(SEGMENTS_DIR);
+    for path in list_segments(&dir)? {
+        let Some(number) = segment_number(&path) else {
+            continue;
+        };
+        if number > mark.segment {
+            tracing::warn!(file = %path.display(), "hybrid store: removing a segment an interrupted compaction began");
+            fs::remove_file(&path).map_err(|e| io_error("could not remove", &path, e))?;
+        } else if number == mark.segment {
+            let len = fs::metadata(&path)
+                .map_err(|e| io_error("could not read", &path, e))?
+                .len();
+            if len > mark.len {
+                tracing::warn!(file = %path.display(), from = mark.len, to = len, "hybrid store: cutting off what an interrupted compaction appended (the WAL holds it)");
+                let file = fs::OpenOptions::new()
+                    .write(true)
+                    .open(&path)
+                    .map_err(|e| io_error("could not open", &path, e))?;
+                file.set_len(mark.len)
+                    .and_then(|()| file.sync_all())
+                    .map_err(|e| io_error("could not truncate", &path, e))?;
+            }
+        }
+    }
+    if dir.is_dir() {
+        super::log::sync_dir(&dir)?;
+    }
+    Ok(true)
+}
+
 /// What [`WalReplay::replay`] found in one WAL file.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(in crate::store) struct Replayed {
@@ -94,6 +189,8 @@ pub(in crate::store) struct WalReplay<'a> {
     next: HashMap<String, u64>,
     records: Records,
     read_only: bool,
+    /// Runs a tombstone removed, and not created again since.
+    removed: std::collections::BTreeSet<String>,
 }
 
 impl<'a> WalReplay<'a> {
@@ -111,7 +208,15 @@ impl<'a> WalReplay<'a> {
             next: HashMap::new(),
             records,
             read_only,
+            removed: std::collections::BTreeSet::new(),
         }
+    }
+
+    /// The runs a tombstone removed (and that were not created again since): what of them
+    /// may still lie outside the replayed files (a run log, streams) is left over from a
+    /// removal a crash interrupted.
+    pub(in crate::store) fn removed(&self) -> &std::collections::BTreeSet<String> {
+        &self.removed
     }
 
     /// Applies the events of the WAL file at `wal_path` that are not in their run's log yet.
@@ -219,9 +324,25 @@ impl<'a> WalReplay<'a> {
     /// returns the scan and how many were applied.
     fn apply(&mut self, path: &Path, bytes: &[u8], base: usize) -> Result<(Scan, u64), WorldError> {
         let (memory, counts, next) = (self.memory, self.counts, &mut self.next);
+        let removed = &mut self.removed;
         let mut pending = 0;
-        let scan = scan_events_at(path, bytes, base, self.records, |_, event| {
+        let scan = scan_records_at(path, bytes, base, self.records, |_, line| {
+            let event = match line {
+                Line::Event(event) => *event,
+                Line::Removed(run_id) => {
+                    // Everything of the run so far goes; what follows belongs to a run created
+                    // again with the same id.
+                    check_run_id(&run_id).map_err(|e| e.to_string())?;
+                    memory.forget_run(&run_id);
+                    next.insert(run_id.clone(), 0);
+                    removed.insert(run_id);
+                    return Ok(());
+                }
+            };
             check_run_id(&event.run_id).map_err(|e| e.to_string())?;
+            if event.seq == 0 {
+                removed.remove(&event.run_id);
+            }
             let expected = match next.get_mut(event.run_id.as_str()) {
                 Some(expected) => expected,
                 None => {

@@ -6,6 +6,12 @@
 //! they were written; a new one is started once the newest passes [`SEGMENT_BYTES`]. So a
 //! compaction costs one sequential write and one sync however many runs it touches (one file
 //! per run cost a file creation and a sync each).
+//!
+//! Before it begins, a compaction notes the newest segment and its length in
+//! `state/compacting.json` (removed once it finished): a crash part-way leaves
+//! `wal.next.ndjson`, and the next open cuts what was appended off the segments again, so that
+//! no record is in a segment and the WAL at once (a tombstone and a copy of the records it
+//! removed would otherwise bring the run back).
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -16,7 +22,7 @@ use std::time::Duration;
 use crate::error::WorldError;
 use crate::store::file::{
     fresh_records, io_error, read_whole_lines, scan_headers_at, segment_number, segment_path,
-    sync_dir,
+    sync_dir, CompactionMark,
 };
 
 use super::Inner;
@@ -155,7 +161,29 @@ impl Inner {
     fn compact_locked(&self, disk: &mut Disk, chunk: usize) -> Result<usize, WorldError> {
         let state = self.wal_path.parent().unwrap_or(&self.root);
         // Only compaction (one at a time) creates or renames `next_path`.
-        if !self.next_path.exists() {
+        let resuming = self.next_path.exists();
+        if !resuming {
+            let len = fs::metadata(&self.wal_path)
+                .map_err(|e| io_error("could not read", &self.wal_path, e))?
+                .len();
+            if len == 0 {
+                return Ok(0);
+            }
+        }
+        // Where the segments end before this compaction, noted before the writer is pointed
+        // at `next_path`: if a crash interrupts it, the next open cuts off what it appended.
+        let segment = match &mut disk.segment {
+            Some(segment) => segment,
+            None => disk
+                .segment
+                .insert(Segment::open(&self.segments, disk.newest.as_deref())?),
+        };
+        CompactionMark {
+            segment: segment.number,
+            len: segment.len,
+        }
+        .write(state)?;
+        if !resuming {
             let switched = self.wal.switch(|| {
                 let next = OpenOptions::new()
                     .create(true)
@@ -166,6 +194,7 @@ impl Inner {
                 Ok(next)
             })?;
             if !switched {
+                CompactionMark::clear(state)?;
                 return Ok(0);
             }
         }
@@ -175,6 +204,7 @@ impl Inner {
         fs::rename(&self.next_path, &self.wal_path)
             .map_err(|e| io_error("could not rename", &self.next_path, e))?;
         sync_dir(state)?;
+        CompactionMark::clear(state)?;
         Ok(moved)
     }
 
@@ -231,10 +261,17 @@ impl Inner {
         // After a crash mid-compaction: only the records not in a segment yet, in order.
         let mut fresh = Vec::with_capacity(bytes.len());
         let mut moved = 0;
-        fresh_records(&self.wal_path, bytes, base, on_disk, |_, _, line| {
-            fresh.extend_from_slice(&bytes[line]);
-            moved += 1;
-        })?;
+        fresh_records(
+            &self.wal_path,
+            bytes,
+            base,
+            on_disk,
+            |_, _| false,
+            |_, _, line| {
+                fresh.extend_from_slice(&bytes[line]);
+                moved += 1;
+            },
+        )?;
         segment.write(&fresh)?;
         Ok(moved)
     }

@@ -9,7 +9,8 @@
 //!   state/lock                        held (exclusive) while a HybridStore has the directory open
 //!   state/wal.ndjson                  every acknowledged write not yet compacted, in order
 //!   state/wal.next.ndjson             while a compaction runs: the writes made since it began
-//!   segments/{n}.ndjson               compacted records of many runs, in the order written; a new one past 64 MiB
+//!   state/compacting.json             while a compaction runs: the newest segment and its length before it began
+//!   segments/{n}.ndjson               compacted records (and tombstones) of many runs, in the order written; a new one past 64 MiB
 //!   workflows/{run_id}.events.ndjson  run logs of file mode (and of builds before segments): read, never written
 //!   streams/{run_id}/{name}.ndjson    stream chunks, outside the WAL (see `store/streams/files.rs`)
 //!   schedules/{id}.json               one schedule each, outside the WAL (see `store/schedules/files.rs`)
@@ -37,6 +38,17 @@
 //! is truncated with a warning; corruption anywhere else fails with the file and byte offset.
 //! A [`FileStore`] opening the directory later moves every record into the run logs first.
 //!
+//! **Retention.** Removing a finished run forgets it in memory and queues its *tombstone* (a
+//! record of its own, see `store/file/record.rs`) under the WAL's queue lock, so no write to the
+//! run comes after it; `remove_run` returns once the tombstone is synced, then deletes the run's
+//! streams. Compaction copies tombstones into the segments like any record. On open a tombstone
+//! drops every record of its run before it (records after it are a run created again with the
+//! same id), and what a removal a crash interrupted left (streams, a run log) goes. A
+//! compaction notes where the segments ended before it began (`state/compacting.json`), and an
+//! open after a crash mid-compaction cuts what it appended off again, so that no record is both
+//! in a segment and in the WAL. Segments are not rewritten: the records of removed runs keep
+//! their space in them (the WAL's space and the streams' are given back).
+//!
 //! [`FileStore`]: super::FileStore
 
 mod compact;
@@ -57,8 +69,9 @@ use crate::model::{
 };
 
 use super::file::{
-    check_run_id, dir_lock, encode, io_error, list_run_logs, list_segments, load_run_log, log_path,
-    sync_dir, FileStore, Records, WalReplay, SEGMENTS_DIR, WAL_FILES,
+    check_run_id, dir_lock, encode, encode_tombstone, io_error, list_run_logs, list_segments,
+    load_run_log, log_path, sync_dir, undo_interrupted_compaction, FileStore, Records, WalReplay,
+    SEGMENTS_DIR, WAL_FILES,
 };
 use super::{
     Appended, EventStore, HookRecord, HookStore, IdempotencyStore, LeaseStore, MemoryStore,
@@ -147,6 +160,8 @@ impl HybridStore {
             let loaded = load_run_log(&path, &run_id, &memory, false, Records::Checksummed)?;
             counts.insert(run_id, loaded.count);
         }
+        // What a compaction a crash interrupted appended to the segments goes: the WAL holds it.
+        let undone = undo_interrupted_compaction(&root)?;
         let mut replay = WalReplay::new(&memory, &counts, Records::Checksummed, false);
         let segment_files = list_segments(&segments)?;
         for (i, path) in segment_files.iter().enumerate() {
@@ -171,7 +186,13 @@ impl HybridStore {
         if interrupted {
             replay.replay(&next_path)?;
         }
+        // Removals a crash interrupted after their tombstone was durable: what they had left
+        // outside the WAL and segments goes now.
+        let removed: Vec<String> = replay.removed().iter().cloned().collect();
         drop(replay);
+        for run_id in &removed {
+            remove_run_files(&root, run_id)?;
+        }
 
         let inner = Arc::new(Inner {
             wal: Wal::new(wal, &wal_path),
@@ -184,7 +205,9 @@ impl HybridStore {
                 segment: None,
                 newest: segment_files.last().cloned(),
                 segment_bytes: compact::SEGMENT_BYTES,
-                on_disk: Some(on_disk),
+                // Unless what an interrupted compaction appended was cut off again, a segment
+                // may hold copies of the WAL's first records (a build before compaction marks).
+                on_disk: (!undone).then_some(on_disk),
                 broken: None,
             }),
             _lock: lock,
@@ -296,6 +319,36 @@ impl HybridStore {
             Ok((appended, lines, Some((run, len))))
         })
         .await
+    }
+}
+
+impl Inner {
+    /// Deletes what a removed run may have outside the WAL and segments but its streams: a log
+    /// a file-mode world left for it.
+    fn remove_leftovers(&self, run_id: &str) -> Result<(), WorldError> {
+        let path = log_path(&self.root.join("workflows"), run_id);
+        match fs::remove_file(&path) {
+            Ok(()) => sync_dir(&self.root.join("workflows")),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_error("could not remove", &path, e)),
+        }
+    }
+}
+
+/// Deletes the files a removed run may have left outside the WAL and segments (its run log, its
+/// streams), when the store opens.
+fn remove_run_files(root: &Path, run_id: &str) -> Result<(), WorldError> {
+    let log = log_path(&root.join("workflows"), run_id);
+    match fs::remove_file(&log) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+        Err(e) => return Err(io_error("could not remove", &log, e)),
+    }
+    let streams = root.join("streams").join(run_id);
+    match fs::remove_dir_all(&streams) {
+        Ok(()) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(()),
+        Err(e) => Err(io_error("could not remove", &streams, e)),
     }
 }
 
@@ -457,7 +510,8 @@ impl HookStore for HybridStore {
 /// One process holds the directory: every unfinished run is its to drive (the defaults).
 impl LeaseStore for HybridStore {}
 
-/// Removal is not yet recorded on disk: a removed run is back after the store reopens.
+/// Retention: a removal is a tombstone in the WAL, durable before `remove_run` returns (see
+/// the module docs).
 #[async_trait]
 impl super::RetentionStore for HybridStore {
     async fn ended_runs(
@@ -474,9 +528,28 @@ impl super::RetentionStore for HybridStore {
         run_id: &str,
         ended_before: Millis,
     ) -> Result<super::Removal, WorldError> {
-        self.inner
-            .memory
-            .remove_ended_with(run_id, ended_before, |_| Ok(()))
+        // Memory forgets the run under the WAL's queue lock, as the tombstone is queued: no
+        // write to the run can come after it. A crash before the tombstone is synced leaves the
+        // run in place on the next open.
+        let removal = self
+            .write(Wait::Synced, |memory| {
+                let mut line = Vec::new();
+                let removal = memory.remove_ended_with(run_id, ended_before, |state| {
+                    encode_tombstone(
+                        &mut line,
+                        &state.id,
+                        state.completed_at.unwrap_or(state.updated_at),
+                    );
+                    Ok(())
+                })?;
+                Ok((removal, line, None))
+            })
+            .await?;
+        if let super::Removal::Removed { .. } = removal {
+            self.inner.remove_leftovers(run_id)?;
+            self.streams.remove_run(run_id)?;
+        }
+        Ok(removal)
     }
 }
 

@@ -171,7 +171,7 @@ impl Wal {
 
     /// Runs `apply` and queues the lines it returns, under one lock: the log holds each run's
     /// writes in the order they were applied. Returns `apply`'s value and the write's ticket
-    /// (`None` if it wrote nothing). `wait` says whether someone will wait for the sync.
+    /// (`None` if it wrote nothing: no lines and nothing to publish). `wait` says whether someone will wait for the sync.
     pub(super) fn queue<T>(
         &self,
         wait: Wait,
@@ -185,14 +185,15 @@ impl Wal {
             return Err(WorldError::Unavailable("hybrid store: closed".into()));
         }
         let (value, lines, write) = apply()?;
-        let Some(write) = write else {
+        if write.is_none() && lines.is_empty() {
             return Ok((value, None));
-        };
+        }
         if state.buf.is_empty() {
             self.to_write.notify_one();
         }
         state.buf.extend_from_slice(&lines);
-        state.queued.push(write);
+        // A tombstone has no run to publish: only its lines are queued.
+        state.queued.extend(write);
         state.enqueued += 1;
         let ticket = state.enqueued;
         if wait == Wait::Synced {

@@ -43,8 +43,8 @@ impl MemoryStore {
             return Ok(Removal::Kept(Kept::ChildRunning { child_id }));
         }
         // Index, then run: the order `list_runs` and `publish` take them in.
-        let mut index = self.index.lock();
-        let mut entry = shared.lock();
+        let index = self.index.lock();
+        let entry = shared.lock();
         if entry.removed {
             return Ok(Removal::Gone);
         }
@@ -57,6 +57,39 @@ impl MemoryStore {
             return Ok(Removal::Kept(Kept::EndedLater { ended_at }));
         }
         persist(&state)?;
+        let events = self.forget_locked(run_id, &id, index, entry, state);
+        Ok(Removal::Removed { events })
+    }
+
+    /// Forgets the run `run_id` whatever its status or relatives, like a removal: a durable
+    /// store replaying a removal it recorded (the checks passed when it was made), or one that
+    /// found the run's files gone (another process removed it). Returns false if there was no
+    /// such run.
+    pub(crate) fn forget_run(&self, run_id: &str) -> bool {
+        let Some((id, shared)) = self.entry_with_id(run_id) else {
+            return false;
+        };
+        let index = self.index.lock();
+        let entry = shared.lock();
+        if entry.removed {
+            return false;
+        }
+        let state = entry.state.clone();
+        self.forget_locked(run_id, &id, index, entry, state);
+        true
+    }
+
+    /// Forgets a run whose index and entry locks the caller holds (released here); returns the
+    /// events its history held.
+    fn forget_locked(
+        &self,
+        run_id: &str,
+        id: &Arc<str>,
+        mut index: parking_lot::MutexGuard<'_, super::Index>,
+        mut entry: parking_lot::MutexGuard<'_, super::Entry>,
+        state: Arc<WorkflowState>,
+    ) -> u64 {
+        let id = id.clone();
         entry.removed = true;
         let events = entry.history.len() as u64;
         entry.history = Vec::new();
@@ -100,7 +133,7 @@ impl MemoryStore {
             }
         }
         self.streams.forget_run(run_id);
-        Ok(Removal::Removed { events })
+        events
     }
 
     /// True if the run exists and has not finished (as readers see it).

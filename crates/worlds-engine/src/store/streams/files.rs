@@ -271,6 +271,28 @@ impl FileStreams {
         Ok(())
     }
 
+    /// Deletes every stream of a removed run (its directory) and forgets them; live readers are
+    /// woken to find them gone. Another process that had one loaded keeps serving what it
+    /// loaded until it reopens the directory.
+    pub(crate) fn remove_run(&self, run_id: &str) -> Result<(), WorldError> {
+        if self.read_only || check_run_id(run_id).is_err() {
+            return Ok(());
+        }
+        self.open.lock().retain(|(run, _), _| run != run_id);
+        let dir = self.dir.join(run_id);
+        match fs::remove_dir_all(&dir) {
+            Ok(()) => {
+                if self.sync_each {
+                    sync_dir(&self.dir)?;
+                }
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(io_error("could not remove", &dir, e)),
+        }
+        self.signals.bump(run_id);
+        Ok(())
+    }
+
     fn chunks(
         &self,
         run_id: &str,

@@ -13,6 +13,7 @@ mod hooks;
 mod inspect;
 mod keys;
 mod logs;
+mod prune;
 mod reopen;
 mod schedules;
 mod serve;
@@ -118,6 +119,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
             reopen::reopen(&args, ReopenRequest::resume(), &mut std::io::stdout())
         }
         Command::Runs(RunsCommand::Bulk(args)) => reopen::bulk(&args, &mut std::io::stdout()),
+        Command::Runs(RunsCommand::Prune(args)) => prune::prune(&args, &mut std::io::stdout()),
         Command::Runs(RunsCommand::Reset(args)) => reopen::reopen(
             &args.reopen,
             ReopenRequest::reset(args.position),

@@ -46,6 +46,8 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
         crate::signals::Stop::listen().context("could not listen for Ctrl-C and SIGTERM")?;
     let mut config = WorldConfig::default();
     config.logs.console = false;
+    args.retention.apply(&mut config.retention);
+    config.retention.sweep_interval = args.sweep_interval;
     if args.delivery_secret.is_some() {
         // Each DevKit delivery holds a worker while the app handles it (a step of the app may
         // run for a while): room for many at once from the start, not after the autoscaler's

@@ -31,9 +31,13 @@ use serde_json::Value;
 use worlds_engine::hooks::HookResumed;
 use worlds_engine::model::{Page, ReopenRequest, Reopened, ResolveData};
 use worlds_engine::schedule::ScheduleConfig;
-use worlds_engine::{BulkProgress, BulkRequest, ErrorKind, Event, WorkflowOptions, WorkflowState};
+use worlds_engine::{
+    BulkProgress, BulkRequest, ErrorKind, Event, PruneReport, RetentionStatus, WorkflowOptions,
+    WorkflowState,
+};
 use worlds_wire::{
-    Bulk, Cancel, PageBody, PageParams, Reopen, Reset, Resolve, Resume, Resumed, StartRun, Wait,
+    Bulk, Cancel, PageBody, PageParams, Prune, Reopen, Reset, Resolve, Resume, Resumed, StartRun,
+    Wait,
 };
 
 pub use worlds_wire::{ErrorBody, Outcome, RunFilter, Started};
@@ -261,6 +265,27 @@ impl Client {
     pub async fn bulk_progress(&self, id: &str) -> Result<BulkProgress, ClientError> {
         self.call(self.request(Method::GET, &format!("/v1/bulk/{}", segment(id))))
             .await
+    }
+
+    /// Starts a retention sweep (`POST /v1/prune`, admin scope) and answers its report so far;
+    /// with `dry_run`, answers what a sweep would remove and removes nothing.
+    pub async fn prune(&self, dry_run: bool) -> Result<PruneReport, ClientError> {
+        self.call(
+            self.request(Method::POST, "/v1/prune")
+                .json(&Prune { dry_run }),
+        )
+        .await
+    }
+
+    /// What retention sweep `id` did so far (`GET /v1/prune/{id}`).
+    pub async fn prune_report(&self, id: &str) -> Result<PruneReport, ClientError> {
+        self.call(self.request(Method::GET, &format!("/v1/prune/{}", segment(id))))
+            .await
+    }
+
+    /// The world's retention policy, next sweep and last sweep (`GET /v1/retention`).
+    pub async fn retention(&self) -> Result<RetentionStatus, ClientError> {
+        self.call(self.request(Method::GET, "/v1/retention")).await
     }
 
     /// One page of a run's history, oldest first, from `cursor`.

@@ -146,9 +146,8 @@ pub use payload::{Payload, BYTES_KEY};
 pub use worker::{WorkerInfo, WorkerStatus};
 pub use world::{
     Divergence, ExternalRuns, HistoryVerdict, NewExternalRun, RetentionStatus, VerifyOptions,
-    VerifyReport,
-    WorkflowHandle, WorkflowVerified, World, WorldKeys, WorldLogs, WorldSchedules, WorldStreams,
-    WorldWorkers,
+    VerifyReport, WorkflowHandle, WorkflowVerified, World, WorldKeys, WorldLogs, WorldSchedules,
+    WorldStreams, WorldWorkers,
 };
 // The attributes that turn an `async fn` into a workflow, an activity or a durable step. They
 // share their names with the `activity` and `workflow` functions: macros live in a namespace of their own.

@@ -98,7 +98,9 @@ use worlds_engine::http::{serve_connections, Limits};
 use worlds_engine::{World, WorldError};
 
 use auth::{AuthProvider, Guard, KeyAuth, KeyRing, Scope};
-use routes::{health, hooks, keys, metrics, recovery, retention, runs, schedules, streams, workers};
+use routes::{
+    health, hooks, keys, metrics, recovery, retention, runs, schedules, streams, workers,
+};
 use state::Api;
 
 pub use openapi::OPENAPI_PATH;

@@ -37,6 +37,7 @@ impl Cli {
             Command::Runs(RunsCommand::Retry(args) | RunsCommand::Resume(args)) => args.json,
             Command::Runs(RunsCommand::Reset(args)) => args.reopen.json,
             Command::Runs(RunsCommand::Bulk(args)) => args.json,
+            Command::Runs(RunsCommand::Prune(args)) => args.json,
             Command::Schedules(SchedulesCommand::List(args)) => args.json,
             Command::Schedules(
                 SchedulesCommand::Pause(args)
@@ -66,6 +67,8 @@ Examples:
   worlds runs show <RUN_OR_WORKFLOW_ID>
                                      one run: what happened, what it waits for
   worlds runs cancel <ID> --reason 'not needed'
+  worlds runs prune --keep-completed 7d --keep-failed 30d --dry-run
+                                     what a retention sweep would remove, and its size
   worlds logs --level warn --since 1h
   worlds doctor --dir path/to/.worlds-engine
 
@@ -204,6 +207,15 @@ pub(crate) struct ServeArgs {
     /// The database of `--persistence postgres`.
     #[command(flatten)]
     pub(crate) database: DatabaseArgs,
+
+    /// How long finished runs are kept; the world sweeps the rest away every
+    /// --sweep-interval. Default: every run kept for ever.
+    #[command(flatten)]
+    pub(crate) retention: RetentionArgs,
+
+    /// How often the world sweeps while a --keep-… removes anything.
+    #[arg(long, value_name = "DURATION", default_value = "1h")]
+    pub(crate) sweep_interval: worlds_engine::duration::Dur,
 }
 
 /// `worlds hooks …`.
@@ -334,6 +346,77 @@ pub(crate) enum RunsCommand {
     /// here; against --database-url the running members drive it; through --server the
     /// serving world does.
     Bulk(BulkArgs),
+    /// Remove the finished runs a retention policy lets go, with everything of theirs
+    /// (history, steps, hooks, streams, keys); --dry-run says what would go and the space it
+    /// takes. Through --server the serving world's policy applies (set with `worlds serve
+    /// --keep-…`); against --dir or --database-url give the policy with --keep-… . The sweep is
+    /// a durable run: interrupted, it goes on where it stopped and removes each run once.
+    Prune(PruneArgs),
+}
+
+/// How long finished runs are kept, by final status (`worlds serve`, `worlds runs prune`).
+#[derive(Debug, Clone, Default, Args)]
+pub(crate) struct RetentionArgs {
+    /// Keep completed runs this long after they end (`7d`, `12h`); 0s keeps them for ever.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) keep_completed: Option<worlds_engine::duration::Dur>,
+
+    /// Keep failed runs (compensated ones included) this long after they end; 0s: for ever.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) keep_failed: Option<worlds_engine::duration::Dur>,
+
+    /// Keep cancelled runs this long after they end; 0s: for ever.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) keep_cancelled: Option<worlds_engine::duration::Dur>,
+
+    /// Keep quarantined runs this long after they end; 0s: for ever.
+    #[arg(long, value_name = "DURATION")]
+    pub(crate) keep_quarantined: Option<worlds_engine::duration::Dur>,
+}
+
+impl RetentionArgs {
+    /// True if any --keep-… was given.
+    pub(crate) fn is_given(&self) -> bool {
+        self.keep_completed.is_some()
+            || self.keep_failed.is_some()
+            || self.keep_cancelled.is_some()
+            || self.keep_quarantined.is_some()
+    }
+
+    /// `policy` with the durations given here (the rest left as they are).
+    pub(crate) fn apply(&self, policy: &mut worlds_engine::RetentionConfig) {
+        let fields = [
+            (self.keep_completed, &mut policy.completed),
+            (self.keep_failed, &mut policy.failed),
+            (self.keep_cancelled, &mut policy.cancelled),
+            (self.keep_quarantined, &mut policy.quarantined),
+        ];
+        for (given, field) in fields {
+            if let Some(given) = given {
+                *field = given;
+            }
+        }
+    }
+}
+
+/// Options of `worlds runs prune`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct PruneArgs {
+    /// Only say what would be removed and the space it takes; remove nothing.
+    #[arg(long)]
+    pub(crate) dry_run: bool,
+
+    /// The policy to judge by (against --dir or --database-url).
+    #[command(flatten)]
+    pub(crate) policy: RetentionArgs,
+
+    /// Print the report as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+
+    /// The world: its directory, database or API.
+    #[command(flatten)]
+    pub(crate) world: WorldArgs,
 }
 
 /// What `worlds runs bulk` does to each run.

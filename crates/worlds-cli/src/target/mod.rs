@@ -442,6 +442,41 @@ impl Target {
         })
     }
 
+    /// A retention sweep judging by `policy` (the serving world's own through a server), or
+    /// its preview with `dry_run`, followed to its end. On a directory the sweep is driven
+    /// here, as a bulk operation is; on a database by the members running the world.
+    pub(crate) fn prune(
+        &self,
+        policy: Option<worlds_engine::RetentionConfig>,
+        dry_run: bool,
+    ) -> anyhow::Result<worlds_engine::PruneReport> {
+        if let Target::Server(client) = self {
+            return server::prune(client, dry_run);
+        }
+        let instead = "sweep through the world's API (`worlds runs prune --server URL --api-key KEY` when it serves one), or from that program (World::prune), or stop it and run this command again.";
+        let driven_here = matches!(self, Target::Dir(_));
+        self.write(instead, async |world: &World| {
+            if dry_run {
+                return Ok(world.prune_preview_by(policy).await?);
+            }
+            if driven_here {
+                world.start().await?;
+                let id = world.prune_by(policy).await?;
+                let report = world.prune_report_when_done(&id).await?;
+                world.shutdown().await?;
+                return Ok(report);
+            }
+            let id = world.prune_by(policy).await?;
+            loop {
+                let report = world.prune_report(&id).await?;
+                if report.done {
+                    return Ok(report);
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            }
+        })
+    }
+
     /// The schedules, by id.
     pub(crate) fn schedules(&self) -> anyhow::Result<Vec<ScheduleConfig>> {
         match self {

@@ -183,6 +183,20 @@ pub(crate) fn bulk(
     })
 }
 
+/// `worlds runs prune --server`: starts a sweep (or asks for the preview) and follows it to
+/// its end.
+pub(crate) fn prune(client: &Client, dry_run: bool) -> anyhow::Result<worlds_engine::PruneReport> {
+    runtime()?.block_on(async {
+        let mut report = client.prune(dry_run).await.map_err(explained)?;
+        while !report.done {
+            let Some(id) = report.id.clone() else { break };
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            report = client.prune_report(&id).await.map_err(explained)?;
+        }
+        Ok(report)
+    })
+}
+
 /// `worlds hooks resume --server`.
 pub(crate) fn resume_hook(
     client: &Client,

@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
 use crate::duration::Dur;
-use crate::store::EndedRun;
+use crate::model::EndedRun;
 use crate::RunStatus;
 
 /// How long each kind of finished run is kept; a zero duration (the default) keeps it for ever.

@@ -171,11 +171,11 @@ pub(crate) fn prune_workflow(engine: Weak<Engine>) -> Workflow<PruneInput, Prune
 use crate::clock::duration_ms as ms;
 
 impl Engine {
-    /// The input of a sweep judging by the world's policy at the current time.
-    pub(crate) fn prune_input(&self) -> PruneInput {
+    /// The input of a sweep judging by `policy` (the world's when `None`) at the current time.
+    pub(crate) fn prune_input(&self, policy: Option<RetentionConfig>) -> PruneInput {
         let config = self.config();
         PruneInput {
-            policy: config.retention.clone(),
+            policy: policy.unwrap_or_else(|| config.retention.clone()),
             now: self.now_ms(),
             idempotency_ttl: config.idempotency_ttl,
         }
@@ -300,7 +300,7 @@ impl Engine {
             let now = self.now_ms();
             let slot = now / interval;
             let id = format!("{PRUNE_WORKFLOW}.{slot}");
-            let input = crate::payload::Payload::encode(&self.prune_input());
+            let input = crate::payload::Payload::encode(&self.prune_input(None));
             let started = match input {
                 Ok(input) => {
                     let options = crate::model::WorkflowOptions::default()

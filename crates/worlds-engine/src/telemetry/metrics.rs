@@ -517,7 +517,9 @@ impl MetricsRecorder {
     /// A retention sweep removed a run of `events` events.
     pub(crate) fn run_removed(&self, events: u64) {
         self.steps.runs_removed.fetch_add(1, Ordering::Relaxed);
-        self.steps.events_removed.fetch_add(events, Ordering::Relaxed);
+        self.steps
+            .events_removed
+            .fetch_add(events, Ordering::Relaxed);
     }
 
     /// Run durations by final status.

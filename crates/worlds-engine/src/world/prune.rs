@@ -53,7 +53,17 @@ impl World {
     /// # }).unwrap();
     /// ```
     pub async fn prune(&self) -> Result<String, WorldError> {
-        let input = self.engine.prune_input();
+        self.prune_by(None).await
+    }
+
+    /// Like [`prune`](Self::prune), judging by `policy` instead of the world's (when `Some`):
+    /// for a tool that opens the store without the program's configuration. The policy is
+    /// recorded in the sweep's input, so whichever process drives the sweep judges by it.
+    pub async fn prune_by(&self, policy: Option<RetentionConfig>) -> Result<String, WorldError> {
+        if let Some(policy) = &policy {
+            policy.validate()?;
+        }
+        let input = self.engine.prune_input(policy);
         let handle = self
             .execute_by_name::<PruneInput, PruneReport>(
                 PRUNE_WORKFLOW,
@@ -67,7 +77,19 @@ impl World {
     /// What a sweep would remove now, without removing anything: the runs, their events and
     /// the bytes those take, and what the policy keeps. Reads every history it would remove.
     pub async fn prune_preview(&self) -> Result<PruneReport, WorldError> {
-        let input = self.engine.prune_input();
+        self.prune_preview_by(None).await
+    }
+
+    /// Like [`prune_preview`](Self::prune_preview), judging by `policy` instead of the
+    /// world's (when `Some`).
+    pub async fn prune_preview_by(
+        &self,
+        policy: Option<RetentionConfig>,
+    ) -> Result<PruneReport, WorldError> {
+        if let Some(policy) = &policy {
+            policy.validate()?;
+        }
+        let input = self.engine.prune_input(policy);
         let mut report = PruneReport {
             dry_run: true,
             at: input.now,

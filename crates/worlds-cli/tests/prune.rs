@@ -1,0 +1,170 @@
+//! `worlds runs prune` as a user runs it: the built binary on directories written by the engine
+//! (file and hybrid), a preview first, then the sweep, then nothing left to do.
+
+mod common;
+
+use common::{text, worlds};
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::json;
+use worlds_engine::clock::{Clock, VirtualClock};
+use worlds_engine::ids::IdGenerator;
+use worlds_engine::model::EVENT_FORMAT_VERSION;
+use worlds_engine::store::{FileStore, HybridStore, Store};
+use worlds_engine::{Event, EventKind, Payload};
+
+/// In a store under `dir` (hybrid if `hybrid`): `done` runs that completed in 2023, one failed
+/// then, and one still pending. Returns (completed ids, failed id, pending id).
+fn populate(dir: &Path, hybrid: bool, done: usize) -> (Vec<String>, String, String) {
+    let clock = VirtualClock::new(1_700_000_000_000);
+    let ids = IdGenerator::new(Arc::new(clock.clone()));
+    let event = |run_id: &str, kind: EventKind| Event {
+        id: ids.event_id(),
+        run_id: run_id.to_owned(),
+        seq: 0,
+        timestamp: clock.now_ms(),
+        version: EVENT_FORMAT_VERSION,
+        kind,
+    };
+    let queued = |name: &str| {
+        EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun::new(
+            name.to_owned(),
+            ids.run_id(),
+            Payload::from(json!("world")),
+        )))
+    };
+    let store: Box<dyn Store> = if hybrid {
+        Box::new(HybridStore::open(dir).unwrap())
+    } else {
+        Box::new(FileStore::open(dir).unwrap())
+    };
+    let started = || EventKind::WorkflowStarted {
+        attempt: 1,
+        first_position: 0,
+    };
+    futures::executor::block_on(async {
+        let mut completed = Vec::new();
+        for _ in 0..done {
+            let id = ids.run_id();
+            store.create_run(event(&id, queued("greet"))).await.unwrap();
+            let end = EventKind::WorkflowCompleted {
+                output: Payload::from(json!("hello")),
+            };
+            store
+                .append(&id, vec![event(&id, started()), event(&id, end)])
+                .await
+                .unwrap();
+            completed.push(id);
+        }
+        let failed = ids.run_id();
+        store
+            .create_run(event(&failed, queued("greet")))
+            .await
+            .unwrap();
+        let end = EventKind::WorkflowFailed {
+            error: worlds_engine::StructuredError::new("boom"),
+        };
+        store
+            .append(
+                &failed,
+                vec![event(&failed, started()), event(&failed, end)],
+            )
+            .await
+            .unwrap();
+        let pending = ids.run_id();
+        store
+            .create_run(event(&pending, queued("greet")))
+            .await
+            .unwrap();
+        (completed, failed, pending)
+    })
+}
+
+fn listed(dir: &Path) -> Vec<String> {
+    let output = worlds(&["runs", "list", "--json", "--limit", "1000"], dir);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    text(&output.stdout)
+        .lines()
+        .map(|line| {
+            let run: serde_json::Value = serde_json::from_str(line).unwrap();
+            run["id"].as_str().unwrap().to_owned()
+        })
+        .collect()
+}
+
+fn sweeps_on(hybrid: bool) {
+    let dir = tempfile::tempdir().unwrap();
+    let (completed, failed, pending) = populate(dir.path(), hybrid, 30);
+
+    // No policy, or one that keeps everything: refused, with what to say instead.
+    let output = worlds(&["runs", "prune"], dir.path());
+    assert!(!output.status.success());
+    let error = text(&output.stderr);
+    assert!(error.contains("--keep-completed"), "{error}");
+    let output = worlds(&["runs", "prune", "--keep-completed", "0s"], dir.path());
+    assert!(!output.status.success());
+    assert!(text(&output.stderr).contains("for ever"));
+
+    // The preview removes nothing and says how much would go.
+    let output = worlds(
+        &["runs", "prune", "--keep-completed", "7d", "--dry-run"],
+        dir.path(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let said = text(&output.stdout);
+    assert!(said.contains("would remove 30 run(s)"), "{said}");
+    assert!(said.contains("KiB") || said.contains("bytes"), "{said}");
+    assert_eq!(listed(dir.path()).len(), 32);
+
+    // The sweep: completed runs go; the failed (kept for ever) and the pending stay.
+    let output = worlds(
+        &["runs", "prune", "--keep-completed", "7d", "--json"],
+        dir.path(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let report: serde_json::Value = serde_json::from_str(text(&output.stdout).trim()).unwrap();
+    assert_eq!(report["removed"], 30, "{report}");
+    assert_eq!(report["events"], 90, "{report}");
+    assert_eq!(report["done"], true);
+    let left = listed(dir.path());
+    assert!(
+        left.contains(&failed) && left.contains(&pending),
+        "{left:?}"
+    );
+    assert!(!completed.iter().any(|id| left.contains(id)), "{left:?}");
+    let output = worlds(&["runs", "show", &completed[0]], dir.path());
+    assert!(!output.status.success());
+
+    // Nothing left to do; the failed run goes once its own class has a duration.
+    let output = worlds(
+        &["runs", "prune", "--keep-completed", "7d", "--json"],
+        dir.path(),
+    );
+    let report: serde_json::Value = serde_json::from_str(text(&output.stdout).trim()).unwrap();
+    assert_eq!(report["removed"], 0, "{report}");
+    let output = worlds(
+        &["runs", "prune", "--keep-failed", "30d", "--json"],
+        dir.path(),
+    );
+    let report: serde_json::Value = serde_json::from_str(text(&output.stdout).trim()).unwrap();
+    // The failed run, and the first sweep (a completed run of the built-in workflow) is kept:
+    // only failed runs have a duration here.
+    assert_eq!(report["removed"], 1, "{report}");
+    let left = listed(dir.path());
+    assert!(
+        !left.contains(&failed) && left.contains(&pending),
+        "{left:?}"
+    );
+}
+
+#[test]
+fn prune_previews_then_sweeps_a_file_directory() {
+    sweeps_on(false);
+}
+
+#[test]
+fn prune_previews_then_sweeps_a_hybrid_directory() {
+    sweeps_on(true);
+}

@@ -12,7 +12,7 @@ use serde_json::json;
 use worlds_engine::clock::{Clock, VirtualClock};
 use worlds_engine::ids::IdGenerator;
 use worlds_engine::model::EVENT_FORMAT_VERSION;
-use worlds_engine::store::{FileStore, HybridStore, Store};
+use worlds_engine::store::{EventStore, FileStore, HybridStore, RunStore, Store};
 use worlds_engine::{Event, EventKind, Payload};
 
 /// In a store under `dir` (hybrid if `hybrid`): `done` runs that completed in 2023, one failed
@@ -167,4 +167,151 @@ fn prune_previews_then_sweeps_a_file_directory() {
 #[test]
 fn prune_previews_then_sweeps_a_hybrid_directory() {
     sweeps_on(true);
+}
+
+/// Counts the tombstones (one per removed run) in a hybrid directory's WAL files and segments.
+fn tombstones(dir: &Path) -> usize {
+    let mut files: Vec<std::path::PathBuf> = ["wal.ndjson", "wal.next.ndjson"]
+        .iter()
+        .map(|name| dir.join("state").join(name))
+        .collect();
+    if let Ok(segments) = std::fs::read_dir(dir.join("segments")) {
+        files.extend(segments.flatten().map(|entry| entry.path()));
+    }
+    files
+        .iter()
+        .filter_map(|path| std::fs::read(path).ok())
+        .map(|bytes| {
+            bytes
+                .split(|b| *b == b'\n')
+                .filter(|line| line.starts_with(b"{\"removed\":"))
+                .count()
+        })
+        .sum()
+}
+
+/// A sweep killed with SIGKILL halfway through loses nothing unfinished, and the next one
+/// finishes the job: every completed run removed exactly once (one tombstone each).
+#[test]
+fn a_sweep_killed_halfway_is_finished_by_the_next_and_removes_each_run_once() {
+    const DONE: usize = 2_000;
+    let dir = tempfile::tempdir().unwrap();
+    let (completed, failed, pending) = populate_many(dir.path(), DONE);
+
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_worlds"))
+        .args(["runs", "prune", "--keep-completed", "7d", "--json", "--dir"])
+        .arg(dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut seen = 0;
+    while started.elapsed() < std::time::Duration::from_secs(120) {
+        seen = tombstones(dir.path());
+        if seen >= 200 || child.try_wait().unwrap().is_some() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let before = tombstones(dir.path());
+    assert!(before >= 200, "the sweep got going: {seen} tombstones");
+    assert!(before < DONE, "killed halfway, not at the end: {before}");
+
+    // The next sweep (it also resumes the killed one) finishes the job.
+    let output = worlds(
+        &["runs", "prune", "--keep-completed", "7d", "--json"],
+        dir.path(),
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let left = listed(dir.path());
+    assert!(
+        left.contains(&failed) && left.contains(&pending),
+        "{left:?}"
+    );
+    let completed_left = completed.iter().filter(|id| left.contains(id)).count();
+    assert_eq!(completed_left, 0);
+    // One tombstone per completed run, and one for the first (killed) sweep's run if the
+    // second sweep found it finished and old enough (it is not: it ended just now).
+    assert_eq!(tombstones(dir.path()), DONE, "each run removed once");
+}
+
+/// [`populate`] for many runs: created and ended concurrently, so the hybrid store groups
+/// their writes into few syncs.
+fn populate_many(dir: &Path, done: usize) -> (Vec<String>, String, String) {
+    let clock = VirtualClock::new(1_700_000_000_000);
+    let ids = IdGenerator::new(Arc::new(clock.clone()));
+    let event = |run_id: &str, kind: EventKind| Event {
+        id: ids.event_id(),
+        run_id: run_id.to_owned(),
+        seq: 0,
+        timestamp: clock.now_ms(),
+        version: EVENT_FORMAT_VERSION,
+        kind,
+    };
+    let queued = |name: &str| {
+        EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun::new(
+            name.to_owned(),
+            ids.run_id(),
+            Payload::from(json!("world")),
+        )))
+    };
+    let store = HybridStore::open(dir).unwrap();
+    let completed: Vec<String> = (0..done).map(|_| ids.run_id()).collect();
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let (failed, pending) = runtime.block_on(async {
+        for chunk in completed.chunks(500) {
+            let firsts = chunk.iter().map(|id| event(id, queued("greet"))).collect();
+            for created in store.create_runs(firsts).await {
+                created.unwrap();
+            }
+            let ends = chunk.iter().map(|id| {
+                let events = vec![
+                    event(
+                        id,
+                        EventKind::WorkflowStarted {
+                            attempt: 1,
+                            first_position: 0,
+                        },
+                    ),
+                    event(
+                        id,
+                        EventKind::WorkflowCompleted {
+                            output: Payload::from(json!("hello")),
+                        },
+                    ),
+                ];
+                store.append(id, events)
+            });
+            for ended in futures::future::join_all(ends).await {
+                ended.unwrap();
+            }
+        }
+        let failed = ids.run_id();
+        store
+            .create_run(event(&failed, queued("greet")))
+            .await
+            .unwrap();
+        let end = EventKind::WorkflowFailed {
+            error: worlds_engine::StructuredError::new("boom"),
+        };
+        store
+            .append(&failed, vec![event(&failed, end)])
+            .await
+            .unwrap();
+        let pending = ids.run_id();
+        store
+            .create_run(event(&pending, queued("greet")))
+            .await
+            .unwrap();
+        (failed, pending)
+    });
+    drop(store);
+    (completed, failed, pending)
 }

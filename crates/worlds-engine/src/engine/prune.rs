@@ -19,6 +19,7 @@
 
 use std::sync::{Arc, Weak};
 
+use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::authoring::context::WorkflowContext;
@@ -37,6 +38,8 @@ use crate::store::{EndedCursor, EndedRun, Removal};
 pub const PRUNE_WORKFLOW: &str = "worlds.prune";
 /// Finished runs looked at per step.
 pub(crate) const PAGE_SIZE: usize = 200;
+/// Removals a sweep has in flight at once.
+const REMOVALS_AT_ONCE: usize = 16;
 
 /// What a sweep did, or (for a preview) would do.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -207,6 +210,7 @@ impl Engine {
         }
         let bulk_bound = self.open_bulk_reopen_bound().await?;
         let ttl = input.idempotency_ttl.0;
+        let mut removable = Vec::new();
         for run in &runs {
             page.looked_at += 1;
             let ended_before = match input.policy.verdict(run, input.now, ttl) {
@@ -226,8 +230,11 @@ impl Engine {
                 page.kept_for_bulk += 1;
                 continue;
             }
-            if dry_run {
-                let history = self.store.history(&run.run_id, 0).await?;
+            removable.push((run.run_id.clone(), ended_before));
+        }
+        if dry_run {
+            for (run_id, _) in removable {
+                let history = self.store.history(&run_id, 0).await?;
                 page.removed += 1;
                 page.events += history.len() as u64;
                 let bytes: usize = history
@@ -235,14 +242,27 @@ impl Engine {
                     .map(|event| serde_json::to_vec(&**event).map_or(0, |v| v.len() + 1))
                     .sum();
                 page.bytes = Some(page.bytes.unwrap_or(0) + bytes as u64);
-                continue;
             }
-            match self.store.remove_run(&run.run_id, ended_before).await? {
+            return Ok(page);
+        }
+        // Several at once: a store that groups concurrent writes into one sync (hybrid) or
+        // runs them on several connections (PostgreSQL) removes a page in a few round trips.
+        let mut removals = futures::stream::iter(removable)
+            .map(|(run_id, ended_before)| {
+                let store = self.store.clone();
+                async move {
+                    let removal = store.remove_run(&run_id, ended_before).await;
+                    (run_id, removal)
+                }
+            })
+            .buffer_unordered(REMOVALS_AT_ONCE);
+        while let Some((run_id, removal)) = removals.next().await {
+            match removal? {
                 Removal::Removed { events } => {
                     page.removed += 1;
                     page.events += events;
                     self.metrics().run_removed(events);
-                    self.forget_removed_run(&run.run_id);
+                    self.forget_removed_run(&run_id);
                 }
                 Removal::Gone => page.already_gone += 1,
                 Removal::Kept(_) => page.kept_in_use += 1,

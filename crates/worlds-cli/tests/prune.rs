@@ -98,6 +98,16 @@ fn sweeps_on(hybrid: bool) {
     let dir = tempfile::tempdir().unwrap();
     let (completed, failed, pending) = populate(dir.path(), hybrid, 30);
 
+    // The doctor sees finished runs piling up with no sweep ever run.
+    let output = worlds(&["doctor"], dir.path());
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let said = text(&output.stdout);
+    assert!(
+        said.contains("note: 31 finished run(s) ended over 30 days ago"),
+        "{said}"
+    );
+    assert!(said.contains("grows without bound"), "{said}");
+
     // No policy, or one that keeps everything: refused, with what to say instead.
     let output = worlds(&["runs", "prune"], dir.path());
     assert!(!output.status.success());
@@ -136,6 +146,9 @@ fn sweeps_on(hybrid: bool) {
     assert!(!completed.iter().any(|id| left.contains(id)), "{left:?}");
     let output = worlds(&["runs", "show", &completed[0]], dir.path());
     assert!(!output.status.success());
+    let said = text(&worlds(&["doctor"], dir.path()).stdout);
+    assert!(said.contains("retention: last sweep wrun_"), "{said}");
+    assert!(!said.contains("grows without bound"), "{said}");
 
     // Nothing left to do; the failed run goes once its own class has a duration.
     let output = worlds(

@@ -21,7 +21,7 @@ use worlds_engine::{
     World, WorldConfig,
 };
 
-use super::scan::{collect_runs, format_stuck, stuck_runs};
+use super::scan::{collect_runs, format_stuck, retention_note, stuck_runs};
 use super::DEFAULT_DIR;
 use crate::escape::escaped;
 use crate::text::{now_ms, shell_word};
@@ -229,6 +229,8 @@ pub(crate) fn doctor(dir: &Path, out: &mut dyn Write) -> anyhow::Result<()> {
     out.write_all(format_doctor(&runs, store.wal_summary(), store.warnings()).as_bytes())?;
     let stuck = futures::executor::block_on(stuck_runs(&store, &runs, now_ms()))?;
     out.write_all(format_stuck(&stuck).as_bytes())?;
+    let note = futures::executor::block_on(retention_note(&store, now_ms()))?;
+    out.write_all(note.as_bytes())?;
     if let Ok(fs) = rustix::fs::statvfs(dir) {
         let block = fs.f_frsize.max(1);
         let free = fs.f_bavail.saturating_mul(block);

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use worlds_engine::clock::Millis;
-use worlds_engine::store::{EventStore, RunStore};
+use worlds_engine::store::{EventStore, RetentionStore, RunStore};
 use worlds_engine::{Event, ResolveData, RunStatus, WorkflowQueryFilter, WorkflowState};
 
 use super::{Shown, Target};
@@ -139,4 +139,49 @@ pub(crate) fn format_stuck(stuck: &[Stuck]) -> String {
         text.push_str(&format!("  … and {} more\n", stuck.len() - STUCK_SHOWN));
     }
     text
+}
+
+/// Finished runs older than this with no sweep ever run: the doctors say the store grows.
+const OLD_FINISHED_MS: Millis = 30 * 86_400_000;
+/// Old finished runs counted at most.
+const OLD_FINISHED_CAP: usize = 10_000;
+
+/// The doctors' retention line: the newest sweep, or, when none ever ran, how many finished
+/// runs ended over 30 days ago (counted up to 10 000), as a `note:` with what to do. Empty when
+/// there is nothing to say.
+pub(crate) async fn retention_note(
+    store: &(impl RunStore + RetentionStore + ?Sized),
+    now: Millis,
+) -> anyhow::Result<String> {
+    let newest = store
+        .list_runs(
+            &WorkflowQueryFilter::new()
+                .workflow_name(worlds_engine::PRUNE_WORKFLOW)
+                .resolve_data(ResolveData::None)
+                .limit(1),
+        )
+        .await?;
+    if let Some(sweep) = newest.data.first() {
+        return Ok(format!(
+            "retention: last sweep {} started {} ({})\n",
+            escaped(&sweep.id),
+            super::super::text::timestamp(sweep.created_at),
+            sweep.status
+        ));
+    }
+    let old = store
+        .ended_runs(now.saturating_sub(OLD_FINISHED_MS), None, OLD_FINISHED_CAP)
+        .await?
+        .len();
+    if old == 0 {
+        return Ok(String::new());
+    }
+    let count = if old >= OLD_FINISHED_CAP {
+        format!("{OLD_FINISHED_CAP} or more")
+    } else {
+        old.to_string()
+    };
+    Ok(format!(
+        "note: {count} finished run(s) ended over 30 days ago and no retention sweep ever ran here: the store grows without bound. Set a policy (WorldConfig::retention; `worlds serve --keep-completed 7d --keep-failed 30d`) or sweep with `worlds runs prune --keep-completed 7d --dry-run` first\n"
+    ))
 }

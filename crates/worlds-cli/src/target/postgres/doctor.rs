@@ -20,7 +20,7 @@ use worlds_postgres::{
 };
 
 use super::{connect, leave, unusable, Database, CONNECT_TIMEOUT};
-use crate::target::scan::{collect_runs, format_stuck, stuck_runs, STUCK_SCAN};
+use crate::target::scan::{collect_runs, format_stuck, retention_note, stuck_runs, STUCK_SCAN};
 use crate::text::{duration, now_ms};
 
 /// Milliseconds, as [`duration`] takes them.
@@ -81,7 +81,7 @@ pub(crate) fn doctor(db: &Database, lease: Duration, out: &mut dyn Write) -> any
         writeln!(out, "problem: {}", db.scrub(&problem))?;
         bail!("1 problem found (see above)");
     }
-    let stuck = runtime.block_on(async {
+    let (stuck, retention) = runtime.block_on(async {
         let store = connect(db).await?;
         let found = async {
             let unfinished = WorkflowQueryFilter::new()
@@ -93,7 +93,8 @@ pub(crate) fn doctor(db: &Database, lease: Duration, out: &mut dyn Write) -> any
                 .resolve_data(ResolveData::None)
                 .oldest_first();
             let (runs, _) = collect_runs(&store, unfinished, STUCK_SCAN).await?;
-            anyhow::Ok(stuck_runs(&store, &runs, now_ms()).await?)
+            let stuck = stuck_runs(&store, &runs, now_ms()).await?;
+            anyhow::Ok((stuck, retention_note(&store, now_ms()).await?))
         }
         .await;
         leave(&store).await;
@@ -101,6 +102,7 @@ pub(crate) fn doctor(db: &Database, lease: Duration, out: &mut dyn Write) -> any
     })?;
     let mut text = format_report(&report);
     text.push_str(&format_stuck(&stuck));
+    text.push_str(&retention);
     out.write_all(text.as_bytes())?;
     let problems = text.lines().filter(|l| l.starts_with("problem:")).count();
     if problems > 0 {

@@ -7,6 +7,7 @@
 mod dashboard;
 mod http;
 mod members;
+mod r1;
 mod report;
 mod s1;
 mod v1;
@@ -72,6 +73,8 @@ pub(crate) struct Settings {
     pub(crate) members: usize,
     /// W1 and W2 through the HTTP API (`--via http`).
     pub(crate) via_http: bool,
+    /// R1's simulated days (`--days`).
+    pub(crate) days: Option<u64>,
 }
 
 /// Runs `worlds bench`.
@@ -90,6 +93,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         schema: args.member_of.clone(),
         members: args.members,
         via_http: args.via == crate::cli::ViaArg::Http,
+        days: args.days,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -185,6 +189,7 @@ async fn run_one(workload: WorkloadArg, settings: &Settings) -> anyhow::Result<R
         WorkloadArg::D1 => dashboard::run(settings).await,
         WorkloadArg::V1 => v1::run(settings).await,
         WorkloadArg::S1 => s1::run(settings).await,
+        WorkloadArg::R1 => r1::run(settings).await,
         WorkloadArg::All => bail!("`all` is not a single workload"),
     }
 }
@@ -331,7 +336,31 @@ mod tests {
             schema: None,
             members: 1,
             via_http: false,
+            days: None,
         }
+    }
+
+    /// R1 at a tiny size: the store stops growing once runs reach the policy's age, and each
+    /// day after the first week's sweep removes a day of runs.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn r1_runs_small_and_sweeps_a_day_a_day() {
+        let settings = Settings {
+            days: Some(12),
+            backend: Backend::Hybrid,
+            workers: 16,
+            ..tiny()
+        };
+        let report = run_workload(WorkloadArg::R1, &settings).await.unwrap();
+        assert_eq!(report.workload, "R1");
+        let curve = report.curve.unwrap();
+        assert_eq!(curve.len(), 12);
+        // Nothing is old enough to go before day 7; from then on a day's runs (5, and the
+        // day's sweep) go each day.
+        assert!(curve[..6].iter().all(|d| d.removed == 0), "{curve:?}");
+        assert!(curve[6..].iter().all(|d| d.removed >= 5), "{curve:?}");
+        assert!(curve.iter().all(|d| d.store_bytes > 0), "{curve:?}");
+        assert!(curve[11].reopen_s.is_some());
+        assert!(report.p99_ms.is_some(), "{:?}", report.notes);
     }
 
     /// Every workload runs end to end at a tiny size, quickly.

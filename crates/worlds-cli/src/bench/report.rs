@@ -46,6 +46,9 @@ pub(crate) struct Report {
     /// W6 only.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub(crate) flat: Option<FlatSteps>,
+    /// R1 only: the store's size, memory, sweep and reopen times per simulated day.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub(crate) curve: Option<Vec<super::r1::Day>>,
 }
 
 /// W6's per-step cost, early in a long history and late in it.
@@ -85,6 +88,7 @@ impl Report {
             notes: String::new(),
             reexecuted_steps: None,
             flat: None,
+            curve: None,
         }
     }
 

@@ -59,6 +59,10 @@ pub(crate) struct BenchArgs {
     #[arg(long, hide = true, requires = "start_at")]
     pub(crate) member_of: Option<String>,
 
+    /// R1's simulated days (default 90).
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3650))]
+    pub(crate) days: Option<u64>,
+
     /// When a `--members` run starts its workflows (ms since the Unix epoch).
     #[arg(long, hide = true)]
     pub(crate) start_at: Option<i64>,
@@ -97,6 +101,10 @@ pub(crate) enum WorkloadArg {
     /// The deploy check: `verify` over N (10 000) unfinished runs of K (3) steps, with the
     /// code unchanged and with a change that breaks exactly half of them.
     V1,
+    /// A world that runs for months: N (2 000) workflows of K (3) steps a simulated day for
+    /// --days (90) days of virtual time, completed runs kept 7 days, one sweep a day; the
+    /// store's size, memory and reopen time per day, and latency while a sweep runs.
+    R1,
     /// The edge of scale (file or hybrid): N (1 000 000) finished runs, closed, opened again in
     /// a fresh process (time, memory per run) and asked for the failed ones.
     S1,

@@ -363,7 +363,8 @@ mod tests {
         let (f, [done, _, _]) = populate();
         // A writer keeps the directory open meanwhile: inspection is read-only.
         let args = ShowArgs {
-            id: "wf-done".to_owned(),
+            id: Some("wf-done".to_owned()),
+            archive: None,
             world: WorldArgs::dir(&f.dir()),
             json: false,
         };
@@ -415,7 +416,8 @@ mod tests {
         assert_eq!(state.history.len(), 9);
 
         let missing = ShowArgs {
-            id: "nope".to_owned(),
+            id: Some("nope".to_owned()),
+            archive: None,
             ..args
         };
         let err = show(&missing, &mut Vec::new()).unwrap_err();
@@ -426,7 +428,8 @@ mod tests {
     fn failed_runs_show_their_error_and_compensations_their_id() {
         let (f, [_, failed, _]) = populate();
         let args = ShowArgs {
-            id: failed,
+            id: Some(failed),
+            archive: None,
             world: WorldArgs::dir(&f.dir()),
             json: false,
         };

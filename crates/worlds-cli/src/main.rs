@@ -120,6 +120,7 @@ fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Runs(RunsCommand::Bulk(args)) => reopen::bulk(&args, &mut std::io::stdout()),
         Command::Runs(RunsCommand::Prune(args)) => prune::prune(&args, &mut std::io::stdout()),
+        Command::Runs(RunsCommand::Import(args)) => prune::import(&args, &mut std::io::stdout()),
         Command::Runs(RunsCommand::Reset(args)) => reopen::reopen(
             &args.reopen,
             ReopenRequest::reset(args.position),

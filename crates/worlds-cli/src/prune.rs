@@ -13,6 +13,9 @@ use crate::target::Target;
 /// Runs `worlds runs prune`: checks the policy, sweeps (or previews), says what it did.
 pub(crate) fn prune(args: &PruneArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let target = Target::open(&args.world)?;
+    if matches!(target, Target::Server(_)) && args.policy.archive_dir.is_some() {
+        bail!("the serving world archives where its own policy says: set it where the server starts (`worlds serve --archive-dir DIR`)");
+    }
     let policy = match (&target, args.policy.is_given()) {
         (Target::Server(_), true) => bail!(
             "the serving world judges by its own policy: set it where the server starts (`worlds serve --keep-completed 7d …`) and run `worlds runs prune` without --keep-…"
@@ -66,6 +69,13 @@ pub(crate) fn print_report(
         "  kept: {} by the policy, {} in use (a parent or child unfinished), {} for an open bulk retry or resume",
         report.kept_by_policy, report.kept_in_use, report.kept_for_bulk
     )?;
+    if report.archived > 0 {
+        writeln!(
+            out,
+            "  {} run(s) archived before their removal",
+            report.archived
+        )?;
+    }
     if report.already_gone > 0 {
         writeln!(
             out,
@@ -96,6 +106,103 @@ fn bytes_text(bytes: u64) -> String {
         unit += 1;
     }
     format!("{value:.1} {}", UNITS[unit])
+}
+
+/// The world's encryption keys from the environment, to open sealed archives.
+fn keys() -> anyhow::Result<Option<worlds_engine::EncryptionKeys>> {
+    Ok(worlds_engine::EncryptionKeys::from_env()?)
+}
+
+/// `worlds runs show --archive FILE [ID]`: one archived run as `runs show` shows a run, or the
+/// archive's runs as a table.
+pub(crate) fn show_archived(
+    path: &std::path::Path,
+    id: Option<&str>,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let contents = worlds_engine::store::archive::read_archive(path, keys()?.as_ref())?;
+    for warning in &contents.warnings {
+        eprintln!("warning: {}", escaped(warning));
+    }
+    let Some(id) = id else {
+        if json {
+            out.write_all(crate::inspect::format_runs_json(&contents.runs)?.as_bytes())?;
+        } else {
+            out.write_all(crate::inspect::format_runs_table(&contents.runs).as_bytes())?;
+        }
+        return Ok(());
+    };
+    let Some(state) = contents
+        .runs
+        .iter()
+        .find(|run| run.id == id)
+        .or_else(|| contents.runs.iter().find(|run| run.workflow_id == id))
+    else {
+        bail!(
+            "no run {} in the archive {} (`worlds runs show --archive {}` lists its runs)",
+            escaped(id),
+            path.display(),
+            path.display()
+        );
+    };
+    if json {
+        serde_json::to_writer_pretty(&mut *out, state)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let history: Vec<&worlds_engine::Event> = state.history.iter().collect();
+    let context = crate::show::Context {
+        driver: None,
+        children: Vec::new(),
+        now: crate::text::now_ms(),
+    };
+    writeln!(out, "archived in {}", path.display())?;
+    out.write_all(crate::show::format_run(state, &history, &context).as_bytes())?;
+    Ok(())
+}
+
+/// `worlds runs import --archive FILE`: writes archived runs back into a world.
+pub(crate) fn import(args: &crate::cli::ImportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
+    let contents = worlds_engine::store::archive::read_archive(&args.archive, keys()?.as_ref())?;
+    for warning in &contents.warnings {
+        eprintln!("warning: {}", escaped(warning));
+    }
+    let runs: Vec<_> = if args.runs.is_empty() {
+        contents.runs
+    } else {
+        let wanted = |run: &worlds_engine::WorkflowState| {
+            args.runs
+                .iter()
+                .any(|id| *id == run.id || *id == run.workflow_id)
+        };
+        let found: Vec<_> = contents.runs.into_iter().filter(wanted).collect();
+        if found.len() < args.runs.len() {
+            bail!(
+                "{} of the {} runs asked for are not in {}",
+                args.runs.len() - found.len(),
+                args.runs.len(),
+                args.archive.display()
+            );
+        }
+        found
+    };
+    let target = Target::open(&args.world)?;
+    let (imported, existing) = target.import_runs(runs)?;
+    if args.json {
+        writeln!(
+            out,
+            "{}",
+            serde_json::json!({ "imported": imported, "already_there": existing })
+        )?;
+    } else {
+        writeln!(
+            out,
+            "imported {imported} run(s) from {}; {existing} already there, left as they are",
+            args.archive.display()
+        )?;
+    }
+    Ok(())
 }
 
 #[cfg(test)]

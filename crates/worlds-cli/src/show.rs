@@ -25,12 +25,19 @@ const SHORT_VALUE: usize = 200;
 
 /// `worlds runs show`.
 pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> {
+    if let Some(archive) = &args.archive {
+        return crate::prune::show_archived(archive, args.id.as_deref(), args.json, out);
+    }
+    let id = args
+        .id
+        .as_deref()
+        .ok_or_else(|| anyhow::anyhow!("say which run: `worlds runs show ID`"))?;
     let Shown {
         mut state,
         mut history,
         children,
         driver,
-    } = Target::open(&args.world)?.show_run(&args.id)?;
+    } = Target::open(&args.world)?.show_run(id)?;
     let reveal = reveal();
     reveal.state(&mut state);
     for event in &mut history {

@@ -328,3 +328,125 @@ fn populate_many(dir: &Path, done: usize) -> (Vec<String>, String, String) {
     drop(store);
     (completed, failed, pending)
 }
+
+/// Runs `worlds ARGS` (no `--dir` added) with extra environment variables.
+fn worlds_env(args: &[&str], env: &[(&str, &str)]) -> std::process::Output {
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_worlds"));
+    command
+        .args(args)
+        .env_remove("WORLDS_ENGINE_ENCRYPTION_KEYS");
+    for (key, value) in env {
+        command.env(key, value);
+    }
+    command.output().unwrap()
+}
+
+/// The archive file a sweep wrote in `dir`.
+fn archive_in(dir: &Path) -> std::path::PathBuf {
+    let files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .map(|entry| entry.path())
+        .collect();
+    assert_eq!(files.len(), 1, "{files:?}");
+    assert!(files[0].to_string_lossy().ends_with(".ndjson.gz"));
+    files[0].clone()
+}
+
+/// A sweep with an archive directory writes every run it removes there first (sealed when the
+/// world has keys); the archive lists and shows them, and imports them into another world.
+#[test]
+fn swept_runs_are_archived_shown_and_imported_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let archive = tempfile::tempdir().unwrap();
+    let (completed, _, _) = populate(dir.path(), true, 12);
+    let keys = format!("k1:{}", "ab".repeat(32));
+    let with_keys = [("WORLDS_ENGINE_ENCRYPTION_KEYS", keys.as_str())];
+    let dir_arg = dir.path().to_str().unwrap();
+    let archive_arg = archive.path().to_str().unwrap();
+    let output = worlds_env(
+        &[
+            "runs",
+            "prune",
+            "--keep-completed",
+            "7d",
+            "--archive-dir",
+            archive_arg,
+            "--json",
+            "--dir",
+            dir_arg,
+        ],
+        &with_keys,
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let report: serde_json::Value = serde_json::from_str(text(&output.stdout).trim()).unwrap();
+    assert_eq!(
+        (report["removed"].as_u64(), report["archived"].as_u64()),
+        (Some(12), Some(12))
+    );
+    let file = archive_in(archive.path());
+    let file_arg = file.to_str().unwrap();
+
+    // Sealed: without the keys nothing shows (a warning says why), with them every run.
+    let output = worlds_env(&["runs", "show", "--archive", file_arg, "--json"], &[]);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert!(text(&output.stdout).trim().is_empty());
+    assert!(
+        text(&output.stderr).contains("sealed"),
+        "{}",
+        text(&output.stderr)
+    );
+    let output = worlds_env(
+        &["runs", "show", "--archive", file_arg, "--json"],
+        &with_keys,
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    assert_eq!(text(&output.stdout).lines().count(), 12);
+    let output = worlds_env(
+        &["runs", "show", "--archive", file_arg, &completed[3]],
+        &with_keys,
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let shown = text(&output.stdout);
+    assert!(
+        shown.contains("completed") && shown.contains("archived in"),
+        "{shown}"
+    );
+    let output = worlds_env(
+        &["runs", "show", "--archive", file_arg, "wrun_nope"],
+        &with_keys,
+    );
+    assert!(!output.status.success());
+
+    // Imported into a new world: every run back, with its history; a second import adds none.
+    let other = tempfile::tempdir().unwrap();
+    let other_arg = other.path().to_str().unwrap();
+    let import = [
+        "runs",
+        "import",
+        "--archive",
+        file_arg,
+        "--json",
+        "--dir",
+        other_arg,
+    ];
+    let output = worlds_env(&import, &with_keys);
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let done: serde_json::Value = serde_json::from_str(text(&output.stdout).trim()).unwrap();
+    assert_eq!(done["imported"], 12, "{done}");
+    let output = worlds_env(&import, &with_keys);
+    let done: serde_json::Value = serde_json::from_str(text(&output.stdout).trim()).unwrap();
+    assert_eq!(
+        (done["imported"].as_u64(), done["already_there"].as_u64()),
+        (Some(0), Some(12))
+    );
+    let output = worlds_env(
+        &["runs", "show", &completed[3], "--json", "--dir", other_arg],
+        &with_keys,
+    );
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let run: serde_json::Value = serde_json::from_str(&text(&output.stdout)).unwrap();
+    assert_eq!(run["status"], "completed");
+    assert_eq!(run["history"].as_array().unwrap().len(), 3);
+    assert_eq!(run["output"], "hello");
+}

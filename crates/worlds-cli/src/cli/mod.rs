@@ -38,6 +38,7 @@ impl Cli {
             Command::Runs(RunsCommand::Reset(args)) => args.reopen.json,
             Command::Runs(RunsCommand::Bulk(args)) => args.json,
             Command::Runs(RunsCommand::Prune(args)) => args.json,
+            Command::Runs(RunsCommand::Import(args)) => args.json,
             Command::Schedules(SchedulesCommand::List(args)) => args.json,
             Command::Schedules(
                 SchedulesCommand::Pause(args)
@@ -352,6 +353,30 @@ pub(crate) enum RunsCommand {
     /// --keep-…`); against --dir or --database-url give the policy with --keep-… . The sweep is
     /// a durable run: interrupted, it goes on where it stopped and removes each run once.
     Prune(PruneArgs),
+    /// Write runs from a retention archive back into a world, for an investigation: each
+    /// from its own history, ids and times kept (a run already there is left as it is).
+    Import(ImportArgs),
+}
+
+/// Options of `worlds runs import`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct ImportArgs {
+    /// The archive file (`runs-YYYY-MM-DD.ndjson.gz`); sealed runs open with
+    /// WORLDS_ENGINE_ENCRYPTION_KEYS.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) archive: PathBuf,
+
+    /// Only this run (run id or workflow id); repeat for more. Default: every run in the file.
+    #[arg(long = "run", value_name = "ID")]
+    pub(crate) runs: Vec<String>,
+
+    /// Print what was done as JSON.
+    #[arg(long)]
+    pub(crate) json: bool,
+
+    /// The world to write them into: its directory or database.
+    #[command(flatten)]
+    pub(crate) world: WorldArgs,
 }
 
 /// How long finished runs are kept, by final status (`worlds serve`, `worlds runs prune`).
@@ -372,6 +397,12 @@ pub(crate) struct RetentionArgs {
     /// Keep quarantined runs this long after they end; 0s: for ever.
     #[arg(long, value_name = "DURATION")]
     pub(crate) keep_quarantined: Option<worlds_engine::duration::Dur>,
+
+    /// Write each run a sweep removes, with its history, to a file in this directory first
+    /// (`runs-YYYY-MM-DD.ndjson.gz`, sealed when the world has encryption keys), readable with
+    /// `worlds runs show --archive FILE` and `worlds runs import`.
+    #[arg(long, value_name = "DIR")]
+    pub(crate) archive_dir: Option<PathBuf>,
 }
 
 impl RetentionArgs {
@@ -395,6 +426,9 @@ impl RetentionArgs {
             if let Some(given) = given {
                 *field = given;
             }
+        }
+        if let Some(dir) = &self.archive_dir {
+            policy.archive_dir = Some(dir.clone());
         }
     }
 }
@@ -569,8 +603,14 @@ pub(crate) struct ListArgs {
 /// Options of `worlds runs show`.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ShowArgs {
-    /// Run id or workflow id.
-    pub(crate) id: String,
+    /// Run id or workflow id (with --archive: leave it out to list the archive's runs).
+    #[arg(required_unless_present = "archive")]
+    pub(crate) id: Option<String>,
+
+    /// Read the run from a retention archive file (`runs-YYYY-MM-DD.ndjson.gz`) instead of a
+    /// world; sealed runs open with WORLDS_ENGINE_ENCRYPTION_KEYS.
+    #[arg(long, value_name = "FILE")]
+    pub(crate) archive: Option<PathBuf>,
 
     /// The world: its directory, database or API.
     #[command(flatten)]

@@ -71,7 +71,7 @@ fn parses_inspection_options() {
     let Command::Runs(RunsCommand::Show(args)) = cli.command else {
         panic!("not runs show: {:?}", cli.command);
     };
-    assert_eq!((args.id.as_str(), args.json), ("wf-1", true));
+    assert_eq!((args.id.as_deref(), args.json), (Some("wf-1"), true));
     assert_eq!(args.world.local.dir, PathBuf::from("d"));
 
     let cli = Cli::try_parse_from(["worlds", "doctor"]).unwrap();

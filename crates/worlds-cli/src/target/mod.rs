@@ -477,6 +477,26 @@ impl Target {
         })
     }
 
+    /// Writes archived runs back into the world (a directory or database; through a server,
+    /// refused): `(imported, already there)`.
+    pub(crate) fn import_runs(&self, runs: Vec<WorkflowState>) -> anyhow::Result<(u64, u64)> {
+        let instead = "import into a world nothing holds (stop the program, or import into another directory), or from that program (World::import_runs).";
+        if let Target::Dir(dir) = self {
+            // A new directory (absent or empty) becomes a new world to investigate in.
+            let empty = std::fs::read_dir(dir).map_or(true, |mut entries| entries.next().is_none());
+            if empty {
+                drop(
+                    worlds_engine::store::FileStore::open(dir).with_context(|| {
+                        format!("could not create a world in {}", dir.display())
+                    })?,
+                );
+            }
+        }
+        self.write(instead, async |world: &World| {
+            Ok(world.import_runs(runs).await?)
+        })
+    }
+
     /// The schedules, by id.
     pub(crate) fn schedules(&self) -> anyhow::Result<Vec<ScheduleConfig>> {
         match self {

@@ -109,6 +109,13 @@ pub struct RetentionConfig {
     /// How often the sweep runs while the policy removes anything. Default 1 h.
     #[serde(alias = "sweepInterval")]
     pub sweep_interval: Dur,
+    /// Write each run a sweep removes, with its history, to a file in this directory first
+    /// (`runs-YYYY-MM-DD.ndjson.gz`, sealed when the world has encryption keys; see
+    /// `store::archive`), readable with `worlds runs show --archive` and importable with
+    /// `worlds runs import`. On PostgreSQL, the directory of whichever process drives the
+    /// sweep. Default none: removed runs are gone.
+    #[serde(alias = "archiveDir", skip_serializing_if = "Option::is_none")]
+    pub archive_dir: Option<std::path::PathBuf>,
 }
 
 impl Default for RetentionConfig {
@@ -120,6 +127,7 @@ impl Default for RetentionConfig {
             quarantined: Dur(Duration::ZERO),
             workflows: BTreeMap::new(),
             sweep_interval: Dur(Duration::from_secs(3600)),
+            archive_dir: None,
         }
     }
 }

@@ -204,6 +204,37 @@ impl Journal {
         Ok(())
     }
 
+    /// Writes back a run's whole history as it was recorded before (a run read from a
+    /// retention archive): created from its first event, the rest appended in one write, each
+    /// event with its id and time. The store checks every event as it checks live ones; a
+    /// taken run id or workflow id is a conflict.
+    pub(crate) async fn import(&self, history: Vec<Event>) -> Result<(), WorldError> {
+        let mut events = history.into_iter();
+        let first = events
+            .next()
+            .ok_or_else(|| WorldError::invalid("history", "an imported run needs its history"))?;
+        let run_id = first.run_id.clone();
+        let rest: Vec<Event> = events.collect();
+        for event in std::iter::once(&first).chain(&rest) {
+            crate::model::check_text(&event.kind)?;
+            if event.run_id != run_id {
+                return Err(WorldError::invalid(
+                    "history",
+                    format!(
+                        "an event of run {} is in the history of run {run_id}",
+                        event.run_id
+                    ),
+                ));
+            }
+        }
+        self.runs.create_run(first).await?;
+        if !rest.is_empty() {
+            self.events.append(&run_id, rest).await?;
+        }
+        self.known_to_open(&run_id);
+        Ok(())
+    }
+
     /// Creates a run unless its idempotency key started one at or after `since`: then returns
     /// that run's id (see [`IdempotencyStore::create_run_once`]).
     pub(crate) async fn create_run_once(

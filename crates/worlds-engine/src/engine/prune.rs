@@ -73,6 +73,10 @@ pub struct PruneReport {
     pub kept_for_bulk: u64,
     /// Runs already removed when the sweep came to them (a sweep resumed after a crash).
     pub already_gone: u64,
+    /// Runs written to the archive before their removal (when the policy has an
+    /// `archive_dir`).
+    #[serde(default)]
+    pub archived: u64,
     /// The earliest time a run the policy kept may go, if any was kept for a time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_due: Option<Millis>,
@@ -92,6 +96,7 @@ impl PruneReport {
         self.kept_in_use += page.kept_in_use;
         self.kept_for_bulk += page.kept_for_bulk;
         self.already_gone += page.already_gone;
+        self.archived += page.archived;
         self.next_due = match (self.next_due, page.next_due) {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
@@ -111,6 +116,8 @@ pub(crate) struct PrunePage {
     pub(crate) kept_in_use: u64,
     pub(crate) kept_for_bulk: u64,
     pub(crate) already_gone: u64,
+    #[serde(default)]
+    pub(crate) archived: u64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(crate) next_due: Option<Millis>,
     /// Where the next page starts; `None` after the last.
@@ -245,6 +252,9 @@ impl Engine {
             }
             return Ok(page);
         }
+        if let Some(dir) = &input.policy.archive_dir {
+            page.archived = self.archive(dir, input.now, &removable).await?;
+        }
         // Several at once: a store that groups concurrent writes into one sync (hybrid) or
         // runs them on several connections (PostgreSQL) removes a page in a few round trips.
         let mut removals = futures::stream::iter(removable)
@@ -269,6 +279,44 @@ impl Engine {
             }
         }
         Ok(page)
+    }
+
+    /// Writes the runs about to be removed, each with its history, to the archive in `dir`
+    /// (synced before any of them is removed). A run already gone is left out. Returns how
+    /// many were written.
+    async fn archive(
+        &self,
+        dir: &std::path::Path,
+        at: Millis,
+        removable: &[(String, Millis)],
+    ) -> Result<u64, WorldError> {
+        let mut runs = Vec::with_capacity(removable.len());
+        for (run_id, _) in removable {
+            let mut state = match self.store.get_run(run_id, ResolveData::All).await {
+                Ok(state) => state,
+                Err(WorldError::NotFound { .. }) => continue,
+                Err(e) => return Err(e),
+            };
+            state.history = self
+                .store
+                .history(run_id, 0)
+                .await?
+                .iter()
+                .map(|event| (**event).clone())
+                .collect();
+            runs.push(state);
+        }
+        if runs.is_empty() {
+            return Ok(0);
+        }
+        let count = runs.len() as u64;
+        let (dir, keys) = (dir.to_path_buf(), self.config().encryption_keys.clone());
+        tokio::task::spawn_blocking(move || {
+            crate::store::archive::append_runs(&dir, at, &runs, keys.as_ref())
+        })
+        .await
+        .map_err(|e| WorldError::Internal(format!("the archive writer stopped: {e}")))??;
+        Ok(count)
     }
 
     /// The latest submission time of an open bulk retry or resume, if one is open: failed runs
@@ -300,6 +348,14 @@ impl Engine {
             }
         }
         Ok(bound)
+    }
+
+    /// Writes back a run's history read from an archive (see `Journal::import`).
+    pub(crate) async fn import_run(
+        &self,
+        history: Vec<crate::model::Event>,
+    ) -> Result<(), WorldError> {
+        self.journal.import(history).await
     }
 
     /// Drops what this process remembers of a run the store removed.

@@ -23,6 +23,7 @@
 //! (`tests/store_conformance.rs`) runs against each. The file and hybrid stores answer every
 //! read from a [`MemoryStore`] they keep in front of the disk, so the reads are written once.
 
+pub mod archive;
 mod file;
 #[cfg(any(test, feature = "fuzzing"))]
 pub(crate) use file::fuzz as file_fuzz;

@@ -172,6 +172,36 @@ impl World {
         })
     }
 
+    /// Writes runs read from a retention archive
+    /// ([`store::archive::read_archive`](crate::store::archive::read_archive)) back into this
+    /// world, each from its own history (ids and times kept), for an investigation. Returns
+    /// `(imported, already there)`: a run whose id (or workflow id) is taken is left as it is.
+    /// An imported run is as it was when archived (finished), so nothing runs; a policy will
+    /// sweep it again once it is old enough.
+    pub async fn import_runs(
+        &self,
+        runs: Vec<crate::WorkflowState>,
+    ) -> Result<(u64, u64), WorldError> {
+        let (mut imported, mut existing) = (0, 0);
+        for run in runs {
+            if !run.status.is_terminal() {
+                return Err(WorldError::invalid(
+                    "run",
+                    format!(
+                        "run {} is {} in the archive: only finished runs are imported",
+                        run.id, run.status
+                    ),
+                ));
+            }
+            match self.engine.import_run(run.history).await {
+                Ok(()) => imported += 1,
+                Err(WorldError::Conflict { .. }) => existing += 1,
+                Err(e) => return Err(e),
+            }
+        }
+        Ok((imported, existing))
+    }
+
     /// Waits for sweep `id` to end, then answers its report.
     pub async fn prune_report_when_done(&self, id: &str) -> Result<PruneReport, WorldError> {
         let handle = self.handle::<PruneReport>(id).await?;

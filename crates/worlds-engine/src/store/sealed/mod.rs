@@ -50,7 +50,7 @@ pub(crate) fn refuse_sealed(
     }
     Ok(())
 }
-use cipher::Cipher;
+pub(crate) use cipher::Cipher;
 use fields::{Fields, Way};
 pub use reveal::Reveal;
 

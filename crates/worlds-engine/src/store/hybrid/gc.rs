@@ -256,16 +256,8 @@ impl Inner {
         let path = segment_path(&self.segments, number);
         let stats = disk.liveness.segments[&number];
         let newest = Self::newest_segment(disk) == Some(number);
-        if stats.dead == stats.total && !newest {
-            // Nothing in it is live, not even a tombstone: no need to read it.
-            remove_segment(&self.segments, &path)?;
-            disk.liveness.segments.remove(&number);
-            return Ok(CollectedSegment {
-                segment: number,
-                before: stats.total,
-                after: 0,
-            });
-        }
+        // Even a segment counted wholly dead is read through: what is dropped is checked
+        // against the count before anything is removed.
         let tmp = rewrite_path(&path);
         let kept = match self.write_live(disk, number, &path, &tmp, earlier_clean) {
             Ok(kept) => kept,

@@ -50,7 +50,7 @@ use crate::model::{
 
 pub use file::{FileStore, WalSummary};
 pub use hook_index::HookRef;
-pub use hybrid::HybridStore;
+pub use hybrid::{CollectedSegment, HybridStore};
 pub use keys::{KeyFiles, KeyStore};
 pub use memory::MemoryStore;
 pub use retention::{EndedCursor, EndedRun, Kept, Removal, RetentionStore};

@@ -80,10 +80,10 @@ pub(in crate::store) use log::{
     check_run_id, encode, fresh_records, io_error, list_run_logs, load_run_log, log_path, now,
     read_whole_lines, scan_headers_at, sync_dir, truncate_torn, Records,
 };
-pub(in crate::store) use record::encode_tombstone;
+pub(in crate::store) use record::{encode_tombstone, is_tombstone};
 pub(in crate::store) use wal_read::{
-    list_segments, segment_number, segment_path, undo_interrupted_compaction, CompactionMark,
-    WalReplay, SEGMENTS_DIR, SEGMENT_CHUNK, WAL_FILES,
+    list_segments, remove_stale_rewrites, rewrite_path, segment_number, segment_path,
+    undo_interrupted_compaction, CompactionMark, WalReplay, SEGMENTS_DIR, SEGMENT_CHUNK, WAL_FILES,
 };
 
 /// What the write-ahead logs of a hybrid store held when a [`FileStore`] read them (see
@@ -247,9 +247,12 @@ impl FileStore {
         let mut warnings = format.warnings;
         // The WAL files are read before the segments: a hybrid world running on the directory
         // may compact meanwhile, moving events from its WAL into its newest segment, and
-        // segments only grow, so whatever the WAL held when it was read is then either still in
-        // it or in a segment. (Read the other way round, a compaction in between would leave a
-        // gap.) Run logs are written only by file mode, or by builds before segments.
+        // segments only grow but for the records of removed runs (a rewrite drops those), so
+        // whatever the WAL held when it was read is then either still in it or in a segment.
+        // (Read the other way round, a compaction in between would leave a gap.) A rewrite
+        // racing this read may show a removed run again, or refuse a run created again with its
+        // id; opening again sees the directory as it is (see `store/hybrid/gc.rs`). Run logs
+        // are written only by file mode, or by builds before segments.
         let state = root.join("state");
         let mut wals = Vec::new();
         for name in WAL_FILES {

@@ -161,7 +161,7 @@ pub(in crate::store) enum Line {
 }
 
 /// True if the whole `line` (without its newline) is a tombstone.
-fn is_tombstone(line: &[u8]) -> bool {
+pub(in crate::store) fn is_tombstone(line: &[u8]) -> bool {
     line.starts_with(TOMBSTONE_START)
 }
 

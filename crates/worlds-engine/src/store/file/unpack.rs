@@ -67,6 +67,7 @@ pub(in crate::store) fn fold_hybrid_files(root: &Path) -> Result<(), WorldError>
         )));
     };
     super::wal_read::undo_interrupted_compaction(root)?;
+    super::wal_read::remove_stale_rewrites(&root.join(SEGMENTS_DIR))?;
     // Listed again under the lock: a hybrid world may have compacted until it closed.
     let sources = hybrid_sources(root)?;
     let workflows = root.join("workflows");

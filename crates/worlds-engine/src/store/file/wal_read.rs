@@ -66,6 +66,46 @@ pub(in crate::store) fn list_segments(dir: &Path) -> Result<Vec<std::path::PathB
     Ok(numbered.into_iter().map(|n| segment_path(dir, n)).collect())
 }
 
+/// Suffix of the file a segment is rewritten into (by the hybrid store's segment collection)
+/// before it is renamed over the segment: `{n}.ndjson.tmp`.
+const REWRITE_SUFFIX: &str = ".tmp";
+
+/// The file segment `path` is rewritten into.
+pub(in crate::store) fn rewrite_path(path: &Path) -> std::path::PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(REWRITE_SUFFIX);
+    std::path::PathBuf::from(name)
+}
+
+/// Deletes the files a rewrite a crash interrupted left under `dir` (`{n}.ndjson.tmp`): the
+/// segment itself was not touched yet.
+pub(in crate::store) fn remove_stale_rewrites(dir: &Path) -> Result<(), WorldError> {
+    let entries = match fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(io_error("could not list", dir, e)),
+    };
+    let mut removed = false;
+    for entry in entries {
+        let entry = entry.map_err(|e| io_error("could not list", dir, e))?;
+        let path = entry.path();
+        let stale = path
+            .file_name()
+            .and_then(|name| name.to_str())
+            .and_then(|name| name.strip_suffix(REWRITE_SUFFIX))
+            .is_some_and(|stem| segment_number(Path::new(stem)).is_some());
+        if stale {
+            tracing::warn!(file = %path.display(), "hybrid store: removing a segment rewrite a crash interrupted");
+            fs::remove_file(&path).map_err(|e| io_error("could not remove", &path, e))?;
+            removed = true;
+        }
+    }
+    if removed {
+        super::log::sync_dir(dir)?;
+    }
+    Ok(())
+}
+
 /// The number in a segment's file name.
 pub(in crate::store) fn segment_number(path: &Path) -> Option<u64> {
     path.file_name()?
@@ -169,6 +209,10 @@ pub(in crate::store) fn undo_interrupted_compaction(root: &Path) -> Result<bool,
     Ok(true)
 }
 
+/// What a segment replay hands each record to (see [`WalReplay::replay_segment_tallied`]):
+/// its run, its length in bytes (newline included), and whether it is a tombstone.
+pub(in crate::store) type Tally<'t> = dyn FnMut(&str, u64, bool) + 't;
+
 /// What [`WalReplay::replay`] found in one WAL file.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(in crate::store) struct Replayed {
@@ -236,18 +280,24 @@ impl<'a> WalReplay<'a> {
         positions
     }
 
-    /// Replays a segment file read [`SEGMENT_CHUNK`] bytes at a time (segments are large; their bytes
-    /// need not be held at once). Only the newest segment (`newest`) may end in a line a crash
-    /// cut short; in an older one such a line is corruption.
-    pub(in crate::store) fn replay_segment_file(
+    /// Replays a segment file read [`SEGMENT_CHUNK`] bytes at a time (segments are large; their
+    /// bytes need not be held at once), handing `tally` every whole record of it as it is
+    /// applied: its run, its length in bytes (newline included) and whether it is a tombstone
+    /// (the hybrid store counts the bytes of removed runs per segment). Only the newest segment
+    /// (`newest`) may end in a line a crash cut short; in an older one such a line is
+    /// corruption.
+    pub(in crate::store) fn replay_segment_tallied(
         &mut self,
         path: &Path,
         newest: bool,
+        tally: &mut Tally<'_>,
     ) -> Result<Replayed, WorldError> {
-        self.replay_segment_in_chunks(path, newest, SEGMENT_CHUNK)
+        let mut file = File::open(path).map_err(|e| io_error("could not read", path, e))?;
+        self.replay_segment_with(&mut file, path, newest, SEGMENT_CHUNK, Some(tally))
     }
 
-    /// [`replay_segment_file`](Self::replay_segment_file), reading `chunk` bytes at a time.
+    /// A segment file replayed `chunk` bytes at a time.
+    #[cfg(test)]
     fn replay_segment_in_chunks(
         &mut self,
         path: &Path,
@@ -258,8 +308,8 @@ impl<'a> WalReplay<'a> {
         self.replay_segment_from(&mut file, path, newest, chunk)
     }
 
-    /// [`replay_segment_in_chunks`](Self::replay_segment_in_chunks) of what `reader` holds (the
-    /// contents of `path`, perhaps read earlier).
+    /// [`replay_segment_tallied`](Self::replay_segment_tallied) of what `reader` holds (the
+    /// contents of `path`, perhaps read earlier), `chunk` bytes at a time, without a tally.
     pub(in crate::store) fn replay_segment_from(
         &mut self,
         reader: &mut impl std::io::Read,
@@ -267,9 +317,22 @@ impl<'a> WalReplay<'a> {
         newest: bool,
         chunk: usize,
     ) -> Result<Replayed, WorldError> {
+        self.replay_segment_with(reader, path, newest, chunk, None)
+    }
+
+    /// [`replay_segment_from`](Self::replay_segment_from), handing `tally` (if any) every
+    /// record (see [`replay_segment_tallied`](Self::replay_segment_tallied)).
+    fn replay_segment_with(
+        &mut self,
+        reader: &mut impl std::io::Read,
+        path: &Path,
+        newest: bool,
+        chunk: usize,
+        mut tally: Option<&mut Tally<'_>>,
+    ) -> Result<Replayed, WorldError> {
         let mut replayed = Replayed::default();
         let lines = read_whole_lines(reader, path, chunk, |bytes, base| {
-            let (scan, pending) = self.apply(path, bytes, base)?;
+            let (scan, pending) = self.apply(path, bytes, base, tally.as_deref_mut())?;
             replayed.records += scan.count;
             replayed.pending += pending;
             Ok(())
@@ -293,7 +356,7 @@ impl<'a> WalReplay<'a> {
         wal_path: &Path,
         bytes: &[u8],
     ) -> Result<Replayed, WorldError> {
-        let (scan, pending) = self.apply(wal_path, bytes, 0)?;
+        let (scan, pending) = self.apply(wal_path, bytes, 0, None)?;
         let warning = if scan.torn {
             self.torn(wal_path, scan.good_end, bytes.len())?
         } else {
@@ -321,12 +384,29 @@ impl<'a> WalReplay<'a> {
     }
 
     /// Applies the records of `bytes` (from byte `base` of `path`) that are not in memory yet;
-    /// returns the scan and how many were applied.
-    fn apply(&mut self, path: &Path, bytes: &[u8], base: usize) -> Result<(Scan, u64), WorldError> {
+    /// returns the scan and how many were applied. `tally`, if any, is handed every record.
+    fn apply(
+        &mut self,
+        path: &Path,
+        bytes: &[u8],
+        base: usize,
+        mut tally: Option<&mut Tally<'_>>,
+    ) -> Result<(Scan, u64), WorldError> {
         let (memory, counts, next) = (self.memory, self.counts, &mut self.next);
         let removed = &mut self.removed;
         let mut pending = 0;
-        let scan = scan_records_at(path, bytes, base, self.records, |_, line| {
+        let scan = scan_records_at(path, bytes, base, self.records, |offset, line| {
+            if let Some(tally) = tally.as_deref_mut() {
+                let start = offset - base;
+                let len = bytes[start..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(bytes.len() - start, |i| i + 1);
+                match &line {
+                    Line::Event(event) => tally(&event.run_id, len as u64, false),
+                    Line::Removed(run_id) => tally(run_id, len as u64, true),
+                }
+            }
             let event = match line {
                 Line::Event(event) => *event,
                 Line::Removed(run_id) => {

@@ -12,6 +12,12 @@
 //! `wal.next.ndjson`, and the next open cuts what was appended off the segments again, so that
 //! no record is in a segment and the WAL at once (a tombstone and a copy of the records it
 //! removed would otherwise bring the run back).
+//!
+//! As it moves records, compaction counts each one's bytes per segment and run (only run ids
+//! and `seq`s are decoded), so that a tombstone moved in turns its run's bytes dead; after each
+//! background compaction, at most one segment mostly dead is rewritten without them, under the
+//! same lock (see `gc.rs`). So a mark never names a segment a rewrite is about to shorten: no
+//! rewrite runs while a compaction is in flight, and the next compaction notes the new length.
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -21,10 +27,11 @@ use std::time::Duration;
 
 use crate::error::WorldError;
 use crate::store::file::{
-    fresh_records, io_error, read_whole_lines, scan_headers_at, segment_number, segment_path,
-    sync_dir, CompactionMark,
+    fresh_records, io_error, is_tombstone, read_whole_lines, scan_headers_at, segment_number,
+    segment_path, sync_dir, CompactionMark,
 };
 
+use super::gc::Liveness;
 use super::Inner;
 
 /// How often the background job compacts the WAL.
@@ -89,6 +96,11 @@ impl Segment {
         })
     }
 
+    /// Its number.
+    pub(super) fn number(&self) -> u64 {
+        self.number
+    }
+
     /// Appends whole lines (not synced).
     fn write(&mut self, lines: &[u8]) -> Result<(), WorldError> {
         self.file
@@ -132,6 +144,8 @@ pub(super) struct Disk {
     /// An earlier compaction failed part-way: compaction is off until the store is reopened (the
     /// WAL keeps everything, so nothing acknowledged is lost).
     pub(super) broken: Option<String>,
+    /// Which bytes of each segment are dead, kept up as records are moved in (see `gc.rs`).
+    pub(super) liveness: Liveness,
 }
 
 impl Inner {
@@ -224,11 +238,12 @@ impl Inner {
                 .insert(Segment::open(&self.segments, disk.newest.as_deref())?),
         };
         let mut on_disk = disk.on_disk.as_mut();
+        let liveness = &mut disk.liveness;
         let limit = disk.segment_bytes;
         let mut moved = 0;
         let lines = read_whole_lines(&mut wal, &self.wal_path, chunk, |bytes, base| {
             segment.roll_if_full(limit)?;
-            moved += self.move_chunk(segment, on_disk.as_deref_mut(), bytes, base)?;
+            moved += self.move_chunk(segment, on_disk.as_deref_mut(), liveness, bytes, base)?;
             Ok(())
         })?;
         if lines.torn() {
@@ -243,18 +258,29 @@ impl Inner {
     }
 
     /// Appends the records of `bytes` (whole lines of the WAL from offset `base`) to `segment`,
-    /// passing over those `on_disk` says are there already. Every record's checksum is verified;
-    /// nothing else is decoded (this process wrote and checked the events when they were
-    /// appended, and the next open reads them whole).
+    /// passing over those `on_disk` says are there already, and counts each in `liveness`.
+    /// Every record's checksum is verified; nothing but its run and `seq` is decoded (this
+    /// process wrote and checked the events when they were appended, and the next open reads
+    /// them whole).
     fn move_chunk(
         &self,
         segment: &mut Segment,
         on_disk: Option<&mut HashMap<String, u64>>,
+        liveness: &mut Liveness,
         bytes: &[u8],
         base: usize,
     ) -> Result<usize, WorldError> {
+        let number = segment.number;
         let Some(on_disk) = on_disk else {
-            let scan = scan_headers_at(&self.wal_path, bytes, base, |_, _| Ok(()))?;
+            let scan = scan_headers_at(&self.wal_path, bytes, base, |offset, header| {
+                let start = offset - base;
+                let len = bytes[start..]
+                    .iter()
+                    .position(|&b| b == b'\n')
+                    .map_or(bytes.len() - start, |i| i + 1);
+                liveness.record(number, &header.run_id, len as u64, header.removed);
+                Ok(())
+            })?;
             segment.write(bytes)?;
             return Ok(scan.count as usize);
         };
@@ -267,8 +293,11 @@ impl Inner {
             base,
             on_disk,
             |_, _| false,
-            |_, _, line| {
-                fresh.extend_from_slice(&bytes[line]);
+            |run_id, _, line| {
+                let record = &bytes[line];
+                let tombstone = is_tombstone(record);
+                liveness.record(number, run_id, record.len() as u64, tombstone);
+                fresh.extend_from_slice(record);
                 moved += 1;
             },
         )?;
@@ -284,11 +313,20 @@ pub(super) async fn compact_loop(inner: std::sync::Weak<Inner>) {
         let Some(strong) = inner.upgrade() else {
             return;
         };
-        let compacted = tokio::task::spawn_blocking(move || strong.compact()).await;
-        match compacted {
-            Ok(Ok(_)) => {}
-            Ok(Err(e)) => tracing::warn!(error = %e, "hybrid store: compaction failed"),
-            Err(_) => return,
+        let round = tokio::task::spawn_blocking(move || {
+            if let Err(e) = strong.compact() {
+                tracing::warn!(error = %e, "hybrid store: compaction failed");
+                return;
+            }
+            // Then at most one segment rewritten, so that a large sweep does not hold the
+            // compaction lock for long: the next rounds do the rest.
+            if let Err(e) = strong.collect_segment() {
+                tracing::warn!(error = %e, "hybrid store: rewriting a segment failed");
+            }
+        })
+        .await;
+        if round.is_err() {
+            return;
         }
     }
 }

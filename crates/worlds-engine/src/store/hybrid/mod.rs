@@ -11,6 +11,7 @@
 //!   state/wal.next.ndjson             while a compaction runs: the writes made since it began
 //!   state/compacting.json             while a compaction runs: the newest segment and its length before it began
 //!   segments/{n}.ndjson               compacted records (and tombstones) of many runs, in the order written; a new one past 64 MiB
+//!   segments/{n}.ndjson.tmp           while segment n is rewritten without the records of removed runs (deleted on open)
 //!   workflows/{run_id}.events.ndjson  run logs of file mode (and of builds before segments): read, never written
 //!   streams/{run_id}/{name}.ndjson    stream chunks, outside the WAL (see `store/streams/files.rs`)
 //!   schedules/{id}.json               one schedule each, outside the WAL (see `store/schedules/files.rs`)
@@ -46,13 +47,24 @@
 //! same id), and what a removal a crash interrupted left (streams, a run log) goes. A
 //! compaction notes where the segments ended before it began (`state/compacting.json`), and an
 //! open after a crash mid-compaction cuts what it appended off again, so that no record is both
-//! in a segment and in the WAL. Segments are not rewritten: the records of removed runs keep
-//! their space in them (the WAL's space and the streams' are given back).
+//! in a segment and in the WAL.
+//!
+//! **Segment collection** (`gc.rs`). The store knows, per segment, its bytes and the bytes of
+//! removed runs' records in it (built while the segments are replayed on open, kept up by
+//! compaction), and per run the segments its records sit in. After each background compaction
+//! (and whenever [`HybridStore::collect_segment`] is called) at most one segment more than
+//! half dead is rewritten with its live records only, in their order, under the same number
+//! (`{n}.ndjson.tmp`, synced, renamed over it, the directory synced), or removed if nothing in
+//! it is live; a tombstone is dropped only once no earlier segment holds a dead byte. So the
+//! space of removed runs comes back, a segment at a time, without writers waiting.
 //!
 //! [`FileStore`]: super::FileStore
 
 mod compact;
+mod gc;
 mod wal;
+
+pub use gc::CollectedSegment;
 
 use std::collections::HashMap;
 use std::fs::{self, File, OpenOptions};
@@ -70,8 +82,8 @@ use crate::model::{
 
 use super::file::{
     check_run_id, dir_lock, encode, encode_tombstone, io_error, list_run_logs, list_segments,
-    load_run_log, log_path, sync_dir, undo_interrupted_compaction, FileStore, Records, WalReplay,
-    SEGMENTS_DIR, WAL_FILES,
+    load_run_log, log_path, remove_stale_rewrites, segment_number, sync_dir,
+    undo_interrupted_compaction, FileStore, Records, WalReplay, SEGMENTS_DIR, WAL_FILES,
 };
 use super::{
     Appended, EventStore, HookRecord, HookStore, IdempotencyStore, LeaseStore, MemoryStore,
@@ -162,10 +174,18 @@ impl HybridStore {
         }
         // What a compaction a crash interrupted appended to the segments goes: the WAL holds it.
         let undone = undo_interrupted_compaction(&root)?;
+        // A segment rewrite a crash interrupted before its rename left the segment as it was.
+        remove_stale_rewrites(&segments)?;
         let mut replay = WalReplay::new(&memory, &counts, Records::Checksummed, false);
         let segment_files = list_segments(&segments)?;
+        let mut liveness = gc::Liveness::default();
         for (i, path) in segment_files.iter().enumerate() {
-            replay.replay_segment_file(path, i + 1 == segment_files.len())?;
+            let number = segment_number(path).unwrap_or(0);
+            replay.replay_segment_tallied(
+                path,
+                i + 1 == segment_files.len(),
+                &mut |run_id, len, tombstone| liveness.record(number, run_id, len, tombstone),
+            )?;
         }
         let on_disk = replay.positions();
 
@@ -209,6 +229,7 @@ impl HybridStore {
                 // may hold copies of the WAL's first records (a build before compaction marks).
                 on_disk: (!undone).then_some(on_disk),
                 broken: None,
+                liveness,
             }),
             _lock: lock,
         });
@@ -266,6 +287,30 @@ impl HybridStore {
     /// Writers do not wait for it: their writes go to a second WAL file meanwhile.
     pub fn compact(&self) -> Result<usize, WorldError> {
         self.inner.compact()
+    }
+
+    /// Gives back the space of removed runs in at most one segment: the oldest whose dead bytes
+    /// (records of removed runs, and tombstones no longer needed) pass half of its bytes is
+    /// rewritten without them, or removed if nothing in it is live. Returns what was done, or
+    /// `None` if no segment needs it. Runs after every background compaction on its own; call it
+    /// until it returns `None` to collect everything now. Writers do not wait for it (it holds
+    /// the compaction lock only, see `gc.rs`).
+    pub fn collect_segment(&self) -> Result<Option<CollectedSegment>, WorldError> {
+        self.inner.collect_segment()
+    }
+
+    /// Sets the size past which compaction starts a new segment (64 MiB unless set). For tests
+    /// and tools that need many small segments; not part of the stable interface.
+    #[doc(hidden)]
+    pub fn set_segment_bytes(&self, bytes: u64) {
+        self.inner.disk.lock().segment_bytes = bytes.max(1);
+    }
+
+    /// The heap bytes the store keeps per run for segment collection, in all: for measuring
+    /// it; not part of the stable interface.
+    #[doc(hidden)]
+    pub fn segment_tracking_bytes(&self) -> usize {
+        self.inner.disk.lock().liveness.run_bytes()
     }
 
     /// Makes every write so far durable, stops the background compaction and compacts one last

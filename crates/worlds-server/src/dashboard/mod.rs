@@ -1,7 +1,7 @@
 //! The web dashboard, served by the API's router at `/`: runs (counts, filters, pages, live),
 //! one run's story (what happened and why, a timeline, its history, what it waits on), and
-//! actions (cancel, resume a hook, pause a schedule), behind the same authentication as the
-//! API.
+//! actions (cancel, resume a hook, pause a schedule), retention (the policy, the last sweep, a
+//! sweep now or its preview), behind the same authentication as the API.
 //!
 //! Pages are rendered on the server (askama templates, which escape what they insert); the
 //! one script (`assets/app.js`, embedded in the binary) only keeps a page live, checks a hook's
@@ -49,6 +49,9 @@ pub(crate) fn routes(provider: Arc<dyn AuthProvider>, api: &Api) -> Router<Api> 
         .route("/schedules", get(pages::schedules))
         .route("/schedules/{id}/{action}", post(pages::change_schedule))
         .route("/workers", get(pages::workers))
+        .route("/retention", get(pages::retention))
+        .route("/retention/sweep", post(pages::sweep))
+        .route("/retention/preview", post(pages::preview))
         .route("/live", get(pages::live))
         .route("/live/stream", get(pages::live_stream))
         .route_layer(axum::middleware::from_fn_with_state(

@@ -4,12 +4,14 @@
 //! themselves are in the files beside it.
 
 mod live;
+mod retention;
 mod run;
 mod run_parts;
 mod runs;
 mod schedules;
 
 pub(crate) use live::{live, live_stream};
+pub(crate) use retention::{preview, retention, sweep};
 pub(crate) use run::{cancel, check_hook_payload, recover, resume_hook, run};
 pub(crate) use runs::runs;
 pub(crate) use schedules::{change_schedule, schedules, workers};

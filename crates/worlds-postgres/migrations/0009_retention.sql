@@ -13,3 +13,27 @@ UPDATE runs SET ended_at = COALESCE(
 -- run has no entry, and its appends, which change neither `status` nor `ended_at`, stay
 -- heap-only updates.
 CREATE INDEX IF NOT EXISTS runs_ended ON runs (ended_at, run_id) WHERE finished;
+-- A sweep deletes whole histories: the insert-only tables get dead rows by the thousand. Vacuum
+-- them after a fixed number of deleted rows whatever their size (by default a fifth of a large
+-- `events` would have to be dead first, so its space would come back only after months of
+-- sweeps), and without autovacuum's pauses, like the hot tables of migration 6.
+ALTER TABLE events SET (
+    autovacuum_vacuum_scale_factor = 0.0,
+    autovacuum_vacuum_threshold = 50000,
+    autovacuum_vacuum_cost_delay = 0
+);
+ALTER TABLE steps SET (
+    autovacuum_vacuum_scale_factor = 0.0,
+    autovacuum_vacuum_threshold = 20000,
+    autovacuum_vacuum_cost_delay = 0
+);
+ALTER TABLE chunks SET (
+    autovacuum_vacuum_scale_factor = 0.0,
+    autovacuum_vacuum_threshold = 20000,
+    autovacuum_vacuum_cost_delay = 0
+);
+ALTER TABLE streams SET (
+    autovacuum_vacuum_scale_factor = 0.0,
+    autovacuum_vacuum_threshold = 5000,
+    autovacuum_vacuum_cost_delay = 0
+);

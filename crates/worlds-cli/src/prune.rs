@@ -113,55 +113,6 @@ fn keys() -> anyhow::Result<Option<worlds_engine::EncryptionKeys>> {
     Ok(worlds_engine::EncryptionKeys::from_env()?)
 }
 
-/// `worlds runs show --archive FILE [ID]`: one archived run as `runs show` shows a run, or the
-/// archive's runs as a table.
-pub(crate) fn show_archived(
-    path: &std::path::Path,
-    id: Option<&str>,
-    json: bool,
-    out: &mut dyn Write,
-) -> anyhow::Result<()> {
-    let contents = worlds_engine::store::archive::read_archive(path, keys()?.as_ref())?;
-    for warning in &contents.warnings {
-        eprintln!("warning: {}", escaped(warning));
-    }
-    let Some(id) = id else {
-        if json {
-            out.write_all(crate::inspect::format_runs_json(&contents.runs)?.as_bytes())?;
-        } else {
-            out.write_all(crate::inspect::format_runs_table(&contents.runs).as_bytes())?;
-        }
-        return Ok(());
-    };
-    let Some(state) = contents
-        .runs
-        .iter()
-        .find(|run| run.id == id)
-        .or_else(|| contents.runs.iter().find(|run| run.workflow_id == id))
-    else {
-        bail!(
-            "no run {} in the archive {} (`worlds runs show --archive {}` lists its runs)",
-            escaped(id),
-            path.display(),
-            path.display()
-        );
-    };
-    if json {
-        serde_json::to_writer_pretty(&mut *out, state)?;
-        writeln!(out)?;
-        return Ok(());
-    }
-    let history: Vec<&worlds_engine::Event> = state.history.iter().collect();
-    let context = crate::show::Context {
-        driver: None,
-        children: Vec::new(),
-        now: crate::text::now_ms(),
-    };
-    writeln!(out, "archived in {}", path.display())?;
-    out.write_all(crate::show::format_run(state, &history, &context).as_bytes())?;
-    Ok(())
-}
-
 /// `worlds runs import --archive FILE`: writes archived runs back into a world.
 pub(crate) fn import(args: &crate::cli::ImportArgs, out: &mut dyn Write) -> anyhow::Result<()> {
     let contents = worlds_engine::store::archive::read_archive(&args.archive, keys()?.as_ref())?;

@@ -26,7 +26,7 @@ const SHORT_VALUE: usize = 200;
 /// `worlds runs show`.
 pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> {
     if let Some(archive) = &args.archive {
-        return crate::prune::show_archived(archive, args.id.as_deref(), args.json, out);
+        return show_archived(archive, args.id.as_deref(), args.json, out);
     }
     let id = args
         .id
@@ -57,6 +57,82 @@ pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> 
     };
     out.write_all(format_run(&state, &history, &context).as_bytes())?;
     Ok(())
+}
+
+/// `worlds runs show --archive FILE [ID]`: one archived run as `runs show` shows a run, or the
+/// archive's runs as a table.
+pub(crate) fn show_archived(
+    path: &std::path::Path,
+    id: Option<&str>,
+    json: bool,
+    out: &mut dyn Write,
+) -> anyhow::Result<()> {
+    let keys = worlds_engine::EncryptionKeys::from_env()?;
+    let contents = worlds_engine::store::archive::read_archive(path, keys.as_ref())?;
+    for warning in &contents.warnings {
+        eprintln!("warning: {}", escaped(warning));
+    }
+    let Some(id) = id else {
+        if json {
+            for run in &contents.runs {
+                writeln!(out, "{}", serde_json::to_string(run)?)?;
+            }
+        } else {
+            out.write_all(archived_table(&contents.runs).as_bytes())?;
+        }
+        return Ok(());
+    };
+    let Some(state) = contents
+        .runs
+        .iter()
+        .find(|run| run.id == id)
+        .or_else(|| contents.runs.iter().find(|run| run.workflow_id == id))
+    else {
+        anyhow::bail!(
+            "no run {} in the archive {} (`worlds runs show --archive {}` lists its runs)",
+            escaped(id),
+            path.display(),
+            path.display()
+        );
+    };
+    if json {
+        serde_json::to_writer_pretty(&mut *out, state)?;
+        writeln!(out)?;
+        return Ok(());
+    }
+    let history: Vec<&worlds_engine::Event> = state.history.iter().collect();
+    let context = Context {
+        driver: None,
+        children: Vec::new(),
+        now: crate::text::now_ms(),
+    };
+    writeln!(out, "archived in {}", path.display())?;
+    out.write_all(format_run(state, &history, &context).as_bytes())?;
+    Ok(())
+}
+
+/// The runs of an archive, one line each.
+fn archived_table(runs: &[WorkflowState]) -> String {
+    let mut table = comfy_table::Table::new();
+    table.load_style(comfy_table::presets::NOTHING).set_header([
+        "RUN ID",
+        "WORKFLOW ID",
+        "NAME",
+        "STATUS",
+        "ENDED (UTC)",
+        "EVENTS",
+    ]);
+    for run in runs {
+        table.add_row([
+            escaped(&run.id).to_string(),
+            escaped(&run.workflow_id).to_string(),
+            escaped(&run.name).to_string(),
+            run.status.to_string(),
+            run.completed_at.map(timestamp).unwrap_or_default(),
+            run.history.len().to_string(),
+        ]);
+    }
+    plain(&table)
 }
 
 /// What `runs show` knows about a run beyond its state and history.

@@ -27,6 +27,7 @@ const LAYERS: &[&[&str]] = &[
         "inspect",
         "keys",
         "logs",
+        "prune",
         "reopen",
         "schedules",
         "serve",

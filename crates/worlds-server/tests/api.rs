@@ -180,7 +180,7 @@ fn code(body: &Value) -> &str {
 }
 
 /// Every guarded route, as the OpenAPI document names it, with the scope it needs.
-const ROUTES: [(&str, &str, Scope); 51] = [
+const ROUTES: [(&str, &str, Scope); 54] = [
     ("GET", "/v1/runs", Scope::Read),
     ("GET", "/v1/runs/{id}", Scope::Read),
     ("GET", "/v1/runs/{id}/result", Scope::Read),
@@ -194,6 +194,9 @@ const ROUTES: [(&str, &str, Scope); 51] = [
     ("POST", "/v1/runs/{id}/resume", Scope::Write),
     ("POST", "/v1/bulk", Scope::Write),
     ("GET", "/v1/bulk/{id}", Scope::Read),
+    ("POST", "/v1/prune", Scope::Admin),
+    ("GET", "/v1/prune/{id}", Scope::Read),
+    ("GET", "/v1/retention", Scope::Read),
     ("POST", "/v1/hooks/resume", Scope::Write),
     ("GET", "/v1/hooks", Scope::Read),
     ("GET", "/v1/hooks/{id}", Scope::Read),

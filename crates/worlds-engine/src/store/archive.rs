@@ -140,7 +140,10 @@ pub fn read_archive(
             path.display()
         ));
         // What the cut member gave ends mid-line: only whole lines count.
-        let whole = text.iter().rposition(|b| *b == b'\n').map_or(0, |at| at + 1);
+        let whole = text
+            .iter()
+            .rposition(|b| *b == b'\n')
+            .map_or(0, |at| at + 1);
         text.truncate(whole);
     }
     let cipher = keys.map(|keys| Cipher::new(keys.clone()));

@@ -437,3 +437,66 @@ async fn the_tracking_of_100_000_runs_stays_small() {
     );
     assert!(bytes / runs < 128, "{} bytes per run", bytes / runs);
 }
+
+/// A removed run whose records span two segments: the older segment, mostly dead, is
+/// rewritten without the run's first records while the newer, mostly live, keeps its last
+/// ones. The store opens again (the tail is skipped: the run's tombstone follows), with the
+/// run gone and every kept run whole.
+#[tokio::test]
+async fn a_removed_run_whose_first_records_were_rewritten_away_stays_gone_on_reopen() {
+    let dir = tempfile::tempdir().unwrap();
+    let m = Maker::new();
+    let store = HybridStore::open(dir.path()).unwrap();
+    store.set_segment_bytes(SEGMENT_BYTES);
+    // The spanning run starts in the first segment…
+    let spanning = m.create(&store, "w", "spanning").await;
+    m.append(&store, &spanning, vec![started()]).await;
+    // …which fillers (to be removed) fill up…
+    let mut fillers = Vec::new();
+    for i in 0..40 {
+        fillers.push(finished_run(&store, &m, &format!("filler-{i}")).await);
+        store.compact().unwrap();
+    }
+    // …and it ends in a new segment (a tiny size rolls one over at the next compaction),
+    // followed there by runs that stay, so that segment is mostly live and is not rewritten.
+    store.set_segment_bytes(1);
+    let mut kinds = step(0);
+    kinds.push(completed());
+    m.append(&store, &spanning, kinds).await;
+    store.compact().unwrap();
+    store.set_segment_bytes(1 << 30);
+    let mut kept = Vec::new();
+    for i in 0..40 {
+        kept.push(finished_run(&store, &m, &format!("kept-{i}")).await);
+        store.compact().unwrap();
+    }
+    let files = segment_files(dir.path());
+    assert!(files.len() >= 3, "{files:?}");
+    let histories = histories_of(&store, &kept).await;
+    for run in fillers.iter().chain([&spanning]) {
+        remove(&store, &m, run).await;
+    }
+    store.compact().unwrap();
+    collect_all(&store);
+    // The spanning run's first records are gone from the segments, its last ones are not.
+    let left = lines_of(dir.path(), std::slice::from_ref(&spanning));
+    assert!(!left.is_empty(), "the tail stays in the live segment");
+    let first: serde_json::Value = serde_json::from_slice(&left[0]).unwrap();
+    assert_ne!(first["seq"], 0, "{first}");
+    let mut removed = fillers.clone();
+    removed.push(spanning.clone());
+    check(&store, &kept, &histories, &removed).await;
+    drop(store);
+
+    let store = HybridStore::open(dir.path()).unwrap();
+    check(&store, &kept, &histories, &removed).await;
+    drop(store);
+    let read_only = FileStore::open_read_only(dir.path()).unwrap();
+    check(&read_only, &kept, &histories, &removed).await;
+    drop(read_only);
+    // File mode folds the directory into run logs, without the removed run.
+    let folded = tempfile::tempdir().unwrap();
+    crash_copy(dir.path(), folded.path());
+    let file = FileStore::open(folded.path()).unwrap();
+    check(&file, &kept, &histories, &removed).await;
+}

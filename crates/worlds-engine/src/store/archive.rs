@@ -134,6 +134,15 @@ pub fn read_archive(
     let mut contents = ArchiveContents::default();
     let mut decoder = MultiGzDecoder::new(BufReader::new(file));
     if let Err(e) = decoder.read_to_end(&mut text) {
+        if text.is_empty() {
+            return Err(WorldError::invalid(
+                "archive",
+                format!(
+                    "{} is not a retention archive (a gzip-compressed runs-YYYY-MM-DD.ndjson.gz written by a sweep): {e}",
+                    path.display()
+                ),
+            ));
+        }
         // A member cut short (a crash mid-write): what came before it is whole.
         contents.warnings.push(format!(
             "the end of {} could not be read ({e}); the runs before it are shown",
@@ -249,6 +258,15 @@ mod tests {
         let read = read_archive(&path, None).unwrap();
         assert_eq!(read.runs.len(), 2);
         assert_eq!(read.warnings.len(), 1, "{:?}", read.warnings);
+
+        // Not an archive at all: refused, saying what an archive is.
+        let junk = dir.path().join("junk.ndjson.gz");
+        fs::write(&junk, b"not gzip at all").unwrap();
+        let refused = read_archive(&junk, None).unwrap_err();
+        assert!(
+            refused.to_string().contains("not a retention archive"),
+            "{refused}"
+        );
 
         // Sealed: nothing readable without the keys, everything with them.
         let keys = EncryptionKeys::new("k1", [7; 32]).unwrap();

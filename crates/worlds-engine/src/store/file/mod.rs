@@ -317,6 +317,7 @@ impl FileStore {
             store.wal.pending += replayed.pending;
             warnings.extend(replayed.warning);
         }
+        replay.finish()?;
         drop(replay);
         // Runs only in segments or the WAL have no log: reads find them in memory all the same.
         for (run_id, count) in counts {

@@ -208,6 +208,7 @@ impl HybridStore {
         }
         // Removals a crash interrupted after their tombstone was durable: what they had left
         // outside the WAL and segments goes now.
+        replay.finish()?;
         let removed: Vec<String> = replay.removed().iter().cloned().collect();
         drop(replay);
         for run_id in &removed {

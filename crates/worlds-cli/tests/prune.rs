@@ -12,74 +12,18 @@ use serde_json::json;
 use worlds_engine::clock::{Clock, VirtualClock};
 use worlds_engine::ids::IdGenerator;
 use worlds_engine::model::EVENT_FORMAT_VERSION;
-use worlds_engine::store::{EventStore, FileStore, HybridStore, RunStore, Store};
+use worlds_engine::store::{FileStore, HybridStore, Store};
 use worlds_engine::{Event, EventKind, Payload};
 
 /// In a store under `dir` (hybrid if `hybrid`): `done` runs that completed in 2023, one failed
 /// then, and one still pending. Returns (completed ids, failed id, pending id).
 fn populate(dir: &Path, hybrid: bool, done: usize) -> (Vec<String>, String, String) {
-    let clock = VirtualClock::new(1_700_000_000_000);
-    let ids = IdGenerator::new(Arc::new(clock.clone()));
-    let event = |run_id: &str, kind: EventKind| Event {
-        id: ids.event_id(),
-        run_id: run_id.to_owned(),
-        seq: 0,
-        timestamp: clock.now_ms(),
-        version: EVENT_FORMAT_VERSION,
-        kind,
-    };
-    let queued = |name: &str| {
-        EventKind::WorkflowQueued(Box::new(worlds_engine::model::QueuedRun::new(
-            name.to_owned(),
-            ids.run_id(),
-            Payload::from(json!("world")),
-        )))
-    };
     let store: Box<dyn Store> = if hybrid {
         Box::new(HybridStore::open(dir).unwrap())
     } else {
         Box::new(FileStore::open(dir).unwrap())
     };
-    let started = || EventKind::WorkflowStarted {
-        attempt: 1,
-        first_position: 0,
-    };
-    futures::executor::block_on(async {
-        let mut completed = Vec::new();
-        for _ in 0..done {
-            let id = ids.run_id();
-            store.create_run(event(&id, queued("greet"))).await.unwrap();
-            let end = EventKind::WorkflowCompleted {
-                output: Payload::from(json!("hello")),
-            };
-            store
-                .append(&id, vec![event(&id, started()), event(&id, end)])
-                .await
-                .unwrap();
-            completed.push(id);
-        }
-        let failed = ids.run_id();
-        store
-            .create_run(event(&failed, queued("greet")))
-            .await
-            .unwrap();
-        let end = EventKind::WorkflowFailed {
-            error: worlds_engine::StructuredError::new("boom"),
-        };
-        store
-            .append(
-                &failed,
-                vec![event(&failed, started()), event(&failed, end)],
-            )
-            .await
-            .unwrap();
-        let pending = ids.run_id();
-        store
-            .create_run(event(&pending, queued("greet")))
-            .await
-            .unwrap();
-        (completed, failed, pending)
-    })
+    populate_in(store, done)
 }
 
 fn listed(dir: &Path) -> Vec<String> {
@@ -209,7 +153,7 @@ fn tombstones(dir: &Path) -> usize {
 fn a_sweep_killed_halfway_is_finished_by_the_next_and_removes_each_run_once() {
     const DONE: usize = 2_000;
     let dir = tempfile::tempdir().unwrap();
-    let (completed, failed, pending) = populate_many(dir.path(), DONE);
+    let (completed, failed, pending) = populate(dir.path(), true, DONE);
 
     let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_worlds"))
         .args(["runs", "prune", "--keep-completed", "7d", "--json", "--dir"])
@@ -251,9 +195,9 @@ fn a_sweep_killed_halfway_is_finished_by_the_next_and_removes_each_run_once() {
     assert_eq!(tombstones(dir.path()), DONE, "each run removed once");
 }
 
-/// [`populate`] for many runs: created and ended concurrently, so the hybrid store groups
-/// their writes into few syncs.
-fn populate_many(dir: &Path, done: usize) -> (Vec<String>, String, String) {
+/// [`populate`]'s runs in `store`: created and ended concurrently, so that a hybrid store
+/// groups their writes into few syncs.
+fn populate_in(store: Box<dyn Store>, done: usize) -> (Vec<String>, String, String) {
     let clock = VirtualClock::new(1_700_000_000_000);
     let ids = IdGenerator::new(Arc::new(clock.clone()));
     let event = |run_id: &str, kind: EventKind| Event {
@@ -271,7 +215,6 @@ fn populate_many(dir: &Path, done: usize) -> (Vec<String>, String, String) {
             Payload::from(json!("world")),
         )))
     };
-    let store = HybridStore::open(dir).unwrap();
     let completed: Vec<String> = (0..done).map(|_| ids.run_id()).collect();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)

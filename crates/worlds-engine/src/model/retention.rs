@@ -35,7 +35,7 @@ impl EndedRun {
     }
 }
 
-/// A position in the order of [`RetentionStore::ended_runs`]: `(ended_at, run_id)`.
+/// A position in the order of [`RetentionStore::ended_runs`](crate::store::RetentionStore::ended_runs): `(ended_at, run_id)`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct EndedCursor {
     /// The end time of the last run listed.
@@ -80,7 +80,7 @@ impl std::fmt::Display for Kept {
     }
 }
 
-/// What [`RetentionStore::remove_run`] did.
+/// What [`RetentionStore::remove_run`](crate::store::RetentionStore::remove_run) did.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Removal {

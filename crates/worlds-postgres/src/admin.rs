@@ -188,16 +188,56 @@ async fn run(
     what: &str,
     sql: String,
 ) -> Result<(), WorldError> {
-    let (mut conn, server) = connect(url, options).await?;
+    run_once(url, options, what, &sql)
+        .await
+        .map_err(Fault::into_error)
+}
+
+/// Why [`run_once`] failed: the server chose the statement as a deadlock's victim (rolled back,
+/// safe to try again), or anything else.
+enum Fault {
+    Deadlock(WorldError),
+    Other(WorldError),
+}
+
+impl Fault {
+    fn into_error(self) -> WorldError {
+        match self {
+            Fault::Deadlock(e) | Fault::Other(e) => e,
+        }
+    }
+}
+
+/// [`run`], once, telling a deadlock apart (SQLSTATE 40P01).
+async fn run_once(
+    url: &str,
+    options: &PostgresOptions,
+    what: &str,
+    sql: &str,
+) -> Result<(), Fault> {
+    let (mut conn, server) = connect(url, options)
+        .await
+        .map_err(|e| Fault::Other(e.into()))?;
     let result = async {
         sqlx::query("SET statement_timeout = 0")
             .execute(&mut conn)
             .await?;
-        sqlx::query(AssertSqlSafe(sql)).execute(&mut conn).await
+        sqlx::query(AssertSqlSafe(sql.to_owned()))
+            .execute(&mut conn)
+            .await
     }
     .await
     .map(|_| ())
-    .map_err(|e| crate::db::error(&server, what, e));
+    .map_err(|e| {
+        let deadlock =
+            matches!(&e, sqlx::Error::Database(db) if db.code().as_deref() == Some("40P01"));
+        let error = crate::db::error(&server, what, e);
+        if deadlock {
+            Fault::Deadlock(error)
+        } else {
+            Fault::Other(error)
+        }
+    });
     let _ = conn.close().await;
     result
 }
@@ -221,13 +261,24 @@ pub async fn vacuum_runs(url: &str, options: &PostgresOptions) -> Result<(), Wor
 /// Drops the schema `options.schema` names and everything in it: every run, event, key and log
 /// entry of the world there, at once and for good. For benchmarks and tests that made a world
 /// of their own; nothing is left to undo it. A schema that does not exist is no error.
+///
+/// A session still finishing a transaction on the schema's tables (a process that was just
+/// stopped) can make the server pick the drop as a deadlock's victim; the drop is then rolled
+/// back whole and tried again, a few times.
 pub async fn drop_schema(url: &str, options: &PostgresOptions) -> Result<(), WorldError> {
     let schema = &options.schema;
-    run(
-        url,
-        options,
-        "dropping the schema",
-        format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE"),
-    )
-    .await
+    let sql = format!("DROP SCHEMA IF EXISTS \"{schema}\" CASCADE");
+    let mut tries = 0;
+    loop {
+        tries += 1;
+        match run_once(url, options, "dropping the schema", &sql).await {
+            Err(Fault::Deadlock(_)) if tries < DROP_TRIES => {
+                tokio::time::sleep(std::time::Duration::from_millis(50 * tries)).await;
+            }
+            result => return result.map_err(Fault::into_error),
+        }
+    }
 }
+
+/// How many times [`drop_schema`] tries when the server picks it as a deadlock's victim.
+const DROP_TRIES: u64 = 5;

@@ -295,7 +295,11 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.listening.cancel();
         let released = self.closed.swap(true, std::sync::atomic::Ordering::AcqRel);
-        if !released && !self.heartbeat.is_cancelled() {
+        // A world that stopped has already handed its runs over (`leave`): a second release,
+        // in the background after the last handle is gone, would only race whatever the
+        // program does next with the schema (dropping it, for one).
+        let left = self.away.load(std::sync::atomic::Ordering::Acquire);
+        if !released && !left && !self.heartbeat.is_cancelled() {
             // A graceful drop: hand this member's runs over at once rather than after the
             // lease expires.
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {

@@ -48,6 +48,10 @@ async fn serve(args: &ServeArgs) -> anyhow::Result<()> {
     config.logs.console = false;
     args.retention.apply(&mut config.retention);
     config.retention.sweep_interval = args.sweep_interval;
+    config.retention.sweep_share = args.sweep_share;
+    if let Some(days) = args.keep_logs {
+        config.logs.max_files = Some(usize::try_from(days).unwrap_or(usize::MAX));
+    }
     if args.delivery_secret.is_some() {
         // Each DevKit delivery holds a worker while the app handles it (a step of the app may
         // run for a while): room for many at once from the start, not after the autoscaler's

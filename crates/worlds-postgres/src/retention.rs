@@ -1,11 +1,11 @@
-//! [`RetentionStore`]: finished runs by end time, and removing one run with its rows.
+//! [`RetentionStore`]: finished runs by end time, and removing runs with their rows.
 //!
 //! `ended_runs` is one statement on the partial index `runs_ended` (`(ended_at, run_id)` of
-//! the finished runs, migration 9). `remove_run` is one short transaction per run: one
-//! statement locks the run's row, its parent's and its children's, in run id order as the
-//! writer's locked path locks the runs of a batch (so neither waits on the other in a cycle),
-//! the checks are made on the locked rows, and one statement deletes the run's rows from every
-//! table that holds them:
+//! the finished runs, migration 9). `remove_runs` is one short transaction per batch: one
+//! statement locks the rows of the batch's runs, their parents' and their children's, in run
+//! id order as the writer's locked path locks the runs of a batch (so neither waits on the
+//! other in a cycle), the checks are made on the locked rows, and one statement deletes the
+//! rows of the runs that may go from every table that holds them:
 //!
 //! | table | rows of the run |
 //! |---|---|
@@ -23,9 +23,9 @@
 //! that the run is not found.
 
 use async_trait::async_trait;
-use sqlx::Row;
+use sqlx::Row as _;
 use worlds_engine::clock::Millis;
-use worlds_engine::store::{EndedCursor, EndedRun, Kept, Removal, RetentionStore};
+use worlds_engine::store::{EndedCursor, EndedRun, Kept, Removal, RemoveRun, RetentionStore};
 use worlds_engine::{RunStatus, WorldError};
 
 use crate::db::{storable, unsigned};
@@ -53,7 +53,43 @@ fn ended_run(row: &sqlx::postgres::PgRow) -> Result<EndedRun, WorldError> {
     })
 }
 
-/// A row locked by [`RetentionStore::remove_run`]: the run itself, its parent or a child.
+/// A row [`RetentionStore::remove_runs`] locked: a run asked for, its parent or a child.
+struct Row {
+    run_id: String,
+    parent_id: Option<String>,
+    finished: bool,
+    ended_at: Option<Millis>,
+}
+
+/// The locked rows that bear on removing `run_id`, each in its role, in run id order.
+fn locked_for(family: &[Row], run_id: &str) -> Vec<Locked> {
+    let parent = family
+        .iter()
+        .find(|r| r.run_id == run_id)
+        .and_then(|r| r.parent_id.as_deref());
+    family
+        .iter()
+        .filter_map(|r| {
+            let role = if r.run_id == run_id {
+                Role::Run
+            } else if r.parent_id.as_deref() == Some(run_id) {
+                Role::Child
+            } else if Some(r.run_id.as_str()) == parent {
+                Role::Parent
+            } else {
+                return None;
+            };
+            Some(Locked {
+                run_id: r.run_id.clone(),
+                role,
+                finished: r.finished,
+                ended_at: r.ended_at,
+            })
+        })
+        .collect()
+}
+
+/// A row bearing on one run's removal: the run itself, its parent or a child.
 struct Locked {
     run_id: String,
     /// Which of the three it is.
@@ -147,102 +183,140 @@ impl RetentionStore for PostgresStore {
         rows.iter().map(ended_run).collect()
     }
 
-    async fn remove_run(&self, run_id: &str, ended_before: Millis) -> Result<Removal, WorldError> {
-        if !storable(run_id) {
-            return Ok(Removal::Gone);
+    async fn remove_runs(&self, runs: &[RemoveRun]) -> Result<Vec<Removal>, WorldError> {
+        // An id PostgreSQL cannot hold (NUL) names no stored run.
+        let ids: Vec<&str> = runs
+            .iter()
+            .map(|r| r.run_id.as_str())
+            .filter(|id| storable(id))
+            .collect();
+        if ids.is_empty() {
+            return Ok(vec![Removal::Gone; runs.len()]);
         }
         let mut tx = self
             .pool()
             .begin()
             .await
-            .map_err(|e| self.err("starting the removal of a run", e))?;
-        // The run's row, its parent's (its parent id never changes) and its children's, locked
-        // in run id order. A run that has finished starts no child: a new one would come with
-        // a reopen, which needs the lock taken here.
-        let rows = sqlx::query(
-            "SELECT run_id, CASE WHEN run_id = $1 THEN 0 WHEN parent_id = $1 THEN 2 ELSE 1 END,
-                 finished,
-                 -- A run a build before migration 9 finished has its end in its state only.
-                 CASE WHEN finished
-                     THEN COALESCE(ended_at, (state::jsonb ->> 'completed_at')::bigint) END
-             FROM runs
-             WHERE run_id = $1 OR parent_id = $1
-                 OR run_id = (SELECT parent_id FROM runs WHERE run_id = $1)
-             ORDER BY run_id
-             FOR UPDATE",
-        )
-        .bind(run_id)
-        .fetch_all(&mut *tx)
-        .await;
-        let rows = match rows {
-            Ok(rows) => rows,
+            .map_err(|e| self.err("starting the removal of runs", e))?;
+        let removals = match self.remove_in(&mut tx, runs, &ids).await {
+            Ok(removals) => removals,
             Err(e) => {
                 let _ = tx.rollback().await;
-                return Err(self.err("locking a run to remove it", e));
+                return Err(e);
             }
         };
-        let locked: Vec<Locked> = rows
-            .iter()
-            .map(|row| Locked {
-                run_id: row.get(0),
-                role: match row.get::<i32, _>(1) {
-                    0 => Role::Run,
-                    2 => Role::Child,
-                    _ => Role::Parent,
-                },
-                finished: row.get(2),
-                ended_at: row.get(3),
-            })
-            .collect();
-        let here = locked.iter().any(|l| l.role == Role::Run);
-        if let Some(kept) = why_kept(&locked, ended_before) {
-            tx.rollback()
-                .await
-                .map_err(|e| self.err("ending the removal of a run", e))?;
-            return Ok(Removal::Kept(kept));
-        }
-        if !here {
-            tx.rollback()
-                .await
-                .map_err(|e| self.err("ending the removal of a run", e))?;
-            return Ok(Removal::Gone);
-        }
-        // Every statement in WITH runs to completion whether or not its rows are read.
-        let events: i64 = sqlx::query_scalar(
-            "WITH ev AS (
-                 DELETE FROM events WHERE run_id = $1 RETURNING correlation_id
-             ), st AS (
-                 DELETE FROM steps
-                 WHERE run_id = $1
-                     AND step_id IN (SELECT correlation_id FROM ev WHERE correlation_id IS NOT NULL)
-             ), hk AS (
-                 DELETE FROM hooks WHERE run_id = $1
-             ), tm AS (
-                 DELETE FROM timers WHERE run_id = $1
-             ), ch AS (
-                 DELETE FROM chunks WHERE run_id = $1
-             ), sm AS (
-                 DELETE FROM streams WHERE run_id = $1
-             ), rn AS (
-                 DELETE FROM runs WHERE run_id = $1
-             )
-             SELECT count(*) FROM ev",
-        )
-        .bind(run_id)
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(|e| self.err("removing a run", e))?;
         tx.commit()
             .await
-            .map_err(|e| self.err("committing the removal of a run", e))?;
-        self.forget_run(run_id);
-        Ok(Removal::Removed {
-            events: unsigned(events),
-        })
+            .map_err(|e| self.err("committing the removal of runs", e))?;
+        for (run, removal) in runs.iter().zip(&removals) {
+            if let Removal::Removed { .. } = removal {
+                self.forget_run(&run.run_id);
+            }
+        }
+        Ok(removals)
     }
 }
 
 impl PostgresStore {
+    /// The work of [`RetentionStore::remove_runs`] in `tx`: locks, checks, deletes.
+    async fn remove_in(
+        &self,
+        tx: &mut sqlx::PgConnection,
+        runs: &[RemoveRun],
+        ids: &[&str],
+    ) -> Result<Vec<Removal>, WorldError> {
+        // The runs' rows, their parents' (a parent id never changes) and their children's,
+        // locked in run id order. A run that has finished starts no child: a new one would
+        // come with a reopen, which needs the lock taken here.
+        let rows = sqlx::query(
+            "SELECT run_id, parent_id, finished,
+                 -- A run a build before migration 9 finished has its end in its state only.
+                 CASE WHEN finished
+                     THEN COALESCE(ended_at, (state::jsonb ->> 'completed_at')::bigint) END
+             FROM runs
+             WHERE run_id = ANY($1) OR parent_id = ANY($1)
+                 OR run_id IN (SELECT parent_id FROM runs
+                               WHERE run_id = ANY($1) AND parent_id IS NOT NULL)
+             ORDER BY run_id
+             FOR UPDATE",
+        )
+        .bind(ids)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| self.err("locking runs to remove them", e))?;
+        let family: Vec<Row> = rows
+            .iter()
+            .map(|row| Row {
+                run_id: row.get(0),
+                parent_id: row.get(1),
+                finished: row.get(2),
+                ended_at: row.get(3),
+            })
+            .collect();
+        let mut answers: Vec<Option<Removal>> = Vec::with_capacity(runs.len());
+        let mut doomed: Vec<&str> = Vec::new();
+        for run in runs {
+            let locked = locked_for(&family, &run.run_id);
+            let answer = match why_kept(&locked, run.ended_before) {
+                Some(kept) => Some(Removal::Kept(kept)),
+                None if !locked.iter().any(|l| l.role == Role::Run) => Some(Removal::Gone),
+                // The same run asked for twice in a batch goes once.
+                None if doomed.contains(&run.run_id.as_str()) => Some(Removal::Gone),
+                None => {
+                    doomed.push(&run.run_id);
+                    None
+                }
+            };
+            answers.push(answer);
+        }
+        if doomed.is_empty() {
+            return Ok(answers
+                .into_iter()
+                .map(|a| a.unwrap_or(Removal::Gone))
+                .collect());
+        }
+        // Every statement in WITH runs to completion whether or not its rows are read.
+        let counts: Vec<(String, i64)> = sqlx::query_as(
+            "WITH ev AS (
+                 DELETE FROM events WHERE run_id = ANY($1) RETURNING run_id, correlation_id
+             ), st AS (
+                 DELETE FROM steps
+                 WHERE run_id = ANY($1)
+                     AND step_id IN (SELECT correlation_id FROM ev WHERE correlation_id IS NOT NULL)
+             ), hk AS (
+                 DELETE FROM hooks WHERE run_id = ANY($1)
+             ), tm AS (
+                 DELETE FROM timers WHERE run_id = ANY($1)
+             ), ch AS (
+                 DELETE FROM chunks WHERE run_id = ANY($1)
+             ), sm AS (
+                 DELETE FROM streams WHERE run_id = ANY($1)
+             ), rn AS (
+                 DELETE FROM runs WHERE run_id = ANY($1)
+             )
+             SELECT run_id, count(*) FROM ev GROUP BY run_id",
+        )
+        .bind(&doomed)
+        .fetch_all(&mut *tx)
+        .await
+        .map_err(|e| self.err("removing runs", e))?;
+        let events = |run_id: &str| {
+            counts
+                .iter()
+                .find(|(id, _)| id == run_id)
+                .map_or(0, |(_, n)| unsigned(*n))
+        };
+        Ok(runs
+            .iter()
+            .zip(answers)
+            .map(|(run, answer)| {
+                answer.unwrap_or_else(|| Removal::Removed {
+                    events: events(&run.run_id),
+                })
+            })
+            .collect())
+    }
+
     /// Drops what this store kept in memory of a run it removed.
     fn forget_run(&self, run_id: &str) {
         self.inner.held.lock().remove(run_id);

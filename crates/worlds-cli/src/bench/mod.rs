@@ -75,6 +75,8 @@ pub(crate) struct Settings {
     pub(crate) via_http: bool,
     /// R1's simulated days (`--days`).
     pub(crate) days: Option<u64>,
+    /// R1's sweep share (`--sweep-share`).
+    pub(crate) sweep_share: Option<u8>,
 }
 
 /// Runs `worlds bench`.
@@ -94,6 +96,7 @@ pub(crate) fn run(args: &BenchArgs) -> anyhow::Result<()> {
         members: args.members,
         via_http: args.via == crate::cli::ViaArg::Http,
         days: args.days,
+        sweep_share: args.sweep_share,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -337,6 +340,7 @@ mod tests {
             members: 1,
             via_http: false,
             days: None,
+            sweep_share: None,
         }
     }
 

@@ -32,7 +32,7 @@ const KEEP_DAYS: u64 = 7;
 /// Every how many days the store is closed and opened again, timed.
 const REOPEN_EVERY: u64 = 15;
 /// Latency probes per measurement (with and without a sweep running).
-const PROBES: usize = 200;
+const PROBES: usize = 1_000;
 /// Starts in flight at once.
 const IN_FLIGHT: usize = 512;
 const DAY: Duration = Duration::from_secs(86_400);
@@ -72,6 +72,12 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
     config.retention.completed = (DAY * KEEP_DAYS as u32).into();
     // The benchmark sweeps once a day itself, to time each sweep.
     config.retention.sweep_interval = (DAY * 10_000).into();
+    if let Some(share) = settings.sweep_share {
+        config.retention.sweep_share = share;
+    }
+    // The logs' own retention, as an operator sets it beside the runs' (a line per run
+    // created, in day files or rows).
+    config.logs.max_files = Some(KEEP_DAYS as usize);
     let started = Instant::now();
     let (mut world, mut hybrid) = open(&config, &clock, &step, &flow).await?;
     let mut curve = Vec::new();

@@ -217,6 +217,21 @@ pub(crate) struct ServeArgs {
     /// How often the world sweeps while a --keep-… removes anything.
     #[arg(long, value_name = "DURATION", default_value = "1h")]
     pub(crate) sweep_interval: worlds_engine::duration::Dur,
+
+    /// The largest share of its time, in percent, a sweep spends removing runs: it rests the
+    /// rest, leaving the store to the runs the world serves. 100 removes without rest.
+    #[arg(
+        long,
+        value_name = "PERCENT",
+        default_value_t = worlds_engine::RetentionConfig::default().sweep_share,
+        value_parser = clap::value_parser!(u8).range(1..=100)
+    )]
+    pub(crate) sweep_share: u8,
+
+    /// Log day files kept (in the data directory, or rows of as many days in the database):
+    /// older ones go as a new day starts. Default: all kept.
+    #[arg(long, value_name = "DAYS", value_parser = clap::value_parser!(u64).range(1..))]
+    pub(crate) keep_logs: Option<u64>,
 }
 
 /// `worlds hooks …`.

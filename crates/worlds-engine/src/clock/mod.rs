@@ -15,7 +15,10 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 
+mod pace;
 mod precise;
+
+pub(crate) use pace::Pace;
 
 /// Milliseconds since the Unix epoch, the engine's unit of wall time.
 pub type Millis = i64;

@@ -116,7 +116,17 @@ pub struct RetentionConfig {
     /// sweep. Default none: removed runs are gone.
     #[serde(alias = "archiveDir", skip_serializing_if = "Option::is_none")]
     pub archive_dir: Option<std::path::PathBuf>,
+    /// The largest share of its time, in percent (1–100), a sweep spends removing: after
+    /// each batch of removals it rests so that its batches take at most this share, leaving
+    /// the store to the runs the world serves (the pause follows what the batch cost; see
+    /// `clock::pace`). 100 removes without rest. Default 25. Raise it if sweeps fall behind
+    /// (`worlds doctor` and the dashboard's Retention page show how many runs are due).
+    #[serde(alias = "sweepShare")]
+    pub sweep_share: u8,
 }
+
+/// The default of [`RetentionConfig::sweep_share`], in percent.
+const DEFAULT_SWEEP_SHARE: u8 = 25;
 
 impl Default for RetentionConfig {
     fn default() -> Self {
@@ -128,6 +138,7 @@ impl Default for RetentionConfig {
             workflows: BTreeMap::new(),
             sweep_interval: Dur(Duration::from_secs(3600)),
             archive_dir: None,
+            sweep_share: DEFAULT_SWEEP_SHARE,
         }
     }
 }
@@ -241,6 +252,12 @@ impl RetentionConfig {
             return Err(crate::WorldError::invalid(
                 "retention.sweep_interval",
                 "must be at least 1s",
+            ));
+        }
+        if !(1..=100).contains(&self.sweep_share) {
+            return Err(crate::WorldError::invalid(
+                "retention.sweep_share",
+                "must be a percentage from 1 to 100",
             ));
         }
         for name in self.workflows.keys() {
@@ -469,5 +486,22 @@ mod tests {
             ..RetentionConfig::default()
         };
         assert!(bad.validate().is_err());
+    }
+
+    #[test]
+    fn the_sweep_share_is_a_percentage_defaulting_to_a_quarter() {
+        assert_eq!(RetentionConfig::default().sweep_share, 25);
+        let policy: RetentionConfig = serde_json::from_str(r#"{"sweepShare":60}"#).unwrap();
+        assert_eq!(policy.sweep_share, 60);
+        assert!(policy.validate().is_ok());
+        for share in [0, 101, 255] {
+            let bad = RetentionConfig {
+                sweep_share: share,
+                ..RetentionConfig::default()
+            };
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(e.contains("retention.sweep_share"), "{e}");
+        }
+        assert!(serde_json::from_str::<RetentionConfig>(r#"{"sweep_share":-1}"#).is_err());
     }
 }

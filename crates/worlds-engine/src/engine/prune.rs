@@ -4,7 +4,7 @@
 //! the time it judges by, so a sweep resumed after a crash judges every run as it would have.
 //! It walks the finished runs by end time ([`RetentionStore::ended_runs`]), one page of
 //! [`PAGE_SIZE`] per step, asking the policy about each ([`RetentionConfig::verdict`]) and the
-//! store to remove those it lets go ([`RetentionStore::remove_run`], which re-checks under the
+//! store to remove those it lets go ([`RetentionStore::remove_runs`], which re-checks under the
 //! store's own lock that the run has finished, ended before the bound, and has no unfinished
 //! parent or child). A page's counts are its step's recorded result, so the pages already done
 //! are not walked again; the page in flight is, harmlessly: a run removed before the crash is
@@ -15,11 +15,10 @@
 //! retry or resume submitted after them is open (it may be about to reopen them).
 //!
 //! [`RetentionStore::ended_runs`]: crate::store::RetentionStore::ended_runs
-//! [`RetentionStore::remove_run`]: crate::store::RetentionStore::remove_run
+//! [`RetentionStore::remove_runs`]: crate::store::RetentionStore::remove_runs
 
 use std::sync::{Arc, Weak};
 
-use futures::StreamExt;
 use serde::{Deserialize, Serialize};
 
 use super::authoring::context::WorkflowContext;
@@ -32,14 +31,14 @@ use crate::config::{RetentionConfig, RetentionVerdict};
 use crate::error::WorldError;
 use crate::model::{ResolveData, WorkflowQueryFilter};
 use crate::status::RunStatus;
-use crate::store::{EndedCursor, EndedRun, Removal};
+use crate::store::{EndedCursor, EndedRun, Removal, RemoveRun};
 
 /// The name of the built-in workflow that runs retention sweeps (registered in every world).
 pub const PRUNE_WORKFLOW: &str = "worlds.prune";
 /// Finished runs looked at per step.
 pub(crate) const PAGE_SIZE: usize = 200;
-/// Removals a sweep has in flight at once.
-const REMOVALS_AT_ONCE: usize = 16;
+/// Runs a sweep asks the store to remove in one call.
+const REMOVAL_BATCH: usize = 25;
 
 /// What a sweep did, or (for a preview) would do.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -237,11 +236,11 @@ impl Engine {
                 page.kept_for_bulk += 1;
                 continue;
             }
-            removable.push((run.run_id.clone(), ended_before));
+            removable.push(RemoveRun::new(run.run_id.clone(), ended_before));
         }
         if dry_run {
-            for (run_id, _) in removable {
-                let history = self.store.history(&run_id, 0).await?;
+            for run in removable {
+                let history = self.store.history(&run.run_id, 0).await?;
                 page.removed += 1;
                 page.events += history.len() as u64;
                 let bytes: usize = history
@@ -255,28 +254,26 @@ impl Engine {
         if let Some(dir) = &input.policy.archive_dir {
             page.archived = self.archive(dir, input.now, &removable).await?;
         }
-        // Several at once: a store that groups concurrent writes into one sync (hybrid) or
-        // runs them on several connections (PostgreSQL) removes a page in a few round trips.
-        let mut removals = futures::stream::iter(removable)
-            .map(|(run_id, ended_before)| {
-                let store = self.store.clone();
-                async move {
-                    let removal = store.remove_run(&run_id, ended_before).await;
-                    (run_id, removal)
+        // A batch per store call (one transaction on PostgreSQL, one synced write on the
+        // hybrid store), one call at a time: a sweep shares the store with the runs it
+        // leaves, and never holds more than one of its connections or writes.
+        let pace = crate::clock::Pace::new(input.policy.sweep_share);
+        for batch in removable.chunks(REMOVAL_BATCH) {
+            let started = pace.start();
+            let removals = self.store.remove_runs(batch).await?;
+            for (run, removal) in batch.iter().zip(removals) {
+                match removal {
+                    Removal::Removed { events } => {
+                        page.removed += 1;
+                        page.events += events;
+                        self.metrics().run_removed(events);
+                        self.forget_removed_run(&run.run_id);
+                    }
+                    Removal::Gone => page.already_gone += 1,
+                    Removal::Kept(_) => page.kept_in_use += 1,
                 }
-            })
-            .buffer_unordered(REMOVALS_AT_ONCE);
-        while let Some((run_id, removal)) = removals.next().await {
-            match removal? {
-                Removal::Removed { events } => {
-                    page.removed += 1;
-                    page.events += events;
-                    self.metrics().run_removed(events);
-                    self.forget_removed_run(&run_id);
-                }
-                Removal::Gone => page.already_gone += 1,
-                Removal::Kept(_) => page.kept_in_use += 1,
             }
+            pace.after(started).await;
         }
         Ok(page)
     }
@@ -288,10 +285,10 @@ impl Engine {
         &self,
         dir: &std::path::Path,
         at: Millis,
-        removable: &[(String, Millis)],
+        removable: &[RemoveRun],
     ) -> Result<u64, WorldError> {
         let mut runs = Vec::with_capacity(removable.len());
-        for (run_id, _) in removable {
+        for RemoveRun { run_id, .. } in removable {
             let mut state = match self.store.get_run(run_id, ResolveData::All).await {
                 Ok(state) => state,
                 Err(WorldError::NotFound { .. }) => continue,
@@ -350,6 +347,35 @@ impl Engine {
         Ok(bound)
     }
 
+    /// Starts the world's sweep `id` with its own policy, unless a run with that id exists.
+    async fn start_sweep(&self, id: &str) -> Result<(), WorldError> {
+        let input = crate::payload::Payload::encode(&self.prune_input(None))
+            .map_err(|e| WorldError::invalid("retention", e.to_string()))?;
+        let options = crate::model::WorkflowOptions::default()
+            .workflow_id(id)
+            .on_conflict(crate::model::OnConflict::UseExisting);
+        self.create_run(PRUNE_WORKFLOW, input, options, None, None)
+            .await
+            .map(|_| ())
+    }
+
+    /// True if a sweep of this world is unfinished (a store that cannot answer: false, and
+    /// the loop starts its sweep as it would have).
+    async fn sweep_in_flight(&self) -> bool {
+        for status in [RunStatus::Running, RunStatus::Pending] {
+            let filter = WorkflowQueryFilter::new()
+                .workflow_name(PRUNE_WORKFLOW)
+                .status(status)
+                .limit(1);
+            if let Ok(page) = self.store.list_runs(&filter).await {
+                if !page.data.is_empty() {
+                    return true;
+                }
+            }
+        }
+        false
+    }
+
     /// Writes back a run's history read from an archive (see `Journal::import`).
     pub(crate) async fn import_run(
         &self,
@@ -376,21 +402,13 @@ impl Engine {
             let now = self.now_ms();
             let slot = now / interval;
             let id = format!("{PRUNE_WORKFLOW}.{slot}");
-            let input = crate::payload::Payload::encode(&self.prune_input(None));
-            let started = match input {
-                Ok(input) => {
-                    let options = crate::model::WorkflowOptions::default()
-                        .workflow_id(id.clone())
-                        .on_conflict(crate::model::OnConflict::UseExisting);
-                    self.create_run(PRUNE_WORKFLOW, input, options, None, None)
-                        .await
-                        .map(|_| ())
-                }
-                Err(e) => Err(WorldError::invalid("retention", e.to_string())),
-            };
-            if let Err(e) = started {
-                if !matches!(e, WorldError::Conflict { .. }) {
-                    tracing::warn!(error = %e, sweep = %id, "could not start a retention sweep");
+            // A paced sweep that outlasts its interval goes on; a second would only double
+            // the load, and find the same runs to remove.
+            if !self.sweep_in_flight().await {
+                if let Err(e) = self.start_sweep(&id).await {
+                    if !matches!(e, WorldError::Conflict { .. }) {
+                        tracing::warn!(error = %e, sweep = %id, "could not start a retention sweep");
+                    }
                 }
             }
             let next = (slot + 1).saturating_mul(interval);

@@ -34,7 +34,7 @@ pub use reopen::{
     ReopenRequest, Reopened,
 };
 pub use resumes::{late_timers, resumptions, LateTimer, Resumption, LATE_TIMER_MS};
-pub use retention::{EndedCursor, EndedRun, Kept, Removal};
+pub use retention::{EndedCursor, EndedRun, Kept, Removal, RemoveRun};
 pub use runtime::{
     apply_attribute_changes, check_attribute_changes, AttributeChange, RuntimeInfo, MAX_ATTRIBUTES,
     MAX_ATTRIBUTE_KEY, MAX_ATTRIBUTE_VALUE,

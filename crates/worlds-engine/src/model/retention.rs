@@ -44,6 +44,26 @@ pub struct EndedCursor {
     pub run_id: String,
 }
 
+/// A run a sweep asks the store to remove: see
+/// [`RetentionStore::remove_runs`](crate::store::RetentionStore::remove_runs).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveRun {
+    /// Run id (`wrun_…`), not a workflow id.
+    pub run_id: String,
+    /// The run goes only if it ended strictly before this time (ms since the Unix epoch).
+    pub ended_before: Millis,
+}
+
+impl RemoveRun {
+    /// A request to remove `run_id` if it ended before `ended_before`.
+    pub fn new(run_id: impl Into<String>, ended_before: Millis) -> Self {
+        Self {
+            run_id: run_id.into(),
+            ended_before,
+        }
+    }
+}
+
 /// Why a store kept a run it was asked to remove.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "reason", rename_all = "snake_case")]

@@ -53,7 +53,7 @@ pub use hook_index::HookRef;
 pub use hybrid::{CollectedSegment, HybridStore};
 pub use keys::{KeyFiles, KeyStore};
 pub use memory::MemoryStore;
-pub use retention::{EndedCursor, EndedRun, Kept, Removal, RetentionStore};
+pub use retention::{EndedCursor, EndedRun, Kept, Removal, RemoveRun, RetentionStore};
 pub use schedules::{ScheduleChange, ScheduleStore, ScheduleUpdate};
 pub(crate) use sealed::{is_sealed_payload, refuse_sealed};
 pub use sealed::{Reveal, SealedStore};

@@ -32,6 +32,10 @@ pub struct WrappedStore {
     pub hold: Mutex<Option<Hold>>,
     /// Timer additions it holds until the test lets them through (its `matches` is unused).
     pub timer_hold: Mutex<Option<Hold>>,
+    /// How long each `remove_runs` call takes at least (a slow store).
+    pub removal_delay: Mutex<std::time::Duration>,
+    /// When each `remove_runs` call started and ended, in real time.
+    pub removal_calls: Mutex<Vec<(std::time::Instant, std::time::Instant)>>,
 }
 
 /// Which appends a [`WrappedStore`] holds, and the gate they wait at.
@@ -290,12 +294,19 @@ impl worlds_engine::store::RetentionStore for WrappedStore {
     ) -> Result<Vec<worlds_engine::store::EndedRun>, WorldError> {
         self.inner.ended_runs(before, after, limit).await
     }
-    async fn remove_run(
+    async fn remove_runs(
         &self,
-        run_id: &str,
-        ended_before: Millis,
-    ) -> Result<worlds_engine::store::Removal, WorldError> {
-        self.inner.remove_run(run_id, ended_before).await
+        runs: &[worlds_engine::store::RemoveRun],
+    ) -> Result<Vec<worlds_engine::store::Removal>, WorldError> {
+        let started = std::time::Instant::now();
+        let delay = *self.removal_delay.lock().unwrap();
+        if !delay.is_zero() {
+            tokio::time::sleep(delay).await;
+        }
+        let removals = self.inner.remove_runs(runs).await;
+        let ended = std::time::Instant::now();
+        self.removal_calls.lock().unwrap().push((started, ended));
+        removals
     }
 }
 

@@ -22,12 +22,15 @@ use std::path::{Path, PathBuf};
 use crate::clock::Millis;
 use crate::error::WorldError;
 use crate::model::{Event, EventKind};
-use crate::store::{Removal, RetentionStore};
+use crate::store::{Removal, RemoveRun, RetentionStore};
 
 use super::keys::KeyRecord;
 use super::lease::reservation_name;
 use super::log::{io_error, sync_dir};
 use super::{catch_up, locked, FileStore};
+
+/// Removals of one batch in flight at once.
+const REMOVALS_AT_ONCE: usize = 16;
 
 /// Suffix of a removed run's log while its removal finishes.
 pub(super) const REMOVED_SUFFIX: &str = ".removed";
@@ -217,7 +220,18 @@ impl RetentionStore for FileStore {
         Ok(self.memory.list_ended(before, after, limit))
     }
 
-    async fn remove_run(&self, run_id: &str, ended_before: Millis) -> Result<Removal, WorldError> {
-        self.remove_one(run_id, ended_before).await
+    async fn remove_runs(&self, runs: &[RemoveRun]) -> Result<Vec<Removal>, WorldError> {
+        // Several at once: each removal syncs the directory, and the syncs overlap.
+        let mut answers = Vec::with_capacity(runs.len());
+        for group in runs.chunks(REMOVALS_AT_ONCE) {
+            let mut removals = Vec::with_capacity(group.len());
+            for run in group {
+                removals.push(self.remove_one(&run.run_id, run.ended_before));
+            }
+            for removal in futures::future::join_all(removals).await {
+                answers.push(removal?);
+            }
+        }
+        Ok(answers)
     }
 }

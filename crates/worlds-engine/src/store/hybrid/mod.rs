@@ -569,33 +569,41 @@ impl super::RetentionStore for HybridStore {
         Ok(self.inner.memory.list_ended(before, after, limit))
     }
 
-    async fn remove_run(
+    async fn remove_runs(
         &self,
-        run_id: &str,
-        ended_before: Millis,
-    ) -> Result<super::Removal, WorldError> {
-        // Memory forgets the run under the WAL's queue lock, as the tombstone is queued: no
-        // write to the run can come after it. A crash before the tombstone is synced leaves the
-        // run in place on the next open.
-        let removal = self
+        runs: &[super::RemoveRun],
+    ) -> Result<Vec<super::Removal>, WorldError> {
+        // Memory forgets each run under the WAL's queue lock, as its tombstone is queued: no
+        // write to the run can come after it. The batch's tombstones go in one write and one
+        // sync. A crash before they are synced leaves the runs in place on the next open.
+        let removals = self
             .write(Wait::Synced, |memory| {
-                let mut line = Vec::new();
-                let removal = memory.remove_ended_with(run_id, ended_before, |state| {
-                    encode_tombstone(
-                        &mut line,
-                        &state.id,
-                        state.completed_at.unwrap_or(state.updated_at),
-                    );
-                    Ok(())
-                })?;
-                Ok((removal, line, None))
+                let mut lines = Vec::new();
+                let mut removals = Vec::with_capacity(runs.len());
+                for run in runs {
+                    removals.push(memory.remove_ended_with(
+                        &run.run_id,
+                        run.ended_before,
+                        |state| {
+                            encode_tombstone(
+                                &mut lines,
+                                &state.id,
+                                state.completed_at.unwrap_or(state.updated_at),
+                            );
+                            Ok(())
+                        },
+                    )?);
+                }
+                Ok((removals, lines, None))
             })
             .await?;
-        if let super::Removal::Removed { .. } = removal {
-            self.inner.remove_leftovers(run_id)?;
-            self.streams.remove_run(run_id)?;
+        for (run, removal) in runs.iter().zip(&removals) {
+            if let super::Removal::Removed { .. } = removal {
+                self.inner.remove_leftovers(&run.run_id)?;
+                self.streams.remove_run(&run.run_id)?;
+            }
         }
-        Ok(removal)
+        Ok(removals)
     }
 }
 

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use crate::clock::Millis;
 use crate::error::WorldError;
 use crate::model::WorkflowState;
-use crate::store::retention::{EndedCursor, EndedRun, Kept, Removal, RetentionStore};
+use crate::store::retention::{EndedCursor, EndedRun, Kept, Removal, RemoveRun, RetentionStore};
 
 use super::MemoryStore;
 
@@ -203,7 +203,9 @@ impl RetentionStore for MemoryStore {
         Ok(self.list_ended(before, after, limit))
     }
 
-    async fn remove_run(&self, run_id: &str, ended_before: Millis) -> Result<Removal, WorldError> {
-        self.remove_ended_with(run_id, ended_before, |_| Ok(()))
+    async fn remove_runs(&self, runs: &[RemoveRun]) -> Result<Vec<Removal>, WorldError> {
+        runs.iter()
+            .map(|run| self.remove_ended_with(&run.run_id, run.ended_before, |_| Ok(())))
+            .collect()
     }
 }

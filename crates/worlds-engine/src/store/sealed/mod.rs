@@ -448,12 +448,11 @@ impl crate::store::RetentionStore for SealedStore {
         self.inner.ended_runs(before, after, limit).await
     }
 
-    async fn remove_run(
+    async fn remove_runs(
         &self,
-        run_id: &str,
-        ended_before: Millis,
-    ) -> Result<crate::store::Removal, WorldError> {
-        self.inner.remove_run(run_id, ended_before).await
+        runs: &[crate::store::RemoveRun],
+    ) -> Result<Vec<crate::store::Removal>, WorldError> {
+        self.inner.remove_runs(runs).await
     }
 }
 

@@ -225,6 +225,7 @@ macro_rules! store_conformance {
             ended_runs_are_listed_by_end_time_in_pages,
             removing_a_run_takes_everything_of_it_and_frees_its_ids,
             unfinished_and_related_runs_are_kept,
+            a_batch_removal_answers_each_run_in_order,
         );
     };
     (@checks $backend:ident, $factory:expr, $($check:ident),+ $(,)?) => {

@@ -2,7 +2,7 @@
 //! removal that takes everything of a run and nothing of a run that must stay.
 
 use super::*;
-use crate::store::{EndedCursor, Kept, Removal};
+use crate::store::{EndedCursor, Kept, Removal, RemoveRun};
 
 fn cancelled() -> EventKind {
     EventKind::WorkflowCancelled {
@@ -396,6 +396,80 @@ pub async fn unfinished_and_related_runs_are_kept(store: Arc<dyn Store>) {
     // A write to a removed run is refused, not stored out of sight.
     let refused = m.append(&*store, &child, vec![completed()]).await;
     assert!(refused.is_err());
+}
+
+/// A batch gets one answer per request, in order: each run removed, kept or gone as it would
+/// be alone; a run asked for twice goes once; a parent and its child in one batch both go;
+/// an id no store can hold is gone. Asked again, every removed run is gone.
+pub async fn a_batch_removal_answers_each_run_in_order(store: Arc<dyn Store>) {
+    let m = Maker::new();
+    let done = m.create(&*store, "done").await;
+    m.append(&*store, &done, vec![started(), completed()])
+        .await
+        .unwrap();
+    let events = store.history(&done, 0).await.unwrap().len() as u64;
+    let running = m.create(&*store, "running").await;
+    m.append(&*store, &running, vec![started()]).await.unwrap();
+    let parent = m.create(&*store, "parent").await;
+    let child = m.run_id();
+    m.append(&*store, &parent, vec![started(), child_started(0, &child)])
+        .await
+        .unwrap();
+    store
+        .create_run(m.queued(
+            &child,
+            Queued {
+                parent: Some(&parent),
+                ..Queued::named("child")
+            },
+        ))
+        .await
+        .unwrap();
+    m.append(&*store, &child, vec![started(), completed()])
+        .await
+        .unwrap();
+    m.append(&*store, &parent, vec![completed()]).await.unwrap();
+    m.tick(1);
+    let bound = m.now();
+    let late = m.create(&*store, "late").await;
+    m.append(&*store, &late, vec![started(), completed()])
+        .await
+        .unwrap();
+    let late_end = m.now();
+    m.tick(1);
+
+    let batch = [
+        RemoveRun::new(&done, bound),
+        RemoveRun::new(&running, bound),
+        RemoveRun::new(m.run_id(), bound),
+        RemoveRun::new(&done, bound),
+        RemoveRun::new(&child, bound),
+        RemoveRun::new(&parent, bound),
+        RemoveRun::new("wrun_\0nul", bound),
+        RemoveRun::new(&late, bound),
+    ];
+    let answers = store.remove_runs(&batch).await.unwrap();
+    assert_eq!(answers.len(), batch.len());
+    assert_eq!(answers[0], Removal::Removed { events });
+    assert_eq!(answers[1], Removal::Kept(Kept::Unfinished));
+    assert_eq!(answers[2], Removal::Gone);
+    assert_eq!(answers[3], Removal::Gone, "a run asked for twice goes once");
+    assert!(matches!(answers[4], Removal::Removed { .. }), "{answers:?}");
+    assert!(matches!(answers[5], Removal::Removed { .. }), "{answers:?}");
+    assert_eq!(answers[6], Removal::Gone);
+    assert_eq!(
+        answers[7],
+        Removal::Kept(Kept::EndedLater { ended_at: late_end })
+    );
+    for gone in [&done, &child, &parent] {
+        assert!(is_not_found(&store.get_run(gone, ResolveData::None).await));
+    }
+    for kept in [&running, &late] {
+        assert!(store.get_run(kept, ResolveData::None).await.is_ok());
+    }
+    assert!(store.remove_runs(&[]).await.unwrap().is_empty());
+    let again = store.remove_runs(&batch[..1]).await.unwrap();
+    assert_eq!(again, vec![Removal::Gone]);
 }
 
 fn ids(runs: &[crate::store::EndedRun]) -> Vec<String> {

@@ -380,13 +380,12 @@ impl crate::store::RetentionStore for ProcessStore {
         self.alive()?;
         self.disk.records.ended_runs(before, after, limit).await
     }
-    async fn remove_run(
+    async fn remove_runs(
         &self,
-        run_id: &str,
-        ended_before: Millis,
-    ) -> Result<crate::store::Removal, WorldError> {
+        runs: &[crate::store::RemoveRun],
+    ) -> Result<Vec<crate::store::Removal>, WorldError> {
         self.alive()?;
-        self.disk.records.remove_run(run_id, ended_before).await
+        self.disk.records.remove_runs(runs).await
     }
 }
 

@@ -255,6 +255,7 @@ impl Engine {
         if let Some(dir) = &input.policy.archive_dir {
             page.archived = self.archive(dir, input.now, &removable).await?;
         }
+        let tried: Vec<String> = removable.iter().map(|(run_id, _)| run_id.clone()).collect();
         // Several at once: a store that groups concurrent writes into one sync (hybrid) or
         // runs them on several connections (PostgreSQL) removes a page in a few round trips.
         let mut removals = futures::stream::iter(removable)
@@ -277,6 +278,11 @@ impl Engine {
                 Removal::Gone => page.already_gone += 1,
                 Removal::Kept(_) => page.kept_in_use += 1,
             }
+        }
+        // Schedules whose last run went stop linking to it (a retry would not list these runs
+        // again, so a failure here is reported, not retried).
+        if let Err(e) = self.schedules.unlink_removed_runs(&tried).await {
+            tracing::warn!(error = %e, "could not unlink removed runs from their schedules");
         }
         Ok(page)
     }

@@ -32,6 +32,12 @@ pub struct WrappedStore {
     pub hold: Mutex<Option<Hold>>,
     /// Timer additions it holds until the test lets them through (its `matches` is unused).
     pub timer_hold: Mutex<Option<Hold>>,
+    /// Runs removed so far.
+    pub removals: AtomicU64,
+    /// A record the first listing of schedules after a run's removal stores once it has read
+    /// them (and answers with what it read): a change another process makes between a
+    /// sweep's reading of the schedules and its writing.
+    pub put_after_removal: Mutex<Option<ScheduleConfig>>,
 }
 
 /// Which appends a [`WrappedStore`] holds, and the gate they wait at.
@@ -295,7 +301,11 @@ impl worlds_engine::store::RetentionStore for WrappedStore {
         run_id: &str,
         ended_before: Millis,
     ) -> Result<worlds_engine::store::Removal, WorldError> {
-        self.inner.remove_run(run_id, ended_before).await
+        let removal = self.inner.remove_run(run_id, ended_before).await?;
+        if matches!(removal, worlds_engine::store::Removal::Removed { .. }) {
+            self.removals.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(removal)
     }
 }
 
@@ -355,7 +365,20 @@ impl StreamStore for WrappedStore {
 #[async_trait]
 impl ScheduleStore for WrappedStore {
     async fn list_schedules(&self) -> Result<Vec<ScheduleConfig>, WorldError> {
-        self.inner.list_schedules().await
+        let listed = self.inner.list_schedules().await?;
+        let put = match self.removals.load(Ordering::SeqCst) {
+            0 => None,
+            _ => self.put_after_removal.lock().unwrap().take(),
+        };
+        if let Some(record) = put {
+            let id = record.id.clone();
+            self.inner
+                .update_schedule(&id, &mut |_| {
+                    Ok(worlds_engine::store::ScheduleChange::Put(record.clone()))
+                })
+                .await?;
+        }
+        Ok(listed)
     }
     async fn get_schedule(&self, id: &str) -> Result<Option<ScheduleConfig>, WorldError> {
         self.inner.get_schedule(id).await

@@ -256,6 +256,7 @@ mod tests {
             catch_up: CatchUp::All { max: 4 },
             created_at: 0,
             last_run_id: None,
+            removed_last_run_id: None,
             last_error: None,
             pending_firings: vec![1],
         }

@@ -1,5 +1,6 @@
 //! Schedules: cron and one-time firings on virtual time, pause and resume, catch-up after
-//! downtime, restarts on a file directory, and exactly-once firing with two worlds sharing one.
+//! downtime, restarts on a file directory, exactly-once firing with two worlds sharing one, and
+//! a schedule that stops naming a last run a retention sweep removed.
 
 mod common;
 
@@ -8,16 +9,18 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::wrapped_store::WrappedStore;
 use serde_json::{json, Value};
 use worlds_engine::clock::{Millis, VirtualClock};
+use worlds_engine::duration::Dur;
 use worlds_engine::prelude::*;
 use worlds_engine::schedule::ScheduleConfig;
 use worlds_engine::schedule::{firing_workflow_id, CatchUp, Firing, Schedule};
-use worlds_engine::store::{FileStore, MemoryStore, Store};
+use worlds_engine::store::{FileStore, HybridStore, MemoryStore, Store};
 use worlds_engine::testing::{TestWorld, TestWorldOptions, DEFAULT_START as T0};
-use worlds_engine::WorkflowQueryFilter;
 use worlds_engine::WorkflowState;
 use worlds_engine::{ErrorKind, ResolveData};
+use worlds_engine::{PruneReport, WorkflowQueryFilter};
 
 const MIN: Millis = 60_000;
 const HOUR: Millis = 60 * MIN;
@@ -599,4 +602,225 @@ async fn two_processes_catch_up_each_missed_firing_once() {
         ids.iter().all(|id| id.starts_with("sched:hourly-shared:")),
         "{ids:?}"
     );
+}
+
+// ---- retention: a schedule stops linking to a last run a sweep removed ----
+
+/// Where a world on schedules and retention keeps its runs and schedules.
+#[derive(Debug, Clone, Copy)]
+enum Backend {
+    Memory,
+    File,
+    Hybrid,
+}
+
+/// A started world on `backend` (in `dir` when durable) that keeps completed runs for a day
+/// and sweeps only when asked.
+async fn retention_world(backend: Backend, dir: &Path) -> TestWorld {
+    let store: Option<Arc<dyn Store>> = match backend {
+        Backend::Memory => None,
+        Backend::File => Some(file_store(dir)),
+        Backend::Hybrid => Some(Arc::new(HybridStore::open(dir).unwrap())),
+    };
+    retention_world_on(store).await
+}
+
+async fn retention_world_on(store: Option<Arc<dyn Store>>) -> TestWorld {
+    let mut config = common::memory_config();
+    config.retention.completed = Dur(Duration::from_millis(DAY as u64));
+    config.retention.sweep_interval = Dur(Duration::from_millis(1000 * DAY as u64));
+    let test = TestWorld::with_options(TestWorldOptions {
+        initial_time: T0,
+        store,
+        autostart: false,
+        config,
+        ..TestWorldOptions::default()
+    })
+    .await;
+    test.register(report()).unwrap();
+    test.start().await.unwrap();
+    test
+}
+
+/// Sweeps now, to the end.
+async fn sweep(test: &TestWorld) -> PruneReport {
+    let id = test.world().prune().await.unwrap();
+    test.world().prune_report_when_done(&id).await.unwrap()
+}
+
+async fn is_gone(test: &TestWorld, run_id: &str) -> bool {
+    matches!(test.query(run_id).await, Err(e) if e.kind() == ErrorKind::NotFound)
+}
+
+/// Waits until schedule `id` has started the run of its firing at `at` and has none pending.
+async fn caught_up(test: &TestWorld, id: &str, at: Millis) {
+    eventually(&format!("{id}'s firing at {at}"), || async {
+        let schedule = test.schedules().get(id).await.unwrap();
+        schedule.last_execution == Some(at) && schedule.pending_firings.is_empty()
+    })
+    .await;
+}
+
+/// `hourly` fires at 01:00 and is paused; two days later its run is old enough to go. Returns
+/// that run's id and the schedule as it is then.
+async fn paused_after_one_firing(test: &TestWorld) -> (String, ScheduleConfig) {
+    test.schedules()
+        .cron("hourly", "report", json!("h"), "0 * * * *")
+        .await
+        .unwrap();
+    test.advance("1h").await;
+    caught_up(test, "hourly", T0 + HOUR).await;
+    test.schedules().pause("hourly").await.unwrap();
+    test.advance("48h").await;
+    let schedule = test.schedules().get("hourly").await.unwrap();
+    let run = schedule.last_run_id.clone().expect("it fired");
+    (run, schedule)
+}
+
+async fn a_sweep_unlinks_a_schedules_removed_last_run(backend: Backend) {
+    let dir = tempfile::tempdir().unwrap();
+    let test = retention_world(backend, dir.path()).await;
+    // `early` fires at 00:30 and is paused; `often` fires every hour, so its last run is young.
+    test.schedules()
+        .cron("early", "report", json!("e"), "30 0 * * *")
+        .await
+        .unwrap();
+    test.schedules()
+        .cron("often", "report", json!("o"), "0 * * * *")
+        .await
+        .unwrap();
+    test.advance("1h").await;
+    // (A durable store's schedule loop may still be starting the firings.)
+    caught_up(&test, "early", T0 + 30 * MIN).await;
+    test.schedules().pause("early").await.unwrap();
+    test.advance("48h").await;
+    caught_up(&test, "often", T0 + 49 * HOUR).await;
+    let early = test.schedules().get("early").await.unwrap();
+    let often = test.schedules().get("often").await.unwrap();
+    let removed = early.last_run_id.clone().expect("early fired");
+
+    let report = sweep(&test).await;
+    assert!(report.removed >= 2, "{backend:?}: {report:?}");
+    assert!(is_gone(&test, &removed).await, "{backend:?}");
+    let unlinked = test.schedules().get("early").await.unwrap();
+    assert_eq!(unlinked.last_run_id, None, "{backend:?}");
+    assert_eq!(
+        unlinked.removed_last_run_id.as_deref(),
+        Some(removed.as_str())
+    );
+    // Nothing else changes: still paused, its count, last and next times.
+    let mut expected = early.clone();
+    expected.last_run_id = None;
+    expected.removed_last_run_id = Some(removed.clone());
+    assert_eq!(unlinked, expected, "{backend:?}");
+    assert_eq!(test.schedules().list().await.unwrap()[0], expected);
+    // A last run the policy keeps stays linked.
+    assert_eq!(test.schedules().get("often").await.unwrap(), often);
+    test.query(often.last_run_id.as_deref().unwrap())
+        .await
+        .unwrap();
+
+    if !matches!(backend, Backend::Memory) {
+        let file = std::fs::read(dir.path().join("schedules/early.json")).unwrap();
+        let stored: Value = serde_json::from_slice(&file).unwrap();
+        assert_eq!(stored["schedule"]["last_run_id"], Value::Null, "{stored}");
+        assert_eq!(stored["schedule"]["removed_last_run_id"], json!(removed));
+    }
+
+    // The next firing names its own run again.
+    test.schedules().resume("early").await.unwrap();
+    test.advance("24h").await;
+    caught_up(&test, "early", T0 + 3 * DAY + 30 * MIN).await;
+    let fired = test.schedules().get("early").await.unwrap();
+    assert_eq!(fired.total_executions, 2);
+    assert_eq!(fired.removed_last_run_id, None);
+    let next = fired.last_run_id.expect("it fired again");
+    assert_ne!(next, removed);
+    test.query(&next).await.unwrap();
+    test.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_sweep_unlinks_a_schedules_removed_last_run_in_memory() {
+    a_sweep_unlinks_a_schedules_removed_last_run(Backend::Memory).await;
+}
+
+#[tokio::test]
+async fn a_sweep_unlinks_a_schedules_removed_last_run_on_a_file_directory() {
+    a_sweep_unlinks_a_schedules_removed_last_run(Backend::File).await;
+}
+
+#[tokio::test]
+async fn a_sweep_unlinks_a_schedules_removed_last_run_on_a_hybrid_directory() {
+    a_sweep_unlinks_a_schedules_removed_last_run(Backend::Hybrid).await;
+}
+
+/// The schedule as another process would store it after settling a newer firing: `run` as its
+/// last run.
+async fn fired_again(test: &TestWorld, schedule: &ScheduleConfig) -> (String, ScheduleConfig) {
+    let run = test
+        .execute(&report(), json!("newer"), WorkflowOptions::default())
+        .await
+        .unwrap()
+        .id;
+    let mut newer = schedule.clone();
+    newer.last_run_id = Some(run.clone());
+    newer.total_executions += 1;
+    (run, newer)
+}
+
+#[tokio::test]
+async fn a_newer_last_run_written_while_a_sweep_unlinks_is_kept() {
+    let store = Arc::new(WrappedStore::default());
+    let test = retention_world_on(Some(store.clone())).await;
+    let (removed, schedule) = paused_after_one_firing(&test).await;
+    let (_, newer) = fired_again(&test, &schedule).await;
+    // Written once the sweep has removed runs and read the schedules, before it changes them.
+    *store.put_after_removal.lock().unwrap() = Some(newer.clone());
+
+    let report = sweep(&test).await;
+    assert!(report.removed >= 1, "{report:?}");
+    assert!(
+        store.put_after_removal.lock().unwrap().is_none(),
+        "the sweep read the schedules after removing runs"
+    );
+    assert!(is_gone(&test, &removed).await);
+    assert_eq!(test.schedules().get("hourly").await.unwrap(), newer);
+    test.shutdown().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_file_directory_a_newer_last_run_written_meanwhile_is_kept() {
+    let dir = tempfile::tempdir().unwrap();
+    let test = retention_world(Backend::File, dir.path()).await;
+    let (removed, schedule) = paused_after_one_firing(&test).await;
+    let (_, newer) = fired_again(&test, &schedule).await;
+
+    // Another process holds the schedules' lock, as while it settles a firing: the sweep
+    // removes the run, reads the schedules, and waits for the lock to change `hourly`.
+    let lock = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(dir.path().join("schedules/.lock"))
+        .unwrap();
+    lock.lock().unwrap();
+    let sweep = test.world().prune().await.unwrap();
+    // Watched on disk, so that nothing reads the run while the sweep removes it: its log goes
+    // with it. Then time for the sweep to read the schedules and wait for the lock.
+    let log = common::store_events::log_of(dir.path(), &removed);
+    eventually("the run's removal", || async { !log.exists() }).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // It stores the newer firing and lets go.
+    let path = dir.path().join("schedules/hourly.json");
+    let next = dir.path().join("schedules/hourly.json.next");
+    let record = json!({ "format": 1, "schedule": newer });
+    std::fs::write(&next, serde_json::to_vec_pretty(&record).unwrap()).unwrap();
+    std::fs::rename(&next, &path).unwrap();
+    lock.unlock().unwrap();
+
+    let report = test.world().prune_report_when_done(&sweep).await.unwrap();
+    assert!(report.removed >= 1, "{report:?}");
+    assert_eq!(test.schedules().get("hourly").await.unwrap(), newer);
+    test.shutdown().await.unwrap();
 }

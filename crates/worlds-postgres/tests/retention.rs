@@ -1,15 +1,18 @@
 //! Retention on PostgreSQL: finished runs listed by end time from the `runs_ended` index, and a
 //! run removed with its rows in every table, checked table by table; the checks that keep a
 //! run (unfinished, ended later, a child or parent still running) made on locked rows, so a
-//! reopen racing a removal either wins (the run is kept) or finds the run gone.
+//! reopen racing a removal either wins (the run is kept) or finds the run gone. A sweep on a
+//! world stops a schedule naming a run it removed, and keeps a newer run stored meanwhile.
 
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use bytes::Bytes;
 use serde_json::json;
 use worlds_engine::clock::{Millis, VirtualClock};
+use worlds_engine::duration::Dur;
 use worlds_engine::ids::IdGenerator;
 use worlds_engine::model::{QueuedRun, ReopenAction, EVENT_FORMAT_VERSION};
 use worlds_engine::store::{
@@ -736,4 +739,122 @@ async fn a_reopen_racing_a_removal_never_loses_an_unfinished_run() {
     assert!(listed.is_empty(), "{listed:?}");
     let _ = operator.close().await;
     done(&schema, sweeper).await;
+}
+
+/// A world on `schema` whose virtual clock the test moves, keeping completed runs a day and
+/// sweeping when asked, with the workflow `report`.
+async fn retention_world(schema: &str, clock: &VirtualClock) -> worlds_engine::World {
+    use worlds_engine::prelude::*;
+    let mut config = common::world_config(schema);
+    config.retention.completed = Dur(Duration::from_secs(86_400));
+    config.retention.sweep_interval = Dur(Duration::from_secs(1000 * 86_400));
+    let world = worlds_postgres::open_with_clock(config, Arc::new(clock.clone()))
+        .await
+        .unwrap();
+    let report = workflow("report", |_ctx: WorkflowContext, n: u64| async move {
+        Ok::<_, WorkflowError>(n)
+    });
+    world.register(&report).unwrap();
+    world.start().await.unwrap();
+    world
+}
+
+/// Waits (in real time, bounded) until schedule `id` names a completed last run: its id.
+async fn fired(world: &worlds_engine::World, id: &str) -> String {
+    tokio::time::timeout(Duration::from_secs(30), async {
+        loop {
+            let schedule = world.schedules().get(id).await.unwrap();
+            if let Some(run) = schedule.last_run_id {
+                let state = world.get_run(&run, ResolveData::None).await.unwrap();
+                if state.status == RunStatus::Completed {
+                    return run;
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("schedule {id} did not fire"))
+}
+
+/// A sweep on a PostgreSQL world: a schedule whose last run it removed no longer names it as
+/// its last run, and a newer last run another member stores while the sweep waits for the
+/// schedule's lock is kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweep_unlinks_a_schedules_removed_last_run_and_keeps_a_newer_one() {
+    if !common::database_up().await {
+        return;
+    }
+    let schema = common::fresh_schema();
+    let clock = VirtualClock::new(T0);
+    let world = retention_world(&schema, &clock).await;
+    for id in ["early", "hourly"] {
+        world
+            .schedules()
+            .cron(id, "report", 1, "0 * * * *")
+            .await
+            .unwrap();
+    }
+    clock.advance(Duration::from_secs(3600));
+    let (early_run, hourly_run) = (fired(&world, "early").await, fired(&world, "hourly").await);
+    let early = world.schedules().pause("early").await.unwrap();
+    let hourly = world.schedules().pause("hourly").await.unwrap();
+    clock.advance(Duration::from_secs(2 * 86_400));
+    let newer_run = world
+        .execute_by_name::<u64, u64>("report", 2, worlds_engine::WorkflowOptions::default())
+        .await
+        .unwrap()
+        .id;
+    let mut newer = hourly.clone();
+    newer.last_run_id = Some(newer_run);
+    newer.total_executions += 1;
+
+    // Another member holds `hourly`'s lock, as while it settles a firing.
+    let sql = common::sql(&schema);
+    let mut member = sql.acquire().await.unwrap();
+    let lock = format!("worlds-engine schedule {schema} hourly");
+    sqlx::query("SELECT pg_advisory_lock(hashtextextended($1, 0))")
+        .bind(&lock)
+        .execute(&mut *member)
+        .await
+        .unwrap();
+    let sweep = world.prune().await.unwrap();
+    tokio::time::timeout(Duration::from_secs(30), async {
+        while world.get_run(&hourly_run, ResolveData::None).await.is_ok() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the run's removal");
+    // Time for the sweep to read the schedules and wait for the lock; then the member stores
+    // its firing and lets go.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    sqlx::query("UPDATE schedules SET record = $1 WHERE id = $2")
+        .bind(serde_json::to_string(&newer).unwrap())
+        .bind("hourly".as_bytes())
+        .execute(&mut *member)
+        .await
+        .unwrap();
+    sqlx::query("SELECT pg_advisory_unlock(hashtextextended($1, 0))")
+        .bind(&lock)
+        .execute(&mut *member)
+        .await
+        .unwrap();
+    drop(member);
+
+    let report = world.prune_report_when_done(&sweep).await.unwrap();
+    assert!(report.removed >= 2, "{report:?}");
+    let gone = world
+        .get_run(&early_run, ResolveData::None)
+        .await
+        .unwrap_err();
+    assert_eq!(gone.kind(), ErrorKind::NotFound);
+    let mut expected = early.clone();
+    expected.last_run_id = None;
+    expected.removed_last_run_id = Some(early_run);
+    assert_eq!(world.schedules().get("early").await.unwrap(), expected);
+    assert_eq!(world.schedules().get("hourly").await.unwrap(), newer);
+
+    world.shutdown().await.unwrap();
+    common::drop_schema(&schema).await;
 }

@@ -40,7 +40,7 @@ engine_record!(
 );
 engine_record!(
     pub(crate) Schedule,
-    "A schedule: id, workflow, cron or interval, input, paused, last and next firing (`worlds_engine::schedule::ScheduleConfig`)."
+    "A schedule: id, workflow, cron or interval, input, paused, last and next firing, the last run (`last_run_id`; `removed_last_run_id` once retention removed it) (`worlds_engine::schedule::ScheduleConfig`)."
 );
 engine_record!(
     pub(crate) Metrics,

@@ -3,7 +3,9 @@
 //! the per-workflow rules (escaped), the sweep interval and the next sweep; an admin's preview
 //! removes nothing and counts what would go, an admin's sweep opens its run page and its counts
 //! then show on the page; a session of less scope sees no buttons and its POST is refused, and
-//! a POST that does not come from the dashboard's own page is refused.
+//! a POST that does not come from the dashboard's own page is refused. A schedule whose last
+//! run a sweep removed no longer links to it on the schedules page, nor names it as its last
+//! run over the API.
 
 #![cfg(feature = "dashboard")]
 
@@ -13,8 +15,11 @@ use std::time::Duration;
 
 use reqwest::redirect::Policy;
 use reqwest::Client;
+use serde_json::json;
+use worlds_engine::clock::VirtualClock;
 use worlds_engine::duration::Dur;
 use worlds_engine::prelude::*;
+use worlds_engine::store::{MemoryStore, ScheduleChange, ScheduleStore};
 use worlds_engine::{
     ResolveData, RetentionConfig, RetentionRule, WorkflowQueryFilter, PRUNE_WORKFLOW,
 };
@@ -35,10 +40,15 @@ struct Served {
 impl Served {
     /// A memory world judging by `policy`, with the workflow `done`, served with a key ring.
     async fn start(policy: RetentionConfig) -> Served {
-        let _ = rustls::crypto::ring::default_provider().install_default();
         let mut config = WorldConfig::memory();
         config.retention = policy;
-        let world = Arc::new(World::new(config).unwrap());
+        Served::serving(World::new(config).unwrap()).await
+    }
+
+    /// `world`, started with the workflow `done` and served with a key ring.
+    async fn serving(world: World) -> Served {
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let world = Arc::new(world);
         let done = workflow("done", |_ctx: WorkflowContext, n: u64| async move {
             Ok::<_, WorkflowError>(n)
         });
@@ -450,5 +460,125 @@ async fn a_sweep_not_asked_for_from_the_dashboards_own_page_is_refused() {
         assert_eq!(refused.status().as_u16(), 401, "{path}");
     }
     assert_eq!(s.sweeps().await, before, "no sweep started");
+    s.stop().await;
+}
+
+/// Waits (in real time, bounded) until `check` holds.
+async fn until<F, Fut>(what: &str, mut check: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    tokio::time::timeout(Duration::from_secs(15), async {
+        while !check().await {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| panic!("gave up waiting for {what}"));
+}
+
+/// The `<tr>` of schedule `id` on the schedules page.
+fn schedule_row<'p>(page: &'p str, id: &str) -> &'p str {
+    let row = &page[page
+        .find(&format!("data-schedule=\"{id}\""))
+        .unwrap_or_else(|| panic!("no row for {id}: {page}"))..];
+    &row[..row.find("</tr>").unwrap()]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_does_not_link_to_a_last_run_the_sweep_removed() {
+    // 2026-01-01T00:00:00Z, moved by the test.
+    let clock = VirtualClock::new(1_767_225_600_000);
+    let store = Arc::new(MemoryStore::new());
+    let mut config = WorldConfig::memory();
+    config.retention = RetentionConfig {
+        completed: days(1),
+        sweep_interval: days(1000),
+        ..RetentionConfig::default()
+    };
+    let world = World::with_store(config, Arc::new(clock.clone()), store.clone());
+    let s = Served::serving(world).await;
+    s.first_sweep().await;
+    s.world
+        .schedules()
+        .cron("hourly", "done", json!(1), "0 * * * *")
+        .await
+        .unwrap();
+    clock.advance(Duration::from_secs(3600));
+    let world = s.world.clone();
+    until("the 01:00 firing", || async {
+        let schedule = world.schedules().get("hourly").await.unwrap();
+        match schedule.last_run_id {
+            Some(id) => world
+                .get_run(&id, ResolveData::None)
+                .await
+                .is_ok_and(|run| run.status == RunStatus::Completed),
+            None => false,
+        }
+    })
+    .await;
+    let fired = s.world.schedules().pause("hourly").await.unwrap();
+    let run = fired.last_run_id.clone().unwrap();
+    let link = format!("href=\"/runs/{run}\"");
+    let reader = s.sign_in(Scope::Read).await;
+    let (status, page) = s.page(&reader, "/schedules").await;
+    assert_eq!(status, 200, "{page}");
+    let row = schedule_row(&page, "hourly");
+    assert!(row.contains(&link), "{row}");
+    assert!(!row.contains("removed by retention"), "{row}");
+
+    // Two days on, a sweep removes the run, and the page names it without a link.
+    clock.advance(Duration::from_secs(2 * 86_400));
+    let sweep = s.world.prune().await.unwrap();
+    let report = s.world.prune_report_when_done(&sweep).await.unwrap();
+    assert!(report.removed >= 1, "{report:?}");
+    assert!(s.world.get_run(&run, ResolveData::None).await.is_err());
+    let reader = s.sign_in(Scope::Read).await;
+    let (status, gone) = s.page(&reader, &format!("/runs/{run}")).await;
+    assert_eq!(status, 404, "{gone}");
+    let (status, page) = s.page(&reader, "/schedules").await;
+    assert_eq!(status, 200, "{page}");
+    let row = schedule_row(&page, "hourly");
+    assert!(
+        !row.contains(&link),
+        "no link to a page that is gone: {row}"
+    );
+    assert!(
+        row.contains(&format!(
+            "{run} <span class=\"removed\">(removed by retention)</span>"
+        )),
+        "{row}"
+    );
+    assert!(row.contains("<td class=\"state\">paused</td>"), "{row}");
+    // The API names it as removed, not as the last run.
+    let key = s
+        .keys
+        .create("reader", Scope::Read, s.world.clock().now_ms(), None)
+        .key;
+    let listed: serde_json::Value = s
+        .http
+        .get(format!("{}/v1/schedules/hourly", s.base))
+        .bearer_auth(&key)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(listed["last_run_id"], serde_json::Value::Null, "{listed}");
+    assert_eq!(listed["removed_last_run_id"], json!(run), "{listed}");
+    assert_eq!(listed["total_executions"], json!(1), "{listed}");
+
+    // A schedule still naming the removed run (a sweep stopped before it changed the
+    // schedule) is shown the same way: the page finds the run gone.
+    store
+        .update_schedule("hourly", &mut |_| Ok(ScheduleChange::Put(fired.clone())))
+        .await
+        .unwrap();
+    let (_, page) = s.page(&reader, "/schedules").await;
+    let row = schedule_row(&page, "hourly");
+    assert!(!row.contains(&link), "{row}");
+    assert!(row.contains("(removed by retention)"), "{row}");
     s.stop().await;
 }

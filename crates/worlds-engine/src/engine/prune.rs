@@ -254,6 +254,7 @@ impl Engine {
         if let Some(dir) = &input.policy.archive_dir {
             page.archived = self.archive(dir, input.now, &removable).await?;
         }
+        let tried: Vec<String> = removable.iter().map(|run| run.run_id.clone()).collect();
         // A batch per store call (one transaction on PostgreSQL, one synced write on the
         // hybrid store), one call at a time: a sweep shares the store with the runs it
         // leaves, and never holds more than one of its connections or writes.
@@ -274,6 +275,11 @@ impl Engine {
                 }
             }
             pace.after(started).await;
+        }
+        // Schedules whose last run went stop linking to it (a retry would not list these runs
+        // again, so a failure here is reported, not retried).
+        if let Err(e) = self.schedules.unlink_removed_runs(&tried).await {
+            tracing::warn!(error = %e, "could not unlink removed runs from their schedules");
         }
         Ok(page)
     }

@@ -19,7 +19,7 @@
 //! starts runs through the function the engine hands to its loop, so it depends on the journal,
 //! the timers' clock and the registry, never on the engine as a whole.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
@@ -181,6 +181,7 @@ impl Schedules {
             catch_up,
             created_at: now,
             last_run_id: None,
+            removed_last_run_id: None,
             last_error: None,
             pending_firings: Vec::new(),
         };
@@ -295,6 +296,66 @@ impl Schedules {
             .await?;
         self.changed();
         stored.ok_or_else(|| WorldError::not_found("schedule", id))
+    }
+
+    /// After a retention sweep tried to remove `run_ids`: a schedule whose last run is one of
+    /// them, and gone, stops naming it as its last run (its id moves to `removed_last_run_id`;
+    /// nothing else changes). A run the store kept stays linked. One pass over the schedules,
+    /// however many runs; each change is a compare-and-set on the run id, so a newer firing
+    /// settled meanwhile keeps its run. A schedule that cannot be changed is logged and the
+    /// others are still looked at. Returns how many schedules were changed.
+    pub(crate) async fn unlink_removed_runs(&self, run_ids: &[String]) -> Result<u64, WorldError> {
+        if run_ids.is_empty() {
+            return Ok(0);
+        }
+        let tried: HashSet<&str> = run_ids.iter().map(String::as_str).collect();
+        let mut unlinked = 0;
+        for schedule in self.schedules.list_schedules().await? {
+            let Some(run_id) = schedule.last_run_id.as_deref() else {
+                continue;
+            };
+            if !tried.contains(run_id) {
+                continue;
+            }
+            match self.unlink(&schedule.id, run_id).await {
+                Ok(true) => unlinked += 1,
+                Ok(false) => {}
+                Err(e) => tracing::warn!(
+                    schedule = %schedule.id, run_id, error = %e,
+                    "could not unlink a removed run from its schedule"
+                ),
+            }
+        }
+        Ok(unlinked)
+    }
+
+    /// If run `run_id` is gone and still schedule `id`'s last run, moves it to
+    /// `removed_last_run_id`. True if it did.
+    async fn unlink(&self, id: &str, run_id: &str) -> Result<bool, WorldError> {
+        match self.runs.get_run(run_id, ResolveData::None).await {
+            Ok(_) => return Ok(false),
+            Err(e) if e.kind() == ErrorKind::NotFound => {}
+            Err(e) => return Err(e),
+        }
+        let mut changed = false;
+        self.schedules
+            .update_schedule(id, &mut |current| {
+                changed = false;
+                Ok(
+                    match current.and_then(|s| plan::unlink_removed_run(s, run_id)) {
+                        Some(s) => {
+                            changed = true;
+                            ScheduleChange::Put(s)
+                        }
+                        None => ScheduleChange::Keep,
+                    },
+                )
+            })
+            .await?;
+        if changed {
+            tracing::debug!(schedule = id, run_id, "the schedule's last run was removed");
+        }
+        Ok(changed)
     }
 
     /// Fires schedules as the clock reaches them, starting their runs with `start`, until
@@ -519,6 +580,7 @@ fn merge(old: ScheduleConfig, fresh: ScheduleConfig) -> ScheduleConfig {
         next_execution,
         created_at: old.created_at,
         last_run_id: old.last_run_id,
+        removed_last_run_id: old.removed_last_run_id,
         last_error: old.last_error,
         pending_firings: old.pending_firings,
         ..fresh

@@ -81,8 +81,13 @@ pub struct ScheduleConfig {
     pub catch_up: CatchUp,
     /// When the schedule was made.
     pub created_at: Millis,
-    /// The run the latest firing started.
+    /// The run the latest firing started, while it exists: when a retention sweep removes it,
+    /// its id moves to [`removed_last_run_id`](Self::removed_last_run_id).
     pub last_run_id: Option<String>,
+    /// The run the latest firing started, once a retention sweep has removed it (with an
+    /// archive, it can be found there by this id); the next firing clears it.
+    #[serde(default)]
+    pub removed_last_run_id: Option<String>,
     /// Why the latest firing could not start a run, if it could not.
     pub last_error: Option<String>,
     /// Firings decided but whose run is not yet known to be started, oldest first. A world

@@ -154,6 +154,7 @@ pub(crate) fn settle(
             schedule.total_executions += 1;
             schedule.last_execution = Some(schedule.last_execution.map_or(at, |l| l.max(at)));
             schedule.last_run_id = Some(run_id.clone());
+            schedule.removed_last_run_id = None;
             schedule.last_error = None;
         }
         Outcome::Refused { reason } => schedule.last_error = Some(reason.clone()),
@@ -162,6 +163,20 @@ pub(crate) fn settle(
         && schedule.next_execution.is_none()
         && schedule.pending_firings.is_empty();
     Some((!done).then_some(schedule))
+}
+
+/// Records that a retention sweep removed `run_id`: if it is still the schedule's last run, its
+/// id moves from `last_run_id` to `removed_last_run_id`, and nothing else changes. `None` if the
+/// schedule names another run (a newer firing settled meanwhile) or none.
+pub(crate) fn unlink_removed_run(
+    mut schedule: ScheduleConfig,
+    run_id: &str,
+) -> Option<ScheduleConfig> {
+    if schedule.last_run_id.as_deref() != Some(run_id) {
+        return None;
+    }
+    schedule.removed_last_run_id = schedule.last_run_id.take();
+    Some(schedule)
 }
 
 #[cfg(test)]
@@ -236,6 +251,7 @@ mod tests {
             catch_up: CatchUp::Latest,
             created_at: T0,
             last_run_id: None,
+            removed_last_run_id: None,
             last_error: None,
             pending_firings: Vec::new(),
         }
@@ -285,5 +301,39 @@ mod tests {
         assert_eq!(settled.total_executions, 0);
         assert_eq!(settled.last_error.as_deref(), Some("bad input"));
         assert!(settled.pending_firings.is_empty());
+    }
+
+    #[test]
+    fn a_removed_last_run_is_unlinked_only_while_it_is_the_last() {
+        let started = |id: &str| Outcome::Started { run_id: id.into() };
+        let (claimed, _) = claim(record(Some("0 * * * *"), T0), T0).unwrap();
+        let mut fired = settle(claimed, T0, &started("wrun_1")).unwrap().unwrap();
+        fired.paused = true;
+
+        let unlinked = unlink_removed_run(fired.clone(), "wrun_1").unwrap();
+        assert_eq!(unlinked.last_run_id, None);
+        assert_eq!(unlinked.removed_last_run_id.as_deref(), Some("wrun_1"));
+        let mut rest = unlinked.clone();
+        rest.last_run_id = fired.last_run_id.clone();
+        rest.removed_last_run_id = None;
+        assert_eq!(rest, fired, "nothing else changes");
+        assert!(
+            unlink_removed_run(unlinked.clone(), "wrun_1").is_none(),
+            "done once"
+        );
+        assert!(
+            unlink_removed_run(fired, "wrun_0").is_none(),
+            "another run is named"
+        );
+
+        // The next firing names its own run and forgets the removed one.
+        let mut resumed = unlinked;
+        resumed.paused = false;
+        let (claimed, _) = claim(resumed, T0 + HOUR).unwrap();
+        let next = settle(claimed, T0 + HOUR, &started("wrun_2"))
+            .unwrap()
+            .unwrap();
+        assert_eq!(next.last_run_id.as_deref(), Some("wrun_2"));
+        assert_eq!(next.removed_last_run_id, None);
     }
 }

@@ -36,6 +36,12 @@ pub struct WrappedStore {
     pub removal_delay: Mutex<std::time::Duration>,
     /// When each `remove_runs` call started and ended, in real time.
     pub removal_calls: Mutex<Vec<(std::time::Instant, std::time::Instant)>>,
+    /// Runs removed so far.
+    pub removals: AtomicU64,
+    /// A record the first listing of schedules after a run's removal stores once it has read
+    /// them (and answers with what it read): a change another process makes between a
+    /// sweep's reading of the schedules and its writing.
+    pub put_after_removal: Mutex<Option<ScheduleConfig>>,
 }
 
 /// Which appends a [`WrappedStore`] holds, and the gate they wait at.
@@ -306,6 +312,12 @@ impl worlds_engine::store::RetentionStore for WrappedStore {
         let removals = self.inner.remove_runs(runs).await;
         let ended = std::time::Instant::now();
         self.removal_calls.lock().unwrap().push((started, ended));
+        let removed = removals
+            .iter()
+            .flatten()
+            .filter(|r| matches!(r, worlds_engine::store::Removal::Removed { .. }));
+        self.removals
+            .fetch_add(removed.count() as u64, Ordering::SeqCst);
         removals
     }
 }
@@ -366,7 +378,20 @@ impl StreamStore for WrappedStore {
 #[async_trait]
 impl ScheduleStore for WrappedStore {
     async fn list_schedules(&self) -> Result<Vec<ScheduleConfig>, WorldError> {
-        self.inner.list_schedules().await
+        let listed = self.inner.list_schedules().await?;
+        let put = match self.removals.load(Ordering::SeqCst) {
+            0 => None,
+            _ => self.put_after_removal.lock().unwrap().take(),
+        };
+        if let Some(record) = put {
+            let id = record.id.clone();
+            self.inner
+                .update_schedule(&id, &mut |_| {
+                    Ok(worlds_engine::store::ScheduleChange::Put(record.clone()))
+                })
+                .await?;
+        }
+        Ok(listed)
     }
     async fn get_schedule(&self, id: &str) -> Result<Option<ScheduleConfig>, WorldError> {
         self.inner.get_schedule(id).await

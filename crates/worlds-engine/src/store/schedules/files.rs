@@ -11,7 +11,7 @@
 //! schedules change rarely, and one layout lets the `worlds` command read and change them the
 //! same way in both modes.
 
-use std::fs::{self, OpenOptions};
+use std::fs::{self, File, OpenOptions};
 use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
@@ -133,8 +133,7 @@ impl FileSchedules {
             .write(true)
             .open(&lock_path)
             .map_err(|e| io_error("could not open", &lock_path, e))?;
-        lock.lock()
-            .map_err(|e| io_error("could not lock", &lock_path, e))?;
+        lock_exclusive(&lock).map_err(|e| io_error("could not lock", &lock_path, e))?;
         let result = self.update_locked(id, change);
         let _ = lock.unlock();
         result
@@ -235,6 +234,23 @@ macro_rules! file_schedule_store {
 
 file_schedule_store!(FileStore, HybridStore);
 
+/// Takes `file`'s exclusive lock. Another process may hold it for a while (it settles a
+/// firing): on a multi-threaded runtime the wait tells the runtime this thread blocks, so the
+/// runtime's other tasks and its timers go on meanwhile.
+fn lock_exclusive(file: &File) -> std::io::Result<()> {
+    match file.try_lock() {
+        Ok(()) => return Ok(()),
+        Err(std::fs::TryLockError::WouldBlock) => {}
+        Err(std::fs::TryLockError::Error(e)) => return Err(e),
+    }
+    match tokio::runtime::Handle::try_current() {
+        Ok(runtime) if runtime.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            tokio::task::block_in_place(|| file.lock())
+        }
+        _ => file.lock(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -256,6 +272,7 @@ mod tests {
             catch_up: CatchUp::All { max: 4 },
             created_at: 0,
             last_run_id: None,
+            removed_last_run_id: None,
             last_error: None,
             pending_firings: vec![1],
         }

@@ -1,6 +1,7 @@
 //! The schedules page (pause, resume) and the workers page with its charts.
 
 use super::*;
+use worlds_engine::ErrorKind;
 
 // ---- schedules, workers ----
 
@@ -9,7 +10,10 @@ struct ScheduleRow {
     workflow: String,
     when: String,
     next: String,
+    /// The last run, linked; empty when there is none to link to.
     last_run: String,
+    /// The last run once retention removed it: shown as text, not linked.
+    removed_run: String,
     /// The last run's status, or why the last firing could not start one.
     last_result: String,
     /// Runs it has started.
@@ -38,37 +42,57 @@ pub(crate) async fn schedules(
     let mut rows = Vec::with_capacity(list.len());
     for schedule in &list {
         let last = match &schedule.last_run_id {
-            Some(id) => api
-                .world
-                .get_run(id, ResolveData::None)
-                .await
-                .ok()
-                .map(|r| r.status),
-            None => None,
+            Some(id) => match api.world.get_run(id, ResolveData::None).await {
+                Ok(run) => LastRun::Status(run.status),
+                // Removed by a sweep that had not yet changed the schedule (or was stopped
+                // before it could): no link to a page that is gone.
+                Err(e) if e.kind() == ErrorKind::NotFound => LastRun::Gone,
+                Err(_) => LastRun::Unknown,
+            },
+            None => LastRun::Unknown,
         };
         rows.push(schedule_row(schedule, last));
     }
     render(&Schedules { page, rows }, StatusCode::OK)
 }
 
-/// A schedule as its row shows it; `last` is the status of the run it started last, if known.
-fn schedule_row(schedule: &ScheduleConfig, last: Option<RunStatus>) -> ScheduleRow {
+/// What the dashboard found of the run a schedule started last.
+enum LastRun {
+    /// It exists, with this status.
+    Status(RunStatus),
+    /// The store has no such run: retention removed it.
+    Gone,
+    /// None is named, or it could not be read.
+    Unknown,
+}
+
+/// A schedule as its row shows it, with what was found of the run it started last.
+fn schedule_row(schedule: &ScheduleConfig, last: LastRun) -> ScheduleRow {
     let when = match (&schedule.cron_expression, &schedule.time_zone) {
         (Some(cron), Some(zone)) => format!("{cron} ({zone})"),
         (Some(cron), None) => cron.clone(),
         (None, _) => "on demand".to_owned(),
     };
-    let last_result = match (&schedule.last_error, last) {
+    let last_result = match (&schedule.last_error, &last) {
         (Some(error), _) => format!("could not start: {error}"),
-        (None, Some(status)) => status.as_str().to_owned(),
-        (None, None) => String::new(),
+        (None, LastRun::Status(status)) => status.as_str().to_owned(),
+        (None, _) => String::new(),
+    };
+    let (last_run, removed_run) = match (&schedule.last_run_id, last) {
+        (Some(id), LastRun::Gone) => (String::new(), id.clone()),
+        (Some(id), _) => (id.clone(), String::new()),
+        (None, _) => (
+            String::new(),
+            schedule.removed_last_run_id.clone().unwrap_or_default(),
+        ),
     };
     ScheduleRow {
         id: schedule.id.clone(),
         workflow: schedule.workflow_name.clone(),
         when,
         next: schedule.next_execution.map(clock_text).unwrap_or_default(),
-        last_run: schedule.last_run_id.clone().unwrap_or_default(),
+        last_run,
+        removed_run,
         last_result,
         runs: schedule.total_executions,
         paused: schedule.paused,

@@ -54,6 +54,9 @@ impl Entry {
     /// published events (a rare path: a read racing a durable write). `None` if the run's
     /// creation is not published.
     fn visible_state(&self) -> Option<std::borrow::Cow<'_, WorkflowState>> {
+        if self.removed {
+            return None;
+        }
         if self.visible() == self.history.len() {
             return Some(std::borrow::Cow::Borrowed(&*self.state));
         }
@@ -795,6 +798,43 @@ mod tests {
             version: EVENT_FORMAT_VERSION,
             kind,
         }
+    }
+
+    /// A reader that took a run's entry before a sweep removed the run reads nothing of it
+    /// afterwards: its state and history are gone, and nothing is read past their end.
+    #[tokio::test]
+    async fn an_entry_held_across_a_removal_reads_as_gone() {
+        use crate::store::{Removal, RetentionStore};
+        let store = MemoryStore::new();
+        let run_id = "wrun_held";
+        let queued = QueuedRun::new("w", run_id, Payload::null());
+        store
+            .create_run(event(run_id, EventKind::WorkflowQueued(Box::new(queued))))
+            .await
+            .unwrap();
+        let started = EventKind::WorkflowStarted {
+            attempt: 1,
+            first_position: 0,
+        };
+        let completed = EventKind::WorkflowCompleted {
+            output: Payload::null(),
+        };
+        store
+            .append(
+                run_id,
+                vec![event(run_id, started), event(run_id, completed)],
+            )
+            .await
+            .unwrap();
+        let (_, held) = store.entry_with_id(run_id).unwrap();
+        let removed = store.remove_run(run_id, i64::MAX).await.unwrap();
+        assert!(
+            matches!(removed, Removal::Removed { events: 3 }),
+            "{removed:?}"
+        );
+        let entry = held.lock();
+        assert!(entry.visible_state().is_none());
+        assert!(entry.history[..entry.visible()].is_empty());
     }
 
     /// An append changes the run's state where it is: the state is shared (with a finished

@@ -93,6 +93,9 @@ impl MemoryStore {
         entry.removed = true;
         let events = entry.history.len() as u64;
         entry.history = Vec::new();
+        // A reader that took the entry before the removal reads nothing of it, rather than
+        // past the end of a history that is gone.
+        entry.visible = 0;
         drop(entry);
 
         index.remove_run(&id, &state);

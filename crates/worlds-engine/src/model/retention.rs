@@ -100,7 +100,7 @@ impl std::fmt::Display for Kept {
     }
 }
 
-/// What [`RetentionStore::remove_run`](crate::store::RetentionStore::remove_run) did.
+/// What [`RetentionStore::remove_runs`](crate::store::RetentionStore::remove_runs) did to one run.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Removal {

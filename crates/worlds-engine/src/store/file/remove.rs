@@ -94,7 +94,7 @@ pub(super) fn log_gone(file: &File, path: &Path) -> bool {
 }
 
 impl FileStore {
-    /// [`RetentionStore::remove_run`] (see the module docs).
+    /// [`RetentionStore::remove_runs`] of one run (see the module docs).
     pub(super) async fn remove_one(
         &self,
         run_id: &str,

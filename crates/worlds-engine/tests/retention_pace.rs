@@ -14,14 +14,17 @@ use worlds_engine::{RunStatus, WorkflowQueryFilter, PRUNE_WORKFLOW};
 
 const DAY: Duration = Duration::from_secs(86_400);
 
-/// A world on a store whose removals take `delay` each, keeping completed runs a day and
-/// sweeping at `share` percent; `runs` completed runs a day old.
-async fn swept(share: u8, delay: Duration, runs: u64) -> Arc<WrappedStore> {
-    let store = Arc::new(WrappedStore::default());
-    *store.removal_delay.lock().unwrap() = delay;
+/// A world on `store` keeping completed runs a day, sweeping every `interval` at `share`
+/// percent, with `runs` completed runs.
+async fn world_with_runs(
+    store: &Arc<WrappedStore>,
+    interval: Duration,
+    share: u8,
+    runs: u64,
+) -> TestWorld {
     let mut config = common::memory_config();
     config.retention.completed = Dur(DAY);
-    config.retention.sweep_interval = Dur(1000 * DAY);
+    config.retention.sweep_interval = Dur(interval);
     config.retention.sweep_share = share;
     let t = TestWorld::with_options(TestWorldOptions {
         store: Some(store.clone() as Arc<dyn worlds_engine::store::Store>),
@@ -38,6 +41,15 @@ async fn swept(share: u8, delay: Duration, runs: u64) -> Arc<WrappedStore> {
             .await
             .unwrap();
     }
+    t
+}
+
+/// A world on a store whose removals take `delay` each, keeping completed runs a day and
+/// sweeping at `share` percent; `runs` completed runs a day old.
+async fn swept(share: u8, delay: Duration, runs: u64) -> Arc<WrappedStore> {
+    let store = Arc::new(WrappedStore::default());
+    *store.removal_delay.lock().unwrap() = delay;
+    let t = world_with_runs(&store, 1000 * DAY, share, runs).await;
     t.settle().await;
     t.advance(2 * DAY).await;
     let id = t.world().prune().await.unwrap();
@@ -80,25 +92,7 @@ async fn a_full_share_removes_without_rest() {
 #[tokio::test]
 async fn a_sweep_that_outlasts_its_interval_is_not_joined_by_the_next() {
     let store = Arc::new(WrappedStore::default());
-    let mut config = common::memory_config();
-    config.retention.completed = Dur(DAY);
-    config.retention.sweep_interval = Dur(DAY);
-    config.retention.sweep_share = 100;
-    let t = TestWorld::with_options(TestWorldOptions {
-        store: Some(store.clone() as Arc<dyn worlds_engine::store::Store>),
-        config,
-        ..TestWorldOptions::default()
-    })
-    .await;
-    let done = workflow("done", |_ctx: WorkflowContext, n: u64| async move {
-        Ok::<_, WorkflowError>(n)
-    });
-    t.register(&done).unwrap();
-    for n in 0..30 {
-        t.execute(&done, n, WorkflowOptions::default())
-            .await
-            .unwrap();
-    }
+    let t = world_with_runs(&store, DAY, 100, 30).await;
     t.settle().await;
     // Two slow batches: the sweep lasts well over half a second of real time.
     *store.removal_delay.lock().unwrap() = Duration::from_millis(400);

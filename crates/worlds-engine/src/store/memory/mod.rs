@@ -800,13 +800,8 @@ mod tests {
         }
     }
 
-    /// A reader that took a run's entry before a sweep removed the run reads nothing of it
-    /// afterwards: its state and history are gone, and nothing is read past their end.
-    #[tokio::test]
-    async fn an_entry_held_across_a_removal_reads_as_gone() {
-        use crate::store::{Removal, RetentionStore};
-        let store = MemoryStore::new();
-        let run_id = "wrun_held";
+    /// Creates run `run_id` and starts it.
+    async fn started_run(store: &MemoryStore, run_id: &str) {
         let queued = QueuedRun::new("w", run_id, Payload::null());
         store
             .create_run(event(run_id, EventKind::WorkflowQueued(Box::new(queued))))
@@ -816,14 +811,25 @@ mod tests {
             attempt: 1,
             first_position: 0,
         };
+        store
+            .append(run_id, vec![event(run_id, started)])
+            .await
+            .unwrap();
+    }
+
+    /// A reader that took a run's entry before a sweep removed the run reads nothing of it
+    /// afterwards: its state and history are gone, and nothing is read past their end.
+    #[tokio::test]
+    async fn an_entry_held_across_a_removal_reads_as_gone() {
+        use crate::store::{Removal, RetentionStore};
+        let store = MemoryStore::new();
+        let run_id = "wrun_held";
+        started_run(&store, run_id).await;
         let completed = EventKind::WorkflowCompleted {
             output: Payload::null(),
         };
         store
-            .append(
-                run_id,
-                vec![event(run_id, started), event(run_id, completed)],
-            )
+            .append(run_id, vec![event(run_id, completed)])
             .await
             .unwrap();
         let (_, held) = store.entry_with_id(run_id).unwrap();
@@ -844,19 +850,7 @@ mod tests {
     async fn appends_change_the_run_state_in_place_without_copying_it() {
         let store = MemoryStore::new();
         let run_id = "wrun_in_place";
-        let queued = QueuedRun::new("w", run_id, Payload::null());
-        store
-            .create_run(event(run_id, EventKind::WorkflowQueued(Box::new(queued))))
-            .await
-            .unwrap();
-        let started = EventKind::WorkflowStarted {
-            attempt: 1,
-            first_position: 0,
-        };
-        store
-            .append(run_id, vec![event(run_id, started)])
-            .await
-            .unwrap();
+        started_run(&store, run_id).await;
         let (_, shared) = store.entry_with_id(run_id).unwrap();
         let state_at = Arc::as_ptr(&shared.lock().state);
         for position in 0..200 {

@@ -304,21 +304,7 @@ pub async fn unfinished_and_related_runs_are_kept(store: Arc<dyn Store>) {
     );
 
     // A parent that ended (cancelled) while its child still runs.
-    let parent = m.create(&*store, "parent").await;
-    let child = m.run_id();
-    m.append(&*store, &parent, vec![started(), child_started(0, &child)])
-        .await
-        .unwrap();
-    store
-        .create_run(m.queued(
-            &child,
-            Queued {
-                parent: Some(&parent),
-                ..Queued::named("child")
-            },
-        ))
-        .await
-        .unwrap();
+    let (parent, child) = parent_and_child(&m, &*store, "parent").await;
     m.append(&*store, &child, vec![started()]).await.unwrap();
     // The child cannot go while its parent runs, whatever its own state.
     m.append(&*store, &parent, vec![cancelled()]).await.unwrap();
@@ -334,25 +320,7 @@ pub async fn unfinished_and_related_runs_are_kept(store: Arc<dyn Store>) {
     m.tick(1);
 
     // A child that ended while its parent still runs.
-    let parent2 = m.create(&*store, "parent2").await;
-    let child2 = m.run_id();
-    m.append(
-        &*store,
-        &parent2,
-        vec![started(), child_started(0, &child2)],
-    )
-    .await
-    .unwrap();
-    store
-        .create_run(m.queued(
-            &child2,
-            Queued {
-                parent: Some(&parent2),
-                ..Queued::named("child")
-            },
-        ))
-        .await
-        .unwrap();
+    let (parent2, child2) = parent_and_child(&m, &*store, "parent2").await;
     m.append(&*store, &child2, vec![started(), completed()])
         .await
         .unwrap();
@@ -410,21 +378,7 @@ pub async fn a_batch_removal_answers_each_run_in_order(store: Arc<dyn Store>) {
     let events = store.history(&done, 0).await.unwrap().len() as u64;
     let running = m.create(&*store, "running").await;
     m.append(&*store, &running, vec![started()]).await.unwrap();
-    let parent = m.create(&*store, "parent").await;
-    let child = m.run_id();
-    m.append(&*store, &parent, vec![started(), child_started(0, &child)])
-        .await
-        .unwrap();
-    store
-        .create_run(m.queued(
-            &child,
-            Queued {
-                parent: Some(&parent),
-                ..Queued::named("child")
-            },
-        ))
-        .await
-        .unwrap();
+    let (parent, child) = parent_and_child(&m, &*store, "parent").await;
     m.append(&*store, &child, vec![started(), completed()])
         .await
         .unwrap();
@@ -470,6 +424,26 @@ pub async fn a_batch_removal_answers_each_run_in_order(store: Arc<dyn Store>) {
     assert!(store.remove_runs(&[]).await.unwrap().is_empty());
     let again = store.remove_runs(&batch[..1]).await.unwrap();
     assert_eq!(again, vec![Removal::Gone]);
+}
+
+/// A running parent `name` that started a child (created, not started): their run ids.
+async fn parent_and_child(m: &Maker, store: &dyn Store, name: &str) -> (String, String) {
+    let parent = m.create(store, name).await;
+    let child = m.run_id();
+    m.append(store, &parent, vec![started(), child_started(0, &child)])
+        .await
+        .unwrap();
+    store
+        .create_run(m.queued(
+            &child,
+            Queued {
+                parent: Some(&parent),
+                ..Queued::named("child")
+            },
+        ))
+        .await
+        .unwrap();
+    (parent, child)
 }
 
 fn ids(runs: &[crate::store::EndedRun]) -> Vec<String> {

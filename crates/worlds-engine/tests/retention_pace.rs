@@ -136,3 +136,31 @@ async fn a_sweep_that_outlasts_its_interval_is_not_joined_by_the_next() {
     );
     assert_eq!(store.removal_calls.lock().unwrap().len(), 2);
 }
+
+#[tokio::test]
+async fn a_sweep_far_behind_takes_a_larger_share() {
+    let store = Arc::new(WrappedStore::default());
+    let delay = Duration::from_millis(30);
+    *store.removal_delay.lock().unwrap() = delay;
+    // Sweeps every second at 10 %: at its share a batch of 30 ms is followed by 270 ms of rest.
+    let t = world_with_runs(&store, Duration::from_secs(1), 10, 59).await;
+    t.settle().await;
+    // The runs are a day overdue when the world's own sweep comes to them: tens of thousands
+    // of its intervals behind, so it takes the whole time.
+    t.clock().advance(2 * DAY);
+    for _ in 0..800 {
+        if store.removal_calls.lock().unwrap().len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let calls = store.removal_calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 3, "batches of 25: {} calls", calls.len());
+    for pair in calls.windows(2) {
+        let rest = pair[1].0 - pair[0].1;
+        assert!(
+            rest < Duration::from_millis(25),
+            "rested {rest:?} while far behind"
+        );
+    }
+}

@@ -217,6 +217,45 @@ impl RetentionStore for PostgresStore {
     }
 }
 
+/// The parents of the runs `$1` (a parent id never changes: read without a lock).
+const PARENTS: &str = "SELECT parent_id FROM runs WHERE run_id = ANY($1) AND parent_id IS NOT NULL";
+
+/// Locks the rows of the runs and parents `$1` and of the children of the runs `$2`, in run id
+/// order; with each, whether it finished and when. One index scan per key (the test
+/// `the_removal_statements_scan_no_table` holds it to that): a subquery inside the OR would make
+/// PostgreSQL read every run.
+const LOCK_FAMILY: &str = "SELECT run_id, parent_id, finished,
+         -- A run a build before migration 9 finished has its end in its state only.
+         CASE WHEN finished
+             THEN COALESCE(ended_at, (state::jsonb ->> 'completed_at')::bigint) END
+     FROM runs
+     WHERE run_id = ANY($1) OR parent_id = ANY($2)
+     ORDER BY run_id
+     FOR UPDATE";
+
+/// Deletes the runs `$1` from every table; each run's count of events. Every statement in
+/// WITH runs to completion whether or not its rows are read. A step is found by its id (the
+/// key of `steps`) as an array: joined to the deleted events, the planner may scan every step.
+const DELETE_RUNS: &str = "WITH ev AS (
+         DELETE FROM events WHERE run_id = ANY($1) RETURNING run_id, correlation_id
+     ), st AS (
+         DELETE FROM steps
+         WHERE step_id = ANY(ARRAY(
+                 SELECT correlation_id FROM ev WHERE correlation_id IS NOT NULL))
+             AND run_id = ANY($1)
+     ), hk AS (
+         DELETE FROM hooks WHERE run_id = ANY($1)
+     ), tm AS (
+         DELETE FROM timers WHERE run_id = ANY($1)
+     ), ch AS (
+         DELETE FROM chunks WHERE run_id = ANY($1)
+     ), sm AS (
+         DELETE FROM streams WHERE run_id = ANY($1)
+     ), rn AS (
+         DELETE FROM runs WHERE run_id = ANY($1)
+     )
+     SELECT run_id, count(*) FROM ev GROUP BY run_id";
+
 impl PostgresStore {
     /// The work of [`RetentionStore::remove_runs`] in `tx`: locks, checks, deletes.
     async fn remove_in(
@@ -225,25 +264,22 @@ impl PostgresStore {
         runs: &[RemoveRun],
         ids: &[&str],
     ) -> Result<Vec<Removal>, WorldError> {
-        // The runs' rows, their parents' (a parent id never changes) and their children's,
-        // locked in run id order. A run that has finished starts no child: a new one would
-        // come with a reopen, which needs the lock taken here.
-        let rows = sqlx::query(
-            "SELECT run_id, parent_id, finished,
-                 -- A run a build before migration 9 finished has its end in its state only.
-                 CASE WHEN finished
-                     THEN COALESCE(ended_at, (state::jsonb ->> 'completed_at')::bigint) END
-             FROM runs
-             WHERE run_id = ANY($1) OR parent_id = ANY($1)
-                 OR run_id IN (SELECT parent_id FROM runs
-                               WHERE run_id = ANY($1) AND parent_id IS NOT NULL)
-             ORDER BY run_id
-             FOR UPDATE",
-        )
-        .bind(ids)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(|e| self.err("locking runs to remove them", e))?;
+        // The runs' rows, their parents' and their children's, locked in run id order. A run
+        // that has finished starts no child: a new one would come with a reopen, which needs
+        // the lock taken here.
+        let parents: Vec<String> = sqlx::query_scalar(PARENTS)
+            .bind(ids)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| self.err("reading the parents of runs to remove", e))?;
+        let mut locked: Vec<&str> = ids.to_vec();
+        locked.extend(parents.iter().map(String::as_str));
+        let rows = sqlx::query(LOCK_FAMILY)
+            .bind(&locked)
+            .bind(ids)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| self.err("locking runs to remove them", e))?;
         let family: Vec<Row> = rows
             .iter()
             .map(|row| Row {
@@ -275,31 +311,11 @@ impl PostgresStore {
                 .map(|a| a.unwrap_or(Removal::Gone))
                 .collect());
         }
-        // Every statement in WITH runs to completion whether or not its rows are read.
-        let counts: Vec<(String, i64)> = sqlx::query_as(
-            "WITH ev AS (
-                 DELETE FROM events WHERE run_id = ANY($1) RETURNING run_id, correlation_id
-             ), st AS (
-                 DELETE FROM steps
-                 WHERE run_id = ANY($1)
-                     AND step_id IN (SELECT correlation_id FROM ev WHERE correlation_id IS NOT NULL)
-             ), hk AS (
-                 DELETE FROM hooks WHERE run_id = ANY($1)
-             ), tm AS (
-                 DELETE FROM timers WHERE run_id = ANY($1)
-             ), ch AS (
-                 DELETE FROM chunks WHERE run_id = ANY($1)
-             ), sm AS (
-                 DELETE FROM streams WHERE run_id = ANY($1)
-             ), rn AS (
-                 DELETE FROM runs WHERE run_id = ANY($1)
-             )
-             SELECT run_id, count(*) FROM ev GROUP BY run_id",
-        )
-        .bind(&doomed)
-        .fetch_all(&mut *tx)
-        .await
-        .map_err(|e| self.err("removing runs", e))?;
+        let counts: Vec<(String, i64)> = sqlx::query_as(DELETE_RUNS)
+            .bind(&doomed)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(|e| self.err("removing runs", e))?;
         let events = |run_id: &str| {
             counts
                 .iter()
@@ -328,6 +344,79 @@ impl PostgresStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The scans in a JSON plan (`EXPLAIN (FORMAT JSON)`) that read a whole table or index:
+    /// sequential scans, and index scans with no condition on the index.
+    fn full_scans(node: &serde_json::Value, found: &mut Vec<String>) {
+        let kind = node["Node Type"].as_str().unwrap_or_default();
+        let whole = match kind {
+            "Seq Scan" => true,
+            "Index Scan" | "Index Only Scan" => node.get("Index Cond").is_none(),
+            _ => false,
+        };
+        if whole {
+            found.push(format!("{kind} on {}", node["Relation Name"]));
+        }
+        for child in node["Plans"].as_array().into_iter().flatten() {
+            full_scans(child, found);
+        }
+    }
+
+    /// The plans of the removal's statements on a store's schema, with sequential scans and
+    /// nested loops priced out (as a planner misjudging the rows a batch touches might): every
+    /// table must still be reached through a condition on an index, or each batch reads it
+    /// whole.
+    #[tokio::test]
+    async fn the_removal_statements_scan_no_table() {
+        use sqlx::Connection as _;
+        if !crate::testing::database_up().await {
+            return;
+        }
+        let schema = crate::testing::TestSchema::fresh();
+        let options = crate::PostgresOptions {
+            pool_size: 1,
+            schema: schema.name().to_owned(),
+            ..crate::PostgresOptions::default()
+        };
+        let store = PostgresStore::connect(&crate::testing::test_url(), options)
+            .await
+            .expect("connect to the test database");
+        let mut conn = sqlx::PgConnection::connect(&crate::testing::test_url())
+            .await
+            .unwrap();
+        for set in [
+            format!("SET search_path = \"{}\"", schema.name()),
+            "SET enable_seqscan = off".to_owned(),
+            "SET enable_nestloop = off".to_owned(),
+        ] {
+            sqlx::query(sqlx::AssertSqlSafe(set))
+                .execute(&mut conn)
+                .await
+                .unwrap();
+        }
+        let ids = ["wrun_a", "wrun_b"];
+        for (name, sql, params) in [
+            ("PARENTS", PARENTS, 1),
+            ("LOCK_FAMILY", LOCK_FAMILY, 2),
+            ("DELETE_RUNS", DELETE_RUNS, 1),
+        ] {
+            let mut explain = sqlx::query_scalar::<_, serde_json::Value>(sqlx::AssertSqlSafe(
+                format!("EXPLAIN (FORMAT JSON) {sql}"),
+            ))
+            .bind(&ids[..]);
+            if params == 2 {
+                explain = explain.bind(&ids[..]);
+            }
+            let plan = explain.fetch_one(&mut conn).await.unwrap();
+            let mut found = Vec::new();
+            full_scans(&plan[0]["Plan"], &mut found);
+            assert!(
+                found.is_empty(),
+                "{name} reads whole tables: {found:?}\n{plan:#}"
+            );
+        }
+        let _ = store.close().await;
+    }
 
     fn row(run_id: &str, role: Role, finished: bool, ended_at: Option<Millis>) -> Locked {
         Locked {

@@ -33,6 +33,9 @@ const KEEP_DAYS: u64 = 7;
 const REOPEN_EVERY: u64 = 15;
 /// Latency probes per measurement (with and without a sweep running).
 const PROBES: usize = 1_000;
+/// Days whose sweeps are measured, from day `KEEP_DAYS + 2` (the first whose sweep removes a
+/// full day): their probes are pooled, so a p99 rests on more than one sweep.
+const MEASURED_DAYS: u64 = 3;
 /// Starts in flight at once.
 const IN_FLIGHT: usize = 512;
 const DAY: Duration = Duration::from_secs(86_400);
@@ -81,7 +84,7 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
     let started = Instant::now();
     let (mut world, mut hybrid) = open(&config, &clock, &step, &flow).await?;
     let mut curve = Vec::new();
-    let mut latency = None;
+    let (mut idle_ms, mut during_ms) = (Vec::new(), Vec::new());
     for day in 1..=days {
         futures::stream::iter(0..n)
             .map(|_| {
@@ -96,19 +99,16 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
             .buffer_unordered(IN_FLIGHT)
             .try_collect::<Vec<()>>()
             .await?;
-        let measure = day == KEEP_DAYS + 2;
-        let idle = if measure {
-            Some(probe(&world, &flow, k, PROBES, None).await?)
-        } else {
-            None
-        };
+        let measure = (KEEP_DAYS + 2..KEEP_DAYS + 2 + MEASURED_DAYS).contains(&day);
+        if measure {
+            idle_ms.extend(probe(&world, &flow, k, PROBES, None).await?);
+        }
         clock.advance(DAY);
         let sweeping = Instant::now();
         let id = world.prune().await?;
-        if let Some(idle) = idle {
+        if measure {
             // The same probes while this day's sweep removes the day's runs.
-            let during = probe(&world, &flow, k, PROBES, Some(&id)).await?;
-            latency = Some((idle, during));
+            during_ms.extend(probe(&world, &flow, k, PROBES, Some(&id)).await?);
         }
         let report = world.prune_report_when_done(&id).await?;
         let sweep_s = sweeping.elapsed().as_secs_f64();
@@ -165,12 +165,16 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
     report.peak_rss_mb = super::report::peak_rss_mb();
     report.steps_per_s = None;
     report.workflows_per_s = None;
-    let (idle, sweeping) = latency.unwrap_or_default();
+    let probes = (idle_ms.len(), during_ms.len());
+    let (idle, sweeping) = (quantiles(idle_ms), quantiles(during_ms));
     report.p50_ms = idle.first().copied();
     report.p99_ms = idle.get(1).copied();
     report.notes = format!(
-        "{days} simulated days on a virtual clock, {n} workflows of {k} steps per day, completed runs kept {KEEP_DAYS} days, one sweep per day (on PostgreSQL followed by a VACUUM of the swept tables, on hybrid by a compaction and the segment rewrites due, standing in for a day of background housekeeping); p50/p99 = W2-style latency (one workflow after another, before the day's sweep) on day {}; the same while that day's sweep ran: p50 {:?} ms, p99 {:?} ms",
+        "{days} simulated days on a virtual clock, {n} workflows of {k} steps per day, completed runs kept {KEEP_DAYS} days, one sweep per day (on PostgreSQL followed by a VACUUM of the swept tables, on hybrid by a compaction and the segment rewrites due, standing in for a day of background housekeeping); p50/p99 = W2-style latency (one workflow after another, before the day's sweep) on days {}..={}, {} probes; the same while those days' sweeps ran, {} probes: p50 {:?} ms, p99 {:?} ms",
         KEEP_DAYS + 2,
+        KEEP_DAYS + 1 + MEASURED_DAYS,
+        probes.0,
+        probes.1,
         sweeping.first(),
         sweeping.get(1)
     );
@@ -213,7 +217,7 @@ async fn open(
     Ok((world, hybrid))
 }
 
-/// (p50, p99) in ms of up to `count` workflows run one after another (while sweep `until`
+/// The latencies in ms of up to `count` workflows run one after another (while sweep `until`
 /// is unfinished, if given).
 async fn probe(
     world: &World,
@@ -236,13 +240,18 @@ async fn probe(
         check(handle.result().await?, k as u64)?;
         took.push(super::ms(start.elapsed()));
     }
+    Ok(took)
+}
+
+/// (p50, p99) of `took`, rounded; empty when it is.
+fn quantiles(mut took: Vec<f64>) -> Vec<f64> {
     took.sort_by(f64::total_cmp);
     let at = |q: f64| took[((took.len() as f64 * q) as usize).min(took.len() - 1)];
-    Ok(if took.is_empty() {
+    if took.is_empty() {
         Vec::new()
     } else {
         vec![round(at(0.5)), round(at(0.99))]
-    })
+    }
 }
 
 /// The store's size on disk: the directory, or the schema's relations.

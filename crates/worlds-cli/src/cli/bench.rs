@@ -63,8 +63,8 @@ pub(crate) struct BenchArgs {
     #[arg(long, value_parser = clap::value_parser!(u64).range(1..=3650))]
     pub(crate) days: Option<u64>,
 
-    /// R1's sweep share: the largest percent of its time a sweep spends removing (default
-    /// the world's, 25).
+    /// R1's sweep share: the percent of its time a sweep spends removing (default the
+    /// world's, 5).
     #[arg(long, value_name = "PERCENT", value_parser = clap::value_parser!(u8).range(1..=100))]
     pub(crate) sweep_share: Option<u8>,
 

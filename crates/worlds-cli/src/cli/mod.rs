@@ -218,8 +218,9 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "DURATION", default_value = "1h")]
     pub(crate) sweep_interval: worlds_engine::duration::Dur,
 
-    /// The largest share of its time, in percent, a sweep spends removing runs: it rests the
-    /// rest, leaving the store to the runs the world serves. 100 removes without rest.
+    /// The share of its time, in percent, a sweep spends removing runs while it keeps up: it
+    /// rests the rest, leaving the store to the runs the world serves. A sweep far behind
+    /// takes more, up to all. 100 removes without rest.
     #[arg(
         long,
         value_name = "PERCENT",

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use futures::future::BoxFuture;
 use parking_lot::Mutex;
 
-mod pace;
+pub(crate) mod pace;
 mod precise;
 
 pub(crate) use pace::Pace;

@@ -217,10 +217,16 @@ impl Engine {
         let bulk_bound = self.open_bulk_reopen_bound().await?;
         let ttl = input.idempotency_ttl.0;
         let mut removable = Vec::new();
+        // How long past its due time the oldest run this page removes is: a sweep that has
+        // fallen behind takes a larger share (`clock::pace::catch_up`).
+        let mut overdue: Millis = 0;
         for run in &runs {
             page.looked_at += 1;
             let ended_before = match input.policy.verdict(run, input.now, ttl) {
-                RetentionVerdict::Remove { ended_before } => ended_before,
+                RetentionVerdict::Remove { ended_before, due } => {
+                    overdue = overdue.max(input.now.saturating_sub(due));
+                    ended_before
+                }
                 RetentionVerdict::KeepUntil { at } => {
                     page.kept_by_policy += 1;
                     page.next_due = Some(page.next_due.map_or(at, |due| due.min(at)));
@@ -258,7 +264,12 @@ impl Engine {
         // A batch per store call (one transaction on PostgreSQL, one synced write on the
         // hybrid store), one call at a time: a sweep shares the store with the runs it
         // leaves, and never holds more than one of its connections or writes.
-        let pace = crate::clock::Pace::new(input.policy.sweep_share);
+        let interval = ms(input.policy.sweep_interval.0);
+        let pace = crate::clock::Pace::new(crate::clock::pace::catch_up(
+            input.policy.sweep_share,
+            overdue,
+            interval,
+        ));
         for batch in removable.chunks(REMOVAL_BATCH) {
             let started = pace.start();
             let removals = self.store.remove_runs(batch).await?;

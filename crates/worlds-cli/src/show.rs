@@ -37,6 +37,7 @@ pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> 
         mut history,
         children,
         driver,
+        pauses,
     } = Target::open(&args.world)?.show_run(id)?;
     let reveal = reveal();
     reveal.state(&mut state);
@@ -54,6 +55,7 @@ pub(crate) fn show(args: &ShowArgs, out: &mut impl Write) -> anyhow::Result<()> 
         driver,
         children,
         now: now_ms(),
+        pauses,
     };
     out.write_all(format_run(&state, &history, &context).as_bytes())?;
     Ok(())
@@ -105,6 +107,7 @@ pub(crate) fn show_archived(
         driver: None,
         children: Vec::new(),
         now: crate::text::now_ms(),
+        pauses: Vec::new(),
     };
     writeln!(out, "archived in {}", path.display())?;
     out.write_all(format_run(state, &history, &context).as_bytes())?;
@@ -144,6 +147,8 @@ pub(crate) struct Context {
     pub(crate) children: Vec<(String, RunStatus)>,
     /// The current time, for "in 5m".
     pub(crate) now: Millis,
+    /// The pauses in force (none for an archived run).
+    pub(crate) pauses: Vec<worlds_engine::model::Pause>,
 }
 
 /// A run's header, its steps, what it waits on, and the timeline of its history.
@@ -223,7 +228,8 @@ pub(crate) fn format_run(state: &WorkflowState, history: &[&Event], context: &Co
             label = "";
         }
         // Waits that look stuck rather than slow, as the engine judges them.
-        for wait in worlds_engine::model::waits(state, history, context.now) {
+        for wait in worlds_engine::model::waits_paused(state, history, context.now, &context.pauses)
+        {
             if let Some(concern) = wait.concern {
                 line("concern", concern);
             }
@@ -381,7 +387,7 @@ pub(crate) fn waiting_on(
     let since = |at: Millis| format!("{} ({} ago)", timestamp(at), duration(elapsed(at, now)));
     let step = |name: &str, position: u32| format!("step {name:?} (position {position})");
     let mut waits = Vec::new();
-    for wait in worlds_engine::model::waits(state, history, now) {
+    for wait in worlds_engine::model::waits_paused(state, history, now, &context.pauses) {
         waits.push(match wait.on {
             WaitOn::Start => "a worker to start it".to_owned(),
             WaitOn::WorkflowRetry { attempt } => match wait.due {
@@ -443,6 +449,26 @@ pub(crate) fn waiting_on(
                 );
                 if let Some(at) = wait.due {
                     text.push_str(&format!(", expires {}", when(at)));
+                }
+                text
+            }
+            WaitOn::Paused {
+                target,
+                by,
+                reason,
+                paused_since,
+                step: held,
+            } => {
+                let what = match held {
+                    Some((name, position)) => format!("{}: ", step(&name, position)),
+                    None => "its start: ".to_owned(),
+                };
+                let mut text = format!(
+                    "{what}{target} paused by {by:?} since {}",
+                    since(paused_since)
+                );
+                if !reason.is_empty() {
+                    text.push_str(&format!(" ({reason:?})"));
                 }
                 text
             }

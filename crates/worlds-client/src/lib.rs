@@ -344,6 +344,42 @@ impl Client {
         .await
     }
 
+    /// The workflows and task queues paused, with who paused them, why and since when.
+    pub async fn pauses(&self) -> Result<Vec<worlds_engine::model::Pause>, ClientError> {
+        self.call(self.request(Method::GET, "/v1/pauses")).await
+    }
+
+    /// Pauses a workflow or a task queue (its runs and steps not started are held until it
+    /// is resumed), for `reason`; needs an admin key. The world records the key as who paused
+    /// it.
+    pub async fn pause(
+        &self,
+        target: &worlds_engine::model::PauseTarget,
+        reason: &str,
+    ) -> Result<worlds_engine::model::Pause, ClientError> {
+        self.call(
+            self.request(
+                Method::PUT,
+                &format!("/v1/pauses/{}/{}", target.kind(), segment(target.name())),
+            )
+            .json(&serde_json::json!({ "reason": reason })),
+        )
+        .await
+    }
+
+    /// Lifts the pause on a workflow or a task queue; needs an admin key. Fails with a 404
+    /// if it was not paused.
+    pub async fn resume(
+        &self,
+        target: &worlds_engine::model::PauseTarget,
+    ) -> Result<worlds_engine::model::Pause, ClientError> {
+        self.call(self.request(
+            Method::DELETE,
+            &format!("/v1/pauses/{}/{}", target.kind(), segment(target.name())),
+        ))
+        .await
+    }
+
     /// Deletes a schedule (runs it started go on); needs an admin key.
     pub async fn delete_schedule(&self, id: &str) -> Result<(), ClientError> {
         let response = self

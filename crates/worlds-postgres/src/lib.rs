@@ -133,6 +133,7 @@ mod leases;
 mod logs;
 mod migrate;
 mod notify;
+mod pauses;
 mod reads;
 mod retention;
 mod runs;

@@ -49,10 +49,11 @@ const MIGRATIONS: &[(i64, &str, &str)] = &[
         "retention",
         include_str!("../migrations/0009_retention.sql"),
     ),
+    (10, "pauses", include_str!("../migrations/0010_pauses.sql")),
 ];
 
 /// The schema version this build creates and knows: the newest embedded migration.
-pub const SCHEMA_VERSION: i64 = 9;
+pub const SCHEMA_VERSION: i64 = 10;
 
 /// Refuses a schema name that is not a plain lower-case identifier (what
 /// [`PostgresOptions::schema`] accepts), so a caller can check one before connecting.

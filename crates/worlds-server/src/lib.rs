@@ -49,6 +49,8 @@
 //! | `GET /v1/schedules`, `GET /v1/schedules/{id}` | read | schedules |
 //! | `POST /v1/schedules` | admin | `{"id", "workflow", "cron", "input"}`: create or update a cron schedule (UTC) |
 //! | `POST /v1/schedules/{id}/pause`, `…/resume`, `DELETE /v1/schedules/{id}` | admin | change one |
+//! | `GET /v1/pauses` | read | the workflows and task queues paused, with who paused them, why and since when |
+//! | `PUT /v1/pauses/{kind}/{name}`, `DELETE /v1/pauses/{kind}/{name}` | admin | pause a `workflow` or a `task_queue` (`{"reason"}` optional; its runs and steps not started are held until it is resumed; recorded as paused by `key:<id>`); resume it (404 if it was not paused) |
 //! | `GET /v1/metrics`, `GET /metrics` | read | the world's metrics as JSON; in the Prometheus text format |
 //! | `GET /v1/workers` | read | the serving process's workers: `live` and lately `dead` |
 //! | `GET /v1/openapi.json` | read | the OpenAPI document of these routes (also [`openapi()`]) |
@@ -99,7 +101,7 @@ use worlds_engine::{World, WorldError};
 
 use auth::{AuthProvider, Guard, KeyAuth, KeyRing, Scope};
 use routes::{
-    health, hooks, keys, metrics, recovery, retention, runs, schedules, streams, workers,
+    health, hooks, keys, metrics, pauses, recovery, retention, runs, schedules, streams, workers,
 };
 use state::Api;
 
@@ -230,6 +232,7 @@ impl Routes {
             .routes(routes!(hooks::get))
             .routes(routes!(schedules::list))
             .routes(routes!(schedules::get))
+            .routes(routes!(pauses::list))
             .routes(routes!(metrics::json))
             .routes(routes!(metrics::prometheus))
             .routes(routes!(workers::list))
@@ -265,7 +268,8 @@ impl Routes {
             .routes(routes!(keys::list))
             .routes(routes!(keys::create))
             .routes(routes!(keys::revoke))
-            .routes(routes!(retention::prune));
+            .routes(routes!(retention::prune))
+            .routes(routes!(pauses::pause, pauses::resume));
         let open = OpenApiRouter::new()
             .routes(routes!(health::healthz))
             .routes(routes!(health::readyz));

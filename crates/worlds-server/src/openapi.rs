@@ -43,12 +43,16 @@ engine_record!(
     "A schedule: id, workflow, cron or interval, input, paused, last and next firing, the last run (`last_run_id`; `removed_last_run_id` once retention removed it) (`worlds_engine::schedule::ScheduleConfig`)."
 );
 engine_record!(
+    pub(crate) PauseRecord,
+    "A pause in force: `target` (`{\"kind\": \"workflow\" | \"task_queue\", \"name\"}`), `by` (who paused it: `key:<id>` over the API), `reason`, `since` (ms since the Unix epoch) (`worlds_engine::model::Pause`)."
+);
+engine_record!(
     pub(crate) Metrics,
     "The world's counters and gauges: runs by status, queue depth, workers, step latencies (`worlds_engine::WorldMetrics`)."
 );
 engine_record!(
     pub(crate) RunWait,
-    "One thing an unfinished run waits on: `on` (`start`, `step_queued`, `step_running`, `step_retry`, `timer`, `hook`, `child`, `workflow_retry`) with its fields, `since`, `due`, and a `concern` when the waiting looks stuck (`worlds_engine::model::Wait`)."
+    "One thing an unfinished run waits on: `on` (`start`, `step_queued`, `step_running`, `step_retry`, `timer`, `hook`, `child`, `workflow_retry`, `paused` with the pause's `target`, `by`, `reason`, `paused_since` and the held `step`) with its fields, `since`, `due`, and a `concern` when the waiting looks stuck (`worlds_engine::model::Wait`)."
 );
 engine_record!(
     pub(crate) PruneReport,

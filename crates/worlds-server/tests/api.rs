@@ -180,7 +180,7 @@ fn code(body: &Value) -> &str {
 }
 
 /// Every guarded route, as the OpenAPI document names it, with the scope it needs.
-const ROUTES: [(&str, &str, Scope); 54] = [
+const ROUTES: [(&str, &str, Scope); 57] = [
     ("GET", "/v1/runs", Scope::Read),
     ("GET", "/v1/runs/{id}", Scope::Read),
     ("GET", "/v1/runs/{id}/result", Scope::Read),
@@ -209,6 +209,9 @@ const ROUTES: [(&str, &str, Scope); 54] = [
     ("GET", "/v1/openapi.json", Scope::Read),
     ("POST", "/v1/schedules", Scope::Admin),
     ("POST", "/v1/schedules/{id}/pause", Scope::Admin),
+    ("GET", "/v1/pauses", Scope::Read),
+    ("PUT", "/v1/pauses/{kind}/{name}", Scope::Admin),
+    ("DELETE", "/v1/pauses/{kind}/{name}", Scope::Admin),
     ("POST", "/v1/schedules/{id}/resume", Scope::Admin),
     ("DELETE", "/v1/schedules/{id}", Scope::Admin),
     ("GET", "/v1/runs/{id}/streams", Scope::Read),

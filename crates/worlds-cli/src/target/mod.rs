@@ -202,6 +202,8 @@ pub(crate) struct Shown {
     pub(crate) children: Vec<(String, RunStatus)>,
     /// The process or member driving the run, when the world can tell.
     pub(crate) driver: Option<String>,
+    /// The pauses in force: what a held run or step waits on.
+    pub(crate) pauses: Vec<worlds_engine::model::Pause>,
 }
 
 /// A change `worlds schedules` can make.

@@ -38,7 +38,7 @@ pub(crate) async fn collect_runs(
 
 /// A run's state (by run id or workflow id), its history, and its children's status; a run
 /// not found says how to list the runs of `target`.
-pub(crate) async fn load<S: RunStore + EventStore + ?Sized>(
+pub(crate) async fn load<S: RunStore + EventStore + worlds_engine::store::PauseStore + ?Sized>(
     store: &S,
     id: &str,
     target: &Target,
@@ -54,6 +54,7 @@ pub(crate) async fn load<S: RunStore + EventStore + ?Sized>(
         state,
         children,
         driver: None,
+        pauses: store.list_pauses().await?,
     })
 }
 

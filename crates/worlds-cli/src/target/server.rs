@@ -120,6 +120,7 @@ pub(crate) fn show_run(client: &Client, id: &str) -> anyhow::Result<Shown> {
             history,
             children,
             driver: None,
+            pauses: client.pauses().await.map_err(explained)?,
         })
     })
 }

@@ -40,6 +40,19 @@ impl Engine {
         let Some((handler, task)) = self.step_handler(task).await else {
             return;
         };
+        // An attempt on a paused task queue waits for the pause to be lifted (see `flow.rs`).
+        let queue = task
+            .options
+            .as_ref()
+            .and_then(|o| o.task_queue.as_deref().map(Arc::<str>::from))
+            .or_else(|| self.runs.task_queue_of(&run_id));
+        let task = match self.pauses.holding_step(queue.as_deref()) {
+            Some(pause) => match self.pauses.hold_step(&pause.target, task, queue) {
+                Some(task) => task,
+                None => return,
+            },
+            None => task,
+        };
         // Held until the start is recorded: a run read back from its history waits for it
         // (see `run_steps.rs`).
         let Some(permit) = self.runs.start_permit(&run_id) else {

@@ -161,6 +161,15 @@ impl Engine {
             return Ok(Loaded::Finished);
         };
         if state.status == RunStatus::Pending {
+            if let Some(pause) = self
+                .pauses
+                .holding_run(&state.name, state.task_queue.as_deref())
+            {
+                // Held until the pause is lifted (see `flow.rs`).
+                if self.pauses.hold_run(&pause.target, run_id) {
+                    return Ok(Loaded::Dormant);
+                }
+            }
             let started = EventKind::WorkflowStarted {
                 attempt: 1,
                 first_position: 0,

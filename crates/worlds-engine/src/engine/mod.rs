@@ -28,6 +28,7 @@ pub(crate) mod bulk;
 mod ending;
 mod executor;
 pub(crate) mod external;
+pub(crate) mod flow;
 pub(crate) mod handoff;
 mod hooks;
 pub(crate) mod prune;
@@ -194,6 +195,8 @@ pub(crate) struct Engine {
     owned: reconcile::Owned,
     /// Runs known to be driven from outside (a run never stops being one).
     external: external::KnownExternal,
+    /// The pauses in force and the work they hold here.
+    pauses: flow::Pauses,
 }
 
 impl Engine {
@@ -292,6 +295,7 @@ impl Engine {
             resyncs: Default::default(),
             owned: Default::default(),
             external: Default::default(),
+            pauses: Default::default(),
         }
     }
 

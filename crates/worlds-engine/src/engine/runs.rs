@@ -232,6 +232,14 @@ impl Runs {
         self.push(entry);
     }
 
+    /// The task queue the run `run_id` is routed to, if it has a slot here and names one.
+    pub(crate) fn task_queue_of(&self, run_id: &str) -> Option<Arc<str>> {
+        self.slots
+            .lock()
+            .get(run_id)
+            .and_then(|s| s.task_queue.clone())
+    }
+
     /// A task taken from the queue is done (or handed on by a dead worker).
     pub(crate) fn task_done(&self) {
         self.progress.pending_tasks.fetch_sub(1, Ordering::AcqRel);

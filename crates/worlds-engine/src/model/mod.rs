@@ -6,6 +6,7 @@
 
 mod event;
 mod event_json;
+mod flow;
 mod hook;
 pub mod keys;
 mod options;
@@ -23,6 +24,7 @@ mod waits;
 
 pub use crate::status::RunStatus;
 pub use event::{Event, EventKind, QueuedRun, ReopenAction, ValueKind, EVENT_FORMAT_VERSION};
+pub use flow::{Pause, PauseTarget, MAX_PAUSE_NAME, MAX_PAUSE_TEXT};
 pub(crate) use hook::DEFAULT_WEBHOOK_METHOD;
 pub use hook::{HookState, HookStatus};
 pub use options::{ActivityOptions, FailureStrategy, OnConflict, WorkflowOptions};
@@ -41,4 +43,4 @@ pub use runtime::{
 };
 pub use state::{ActivityState, ActivityStatus, CompensationState, PendingRetry, WorkflowState};
 pub(crate) use text::check_text;
-pub use waits::{waits, Wait, WaitOn, LATE_MS, QUEUED_MS};
+pub use waits::{waits, waits_paused, Wait, WaitOn, LATE_MS, QUEUED_MS};

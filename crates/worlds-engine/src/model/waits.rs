@@ -21,7 +21,9 @@ use serde::{Deserialize, Serialize};
 
 use crate::clock::Millis;
 
-use super::{ActivityStatus, Event, EventKind, HookStatus, RunStatus, WorkflowState};
+use super::{
+    ActivityStatus, Event, EventKind, HookStatus, Pause, PauseTarget, RunStatus, WorkflowState,
+};
 
 /// How late a due timer, expiry or timeout may be before it is a concern: 60 s.
 pub const LATE_MS: Millis = 60_000;
@@ -102,6 +104,75 @@ pub enum WaitOn {
         /// The child's run id.
         run_id: String,
     },
+    /// An operator's pause of its workflow or task queue to be lifted: the run's start, or a
+    /// step's next attempt, is held (see `World::pause`).
+    Paused {
+        /// What is paused.
+        target: PauseTarget,
+        /// Who paused it.
+        by: String,
+        /// Why, as they said.
+        reason: String,
+        /// Since when it is paused.
+        paused_since: Millis,
+        /// The step held, by name and position; `None` when the run's start is held.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        step: Option<(String, u32)>,
+    },
+}
+
+/// [`waits`], with the pauses in force: a run not started, or a step queued, that a pause
+/// holds waits on the pause (with who set it, why and since when) instead of on a worker,
+/// and is no concern however long it waits.
+pub fn waits_paused<E: Borrow<Event>>(
+    state: &WorkflowState,
+    history: &[E],
+    now: Millis,
+    pauses: &[Pause],
+) -> Vec<Wait> {
+    let mut waits = waits(state, history, now);
+    if pauses.is_empty() {
+        return waits;
+    }
+    let paused = |target: PauseTarget| pauses.iter().find(|p| p.target == target);
+    let queue_of_run = state.task_queue.clone();
+    for wait in &mut waits {
+        let (pause, step) = match &wait.on {
+            WaitOn::Start => (
+                paused(PauseTarget::Workflow(state.name.clone())).or_else(|| {
+                    queue_of_run
+                        .clone()
+                        .and_then(|q| paused(PauseTarget::TaskQueue(q)))
+                }),
+                None,
+            ),
+            WaitOn::StepQueued { name, position } => {
+                let queue = state
+                    .activities
+                    .iter()
+                    .find(|a| a.position == *position)
+                    .and_then(|a| a.options.as_deref())
+                    .and_then(|o| o.task_queue.clone())
+                    .or_else(|| queue_of_run.clone());
+                (
+                    queue.and_then(|q| paused(PauseTarget::TaskQueue(q))),
+                    Some((name.clone(), *position)),
+                )
+            }
+            _ => continue,
+        };
+        if let Some(pause) = pause {
+            wait.on = WaitOn::Paused {
+                target: pause.target.clone(),
+                by: pause.by.clone(),
+                reason: pause.reason.clone(),
+                paused_since: pause.since,
+                step,
+            };
+            wait.concern = None;
+        }
+    }
+    waits
 }
 
 /// What `state` (with its `history`, for retry delays) waits on at `now`; empty for a finished
@@ -324,6 +395,41 @@ mod tests {
     fn waits_at(events: &[Event], now: Millis) -> Vec<Wait> {
         let state = WorkflowState::from_history(events).unwrap();
         waits(&state, events, now)
+    }
+
+    #[test]
+    fn a_paused_start_or_step_waits_on_its_pause_and_is_no_concern() {
+        let events = history(Vec::new());
+        let state = WorkflowState::from_history(&events).unwrap();
+        let late = T0 + QUEUED_MS + 1;
+        let pause = Pause {
+            target: PauseTarget::Workflow("w".into()),
+            by: "ops".into(),
+            reason: "incident".into(),
+            since: T0 + 5,
+        };
+        let got = waits_paused(&state, &events, late, std::slice::from_ref(&pause));
+        assert_eq!(got.len(), 1);
+        assert_eq!(got[0].since, T0);
+        assert_eq!(got[0].concern, None);
+        assert_eq!(
+            got[0].on,
+            WaitOn::Paused {
+                target: pause.target.clone(),
+                by: "ops".into(),
+                reason: "incident".into(),
+                paused_since: T0 + 5,
+                step: None,
+            }
+        );
+        // Another workflow's pause changes nothing: a worker is awaited, late.
+        let other = Pause {
+            target: PauseTarget::Workflow("v".into()),
+            ..pause
+        };
+        let got = waits_paused(&state, &events, late, &[other]);
+        assert_eq!(got[0].on, WaitOn::Start);
+        assert!(got[0].concern.is_some());
     }
 
     #[test]

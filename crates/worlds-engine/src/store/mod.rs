@@ -17,6 +17,7 @@
 //! | streams | [`StreamStore`] |
 //! | schedules | [`ScheduleStore`] |
 //! | finished runs by end time, removing them | [`RetentionStore`] |
+//! | pauses of workflows and task queues | [`PauseStore`] |
 //!
 //! Every backend materializes state with the same rules ([`WorkflowState::check`] and
 //! [`WorkflowState::apply`]), so they agree on what a history means; one conformance suite
@@ -31,6 +32,7 @@ mod hook_index;
 mod hybrid;
 mod keys;
 mod memory;
+mod pauses;
 mod retention;
 mod schedules;
 mod sealed;
@@ -53,6 +55,7 @@ pub use hook_index::HookRef;
 pub use hybrid::{CollectedSegment, HybridStore};
 pub use keys::{KeyFiles, KeyStore};
 pub use memory::MemoryStore;
+pub use pauses::{PauseFiles, PauseStore};
 pub use retention::{EndedCursor, EndedRun, Kept, Removal, RemoveRun, RetentionStore};
 pub use schedules::{ScheduleChange, ScheduleStore, ScheduleUpdate};
 pub(crate) use sealed::{is_sealed_payload, refuse_sealed};
@@ -469,6 +472,7 @@ pub trait Store:
     + ScheduleStore
     + KeyStore
     + RetentionStore
+    + PauseStore
 {
 }
 
@@ -484,5 +488,6 @@ impl<T> Store for T where
         + ScheduleStore
         + KeyStore
         + RetentionStore
+        + PauseStore
 {
 }

@@ -6,6 +6,7 @@ mod external;
 mod handle;
 mod hooks;
 mod keys;
+mod pauses;
 mod prune;
 mod recovery;
 mod schedules;
@@ -220,6 +221,8 @@ impl World {
         // A world shut down and started again is a member of its shared store again before it
         // claims anything.
         self.engine.rejoin_store().await?;
+        // Before any worker takes a task: a run of a paused workflow must not start.
+        self.engine.refresh_pauses().await?;
         {
             let mut life = self.lifecycle.lock();
             if life.started {
@@ -245,6 +248,9 @@ impl World {
             ));
             life.background.push(tokio::spawn(
                 (self.engine.clone().retention_loop(stop.clone())).instrument(span.clone()),
+            ));
+            life.background.push(tokio::spawn(
+                (self.engine.clone().pause_loop(stop.clone())).instrument(span.clone()),
             ));
             life.background.push(tokio::spawn(
                 (self.engine.logs().clone().flush_loop(stop.clone())).instrument(span),
@@ -447,10 +453,12 @@ impl World {
     /// Empty for a finished run.
     pub async fn waits(&self, id: &str) -> Result<Vec<crate::model::Wait>, WorldError> {
         let state = self.query(id).await?;
-        Ok(crate::model::waits(
+        let pauses = self.pauses().await?;
+        Ok(crate::model::waits_paused(
             &state,
             &state.history,
             self.engine.now_ms(),
+            &pauses,
         ))
     }
 

@@ -414,3 +414,19 @@ impl KeyStore for WrappedStore {
         self.inner.save_key(record).await
     }
 }
+
+#[async_trait]
+impl worlds_engine::store::PauseStore for WrappedStore {
+    async fn list_pauses(&self) -> Result<Vec<worlds_engine::model::Pause>, WorldError> {
+        self.inner.list_pauses().await
+    }
+    async fn save_pause(&self, pause: &worlds_engine::model::Pause) -> Result<(), WorldError> {
+        self.inner.save_pause(pause).await
+    }
+    async fn remove_pause(
+        &self,
+        target: &worlds_engine::model::PauseTarget,
+    ) -> Result<Option<worlds_engine::model::Pause>, WorldError> {
+        self.inner.remove_pause(target).await
+    }
+}

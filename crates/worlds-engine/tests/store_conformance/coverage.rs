@@ -4,22 +4,24 @@
 //! method added to a duty without a conformance check fails here, naming it.
 
 /// The storage sources that declare duty traits.
-const TRAITS: [&str; 5] = [
+const TRAITS: [&str; 6] = [
     include_str!("../../src/store/mod.rs"),
     include_str!("../../src/store/keys/mod.rs"),
     include_str!("../../src/store/streams/mod.rs"),
     include_str!("../../src/store/schedules/mod.rs"),
     include_str!("../../src/store/retention.rs"),
+    include_str!("../../src/store/pauses/mod.rs"),
 ];
 
 /// The suite (`worlds_engine::testing::conformance`): its main file and one file per duty.
-const CHECKS: [&str; 12] = [
+const CHECKS: [&str; 13] = [
     include_str!("../../src/testing/conformance/mod.rs"),
     include_str!("../../src/testing/conformance/api_keys.rs"),
     include_str!("../../src/testing/conformance/events.rs"),
     include_str!("../../src/testing/conformance/hooks.rs"),
     include_str!("../../src/testing/conformance/keys.rs"),
     include_str!("../../src/testing/conformance/leases.rs"),
+    include_str!("../../src/testing/conformance/pauses.rs"),
     include_str!("../../src/testing/conformance/retention.rs"),
     include_str!("../../src/testing/conformance/runs.rs"),
     include_str!("../../src/testing/conformance/schedules.rs"),
@@ -68,6 +70,7 @@ fn every_duty_method_is_called_by_a_check() {
         "ScheduleStore",
         "KeyStore",
         "RetentionStore",
+        "PauseStore",
     ] {
         assert!(
             traits.contains(duty),

@@ -4,6 +4,7 @@ pub(crate) mod health;
 pub(crate) mod hooks;
 pub(crate) mod keys;
 pub(crate) mod metrics;
+pub(crate) mod pauses;
 pub(crate) mod recovery;
 pub(crate) mod retention;
 pub(crate) mod runs;

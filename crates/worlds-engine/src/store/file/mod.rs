@@ -155,6 +155,8 @@ pub struct FileStore {
     /// The schedules, under `schedules/` (see `store/schedules/files.rs`).
     pub(in crate::store) schedules: super::schedules::FileSchedules,
     pub(in crate::store) keys: super::keys::KeyFiles,
+    /// The pauses in force, under `pauses/` (see `store/pauses/files.rs`).
+    pub(in crate::store) pauses: super::pauses::PauseFiles,
 }
 
 impl std::fmt::Debug for FileStore {
@@ -208,6 +210,7 @@ impl FileStore {
             streams: super::streams::FileStreams::new(&root, true, false),
             schedules: super::schedules::FileSchedules::new(&root, false),
             keys: super::keys::KeyFiles::new(&root, false),
+            pauses: super::pauses::PauseFiles::new(&root, false),
             root,
             workflows,
             memory: MemoryStore::new(),
@@ -286,6 +289,7 @@ impl FileStore {
             streams: super::streams::FileStreams::new(&root, true, true),
             schedules: super::schedules::FileSchedules::new(&root, true),
             keys: super::keys::KeyFiles::new(&root, true),
+            pauses: super::pauses::PauseFiles::new(&root, true),
             root,
             workflows,
             memory: MemoryStore::new(),

@@ -130,6 +130,8 @@ pub struct HybridStore {
     /// The schedules, under `schedules/` (see `store/schedules/files.rs`).
     pub(in crate::store) schedules: super::schedules::FileSchedules,
     pub(in crate::store) keys: super::keys::KeyFiles,
+    /// The pauses in force, under `pauses/` (see `store/pauses/files.rs`).
+    pub(in crate::store) pauses: super::pauses::PauseFiles,
     compactor: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// The WAL's writer and syncer threads.
     threads: Mutex<Vec<std::thread::JoinHandle<()>>>,
@@ -259,6 +261,7 @@ impl HybridStore {
             streams: super::streams::FileStreams::new(&inner.root, false, false),
             schedules: super::schedules::FileSchedules::new(&inner.root, false),
             keys: super::keys::KeyFiles::new(&inner.root, false),
+            pauses: super::pauses::PauseFiles::new(&inner.root, false),
             inner,
             compactor: Mutex::new(compactor),
             threads: Mutex::new(threads),

@@ -243,6 +243,8 @@ pub struct MemoryStore {
     /// The schedules (see `store/schedules/memory.rs`).
     pub(in crate::store) schedules: super::schedules::MemorySchedules,
     pub(in crate::store) keys: super::keys::MemoryKeys,
+    /// The pauses in force (see `store/pauses/memory.rs`).
+    pub(in crate::store) pauses: super::pauses::MemoryPauses,
 }
 
 impl MemoryStore {

@@ -580,3 +580,22 @@ impl KeyStore for SealedStore {
         self.inner.save_key(record).await
     }
 }
+
+/// Pauses name workflows and queues, never payloads: stored as they are.
+#[async_trait]
+impl crate::store::PauseStore for SealedStore {
+    async fn list_pauses(&self) -> Result<Vec<crate::model::Pause>, WorldError> {
+        self.inner.list_pauses().await
+    }
+
+    async fn save_pause(&self, pause: &crate::model::Pause) -> Result<(), WorldError> {
+        self.inner.save_pause(pause).await
+    }
+
+    async fn remove_pause(
+        &self,
+        target: &crate::model::PauseTarget,
+    ) -> Result<Option<crate::model::Pause>, WorldError> {
+        self.inner.remove_pause(target).await
+    }
+}

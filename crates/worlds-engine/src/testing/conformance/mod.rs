@@ -30,6 +30,7 @@ mod hooks;
 mod keys;
 mod leases;
 mod nul;
+mod pauses;
 mod retention;
 mod runs;
 mod runtime;
@@ -46,6 +47,7 @@ pub use hooks::*;
 pub use keys::*;
 pub use leases::*;
 pub use nul::*;
+pub use pauses::*;
 pub use retention::*;
 pub use runs::*;
 pub use runtime::*;
@@ -217,6 +219,8 @@ macro_rules! store_conformance {
             a_failed_schedule_update_changes_nothing,
             // api_keys.rs
             api_keys_round_trip_list_by_id_and_are_replaced,
+            // pauses.rs
+            pauses_round_trip_list_by_target_and_lift,
             // nul.rs
             nul_in_lookups_finds_nothing_and_payloads_keep_it,
             // sealed.rs

@@ -481,3 +481,22 @@ impl KeyStore for ProcessStore {
         self.disk.records.save_key(record).await
     }
 }
+
+#[async_trait]
+impl crate::store::PauseStore for ProcessStore {
+    async fn list_pauses(&self) -> Result<Vec<crate::model::Pause>, WorldError> {
+        self.alive()?;
+        self.disk.records.list_pauses().await
+    }
+    async fn save_pause(&self, pause: &crate::model::Pause) -> Result<(), WorldError> {
+        self.alive()?;
+        self.disk.records.save_pause(pause).await
+    }
+    async fn remove_pause(
+        &self,
+        target: &crate::model::PauseTarget,
+    ) -> Result<Option<crate::model::Pause>, WorldError> {
+        self.alive()?;
+        self.disk.records.remove_pause(target).await
+    }
+}

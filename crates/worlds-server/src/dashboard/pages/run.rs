@@ -148,6 +148,12 @@ async fn run_page(
         reveal.event(event);
     }
     let now = api.world.clock().now_ms();
+    // A store that cannot list its pauses shows the waits as if none were in force.
+    let pauses = if state.status.is_terminal() {
+        Vec::new()
+    } else {
+        api.world.pauses().await.unwrap_or_default()
+    };
     let timeline = Timeline::of(&history, now);
     let mut page = Page::of(principal, "runs");
     page.notice = notice;
@@ -197,7 +203,7 @@ async fn run_page(
     let view = RunPage {
         page,
         why: why(&state, &history),
-        waiting: waiting_on(&state, &history, now),
+        waiting: waiting_on(&state, &history, now, &pauses),
         hooks,
         can_cancel: acts && !state.status.is_terminal(),
         recover: RecoverView::of(&state, &history).filter(|_| acts),
@@ -354,9 +360,14 @@ fn why(state: &WorkflowState, history: &[Event]) -> Option<Why> {
 
 /// What an unfinished run waits on now, one line each, with a concern where the waiting
 /// looks stuck (`worlds_engine::model::waits`).
-fn waiting_on(state: &WorkflowState, history: &[Event], now: Millis) -> Vec<WaitLine> {
+fn waiting_on(
+    state: &WorkflowState,
+    history: &[Event],
+    now: Millis,
+    pauses: &[worlds_engine::model::Pause],
+) -> Vec<WaitLine> {
     use worlds_engine::model::WaitOn;
-    worlds_engine::model::waits(state, history, now)
+    worlds_engine::model::waits_paused(state, history, now, pauses)
         .into_iter()
         .map(|wait| {
             let what = match &wait.on {
@@ -374,6 +385,26 @@ fn waiting_on(state: &WorkflowState, history: &[Event], now: Millis) -> Vec<Wait
                     hook_id, webhook, ..
                 } => format!("{} {hook_id}", if *webhook { "webhook" } else { "hook" }),
                 WaitOn::Child { run_id } => format!("child run {run_id}"),
+                WaitOn::Paused {
+                    target,
+                    by,
+                    reason,
+                    paused_since,
+                    step,
+                } => {
+                    let held = match step {
+                        Some((name, _)) => format!("step {name}"),
+                        None => "its start".to_owned(),
+                    };
+                    let mut text = format!(
+                        "{held}: {target} paused by {by} at {}",
+                        clock_text(*paused_since)
+                    );
+                    if !reason.is_empty() {
+                        text.push_str(&format!(" ({reason})"));
+                    }
+                    text
+                }
             };
             let mut text = format!(
                 "{what}, for {}",

@@ -13,6 +13,7 @@ mod hooks;
 mod inspect;
 mod keys;
 mod logs;
+mod pauses;
 mod prune;
 mod reopen;
 mod schedules;
@@ -110,6 +111,9 @@ fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Bench(args) => bench::run(&args),
         Command::Runs(RunsCommand::List(args)) => inspect::list(&args, &mut std::io::stdout()),
+        Command::Pause(args) => pauses::pause(&args, &mut std::io::stdout()),
+        Command::Resume(args) => pauses::resume(&args, &mut std::io::stdout()),
+        Command::Pauses(args) => pauses::list(&args, &mut std::io::stdout()),
         Command::Runs(RunsCommand::Show(args)) => show::show(&args, &mut std::io::stdout()),
         Command::Runs(RunsCommand::Cancel(args)) => cancel::cancel(&args, &mut std::io::stdout()),
         Command::Runs(RunsCommand::Retry(args)) => {

@@ -27,6 +27,7 @@ const LAYERS: &[&[&str]] = &[
         "inspect",
         "keys",
         "logs",
+        "pauses",
         "prune",
         "reopen",
         "schedules",

@@ -45,6 +45,8 @@ impl Cli {
                 | SchedulesCommand::Resume(args)
                 | SchedulesCommand::Delete(args),
             ) => args.json,
+            Command::Pause(args) | Command::Resume(args) => args.json,
+            Command::Pauses(args) => args.json,
             Command::Logs(args) => args.json,
             Command::Hooks(HooksCommand::Resume(args)) => args.json,
             Command::Keys(KeysCommand::Create(args)) => args.json,
@@ -105,6 +107,15 @@ pub(crate) enum Command {
     /// List, pause, resume or delete the schedules in a world's directory or database.
     #[command(subcommand)]
     Schedules(SchedulesCommand),
+    /// Pause a workflow or a task queue: its runs not started yet stay pending and its steps
+    /// not started yet stay queued until `worlds resume`; started runs and running steps go
+    /// on. Works while the world runs (it reads pauses within 2 s), on a directory, a
+    /// database or a server (an admin key).
+    Pause(PauseArgs),
+    /// Lift the pause on a workflow or a task queue: what it held starts.
+    Resume(PauseArgs),
+    /// List the workflows and task queues paused, with who paused them, why and since when.
+    Pauses(PausesArgs),
     /// Check a world's directory (format, runs by status, torn or corrupt event logs) or
     /// PostgreSQL database (connection, schema version, members, runs, takeovers, timers due).
     Doctor(DoctorArgs),
@@ -671,6 +682,55 @@ pub(crate) enum SchedulesCommand {
     Resume(ScheduleIdArgs),
     /// Delete a schedule; the runs it started are kept.
     Delete(ScheduleIdArgs),
+}
+
+/// What `worlds pause` and `worlds resume` act on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum PauseKind {
+    /// A workflow, by its registered name.
+    Workflow,
+    /// A task queue, by name.
+    #[value(name = "queue", alias = "task_queue", alias = "task-queue")]
+    Queue,
+}
+
+/// Options of `worlds pause` and `worlds resume`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct PauseArgs {
+    /// `workflow` or `queue`.
+    pub(crate) kind: PauseKind,
+
+    /// The workflow's or the task queue's name.
+    pub(crate) name: String,
+
+    /// Why (`worlds pause`): shown wherever a run waits on the pause.
+    #[arg(long, default_value = "")]
+    pub(crate) reason: String,
+
+    /// Who pauses (`worlds pause` on a directory or database; a server records its API key):
+    /// default `cli:` and the user's name.
+    #[arg(long)]
+    pub(crate) by: Option<String>,
+
+    /// The world: its directory, database or API.
+    #[command(flatten)]
+    pub(crate) world: WorldArgs,
+
+    /// Print the pause as one JSON object instead of text.
+    #[arg(long)]
+    pub(crate) json: bool,
+}
+
+/// Options of `worlds pauses`.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct PausesArgs {
+    /// The world: its directory, database or API.
+    #[command(flatten)]
+    pub(crate) world: WorldArgs,
+
+    /// Print one JSON object per line (the pause) instead of a table.
+    #[arg(long)]
+    pub(crate) json: bool,
 }
 
 /// Options of `worlds schedules list`.

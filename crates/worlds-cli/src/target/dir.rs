@@ -162,6 +162,16 @@ pub(crate) fn keys<T>(
     futures::executor::block_on(work(&files))
 }
 
+/// Runs `work` on the pauses of the world directory `dir` (its `pauses/` files).
+pub(crate) fn pauses<T>(
+    dir: &Path,
+    work: impl AsyncFnOnce(&dyn worlds_engine::store::PauseStore) -> anyhow::Result<T>,
+) -> anyhow::Result<T> {
+    check_world_dir(dir)?;
+    let files = worlds_engine::store::PauseFiles::open(dir);
+    futures::executor::block_on(work(&files))
+}
+
 /// `process PID` from `leases/{run_id}`, which names the member driving the run in file mode
 /// (`m{pid}-{random}`); `None` without a lease (a hybrid directory, or a run no one drives).
 pub(crate) fn driver_of(dir: &Path, run_id: &str) -> Option<String> {

@@ -21,10 +21,11 @@ use anyhow::{bail, Context as _};
 use clap::parser::ValueSource;
 use clap::{ArgMatches, Args};
 use worlds_client::Client;
+use worlds_engine::clock::Millis;
 use worlds_engine::hooks::HookResumed;
-use worlds_engine::model::{ReopenRequest, Reopened};
+use worlds_engine::model::{Pause, PauseTarget, ReopenRequest, Reopened};
 use worlds_engine::schedule::ScheduleConfig;
-use worlds_engine::store::{KeyStore, ScheduleStore};
+use worlds_engine::store::{KeyStore, PauseStore, ScheduleStore};
 use worlds_engine::telemetry::logs::{LogEntry, LogQuery};
 use worlds_engine::{
     BulkProgress, BulkRequest, ErrorKind, Event, Persistence, ResolveData, RunStatus,
@@ -566,6 +567,60 @@ impl Target {
     /// Runs `work` on the world's API key records: a directory's `keys/` folder (safe while a
     /// world holds it in any mode), or a database's `api_keys` table as a visitor (key records
     /// are no run's, so writing them needs no lease).
+    /// The pauses in force.
+    pub(crate) fn pauses(&self) -> anyhow::Result<Vec<Pause>> {
+        match self {
+            Target::Server(client) => server::pauses(client),
+            _ => self.pause_store(async |store| Ok(store.list_pauses().await?)),
+        }
+    }
+
+    /// Pauses `target`, recorded as by `by` (a server records the API key instead).
+    pub(crate) fn pause(
+        &self,
+        target: PauseTarget,
+        by: &str,
+        reason: &str,
+        now: Millis,
+    ) -> anyhow::Result<Pause> {
+        if let Target::Server(client) = self {
+            return server::pause(client, &target, reason);
+        }
+        let pause = Pause {
+            target,
+            by: by.to_owned(),
+            reason: reason.to_owned(),
+            since: now,
+        };
+        pause.check()?;
+        self.pause_store(async |store| {
+            store.save_pause(&pause).await?;
+            Ok(pause.clone())
+        })
+    }
+
+    /// Lifts the pause on `target`: the pause lifted, `None` if there was none.
+    pub(crate) fn resume(&self, target: &PauseTarget) -> anyhow::Result<Option<Pause>> {
+        target.check()?;
+        match self {
+            Target::Server(client) => server::resume(client, target),
+            _ => self.pause_store(async |store| Ok(store.remove_pause(target).await?)),
+        }
+    }
+
+    /// Runs `work` on the pauses of a directory (its `pauses/` files, written beside a running
+    /// world, which reads them again within 2 s) or a database.
+    fn pause_store<T>(
+        &self,
+        work: impl AsyncFnOnce(&dyn PauseStore) -> anyhow::Result<T>,
+    ) -> anyhow::Result<T> {
+        match self {
+            Target::Dir(dir) => dir::pauses(dir, work),
+            Target::Database(db) => postgres::read(db, async |store| work(store).await),
+            Target::Server(_) => Err(self.needs_local("this change")),
+        }
+    }
+
     pub(crate) fn keys<T>(
         &self,
         work: impl AsyncFnOnce(&dyn KeyStore) -> anyhow::Result<T>,

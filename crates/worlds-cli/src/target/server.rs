@@ -125,6 +125,34 @@ pub(crate) fn show_run(client: &Client, id: &str) -> anyhow::Result<Shown> {
     })
 }
 
+/// `worlds pauses --server`.
+pub(crate) fn pauses(client: &Client) -> anyhow::Result<Vec<worlds_engine::model::Pause>> {
+    runtime()?.block_on(client.pauses()).map_err(explained)
+}
+
+/// `worlds pause --server`.
+pub(crate) fn pause(
+    client: &Client,
+    target: &worlds_engine::model::PauseTarget,
+    reason: &str,
+) -> anyhow::Result<worlds_engine::model::Pause> {
+    runtime()?
+        .block_on(client.pause(target, reason))
+        .map_err(explained)
+}
+
+/// `worlds resume --server`: the pause lifted, `None` if there was none.
+pub(crate) fn resume(
+    client: &Client,
+    target: &worlds_engine::model::PauseTarget,
+) -> anyhow::Result<Option<worlds_engine::model::Pause>> {
+    match runtime()?.block_on(client.resume(target)) {
+        Ok(pause) => Ok(Some(pause)),
+        Err(e) if e.code() == Some("NOT_FOUND") => Ok(None),
+        Err(e) => Err(explained(e)),
+    }
+}
+
 /// `worlds schedules list --server`.
 pub(crate) fn schedules(client: &Client) -> anyhow::Result<Vec<ScheduleConfig>> {
     runtime()?.block_on(client.schedules()).map_err(explained)

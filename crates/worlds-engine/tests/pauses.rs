@@ -209,3 +209,46 @@ async fn hostile_targets_are_refused_before_anything_is_stored() {
         .is_err());
     assert!(t.world().pauses().await.unwrap().is_empty());
 }
+
+#[tokio::test]
+async fn a_pause_outlives_the_process_on_a_hybrid_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let calls = Counter::default();
+    let step = add_one("add", &calls);
+    let flow = chain(&step, None);
+    let open = || {
+        let mut config = memory_config();
+        config.persistence = worlds_engine::Persistence::Hybrid;
+        config.persistence_path = dir.path().to_path_buf();
+        let world = World::new(config).unwrap();
+        world.register(&step).unwrap();
+        world.register(&flow).unwrap();
+        world
+    };
+    let world = open();
+    world.start().await.unwrap();
+    let target = PauseTarget::Workflow("chain".into());
+    world.pause(target.clone(), "ops", "drain").await.unwrap();
+    let run = world
+        .execute(&flow, 1, WorkflowOptions::default())
+        .await
+        .unwrap();
+    world.shutdown().await.unwrap();
+    drop(world);
+
+    let world = open();
+    world.start().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let state = world.get_run(&run.id, ResolveData::None).await.unwrap();
+    assert_eq!(
+        state.status,
+        RunStatus::Pending,
+        "held again after the restart"
+    );
+    assert_eq!(world.pauses().await.unwrap()[0].reason, "drain");
+    world.resume(&target, "ops").await.unwrap();
+    let handle = world.handle::<u64>(&run.id).await.unwrap();
+    assert_eq!(handle.result().await.unwrap(), 3);
+    assert_eq!(calls.get(), 2);
+    world.shutdown().await.unwrap();
+}

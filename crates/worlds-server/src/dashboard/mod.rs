@@ -48,6 +48,8 @@ pub(crate) fn routes(provider: Arc<dyn AuthProvider>, api: &Api) -> Router<Api> 
         )
         .route("/schedules", get(pages::schedules))
         .route("/schedules/{id}/{action}", post(pages::change_schedule))
+        .route("/pauses", get(pages::pauses).post(pages::pause))
+        .route("/pauses/{kind}/{name}/resume", post(pages::resume))
         .route("/workers", get(pages::workers))
         .route("/retention", get(pages::retention))
         .route("/retention/sweep", post(pages::sweep))

@@ -4,6 +4,7 @@
 //! themselves are in the files beside it.
 
 mod live;
+mod pauses;
 mod retention;
 mod run;
 mod run_parts;
@@ -11,6 +12,7 @@ mod runs;
 mod schedules;
 
 pub(crate) use live::{live, live_stream};
+pub(crate) use pauses::{pause, pauses, resume};
 pub(crate) use retention::{preview, retention, sweep};
 pub(crate) use run::{cancel, check_hook_payload, recover, resume_hook, run};
 pub(crate) use runs::runs;

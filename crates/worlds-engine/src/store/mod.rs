@@ -33,6 +33,7 @@ mod hybrid;
 mod keys;
 mod memory;
 mod pauses;
+mod record_file;
 mod retention;
 mod schedules;
 mod sealed;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use crate::atomic_file;
 use crate::error::WorldError;
@@ -27,12 +27,6 @@ const SUFFIX: &str = ".json";
 struct OnDisk<'a> {
     format: u32,
     key: &'a ApiKeyRecord,
-}
-
-#[derive(Deserialize)]
-struct Loaded {
-    format: u32,
-    key: ApiKeyRecord,
 }
 
 /// The `keys/` directory of a world's data directory: the key records of its file or hybrid
@@ -125,20 +119,14 @@ fn create_private_dir(dir: &Path) -> Result<(), WorldError> {
 }
 
 fn parse(path: &Path, bytes: &[u8]) -> Result<ApiKeyRecord, WorldError> {
-    let loaded: Loaded = serde_json::from_slice(bytes).map_err(|e| {
-        WorldError::Internal(format!(
-            "key file {} is damaged ({e}); fix or delete it (the key it held is then refused)",
-            path.display()
-        ))
-    })?;
-    if loaded.format > FORMAT {
-        return Err(WorldError::Unsupported(format!(
-            "key file {} has format {}, newer than this build knows ({FORMAT}); upgrade worlds-engine",
-            path.display(),
-            loaded.format
-        )));
-    }
-    Ok(loaded.key)
+    crate::store::record_file::parse(
+        path,
+        bytes,
+        "key",
+        FORMAT,
+        "key",
+        "the key it held is then refused",
+    )
 }
 
 macro_rules! file_key_store {

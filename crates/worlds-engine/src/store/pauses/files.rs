@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use async_trait::async_trait;
 use parking_lot::Mutex;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use sha2::{Digest, Sha256};
 
 use crate::atomic_file;
@@ -29,12 +29,6 @@ const SUFFIX: &str = ".json";
 struct OnDisk<'a> {
     format: u32,
     pause: &'a Pause,
-}
-
-#[derive(Deserialize)]
-struct Loaded {
-    format: u32,
-    pause: Pause,
 }
 
 /// The `pauses/` directory of a world's data directory: the pauses in force of its file or
@@ -139,20 +133,14 @@ impl PauseFiles {
 }
 
 fn parse(path: &Path, bytes: &[u8]) -> Result<Pause, WorldError> {
-    let loaded: Loaded = serde_json::from_slice(bytes).map_err(|e| {
-        WorldError::Internal(format!(
-            "pause file {} is damaged ({e}); fix or delete it (deleting it lifts the pause)",
-            path.display()
-        ))
-    })?;
-    if loaded.format > FORMAT {
-        return Err(WorldError::Unsupported(format!(
-            "pause file {} has format {}, newer than this build knows ({FORMAT}); upgrade worlds-engine",
-            path.display(),
-            loaded.format
-        )));
-    }
-    Ok(loaded.pause)
+    crate::store::record_file::parse(
+        path,
+        bytes,
+        "pause",
+        FORMAT,
+        "pause",
+        "deleting it lifts the pause",
+    )
 }
 
 macro_rules! file_pause_store {

@@ -15,7 +15,7 @@
 //! held run is pending in the store and a held attempt is a step not started, both queued
 //! again by recovery, and held again if the pause still stands.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,8 +42,9 @@ type HeldStep = (ActivityTask, Option<Arc<str>>);
 #[derive(Default)]
 struct State {
     current: BTreeMap<PauseTarget, Pause>,
-    /// Pending runs held, by the pause holding them.
-    runs: BTreeMap<PauseTarget, Vec<Arc<str>>>,
+    /// Pending runs held, by the pause holding them (a set: a flood of starts during an
+    /// incident is what a pause is for, and a run is checked again each time it is queued).
+    runs: BTreeMap<PauseTarget, HashSet<Arc<str>>>,
     /// Step attempts held, with the queue they go back to.
     steps: BTreeMap<PauseTarget, Vec<HeldStep>>,
 }
@@ -95,8 +96,8 @@ impl Pauses {
             return false;
         }
         let held = state.runs.entry(target.clone()).or_default();
-        if !held.iter().any(|held| &**held == run_id) {
-            held.push(Arc::from(run_id));
+        if !held.contains(run_id) {
+            held.insert(Arc::from(run_id));
         }
         true
     }
@@ -135,7 +136,7 @@ impl Pauses {
         runs.retain(|target, held| {
             let keep = current.contains_key(target);
             if !keep {
-                released.runs.append(held);
+                released.runs.extend(held.drain());
             }
             keep
         });
@@ -154,7 +155,7 @@ impl Pauses {
     pub(crate) fn held(&self, target: &PauseTarget) -> (usize, usize) {
         let state = self.state.lock();
         (
-            state.runs.get(target).map_or(0, Vec::len),
+            state.runs.get(target).map_or(0, HashSet::len),
             state.steps.get(target).map_or(0, Vec::len),
         )
     }

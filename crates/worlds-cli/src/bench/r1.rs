@@ -170,7 +170,7 @@ pub(crate) async fn run(settings: &Settings) -> anyhow::Result<Report> {
     report.p50_ms = idle.first().copied();
     report.p99_ms = idle.get(1).copied();
     report.notes = format!(
-        "{days} simulated days on a virtual clock, {n} workflows of {k} steps per day, completed runs kept {KEEP_DAYS} days, one sweep per day (on PostgreSQL followed by a VACUUM of the swept tables, on hybrid by a compaction and the segment rewrites due, standing in for a day of background housekeeping); p50/p99 = W2-style latency (one workflow after another, before the day's sweep) on days {}..={}, {} probes; the same while those days' sweeps ran, {} probes: p50 {:?} ms, p99 {:?} ms",
+        "{days} simulated days on a virtual clock, {n} workflows of {k} steps per day, completed runs kept {KEEP_DAYS} days, one sweep per day (on PostgreSQL followed by a VACUUM of the swept tables and the log entries, on hybrid by a compaction and the segment rewrites due, standing in for a day of background housekeeping); p50/p99 = W2-style latency (one workflow after another, before the day's sweep) on days {}..={}, {} probes; the same while those days' sweeps ran, {} probes: p50 {:?} ms, p99 {:?} ms",
         KEEP_DAYS + 2,
         KEEP_DAYS + 1 + MEASURED_DAYS,
         probes.0,
@@ -273,7 +273,9 @@ async fn store_bytes(config: &WorldConfig, settings: &Settings) -> anyhow::Resul
     Ok(dir_bytes(&config.persistence_path))
 }
 
-/// `VACUUM` of the tables a sweep deletes from, in the world's schema.
+/// `VACUUM` of the tables a sweep deletes from, and of the log entries the logs' own retention
+/// deletes (a day's at a time), in the world's schema: what the server's autovacuum does, on a
+/// server that may run without it (this machine's does; `worlds doctor` warns of it).
 async fn vacuum(config: &WorldConfig, settings: &Settings) -> anyhow::Result<()> {
     let mut conn = <sqlx::PgConnection as sqlx::Connection>::connect(&settings.database_url)
         .await
@@ -281,7 +283,7 @@ async fn vacuum(config: &WorldConfig, settings: &Settings) -> anyhow::Result<()>
     // The schema name is checked (a plain lower-case identifier) when the world opens it.
     let schema = &config.database.schema;
     for table in [
-        "runs", "events", "steps", "hooks", "timers", "streams", "chunks",
+        "runs", "events", "steps", "hooks", "timers", "streams", "chunks", "logs", "members",
     ] {
         sqlx::query(sqlx::AssertSqlSafe(format!("VACUUM \"{schema}\".{table}")))
             .execute(&mut conn)

@@ -37,9 +37,12 @@ async fn a_pause_set_by_one_member_holds_the_runs_of_another_until_resumed() {
     let (a, b) = (member(&schema, &clock).await, member(&schema, &clock).await);
     let target = PauseTarget::Workflow("report".into());
     a.pause(target.clone(), "ops", "drain").await.unwrap();
-    // B reads the pauses again on its next refresh.
-    clock.advance(Duration::from_secs(3));
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    // B reads the pauses again on its next refreshes: time moves for a while (refreshes are
+    // slower on a loaded machine).
+    for _ in 0..20 {
+        clock.advance(Duration::from_secs(1));
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     assert_eq!(b.pauses().await.unwrap().len(), 1);
 
     let mut ids = Vec::new();
@@ -61,9 +64,18 @@ async fn a_pause_set_by_one_member_holds_the_runs_of_another_until_resumed() {
         "{waits:?}"
     );
 
-    // Lifted by A: B starts what it holds on its next refresh.
+    // Lifted by A: B starts what it holds on its next refresh. Time goes on moving (a refresh
+    // B began before the resume, slow on a loaded machine, must be followed by another).
     a.resume(&target, "ops").await.unwrap();
-    clock.advance(Duration::from_secs(3));
+    let ticking = {
+        let clock = clock.clone();
+        tokio::spawn(async move {
+            loop {
+                clock.advance(Duration::from_secs(1));
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        })
+    };
     for (n, id) in ids.iter().enumerate() {
         let handle = a.handle::<u64>(id).await.unwrap();
         let result = tokio::time::timeout(Duration::from_secs(20), handle.result())
@@ -72,6 +84,7 @@ async fn a_pause_set_by_one_member_holds_the_runs_of_another_until_resumed() {
             .unwrap();
         assert_eq!(result, n as u64);
     }
+    ticking.abort();
     a.shutdown().await.unwrap();
     b.shutdown().await.unwrap();
     drop((a, b));
